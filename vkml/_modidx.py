@@ -122,4 +122,11 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                              'vkml.tensor.schedule': ('tensor.html#schedule', 'vkml/tensor.py'),
                              'vkml.tensor.tensor': ('tensor.html#tensor', 'vkml/tensor.py'),
                              'vkml.tensor.toposort': ('tensor.html#toposort', 'vkml/tensor.py'),
-                             'vkml.tensor.wrap': ('tensor.html#wrap', 'vkml/tensor.py')}}}
+                             'vkml.tensor.wrap': ('tensor.html#wrap', 'vkml/tensor.py')},
+            'vkml.vulkan.kernel_api': { 'vkml.vulkan.kernel_api.Dispatch': ('kernel_api.html#dispatch', 'vkml/vulkan/kernel_api.py'),
+                                        'vkml.vulkan.kernel_api.Scratch': ('kernel_api.html#scratch', 'vkml/vulkan/kernel_api.py'),
+                                        'vkml.vulkan.kernel_api.f32_bits': ('kernel_api.html#f32_bits', 'vkml/vulkan/kernel_api.py'),
+                                        'vkml.vulkan.kernel_api.groups_1d': ('kernel_api.html#groups_1d', 'vkml/vulkan/kernel_api.py'),
+                                        'vkml.vulkan.kernel_api.kernel': ('kernel_api.html#kernel', 'vkml/vulkan/kernel_api.py'),
+                                        'vkml.vulkan.kernel_api.pad4': ('kernel_api.html#pad4', 'vkml/vulkan/kernel_api.py'),
+                                        'vkml.vulkan.kernel_api.sfx': ('kernel_api.html#sfx', 'vkml/vulkan/kernel_api.py')}}}

@@ -5,16 +5,18 @@
 # %% auto #0
 __all__ = []
 
-# %% ../nbs/99_api.ipynb #2dd46f79
+# %% ../nbs/99_api.ipynb #01ea0c4d
 __version__ = "0.1.0"
 
-# %% ../nbs/99_api.ipynb #efe14158
+# %% ../nbs/99_api.ipynb #fde2a7ca
 from .dtypes import (VkmlError, DTypeError, ShapeError, RankError, AxisError, DeviceError, BackendError,
                          VulkanUnavailableError, FeatureError, OutOfMemoryError, EmptyReductionError, GradError,
                          IndexOutOfRangeError, CheckpointError, DType, float32, float16, int32, int64, bool_,
                          MAX_DIMS)
 from .tensor import Tensor, tensor, realize, no_grad, is_grad_enabled, schedule
 import vkml.cpu
+import vkml.autograd
+from .autograd import gradcheck, GradcheckError
 
-# %% ../nbs/99_api.ipynb #ed763e9b
+# %% ../nbs/99_api.ipynb #320098c2
 half, float, int, long, bool = float16, float32, int32, int64, bool_  # PyTorch's aliases, as vkml.float32 etc.

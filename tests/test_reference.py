@@ -1,0 +1,570 @@
+"""Every operator of vkml.functional against an independent numpy/scipy reference.
+
+`CASES[name]` lists the cases of one public operator: random inputs over several shapes (broadcasting,
+size-1 and size-0 dims, ranks 0-4), each dtype the operator accepts, and (for tensor inputs) three
+layouts: contiguous, a permuted view and a strided (step-2) slice. References compute in float64 from
+the same inputs and never import vkML's numpy implementations. `TESTED_OPERATORS` is the set of
+operator names exercised here, for the registry's completeness check.
+"""
+from __future__ import annotations
+import math, zlib
+from dataclasses import dataclass
+from typing import Callable
+import numpy as np
+import pytest
+from scipy import special
+from hypothesis import given, settings, assume, HealthCheck, strategies as st
+from hypothesis.extra import numpy as hnp
+
+import vkml
+import vkml.functional as F
+from vkml.dtypes import float32, float16, int32, int64, bool_, RankError
+from vkml.tensor import Tensor, tensor
+
+FLOAT = (float32, float16)
+INT = (int32, int64)
+NUM = FLOAT + INT
+ALL = NUM + (bool_,)
+BASE_TOL = {float32: (1e-5, 1e-6), float16: (2e-3, 2e-3)}  # (rtol, atol) against a float64 reference
+HYP = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+# --- inputs -------------------------------------------------------------------------------------
+
+SPECIAL = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 1.0, -2.5, 3.0])
+
+def gen(shape, dtype, domain, rng) -> np.ndarray:
+    "Random values of `dtype` from `domain`."
+    if dtype is bool_: return rng.random(shape) < 0.5
+    if dtype.is_int:
+        lo, hi = {"pos": (1, 6), "nz": (1, 6), "ties": (-2, 3)}.get(domain, (-6, 7))
+        a = rng.integers(lo, hi, size=shape)
+        if domain == "nz": a = a * rng.choice([-1, 1], size=shape)
+        return a.astype(dtype.np)
+    a = {"any": lambda: rng.standard_normal(shape) * 2,
+         "pos": lambda: rng.uniform(0.1, 3.0, shape),
+         "nz": lambda: rng.uniform(0.3, 3.0, shape) * rng.choice([-1, 1], size=shape),
+         "unit": lambda: rng.uniform(-0.9, 0.9, shape),
+         "ties": lambda: rng.choice([-1.0, 0.0, 0.5, 2.0], size=shape),
+         "special": lambda: rng.choice(SPECIAL, size=shape)}[domain]()
+    return np.asarray(a).astype(dtype.np)
+
+def layouts(arr: np.ndarray):
+    "(name, builder) pairs: each builder makes a vkML tensor holding `arr`'s values in another layout."
+    yield "contiguous", lambda: tensor(arr)
+    if arr.ndim >= 2:
+        perm = tuple(reversed(range(arr.ndim)))
+        base = np.ascontiguousarray(arr.transpose(perm))
+        yield "permuted", lambda: tensor(base).permute(perm)
+    if arr.ndim >= 1:
+        big = np.zeros((2 * arr.shape[0],) + arr.shape[1:], arr.dtype)
+        big[1::2] = arr
+        yield "strided", lambda: tensor(big)[1::2]
+        yield "reversed", lambda: tensor(np.ascontiguousarray(arr[::-1]))[::-1]
+
+def ref_in(a: np.ndarray) -> np.ndarray:
+    "The reference's view of an input: floats widened to float64, ints to int64."
+    if a.dtype.kind == "f": return a.astype(np.float64)
+    if a.dtype.kind == "i": return a.astype(np.int64)
+    return a
+
+def check(out: Tensor, ref, want_dtype, tol=1.0, what=""):
+    "Compare a vkML result with a reference: shape and dtype exactly, values within the dtype's tolerance."
+    assert isinstance(out, Tensor), f"{what}: got {type(out)}"
+    assert out.dtype is want_dtype, f"{what}: dtype {out.dtype} != {want_dtype}"
+    o, r = out.numpy(), np.asarray(ref)
+    assert o.dtype == want_dtype.np, what
+    assert o.shape == r.shape, f"{what}: shape {o.shape} != {r.shape}"
+    if want_dtype.is_float:
+        rtol, atol = BASE_TOL[want_dtype]
+        np.testing.assert_allclose(o.astype(np.float64), r.astype(np.float64), rtol=rtol * tol, atol=atol * tol,
+                                   equal_nan=True, err_msg=what)
+        # infinities and signs of infinities must match exactly
+        np.testing.assert_array_equal(np.isinf(o), np.isinf(r), err_msg=what)
+    else:
+        np.testing.assert_array_equal(o, r.astype(want_dtype.np), err_msg=what)
+
+@dataclass
+class Case:
+    f: Callable                  # (*tensors) -> Tensor (or a tuple of tensors)
+    ref: Callable                # (*float64/int64 arrays) -> array (or tuple)
+    shapes: list                 # one tuple of input shapes per run
+    dtypes: tuple = FLOAT        # the input dtypes to run (all inputs share one); (None,) for no inputs
+    domain: str = "any"
+    out: Callable = None         # input dtype -> output dtype (default: the input dtype)
+    tol: float = 1.0             # multiplies the dtype's tolerance
+    views: bool = True           # also run the non-contiguous layouts
+
+# --- shapes ---------------------------------------------------------------------------------------
+
+U = [((),), ((5,),), ((2, 3),), ((1, 4, 1),), ((2, 0, 3),), ((2, 3, 2, 2),)]
+B = [((), ()), ((4,), ()), ((), (2, 3)), ((2, 3), (3,)), ((2, 1, 4), (3, 1)), ((2, 3), (2, 3)),
+     ((0, 3), (3,)), ((2, 1, 3, 1), (1, 2, 1, 4)), ((1,), (3, 1))]
+R = [((2, 3), None), ((2, 3), 1), ((2, 3), (0, 1)), ((4,), 0), ((), None), ((3, 1, 4), (0, 2)),
+     ((2, 3, 2, 2), -1), ((2, 3, 4), (1,))]
+R_EMPTY = [((0, 3), 0), ((2, 0), 1), ((0,), None), ((2, 0, 3), (1, 2))]
+R_NONEMPTY_OF_EMPTY = [((0, 3), 1), ((2, 0), 0)]   # reducing a non-empty axis of an empty tensor
+
+def _bool_out(_): return bool_
+def _same(d): return d
+def _widen(d): return int64 if d in (int32, bool_) else d
+
+def unary(f, ref, dtypes=FLOAT, domain="any", tol=1.0, out=None, shapes=U):
+    return Case(f, ref, shapes, dtypes, domain, out, tol)
+
+def binary(f, ref, dtypes=NUM, domain="any", tol=1.0, out=None, shapes=B):
+    return Case(f, ref, shapes, dtypes, domain, out, tol)
+
+def red_shapes(rs): return [((s,),) for s, _ in rs]
+
+def reduction(f, ref, rs, dtypes=FLOAT, out=None, tol=1.0, domain="any", keepdims=(False, True)):
+    "One case per (shape, dim, keepdim); f(x, dim, keepdim), ref(x, axis, keepdims)."
+    cases = []
+    for shape, dim in rs:
+        for kd in keepdims:
+            ax = dim if dim is None or isinstance(dim, int) else tuple(dim)
+            cases.append(Case(lambda x, dim=dim, kd=kd: f(x, dim, kd), lambda x, ax=ax, kd=kd: ref(x, ax, kd),
+                              [(shape,)], dtypes, domain, out, tol))
+    return cases
+
+# --- independent references ------------------------------------------------------------------------
+
+def sigmoid(x): return 1 / (1 + np.exp(-x))
+def softplus(x, beta=1.0, th=20.0):
+    with np.errstate(over="ignore"): return np.where(beta * x > th, x, np.log1p(np.exp(beta * x)) / beta)
+SELU_A, SELU_S = 1.6732632423543772848170429916717, 1.0507009873554804934193349852946
+
+def lowbias32(x):
+    x = np.asarray(x, dtype=np.uint64) & 0xFFFFFFFF
+    x ^= x >> 16; x = (x * 0x21F0AAAD) & 0xFFFFFFFF
+    x ^= x >> 15; x = (x * 0x735A2D97) & 0xFFFFFFFF
+    x ^= x >> 15
+    return x
+
+def ref_bits(seed, offset, n):
+    c = (np.arange(n, dtype=np.uint64) + offset) & 0xFFFFFFFF
+    k0 = lowbias32(seed & 0xFFFFFFFF); k1 = lowbias32((((seed >> 32) & 0xFFFFFFFF) + 0x9E3779B9) & 0xFFFFFFFF)
+    return lowbias32(lowbias32(c ^ k0) ^ k1)
+
+def ref_uniform(seed, offset, shape, dtype=float32):
+    b = ref_bits(seed, offset, math.prod(shape))
+    v = (b >> 8).astype(np.float64) * 2.0**-24 if dtype is float32 else (b >> 21).astype(np.float64) * 2.0**-11
+    return v.reshape(shape)
+
+def ref_norm(x, p, axis, kd):
+    a = np.abs(x)
+    if p in (2, "fro"): return np.sqrt(np.sum(a * a, axis=axis, keepdims=kd))
+    if p == 1: return np.sum(a, axis=axis, keepdims=kd)
+    if p == math.inf: return np.max(a, axis=axis, keepdims=kd)
+    if p == -math.inf: return np.min(a, axis=axis, keepdims=kd)
+    if p == 0: return np.sum(a != 0, axis=axis, keepdims=kd).astype(np.float64)
+    return np.sum(a ** p, axis=axis, keepdims=kd) ** (1 / p)
+
+def ref_pad(x, pad, value=0):
+    widths = [(0, 0)] * x.ndim
+    for i in range(len(pad) // 2): widths[x.ndim - 1 - i] = (pad[2 * i], pad[2 * i + 1])
+    crop = tuple(slice(max(0, -b), n - max(0, -a)) for n, (b, a) in zip(x.shape, widths))
+    return np.pad(x[crop], [(max(0, b), max(0, a)) for b, a in widths], constant_values=value)
+
+def ref_index_add(x, dim, idx, src, alpha=1):
+    out = x.copy()
+    for j, i in enumerate(idx):
+        sl = [slice(None)] * x.ndim; sl[dim] = i
+        ss = [slice(None)] * x.ndim; ss[dim] = j
+        out[tuple(sl)] += alpha * src[tuple(ss)]
+    return out
+
+def ref_logsumexp(x, axis, kd):
+    shape = np.sum(x, axis=axis, keepdims=kd).shape   # scipy gives 0-d inputs with keepdims a (1,) shape
+    return np.reshape(special.logsumexp(x, axis=axis, keepdims=kd), shape) if x.size else np.full(shape, -np.inf)
+
+def amax_ref(x, axis, kd): return np.max(x, axis=axis, keepdims=kd, initial=-np.inf) if x.dtype.kind == "f" else np.max(x, axis=axis, keepdims=kd)
+def amin_ref(x, axis, kd): return np.min(x, axis=axis, keepdims=kd, initial=np.inf) if x.dtype.kind == "f" else np.min(x, axis=axis, keepdims=kd)
+
+def argref(fn, x, axis, kd):
+    if axis is None:
+        r = fn(x.reshape(-1)) if x.ndim else np.int64(0)
+        return np.reshape(r, (1,) * x.ndim) if kd else np.asarray(r)
+    return fn(x, axis=axis, keepdims=kd) if x.ndim else np.asarray(0)
+
+# fixed index data for the indexing cases
+IDX3 = np.array([2, 0, 2, 1], dtype=np.int64)
+GIDX = np.random.default_rng(1).integers(0, 4, size=(3, 2)).astype(np.int64)
+MASK23 = np.array([[True, False, True], [False, False, True]])
+MASK3 = np.array([True, False, True])
+
+# --- the table -------------------------------------------------------------------------------------
+
+CASES: dict[str, list] = {
+    # creation (inputs are ignored: dtypes=(None,))
+    "tensor": [Case(lambda: tensor([[1.5, 2.0], [3.0, 4.0]]), lambda: np.array([[1.5, 2.0], [3.0, 4.0]]), [()], (None,), out=lambda _: float32),
+               Case(lambda: tensor([1, 2, 3]), lambda: np.array([1, 2, 3]), [()], (None,), out=lambda _: int64)],
+    "zeros": [Case(lambda d=d: F.zeros(2, 3, dtype=d), lambda d=d: np.zeros((2, 3)), [()], (None,), out=lambda _, d=d: d) for d in ALL]
+             + [Case(lambda: F.zeros((0, 2)), lambda: np.zeros((0, 2)), [()], (None,), out=lambda _: float32)],
+    "ones": [Case(lambda d=d: F.ones((4,), dtype=d), lambda: np.ones(4), [()], (None,), out=lambda _, d=d: d) for d in ALL],
+    "full": [Case(lambda: F.full((2, 2), 7), lambda: np.full((2, 2), 7), [()], (None,), out=lambda _: int64),
+             Case(lambda: F.full((3,), -1.5), lambda: np.full(3, -1.5), [()], (None,), out=lambda _: float32),
+             Case(lambda: F.full((), True), lambda: np.array(True), [()], (None,), out=lambda _: bool_),
+             Case(lambda: F.full((2,), 2.5, dtype=float16), lambda: np.full(2, 2.5), [()], (None,), out=lambda _: float16)],
+    "zeros_like": [Case(lambda x: F.zeros_like(x), lambda x: np.zeros_like(x), [((2, 3),), ((),)], ALL)],
+    "ones_like": [Case(lambda x: F.ones_like(x), lambda x: np.ones_like(x), [((2, 3),), ((0, 2),)], ALL)],
+    "full_like": [Case(lambda x: F.full_like(x, 3), lambda x: np.full_like(x, 3), [((2, 3),), ((4,),)], NUM)],
+    "arange": [Case(lambda: F.arange(5), lambda: np.arange(5), [()], (None,), out=lambda _: int64),
+               Case(lambda: F.arange(2, 11, 3), lambda: np.arange(2, 11, 3), [()], (None,), out=lambda _: int64),
+               Case(lambda: F.arange(5, -4, -2), lambda: np.arange(5, -4, -2), [()], (None,), out=lambda _: int64),
+               Case(lambda: F.arange(0.0, 1.0, 0.1), lambda: np.arange(0.0, 1.0, 0.1), [()], (None,), out=lambda _: float32),
+               Case(lambda: F.arange(3, 3), lambda: np.arange(3, 3), [()], (None,), out=lambda _: int64),
+               Case(lambda: F.arange(4, dtype=int32), lambda: np.arange(4), [()], (None,), out=lambda _: int32),
+               Case(lambda: F.arange(6, dtype=float16), lambda: np.arange(6), [()], (None,), out=lambda _: float16)],
+    "linspace": [Case(lambda n=n: F.linspace(-2.0, 3.0, n), lambda n=n: np.linspace(-2.0, 3.0, n), [()], (None,),
+                      out=lambda _: float32) for n in (0, 1, 2, 5, 50)]
+                + [Case(lambda: F.linspace(0, 1, 11, dtype=float16), lambda: np.linspace(0, 1, 11), [()], (None,), out=lambda _: float16)],
+    "eye": [Case(lambda: F.eye(3), lambda: np.eye(3), [()], (None,), out=lambda _: float32),
+            Case(lambda: F.eye(2, 4, dtype=int64), lambda: np.eye(2, 4), [()], (None,), out=lambda _: int64),
+            Case(lambda: F.eye(3, 2, dtype=bool_), lambda: np.eye(3, 2).astype(bool), [()], (None,), out=lambda _: bool_),
+            Case(lambda: F.eye(0), lambda: np.eye(0), [()], (None,), out=lambda _: float32)],
+    "rand": [Case(lambda: (F.manual_seed(7), F.rand(2, 3))[1], lambda: ref_uniform(7, 0, (2, 3)), [()], (None,),
+                  out=lambda _: float32, tol=0),
+             Case(lambda: (F.manual_seed(2**40 + 5), F.rand(4), F.rand(3, dtype=float16))[2],
+                  lambda: ref_uniform(2**40 + 5, 4, (3,), float16), [()], (None,), out=lambda _: float16, tol=0)],
+    "randn": [Case(lambda: (F.manual_seed(3), F.randn(2, 5))[1],
+                   lambda: np.sqrt(-2 * np.log(1 - ref_uniform(3, 0, (2, 5)))) * np.cos(2 * np.pi * ref_uniform(3, 10, (2, 5))),
+                   [()], (None,), out=lambda _: float32, tol=20)],
+    # unary math
+    "neg": [unary(F.neg, np.negative, NUM), unary(lambda x: -x, np.negative, FLOAT, "special")],
+    "abs": [unary(F.abs, np.abs, NUM), unary(lambda x: abs(x), np.abs, FLOAT, "special")],
+    "sign": [unary(F.sign, np.sign, NUM), unary(F.sign, np.sign, FLOAT, "ties")],
+    "exp": [unary(F.exp, np.exp, tol=2), unary(lambda x: x.exp(), np.exp, tol=2)],
+    "log": [unary(F.log, np.log, domain="pos")],
+    "sqrt": [unary(F.sqrt, np.sqrt, domain="pos")],
+    "rsqrt": [unary(F.rsqrt, lambda x: 1 / np.sqrt(x), domain="pos")],
+    "reciprocal": [unary(F.reciprocal, lambda x: 1 / x, domain="nz")],
+    "sin": [unary(F.sin, np.sin)], "cos": [unary(F.cos, np.cos)], "tanh": [unary(F.tanh, np.tanh)],
+    "sigmoid": [unary(F.sigmoid, sigmoid)],
+    "erf": [unary(F.erf, special.erf)], "erfc": [unary(F.erfc, special.erfc)],
+    "clamp": [unary(lambda x: F.clamp(x, -1, 2), lambda x: np.clip(x, -1, 2), NUM),
+              unary(lambda x: F.clamp(x, min=0.5), lambda x: np.maximum(x, 0.5)),
+              unary(lambda x: x.clamp(max=-0.25), lambda x: np.minimum(x, -0.25)),
+              unary(lambda x: F.clamp(x, -1.0, 1.0), lambda x: np.clip(x, -1, 1), domain="special"),
+              binary(lambda x, lo: F.clamp(x, lo, 1.0), lambda x, lo: np.minimum(np.maximum(x, lo), 1.0), FLOAT,
+                     shapes=[((2, 3), (3,)), ((4,), ())])],
+    # activations
+    "relu": [unary(F.relu, lambda x: np.maximum(x, 0), NUM), unary(lambda x: x.relu(), lambda x: np.maximum(x, 0), domain="special")],
+    "leaky_relu": [unary(F.leaky_relu, lambda x: np.where(x > 0, x, 0.01 * x)),
+                   unary(lambda x: F.leaky_relu(x, 0.2), lambda x: np.where(x > 0, x, 0.2 * x))],
+    "elu": [unary(F.elu, lambda x: np.where(x > 0, x, np.expm1(x))),
+            unary(lambda x: F.elu(x, 0.5), lambda x: np.where(x > 0, x, 0.5 * np.expm1(x)))],
+    "selu": [unary(F.selu, lambda x: SELU_S * np.where(x > 0, x, SELU_A * np.expm1(x)), tol=2)],
+    "gelu": [unary(F.gelu, lambda x: 0.5 * x * (1 + special.erf(x / np.sqrt(2)))),
+             unary(lambda x: F.gelu(x, approximate="tanh"),
+                   lambda x: 0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x ** 3))), tol=2)],
+    "silu": [unary(F.silu, lambda x: x * sigmoid(x))],
+    "mish": [unary(F.mish, lambda x: x * np.tanh(softplus(x)), tol=3)],
+    "softplus": [unary(F.softplus, softplus),
+                 unary(lambda x: F.softplus(x, beta=2.0, threshold=3.0), lambda x: softplus(x, 2.0, 3.0))],
+    "softsign": [unary(F.softsign, lambda x: x / (1 + np.abs(x)), tol=2)],
+    "hardtanh": [unary(F.hardtanh, lambda x: np.clip(x, -1, 1)),
+                 unary(lambda x: F.hardtanh(x, -2, 3), lambda x: np.clip(x, -2, 3), NUM)],
+    # binary
+    "add": [binary(F.add, np.add), binary(lambda a, b: a + b, np.add, FLOAT),
+            binary(lambda a, b: F.add(a, b, alpha=2), lambda a, b: a + 2 * b),
+            unary(lambda x: x + 1, lambda x: x + 1, NUM), unary(lambda x: 1 + x, lambda x: x + 1, NUM),
+            unary(lambda x: x + np.ones(x.shape[-1:], x.dtype.np), lambda x: x + 1, NUM, shapes=U[1:])],
+    "sub": [binary(F.sub, np.subtract), binary(lambda a, b: F.sub(a, b, alpha=3), lambda a, b: a - 3 * b),
+            unary(lambda x: 2 - x, lambda x: 2 - x, NUM), unary(lambda x: x - 0.5, lambda x: x - 0.5)],
+    "mul": [binary(F.mul, np.multiply), binary(lambda a, b: a * b, np.multiply, FLOAT),
+            unary(lambda x: x * 2, lambda x: x * 2, NUM), unary(lambda x: 0.5 * x, lambda x: 0.5 * x)],
+    "div": [binary(F.div, np.divide, FLOAT, "nz"), binary(lambda a, b: a / b, np.divide, FLOAT, "nz"),
+            unary(lambda x: 2 / x, lambda x: 2 / x, domain="nz"), unary(lambda x: x / 4, lambda x: x / 4)],
+    "pow": [binary(F.pow, np.power, FLOAT, "pos", tol=4), unary(lambda x: x ** 2, np.square),
+            unary(lambda x: 2 ** x, lambda x: 2.0 ** x, tol=2), unary(lambda x: x ** 0.5, np.sqrt, domain="pos")],
+    "maximum": [binary(F.maximum, np.maximum), binary(F.maximum, np.maximum, FLOAT, "special"),
+                unary(lambda x: x.maximum(x * 0), lambda x: np.maximum(x, 0))],
+    "minimum": [binary(F.minimum, np.minimum), binary(F.minimum, np.minimum, FLOAT, "special")],
+    "where": [binary(lambda a, b: F.where(a > 0, a, b), lambda a, b: np.where(a > 0, a, b), ALL[:4]),
+              binary(lambda a, b: F.where(tensor(MASK3), a, b), lambda a, b: np.where(MASK3, a, b), ALL,
+                     shapes=[((2, 3), (3,)), ((3,), ()), ((1, 3), (2, 1))]),
+              unary(lambda x: F.where(x > 0, x, 0.0), lambda x: np.where(x > 0, x, 0.0)),
+              unary(lambda x: x.where(x < 0, 1), lambda x: np.where(x < 0, x, 1), NUM),
+              unary(lambda x: F.where(x > 0, 1.0, -1.0), lambda x: np.where(x > 0, 1.0, -1.0), out=lambda _: float32),
+              unary(lambda x: F.where(x > 0, 2, 0), lambda x: np.where(x > 0, 2, 0), out=lambda _: int64)],
+    # comparison
+    **{name: [binary(getattr(F, name), ref, ALL, "ties", out=_bool_out), binary(getattr(F, name), ref, FLOAT, "special", out=_bool_out),
+              unary(lambda x, name=name: getattr(F, name)(x, 0), lambda x, ref=ref: ref(x, 0), NUM, "ties", out=_bool_out)]
+       for name, ref in [("eq", np.equal), ("ne", np.not_equal), ("lt", np.less), ("le", np.less_equal),
+                         ("gt", np.greater), ("ge", np.greater_equal)]},
+    "isnan": [unary(F.isnan, np.isnan, FLOAT, "special", out=_bool_out), unary(F.isnan, np.isnan, INT + (bool_,), out=_bool_out)],
+    "isinf": [unary(F.isinf, np.isinf, FLOAT, "special", out=_bool_out), unary(F.isinf, np.isinf, INT + (bool_,), out=_bool_out)],
+    # reductions
+    "sum": reduction(F.sum, lambda x, a, k: np.sum(x, axis=a, keepdims=k), R + R_EMPTY + R_NONEMPTY_OF_EMPTY, ALL, out=_widen, tol=3)
+           + [unary(lambda x: x.sum(), np.sum, ALL, out=_widen, tol=3),
+              unary(lambda x: x.sum(-1, dtype=float32), lambda x: np.sum(x, -1), FLOAT + INT, out=lambda _: float32, shapes=U[1:])],
+    "mean": reduction(F.mean, lambda x, a, k: np.mean(x, axis=a, keepdims=k), R + R_NONEMPTY_OF_EMPTY, tol=3),
+    "amax": reduction(F.amax, amax_ref, R, NUM) + reduction(F.amax, amax_ref, R_EMPTY + R_NONEMPTY_OF_EMPTY, FLOAT)
+            + reduction(F.amax, amax_ref, [((3, 4), 1), ((6,), None)], FLOAT, domain="special", keepdims=(False,)),
+    "amin": reduction(F.amin, amin_ref, R, NUM) + reduction(F.amin, amin_ref, R_EMPTY, FLOAT),
+    "prod": reduction(F.prod, lambda x, a, k: np.prod(x, axis=a, keepdims=k), R + R_EMPTY, NUM, out=_widen, domain="unit", tol=3)
+            + reduction(F.prod, lambda x, a, k: np.prod(x, axis=a, keepdims=k), [((2, 3), 1)], (bool_,), out=_widen),
+    "argmax": reduction(F.argmax, lambda x, a, k: argref(np.argmax, x, a, k),
+                        [((2, 3), None), ((2, 3), 1), ((4,), 0), ((), None), ((3, 1, 4), 0), ((2, 3, 2, 2), -1), ((0, 3), 1)],
+                        NUM, out=lambda _: int64, domain="ties"),
+    "argmin": reduction(F.argmin, lambda x, a, k: argref(np.argmin, x, a, k),
+                        [((2, 3), None), ((2, 3), 0), ((5,), -1), ((2, 3, 4), 2)], NUM, out=lambda _: int64, domain="ties"),
+    "var": reduction(lambda x, d, k: F.var(x, d, keepdim=k), lambda x, a, k: np.var(x, axis=a, keepdims=k, ddof=1), [r for r in R if r[0] not in ((), (4,))], tol=5)
+           + [unary(lambda x: F.var(x, 1, correction=0), lambda x: np.var(x, axis=1), shapes=[((3, 4),), ((2, 5, 2),)], tol=5),
+              unary(lambda x: x.var(0, unbiased=False, keepdim=True), lambda x: np.var(x, axis=0, keepdims=True), shapes=[((4, 2),)], tol=5)],
+    "std": reduction(lambda x, d, k: F.std(x, d, keepdim=k), lambda x, a, k: np.std(x, axis=a, keepdims=k, ddof=1), [((2, 3), 1), ((3, 4), None), ((2, 3, 4), (0, 2))], tol=5),
+    "logsumexp": reduction(F.logsumexp, ref_logsumexp, R + R_EMPTY, tol=3)
+                 + [unary(lambda x: F.logsumexp(x * 100, 1), lambda x: special.logsumexp(x * 100, axis=1), shapes=[((3, 4),)], tol=5),
+                    unary(lambda x: F.logsumexp(x, 0), lambda x: special.logsumexp(x, axis=0), domain="special", shapes=[((6,),)])],
+    "cumsum": [Case(lambda x, d=d: F.cumsum(x, d), lambda x, d=d: np.cumsum(x, axis=d), [(s,)], ALL, out=_widen, tol=3)
+               for s, d in [((5,), 0), ((2, 3), 1), ((2, 3), -2), ((2, 0, 3), 2), ((2, 3, 2, 2), 2)]]
+              + [Case(lambda x: F.cumsum(x, 0), lambda x: np.cumsum(x.reshape(1)).reshape(()), [((),)], NUM, out=_widen)],
+    "norm": [Case(lambda x, p=p, d=d: F.norm(x, p, d), lambda x, p=p, d=d: ref_norm(x, p, d, False), [(s,)], tol=3)
+             for p in (2, "fro", 1, math.inf, -math.inf, 0, 3) for s, d in [((2, 3), None), ((3, 4), 1), ((2, 2, 3), (0, 2))]]
+            + [Case(lambda x: x.norm(dim=0, keepdim=True), lambda x: ref_norm(x, 2, 0, True), [((4, 2),)], tol=3)],
+    # shape / indexing
+    "reshape": [Case(lambda x, t=t: F.reshape(x, t), lambda x, t=t: np.reshape(x, t), [(s,)], ALL)
+                for s, t in [((2, 3), (3, 2)), ((2, 3), (-1,)), ((6,), (1, 2, 1, 3)), ((), (1, 1)), ((2, 0), (0, 5)), ((4, 3), (2, -1))]]
+               + [Case(lambda x: x.reshape(3, 2), lambda x: x.reshape(3, 2), [((2, 3),)], NUM),
+                  Case(lambda x: x.view(-1), lambda x: x.reshape(-1), [((2, 3),)], NUM)],
+    "flatten": [Case(lambda x, a=a: F.flatten(x, *a), lambda x, a=a, s=s: x.reshape(s[:a[0] % max(1, len(s))] + (-1,) + s[(a[1] % max(1, len(s))) + 1:]) if s else x.reshape(1),
+                     [(s,)], ALL) for s, a in [((2, 3, 4), (0, -1)), ((2, 3, 4), (1, 2)), ((2, 3, 4, 5), (1, 2)), ((), (0, -1)), ((3,), (0, 0))]],
+    "squeeze": [Case(lambda x: F.squeeze(x), np.squeeze, [((1, 3, 1),), ((1,),), ((2, 3),)], ALL),
+                Case(lambda x: x.squeeze(0), lambda x: np.squeeze(x, 0), [((1, 3, 1),)], ALL),
+                Case(lambda x: x.squeeze(1), lambda x: x, [((2, 3),)], NUM),
+                Case(lambda x: x.squeeze((0, 2)), lambda x: np.squeeze(x, (0, 2)), [((1, 3, 1),)], NUM)],
+    "unsqueeze": [Case(lambda x, d=d: F.unsqueeze(x, d), lambda x, d=d: np.expand_dims(x, d), [(s,)], ALL)
+                  for s, d in [((2, 3), 0), ((2, 3), -1), ((2, 3), 1), ((), 0), ((2, 0, 3), 3)]],
+    "permute": [Case(lambda x, p=p: F.permute(x, p), lambda x, p=p: np.transpose(x, p), [(s,)], ALL)
+                for s, p in [((2, 3), (1, 0)), ((2, 3, 4), (2, 0, 1)), ((2, 3, 4, 5), (3, 1, 0, 2)), ((2, 3, 4), (-1, 0, 1)), ((), ())]]
+               + [Case(lambda x: x.permute(1, 2, 0), lambda x: np.transpose(x, (1, 2, 0)), [((2, 0, 3),)], NUM)],
+    "transpose": [Case(lambda x: F.transpose(x, 0, 1), lambda x: np.swapaxes(x, 0, 1), [((2, 3),), ((2, 3, 4),)], ALL),
+                  Case(lambda x: x.transpose(-1, 1), lambda x: np.swapaxes(x, -1, 1), [((2, 3, 4, 5),)], NUM),
+                  Case(lambda x: x.T, lambda x: x.T, [((2, 3),), ((4,),)], NUM),
+                  Case(lambda x: x.t(), lambda x: x.T, [((2, 3),)], NUM)],
+    "expand": [Case(lambda x, t=t: F.expand(x, t), lambda x, t=t, s=s: np.broadcast_to(x, tuple(d if d != -1 else s[i - (len(t) - len(s))] for i, d in enumerate(t))), [(s,)], ALL)
+               for s, t in [((1, 3), (2, 3)), ((3,), (4, 3)), ((), (2, 2)), ((2, 1), (-1, 4)), ((1, 1), (2, 0, 5)), ((2, 1, 3), (2, 2, 4, 3))]]
+              + [Case(lambda x: x.expand(3, -1, 2), lambda x: np.broadcast_to(x, (3, 2, 2)), [((2, 1),)], NUM)],
+    "contiguous": [Case(lambda x: F.contiguous(x), lambda x: x, U, ALL), Case(lambda x: x.permute(1, 0).contiguous(), lambda x: x.T, [((2, 3),)], NUM)],
+    "cat": [Case(lambda a, b, d=d: F.cat([a, b], d), lambda a, b, d=d: np.concatenate([a, b], d), [(sa, sb)], ALL)
+            for sa, sb, d in [((2, 3), (1, 3), 0), ((2, 3), (2, 4), 1), ((2, 3), (2, 0), -1), ((4,), (4,), 0), ((1, 2, 3, 4), (1, 2, 1, 4), 2)]]
+           + [Case(lambda a: F.cat([a, a, a], 1), lambda a: np.concatenate([a, a, a], 1), [((2, 2),)], NUM),
+              Case(lambda a: F.cat([a]), lambda a: a, [((3,),)], NUM)],
+    "stack": [Case(lambda a, b, d=d: F.stack([a, b], d), lambda a, b, d=d: np.stack([a, b], d), [(s, s)], ALL)
+              for s, d in [((2, 3), 0), ((2, 3), 2), ((2, 3), -1), ((), 0), ((0, 3), 1), ((2, 3, 4), 1)]],
+    "split": [Case(lambda x, a=a, d=d: F.split(x, a, d), lambda x, a=a, d=d: tuple(np.split(x, np.cumsum(a)[:-1], d)) if isinstance(a, list)
+                   else tuple(np.split(x, range(a, x.shape[d], a), d)), [(s,)], ALL)
+              for s, a, d in [((5, 2), 2, 0), ((6,), 3, 0), ((2, 7), [1, 4, 2], 1), ((3, 4), [0, 3], 0), ((2, 3), 5, 1)]]
+             + [Case(lambda x: x.split(1, -1), lambda x: tuple(np.split(x, 3, -1)), [((2, 3),)], NUM)],
+    "__getitem__": [Case(lambda x, i=i: x[i], lambda x, i=i: x[i], [((3, 4, 5),)], ALL)
+                    for i in [0, -1, (1, 2), (slice(None), 1), (slice(1, None), slice(None, None, 2)), (slice(None, None, -1),),
+                              (Ellipsis, -2), (None, 0), (0, None, slice(None), None), (slice(-2, None), Ellipsis, slice(4, 0, -2)),
+                              (slice(5, 1),), (2, 3, 4), (Ellipsis,), (slice(None, None, -3), slice(None, None, -1))]]
+                   + [Case(lambda x: x[tensor(IDX3)], lambda x: x[IDX3], [((3, 2),)], ALL),
+                      Case(lambda x: x[1:, tensor(IDX3[:2])], lambda x: x[1:, IDX3[:2]], [((3, 4),)], NUM),
+                      Case(lambda x: x[..., tensor(IDX3)], lambda x: x[..., IDX3], [((2, 3),)], NUM),
+                      Case(lambda x: x[None, 1, tensor(IDX3)], lambda x: x[None, 1, IDX3], [((2, 3),)], NUM),
+                      Case(lambda x: x[()], lambda x: x, [((),), ((2,),)], NUM), Case(lambda x: x[None], lambda x: x[None], [((),)], NUM)],
+    "pad": [Case(lambda x, p=p, v=v: F.pad(x, p, value=v), lambda x, p=p, v=v: ref_pad(x, p, v), [(s,)], NUM)
+            for s, p, v in [((2, 3), (1, 2), 0), ((2, 3), (0, 1, 2, 0), 5), ((4,), (-1, 2), 0), ((2, 3, 4), (1, -2, 0, 0, 2, 1), 1),
+                            ((2, 3), (0, 0), 0), ((0, 3), (1, 1, 1, 1), 2), ((2, 3), (-3, 1), 0)]]
+           + [Case(lambda x: F.pad(x, (1, 1), value=-1.5), lambda x: ref_pad(x, (1, 1), -1.5), [((2, 2),)], FLOAT),
+              Case(lambda x: F.pad(x, (1, 0), value=True), lambda x: ref_pad(x, (1, 0), True), [((2, 2),)], (bool_,))],
+    "flip": [Case(lambda x, d=d: F.flip(x, d), lambda x, d=d: np.flip(x, d), [(s,)], ALL)
+             for s, d in [((5,), 0), ((2, 3), (0, 1)), ((2, 3, 4), (-1,)), ((2, 0, 3), 1), ((2, 3), [1]), ((2, 3, 4, 2), (0, 3))]],
+    "repeat": [Case(lambda x, r=r: F.repeat(x, r), lambda x, r=r: np.tile(x, r), [(s,)], ALL)
+               for s, r in [((2, 3), (2, 1)), ((2, 3), (1, 3)), ((3,), (2, 2)), ((2, 3), (2, 1, 2)), ((), (3,)), ((2, 1, 2), (1, 0, 2)),
+                            ((2, 2), (2, 2, 2, 2))]]
+              + [Case(lambda x: x.repeat(2, 3), lambda x: np.tile(x, (2, 3)), [((2, 2),)], NUM)],
+    "tril": [Case(lambda x, k=k: F.tril(x, k), lambda x, k=k: np.tril(x, k), [(s,)], ALL)
+             for s, k in [((3, 3), 0), ((3, 4), 1), ((4, 3), -1), ((2, 3, 3), 0), ((2, 2, 3, 4), 2), ((0, 3), 0)]],
+    "triu": [Case(lambda x, k=k: F.triu(x, k), lambda x, k=k: np.triu(x, k), [(s,)], ALL)
+             for s, k in [((3, 3), 0), ((3, 4), 1), ((4, 3), -1), ((2, 3, 3), 0), ((2, 2, 3, 4), -2)]]
+            + [Case(lambda x: x.triu(), np.triu, [((3, 3),)], NUM)],
+    "index_select": [Case(lambda x, d=d: F.index_select(x, d, tensor(IDX3)), lambda x, d=d: np.take(x, IDX3, d), [(s,)], ALL)
+                     for s, d in [((3,), 0), ((3, 2), 0), ((2, 3), 1), ((2, 3, 4), 1), ((2, 2, 3, 2), -2)]]
+                    + [Case(lambda x: x.index_select(0, tensor(np.zeros(0, np.int64))), lambda x: x[:0], [((3, 2),)], NUM)],
+    "gather": [Case(lambda x: F.gather(x, 1, tensor(GIDX)), lambda x: np.take_along_axis(x, GIDX, 1), [((3, 4),), ((3, 5),)], ALL),
+               Case(lambda x: x.gather(0, tensor(GIDX[:, :1] % 3)), lambda x: np.take_along_axis(x[:, :1], GIDX[:, :1] % 3, 0), [((3, 3),)], NUM)],
+    "index_add": [Case(lambda x, s, d=d: F.index_add(x, d, tensor(IDX3), s), lambda x, s, d=d: ref_index_add(x, d, IDX3, s), [(sx, ss)], NUM)
+                  for sx, ss, d in [((3,), (4,), 0), ((3, 2), (4, 2), 0), ((2, 3), (2, 4), 1), ((2, 3, 2), (2, 4, 2), 1)]]
+                 + [Case(lambda x, s: x.index_add(0, tensor(IDX3), s, alpha=2), lambda x, s: ref_index_add(x, 0, IDX3, s, 2), [((3, 2), (4, 2))], NUM)],
+    "masked_fill": [Case(lambda x: F.masked_fill(x, tensor(MASK23), 0), lambda x: np.where(MASK23, 0, x), [((2, 3),)], NUM),
+                    Case(lambda x: x.masked_fill(tensor(MASK3), -2.5), lambda x: np.where(MASK3, -2.5, x), [((2, 3),), ((4, 2, 3),)], FLOAT),
+                    Case(lambda x: x.masked_fill(tensor(MASK3), False), lambda x: np.where(MASK3, False, x), [((2, 3),)], (bool_,)),
+                    Case(lambda x: x.masked_fill(x > 0, F.zeros(())), lambda x: np.where(x > 0, 0, x), [((2, 3),)], (float32,))],
+    "one_hot": [Case(lambda: F.one_hot(tensor([0, 2, 1, 2]), 4), lambda: np.eye(4)[[0, 2, 1, 2]], [()], (None,), out=lambda _: int64),
+                Case(lambda: F.one_hot(tensor([[1, 0], [2, 2]])), lambda: np.eye(3)[[[1, 0], [2, 2]]], [()], (None,), out=lambda _: int64),
+                Case(lambda: F.one_hot(tensor(np.zeros(0, np.int64)), 2), lambda: np.zeros((0, 2)), [()], (None,), out=lambda _: int64)],
+    "to": [Case(lambda x, d=d: x.to(d), lambda x, d=d: x.astype(d.np), U, NUM, out=lambda _, d=d: d) for d in ALL]
+          + [Case(lambda x: x.to("cpu"), lambda x: x, [((2, 3),)], ALL),
+             Case(lambda x: x.float(), lambda x: x, [((2, 3),)], ALL, out=lambda _: float32),
+             Case(lambda x: x.half(), lambda x: x, [((2, 3),)], INT, out=lambda _: float16),
+             Case(lambda x: x.int(), lambda x: x, [((2, 3),)], INT + (bool_,), out=lambda _: int32),
+             Case(lambda x: x.long(), lambda x: np.trunc(x), [((2, 3),)], ALL, out=lambda _: int64),
+             Case(lambda x: x.bool(), lambda x: x != 0, [((2, 3),)], ALL, out=lambda _: bool_),
+             Case(lambda x: F.cast(x, "int32"), lambda x: np.trunc(x), [((2, 3),)], FLOAT, out=lambda _: int32)],
+    # einsum
+    "einsum": [Case(lambda a, b, e=e: F.einsum(e, a, b), lambda a, b, e=e: np.einsum(e, a, b), [(sa, sb)], NUM, tol=5)
+               for e, sa, sb in [("ij,jk->ik", (2, 3), (3, 4)), ("bij,bjk->bik", (2, 3, 4), (2, 4, 5)), ("i,i->", (5,), (5,)),
+                                 ("ij,kj->ki", (2, 3), (4, 3)), ("i,j->ij", (3,), (4,)), ("ij,ij->ij", (2, 3), (2, 3)),
+                                 ("abc,cd->dba", (2, 3, 4), (4, 2)), ("ij,jk->", (2, 3), (3, 2)), ("ij,k->ik", (2, 3), (4,)),
+                                 ("ij,jk->ik", (2, 0), (0, 3)), ("bij,jk->bik", (2, 3, 1), (1, 5))]]
+              + [Case(lambda a, e=e: F.einsum(e, a), lambda a, e=e: np.einsum(e, a), [(s,)], NUM, tol=5)
+                 for e, s in [("ij->ji", (2, 3)), ("ij->", (2, 3)), ("ijk->kj", (2, 3, 4)), ("ij->ij", (2, 3)), ("i->", (0,))]]
+              + [Case(lambda a, b: F.einsum("ij,jk->ik", [a, b]), lambda a, b: a @ b, [((1, 3), (3, 3))], FLOAT, tol=5),
+                 Case(lambda a, b: F.einsum("ij,jk->ik", a, b), lambda a, b: np.broadcast_to(a, (2, 3)) @ b, [((2, 1), (3, 2))], FLOAT, tol=5)],
+}
+
+TESTED_OPERATORS = frozenset(CASES)
+"The public operators this file checks against a reference."
+
+PARAMS = [(name, i) for name, cases in CASES.items() for i in range(len(cases))]
+
+def _run(case: Case, rng):
+    for shapes in case.shapes:
+        for dt in case.dtypes:
+            arrays = [gen(s, dt, case.domain, rng) for s in shapes]
+            want = (case.out or _same)(dt)
+            ref = case.ref(*(ref_in(a) for a in arrays))
+            variants = [("contiguous", [lambda a=a: tensor(a) for a in arrays])]
+            if case.views and arrays:
+                per = [dict(layouts(a)) for a in arrays]
+                for name in ("permuted", "strided", "reversed"):
+                    if all(name in p for p in per) and all(a.ndim for a in arrays):
+                        variants.append((name, [p[name] for p in per]))
+            for name, builders in variants:
+                out = case.f(*(b() for b in builders))
+                what = f"dtype {dt}, shapes {shapes}, layout {name}"
+                if isinstance(ref, tuple):
+                    assert isinstance(out, tuple) and len(out) == len(ref), what
+                    for o, r in zip(out, ref): check(o, r, want, case.tol, what)
+                elif case.tol == 0:  # bit-exact
+                    assert out.dtype is want, what
+                    np.testing.assert_array_equal(out.numpy(), np.asarray(ref).astype(want.np), err_msg=what)
+                else: check(out, ref, want, case.tol, what)
+
+@pytest.mark.parametrize("name,i", PARAMS, ids=[f"{n}-{i}" for n, i in PARAMS])
+def test_reference(name, i):
+    with np.errstate(all="ignore"):
+        _run(CASES[name][i], np.random.default_rng([zlib.crc32(name.encode()), i]))
+
+def test_every_category_is_covered():
+    "The SPEC's categories owned by vkml.functional: 12 + 15 + 10 + 8 + 8 + 12 + 23 + einsum."
+    spec = {"tensor zeros ones full zeros_like ones_like full_like arange linspace eye rand randn",
+            "neg abs sign exp log sqrt rsqrt reciprocal sin cos tanh sigmoid erf erfc clamp",
+            "relu leaky_relu elu selu gelu silu mish softplus softsign hardtanh",
+            "add sub mul div pow maximum minimum where", "eq ne lt le gt ge isnan isinf",
+            "sum mean amax amin prod argmax argmin var std logsumexp cumsum norm",
+            "reshape flatten squeeze unsqueeze permute transpose expand contiguous cat stack split __getitem__ pad flip "
+            "repeat tril triu index_select gather index_add masked_fill one_hot to", "einsum"}
+    names = {n for line in spec for n in line.split()}
+    assert len(names) == 12 + 15 + 10 + 8 + 8 + 12 + 23 + 1
+    assert names == set(TESTED_OPERATORS)
+
+# --- properties (hypothesis) -----------------------------------------------------------------------
+
+@HYP
+@given(st.data())
+def test_getitem_matches_numpy(data):
+    shape = data.draw(hnp.array_shapes(min_dims=0, max_dims=4, min_side=0, max_side=4))
+    idx = data.draw(hnp.basic_indices(shape, allow_newaxis=True, allow_ellipsis=True))
+    a = np.arange(math.prod(shape), dtype=np.int64).reshape(shape)
+    ref = a[idx]
+    if ref.ndim > 4:
+        with pytest.raises(RankError): tensor(a)[idx]
+        return
+    out = tensor(a)[idx].numpy()
+    np.testing.assert_array_equal(out, ref); assert out.shape == ref.shape
+
+@HYP
+@given(hnp.mutually_broadcastable_shapes(num_shapes=2, min_dims=0, max_dims=4, max_side=3),
+       st.sampled_from(["add", "sub", "mul", "maximum", "lt"]), st.sampled_from([float32, int32]))
+def test_broadcasting_matches_numpy(shapes, op, dt):
+    rng = np.random.default_rng(0)
+    a, b = (gen(s, dt, "ties", rng) for s in shapes.input_shapes)
+    ref = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "maximum": np.maximum, "lt": np.less}[op](a, b)
+    out = getattr(F, op)(tensor(a), tensor(b)).numpy()
+    assert out.shape == ref.shape; np.testing.assert_array_equal(out, ref)
+
+@HYP
+@given(st.data())
+def test_reductions_over_random_dims(data):
+    shape = data.draw(hnp.array_shapes(min_dims=1, max_dims=4, min_side=1, max_side=4))
+    dims = data.draw(st.lists(st.integers(0, len(shape) - 1), unique=True, min_size=1))
+    kd = data.draw(st.booleans())
+    a = np.random.default_rng(len(shape)).standard_normal(shape).astype(np.float32)
+    x, ax = tensor(a), tuple(dims)
+    np.testing.assert_allclose(F.sum(x, dims, kd).numpy(), a.astype(np.float64).sum(ax, keepdims=kd), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(F.mean(x, dims, kd).numpy(), a.astype(np.float64).mean(ax, keepdims=kd), rtol=1e-5, atol=1e-6)
+    np.testing.assert_array_equal(F.amax(x, dims, kd).numpy(), a.max(ax, keepdims=kd))
+    np.testing.assert_allclose(F.logsumexp(x, dims, kd).numpy(), special.logsumexp(a.astype(np.float64), ax, keepdims=kd), rtol=1e-5, atol=1e-5)
+
+@HYP
+@given(st.data())
+def test_reshape_permute_roundtrip(data):
+    shape = data.draw(hnp.array_shapes(min_dims=1, max_dims=4, min_side=0, max_side=4))
+    perm = data.draw(st.permutations(range(len(shape))))
+    a = np.arange(math.prod(shape), dtype=np.int32).reshape(shape)
+    y = tensor(a).permute(perm)
+    np.testing.assert_array_equal(y.reshape(-1).numpy() if math.prod(shape) else y.flatten().numpy(), a.transpose(perm).reshape(-1))
+    np.testing.assert_array_equal(y.contiguous().numpy(), a.transpose(perm))
+
+@HYP
+@given(st.data())
+def test_einsum_random_two_operand(data):
+    letters = "abcd"
+    sa = "".join(data.draw(st.permutations(letters)))[:data.draw(st.integers(1, 3))]
+    sb = "".join(data.draw(st.permutations(letters)))[:data.draw(st.integers(1, 3))]
+    pool = sorted(set(sa) | set(sb))
+    out = "".join(data.draw(st.permutations(pool)))[:data.draw(st.integers(0, min(4, len(pool))))]
+    size = {c: data.draw(st.integers(1, 3)) for c in letters}
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal([size[c] for c in sa]).astype(np.float32)
+    b = rng.standard_normal([size[c] for c in sb]).astype(np.float32)
+    eq = f"{sa},{sb}->{out}"
+    got = F.einsum(eq, tensor(a), tensor(b)).numpy()
+    np.testing.assert_allclose(got, np.einsum(eq, a.astype(np.float64), b.astype(np.float64)), rtol=1e-4, atol=1e-4)
+
+# --- semantics worth their own test ------------------------------------------------------------------
+
+def test_rand_seed_and_offsets():
+    "manual_seed resets the offset; each RAND node advances it by its element count; randn takes two draws."
+    F.manual_seed(11)
+    a, b = F.rand(3, 2), F.rand(5)
+    c = F.randn(4)
+    d = F.rand(1)
+    assert [t.node.arg for t in (a, b, d)] == [(11, 0), (11, 6), (11, 19)]
+    np.testing.assert_array_equal(b.numpy(), ref_uniform(11, 6, (5,)).astype(np.float32))
+    F.manual_seed(11)
+    np.testing.assert_array_equal(F.rand(3, 2).numpy(), a.numpy())
+    g = F.Generator(11)
+    np.testing.assert_array_equal(F.rand(3, 2, generator=g).numpy(), a.numpy())
+    u = F.rand(100_000).numpy()
+    assert 0 <= u.min() and u.max() < 1 and abs(u.mean() - 0.5) < 0.01
+
+def test_reused_node_and_long_chain():
+    "b = a + a; c = b + b evaluates each node once; a 10,000-long chain evaluates (iterative traversal)."
+    a = tensor([1.0, -2.0]); b = a + a; c = b + b
+    np.testing.assert_array_equal(c.numpy(), [4.0, -8.0])
+    t = tensor(np.float32(0.5))
+    for _ in range(10_000): t = t * 1.0 + 1
+    assert t.item() == 10_000.5
+
+def test_max_min_methods():
+    x = tensor(np.array([[1., 5., 5.], [7., 0., -1.]], np.float32))
+    assert x.max().item() == 7 and x.min().item() == -1
+    v, i = x.max(1)
+    np.testing.assert_array_equal(v.numpy(), [5, 7]); np.testing.assert_array_equal(i.numpy(), [1, 0])
+    v, i = x.min(dim=0, keepdim=True)
+    np.testing.assert_array_equal(v.numpy(), [[1, 0, -1]]); np.testing.assert_array_equal(i.numpy(), [[0, 1, 1]])
+    np.testing.assert_array_equal(x.max(tensor(np.float32(4))).numpy(), np.maximum(x.numpy(), 4))
+
+def test_numpy_operands_defer_to_tensor():
+    x = tensor(np.array([1., 2.], np.float32))
+    out = np.array([1., 1.], np.float32) + x
+    assert isinstance(out, Tensor) and out.numpy().tolist() == [2., 3.]
+
+def test_comparisons_and_hash():
+    x = tensor([1.0, 2.0])
+    assert len({x, x}) == 1 and (x == x).numpy().all() and (x == None) is False

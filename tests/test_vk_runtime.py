@@ -1,0 +1,556 @@
+"""The Vulkan runtime: devices, the allocator, the barrier planner, submissions, the pipeline cache and
+what the validation layer says. Kernels here are the runtime's own self-test shaders (compiled with
+glslc into a temporary directory), so these tests do not depend on the shipped kernels."""
+import gc, json, os, shutil, subprocess, sys, textwrap, time
+from pathlib import Path
+import numpy as np
+import pytest
+
+from vkml.dtypes import DeviceError, BackendError, FeatureError, OutOfMemoryError, VulkanUnavailableError, View
+from vkml.dtypes import float32, float16
+from vkml.ops import Op
+
+ROOT = Path(__file__).resolve().parents[1]
+pytestmark = pytest.mark.vulkan
+
+ADD_SRC = """#version 450
+layout(local_size_x = 256) in;
+layout(std430, set = 0, binding = 0) buffer O { float o[]; };
+layout(std430, set = 0, binding = 1) readonly buffer A { float a[]; };
+layout(std430, set = 0, binding = 2) readonly buffer B { float b[]; };
+layout(push_constant) uniform PC { uint n; uint oa; uint ob; };
+void main() {
+  uint i = gl_GlobalInvocationID.x + gl_GlobalInvocationID.y * gl_NumWorkGroups.x * gl_WorkGroupSize.x;
+  if (i >= n) return;
+  o[i] = a[oa + i] + b[ob + i];
+}
+"""
+
+
+def compile_glsl(src: str, out: Path) -> bytes:
+    comp = out.with_suffix(".comp")
+    comp.write_text(src)
+    r = subprocess.run(["glslc", "--target-env=vulkan1.2", "-O", str(comp), "-o", str(out)], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    return out.read_bytes()
+
+
+@pytest.fixture(scope="session")
+def selftest_spv(tmp_path_factory) -> Path:
+    "The self-test add shader (f32: o = a + b over contiguous ranges), compiled once per session."
+    if shutil.which("glslc") is None: pytest.skip("glslc is not installed")
+    p = tmp_path_factory.mktemp("spv") / "_selftest_add.spv"
+    compile_glsl(ADD_SRC, p)
+    return p
+
+
+def _selftest_add(node, out, a, b):
+    from vkml.vulkan.kernel_api import Dispatch, groups_1d
+    n = out.view.numel
+    return [Dispatch("_selftest_add", (out, a, b), (n, a.view.offset, b.view.offset), groups_1d(n))]
+
+
+@pytest.fixture
+def V(selftest_spv):
+    "vkml.vulkan with the self-test shader as the ADD kernel (the real one is restored afterwards)."
+    import vkml.vulkan as V
+    from vkml.vulkan.kernel_api import vk_kernels
+    V.register_shader("_selftest_add", selftest_spv.read_bytes())
+    saved = vk_kernels.get(Op.ADD)
+    vk_kernels[Op.ADD] = _selftest_add
+    yield V
+    if saved is None: vk_kernels.pop(Op.ADD, None)
+    else: vk_kernels[Op.ADD] = saved
+
+
+def vt(a, device="vulkan"):
+    import vkml
+    return vkml.tensor(np.asarray(a, np.float32), device=device)
+
+
+def add(a, b):
+    from vkml.tensor import apply
+    return apply(Op.ADD, a, b)
+
+
+def run_script(code: str, env: dict = None, timeout=120) -> dict:
+    "Run `code` in a fresh interpreter (fresh Vulkan instance); it prints one JSON line last."
+    e = dict(os.environ, **(env or {}))
+    e["PYTHONPATH"] = os.pathsep.join([str(ROOT)] + ([os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH") else []))
+    r = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, env=e,
+                       timeout=timeout, cwd=ROOT)
+    assert r.returncode == 0, r.stderr[-3000:]
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+@pytest.fixture(autouse=True)
+def no_validation_messages():
+    "Under VKML_VALIDATION=1 every test fails on any message of the validation layer."
+    from vkml.vulkan.device import validation_messages, clear_validation_messages
+    clear_validation_messages()
+    yield
+    msgs = list(validation_messages())
+    clear_validation_messages()
+    assert not msgs, "\n".join(msgs[:5])
+
+
+# ---------------------------------------------------------------- devices
+def test_devices_listing():
+    import vkml.vulkan as V
+    infos = V.devices()
+    assert infos and [d.index for d in infos] == list(range(len(infos)))
+    d = infos[0]
+    assert d.name and d.type in ("discrete", "integrated", "virtual", "cpu", "other")
+    assert d.limits["maxPushConstantsSize"] >= 128 and d.limits["maxStorageBufferRange"] > 0
+    assert len(d.limits["maxComputeWorkGroupCount"]) == 3 and d.limits["maxComputeSharedMemorySize"] >= 16384
+    for k in ("f16", "i64", "storage8", "storage16", "push_descriptor", "cooperative_matrix", "timestamps"):
+        assert isinstance(d.features[k], bool)
+    assert d.subgroup_size >= 1 and d.api_version.count(".") == 2 and d.driver
+    assert d.name in d.summary()
+
+
+def _fake_infos():
+    from vkml.vulkan.device import DeviceInfo
+    mk = lambda i, name, t: DeviceInfo(i, name, t, "drv", "1.3.0", {}, {}, 32, {})
+    return [mk(0, "llvmpipe", "cpu"), mk(1, "Some iGPU", "integrated"), mk(2, "NVIDIA H200", "discrete"), mk(3, "virt", "virtual")]
+
+
+def test_default_choice_prefers_discrete(monkeypatch):
+    from vkml.vulkan import device as D
+    monkeypatch.setattr(D, "_infos", _fake_infos())
+    monkeypatch.delenv("VKML_DEVICE", raising=False)
+    assert D.default_index() == 2
+    monkeypatch.setattr(D, "_infos", [d for d in _fake_infos() if d.type != "discrete"])
+    assert D.default_index() == 1          # integrated before virtual and cpu
+    monkeypatch.setattr(D, "_infos", [_fake_infos()[0], _fake_infos()[3]])
+    assert D.default_index() == 3          # virtual before cpu
+
+
+def test_vkml_device_override(monkeypatch):
+    from vkml.vulkan import device as D
+    monkeypatch.setattr(D, "_infos", _fake_infos())
+    monkeypatch.setenv("VKML_DEVICE", "0"); assert D.default_index() == 0
+    monkeypatch.setenv("VKML_DEVICE", "h200"); assert D.default_index() == 2
+    monkeypatch.setenv("VKML_DEVICE", "LLVM"); assert D.default_index() == 0
+    monkeypatch.setenv("VKML_DEVICE", "radeon")
+    with pytest.raises(DeviceError, match="vulkan:2 = NVIDIA H200"): D.default_index()
+    monkeypatch.setenv("VKML_DEVICE", "9")
+    with pytest.raises(DeviceError, match="matches no Vulkan device"): D.default_index()
+
+
+def test_device_names():
+    from vkml.tensor import canonical_device
+    import vkml.vulkan as V
+    assert canonical_device("vulkan:0") == "vulkan:0"
+    assert canonical_device("vulkan") == f"vulkan:{V.default_index()}"
+    with pytest.raises(DeviceError, match=r"no device 'vulkan:99'.*vulkan:0 = "): canonical_device("vulkan:99")
+    with pytest.raises(DeviceError): canonical_device("vulkan:x")
+
+
+def test_missing_loader_is_a_typed_error(monkeypatch):
+    from vkml.vulkan import device as D
+    monkeypatch.setattr(D, "_vk", None)
+    monkeypatch.setitem(sys.modules, "vulkan", None)        # `import vulkan` now raises ImportError
+    with pytest.raises(VulkanUnavailableError, match="libvulkan1 mesa-vulkan-drivers"): D.vk_module()
+
+
+def test_no_driver_is_a_typed_error():
+    out = run_script("""
+        import json, vkml.vulkan as V
+        try: V.devices(); print(json.dumps("no error"))
+        except Exception as e: print(json.dumps(f"{type(e).__name__}: {e}"))
+        """, env=dict(VK_ICD_FILENAMES="/nonexistent.json", VK_DRIVER_FILES="/nonexistent.json"))
+    assert out.startswith("VulkanUnavailableError") and "mesa-vulkan-drivers" in out
+
+
+def test_import_vkml_needs_no_vulkan():
+    out = run_script("""
+        import sys, json
+        sys.modules["vulkan"] = None          # as if the package or the loader were missing
+        import vkml, vkml.vulkan
+        from vkml.vulkan import kernel_api
+        try: vkml.tensor([1.0], device="vulkan"); r = "no error"
+        except Exception as e: r = type(e).__name__
+        print(json.dumps(r))
+        """)
+    assert out == "VulkanUnavailableError"
+
+
+def test_feature_error_for_missing_dtype_support(V, monkeypatch):
+    import vkml
+    from vkml.vulkan.device import get_device
+    dev = get_device()
+    monkeypatch.setitem(dev.info.features, "f16", False)
+    a = vkml.tensor(np.ones(4, np.float16), device="vulkan")
+    with pytest.raises(FeatureError, match="shaderFloat16"): add(a, a).realize()
+
+
+# ---------------------------------------------------------------- allocator
+def test_suballocation_few_vkallocatememory(V):
+    from vkml.vulkan.memory import memory
+    m = memory()
+    before = V.memory_stats()
+    ts = [vt(np.full(100, i)) for i in range(500)]
+    after = V.memory_stats()
+    assert after["allocations"] - before["allocations"] <= 1       # 500 tensors, at most one new block
+    assert after["bytes_in_use"] - before["bytes_in_use"] == 500 * 512   # 400 bytes each, aligned to 256
+    offs = {(t.node.buf.alloc.block.id, t.node.buf.alloc.offset) for t in ts}
+    assert len(offs) == 500 and all(o % m.tensors.align == 0 for _, o in offs)
+    assert [float(t.numpy()[0]) for t in ts[:5]] == [0, 1, 2, 3, 4]
+
+
+def test_reuse_and_baseline_after_drop(V):
+    base = V.memory_stats()
+    a = vt(np.arange(1000))
+    c = add(a, a); c.realize()
+    key = (c.node.buf.alloc.block.id, c.node.buf.alloc.offset)
+    assert V.memory_stats()["bytes_in_use"] > base["bytes_in_use"]
+    np.testing.assert_array_equal(c.numpy(), 2 * np.arange(1000))
+    del a, c; gc.collect()
+    s = V.memory_stats()
+    assert s["bytes_in_use"] == base["bytes_in_use"]
+    assert s["allocations"] == base["allocations"]
+    b = vt(np.zeros(1000)); d = vt(np.zeros(1000))
+    assert key in {(t.node.buf.alloc.block.id, t.node.buf.alloc.offset) for t in (b, d)}   # the freed range came back
+
+
+def test_free_ranges_coalesce():
+    from vkml.vulkan.memory import memory
+    p = memory().tensors
+    p.collect()
+    allocs = [p.alloc(1000) for _ in range(3)]
+    blk = allocs[0].block
+    assert all(a.block is blk for a in allocs)
+    del allocs[1]; p.collect()
+    del allocs[0]; p.collect()
+    del allocs; p.collect()
+    # every free range of the block merged back: the block's whole free space is one range
+    free = sorted((off, size) for (bid, off), size in p.starts.items() if bid == blk.id)
+    ends = [o + s for o, s in free]
+    assert all(e < o2 for e, (o2, _) in zip(ends, free[1:]))   # no two free ranges touch
+
+
+def test_free_waits_for_the_fence():
+    from vkml.vulkan.device import get_device
+    from vkml.vulkan.memory import memory
+    dev = get_device(); p = memory(dev).tensors
+    p.collect()
+    base = p.in_use
+    a = p.alloc(4096)
+    a.use[0] = dev.submitted + 1               # as if the next submission used it
+    del a; gc.collect(); p.collect()
+    assert p.in_use == base + 4096 and len(p.deferred) == 1   # still in flight: not reusable yet
+    s = dev.submit(dev.command_buffer()); dev.wait(s)
+    p.collect()
+    assert p.in_use == base and not p.deferred
+
+
+def test_out_of_memory_is_typed(V):
+    from vkml.vulkan.memory import memory
+    with pytest.raises(OutOfMemoryError, match=r"cannot allocate 1,125,899,906,842,624 bytes.*in use"):
+        memory().tensors.alloc(1 << 50)
+    with pytest.raises(OutOfMemoryError, match="float32 tensor|bytes"):
+        vt(np.zeros(1)).node.buf.alloc.pool.alloc(1 << 45)
+    np.testing.assert_array_equal(vt([1, 2]).numpy(), [1, 2])   # still usable afterwards
+
+
+def test_big_tensors_get_their_own_block():
+    from vkml.vulkan.memory import memory, BLOCK_SIZE
+    p = memory().tensors
+    a = p.alloc(BLOCK_SIZE + 12345)
+    assert a.block.size >= BLOCK_SIZE + 12345 and a.offset == 0
+
+
+# ---------------------------------------------------------------- the barrier planner (pure)
+from vkml.vulkan.dispatch import plan_barriers, BarrierPlanner
+A, B, C = ("A", 0, 256), ("B", 0, 256), ("C", 0, 256)
+
+
+def test_planner_raw():
+    assert plan_barriers([("compute", [A], [B]), ("compute", [B], [C])]) == [(1, "RAW", frozenset({"compute"}), "compute")]
+
+
+def test_planner_war():
+    assert plan_barriers([("compute", [A], [B]), ("compute", [C], [A])]) == [(1, "WAR", frozenset({"compute"}), "compute")]
+
+
+def test_planner_waw():
+    assert plan_barriers([("compute", [], [A]), ("compute", [], [("A", 128, 512)])])[0][:2] == (1, "WAW")
+
+
+def test_planner_no_hazard():
+    # read after read, disjoint ranges of one buffer, and different buffers need nothing
+    assert plan_barriers([("compute", [A], [B]), ("compute", [A], [C]), ("compute", [A], [("B", 256, 512)])]) == []
+    assert plan_barriers([("compute", [], [("A", 0, 256)]), ("compute", [("A", 256, 300)], [])]) == []
+
+
+def test_planner_barrier_clears_and_tracks_stages():
+    steps = [("transfer", [("S", 0, 64)], [A]),  # upload
+             ("compute", [A], [B]),               # RAW on the upload: wait for transfer
+             ("compute", [A], [C]),               # independent of B: no barrier
+             ("compute", [B, C], [A]),            # RAW on B, C (and WAR on A)
+             ("transfer", [A], [("R", 0, 256)])]  # readback: wait for compute
+    plan = plan_barriers(steps)
+    assert plan == [(1, "RAW", frozenset({"transfer"}), "compute"), (3, "RAW", frozenset({"compute"}), "compute"),
+                    (4, "RAW", frozenset({"compute"}), "transfer")]
+
+
+def test_planner_chain_of_dependent_dispatches():
+    steps = [("compute", [(f"t{i}", 0, 8)], [(f"t{i + 1}", 0, 8)]) for i in range(10)]
+    assert [i for i, *_ in plan_barriers(steps)] == list(range(1, 10))
+
+
+# ---------------------------------------------------------------- submissions
+def test_one_realize_is_one_submission(V):
+    a, b = vt(np.arange(8)), vt(np.ones(8))
+    V.reset_stats()
+    x = a
+    for _ in range(20): x = add(x, b)
+    y = add(x, a)
+    from vkml.tensor import realize
+    realize(x, y)
+    s = V.stats()
+    assert s["submissions"] == 1 and s["dispatches"] == 21 and s["waits"] == 0
+    assert s["barriers"] == 20                   # every step reads the previous one's output
+    np.testing.assert_array_equal(y.numpy(), np.arange(8) * 2 + 20)
+    from vkml.vulkan.memory import memory
+    # lavapipe reads device memory directly; a discrete GPU needs a readback copy (its own submission,
+    # unless the realize recorded it: see test_staging_and_readback_paths)
+    assert V.stats()["submissions"] == (1 if memory().direct_readback else 2)
+
+
+def test_independent_dispatches_need_no_barrier(V):
+    a, b = vt(np.arange(8)), vt(np.ones(8))
+    V.reset_stats()
+    from vkml.tensor import realize
+    outs = [add(a, b) for _ in range(5)]
+    realize(*outs)
+    assert V.stats()["barriers"] == 0 and V.stats()["dispatches"] == 5
+
+
+def test_missing_kernel_names_the_op_and_records_nothing(V):
+    from vkml.tensor import apply
+    a = vt(np.arange(6).reshape(2, 3))
+    s = add(a, a)
+    p = apply(Op.PROD, s, arg=((1,), False))
+    V.reset_stats()
+    with pytest.raises(BackendError, match=r"PROD.*\.to\('cpu'\)"): p.realize()
+    assert V.stats()["submissions"] == 0 and V.stats()["dispatches"] == 0
+    assert not s.node.realized
+
+
+def test_error_while_recording_leaves_nothing_half_done(V):
+    from vkml.vulkan.kernel_api import vk_kernels
+    a = vt(np.arange(4))
+    x = add(a, a); y = add(x, a)
+    calls = []
+    def bad(node, out, *srcs):
+        calls.append(1)
+        if len(calls) == 2: raise RuntimeError("kernel bug")
+        return _selftest_add(node, out, *srcs)
+    vk_kernels[Op.ADD] = bad
+    V.reset_stats()
+    with pytest.raises(RuntimeError, match="kernel bug"): y.realize()
+    assert not x.node.realized and not y.node.realized and V.stats()["submissions"] == 0
+    vk_kernels[Op.ADD] = _selftest_add
+    np.testing.assert_array_equal(y.numpy(), 3 * np.arange(4))
+
+
+def test_views_cost_no_dispatch(V):
+    from vkml.tensor import apply
+    x = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+    a = vt(x)
+    V.reset_stats()
+    p = apply(Op.PERMUTE, a, arg=(2, 0, 1))
+    s = apply(Op.SLICE, p, arg=((3, -1, -1), (0, 2, 1), (1, 3, 1)))
+    r = apply(Op.RESHAPE, a, shape=(6, 4), dtype=float32)
+    np.testing.assert_array_equal(p.numpy(), x.transpose(2, 0, 1))
+    np.testing.assert_array_equal(s.numpy(), x.transpose(2, 0, 1)[3::-1, 0:2, 1:3])
+    np.testing.assert_array_equal(r.numpy(), x.reshape(6, 4))
+    from vkml.vulkan.memory import memory
+    assert V.stats()["dispatches"] == 0
+    assert V.stats()["submissions"] == (0 if memory().direct_readback else 3)   # discrete GPUs: readback copies only
+
+
+def test_scratch_between_two_dispatches(V):
+    from vkml.vulkan.kernel_api import Dispatch, Scratch, groups_1d, vk_kernels
+    def two_pass(node, out, a, b):     # out = (a + b) + b through a scratch buffer
+        n = out.view.numel
+        sc = Scratch(4 * n)
+        return [Dispatch("_selftest_add", (sc, a, b), (n, a.view.offset, b.view.offset), groups_1d(n)),
+                Dispatch("_selftest_add", (out, sc, b), (n, 0, b.view.offset), groups_1d(n))]
+    vk_kernels[Op.ADD] = two_pass
+    a, b = vt(np.arange(300)), vt(np.full(300, 2))
+    V.reset_stats()
+    c = add(a, b); c.realize()
+    assert V.stats()["barriers"] == 1
+    np.testing.assert_array_equal(c.numpy(), np.arange(300) + 4)
+
+
+def test_staging_and_readback_paths(V):
+    "The paths a discrete GPU takes (uploads through staging + copy; readback through host-cached memory), forced on lavapipe."
+    from vkml.vulkan.memory import memory
+    from vkml.tensor import apply
+    m = memory()
+    saved = m.direct_upload, m.direct_readback
+    m.direct_upload = m.direct_readback = False
+    try:
+        V.reset_stats()
+        x = np.arange(1000, dtype=np.float32)
+        a, b = vt(x), vt(np.ones(1000))
+        assert V.stats()["submissions"] == 0                      # uploads wait for the next submission
+        np.testing.assert_array_equal(a.numpy(), x)               # read from the host copy: nothing submitted
+        c = add(a, b); c.realize()
+        assert V.stats()["submissions"] == 1
+        np.testing.assert_array_equal(c.numpy(), x + 1)           # a readback copy: one more submission
+        assert V.stats()["submissions"] == 2 and V.stats()["bytes_uploaded"] == 8000
+        p = apply(Op.SLICE, apply(Op.RESHAPE, c, shape=(10, 100), dtype=float32), arg=((9, -1, -3), (10, 90, 7)))
+        np.testing.assert_array_equal(p.numpy(), (x + 1).reshape(10, 100)[9::-3, 10:90:7])
+        # a readback recorded with the realize that computes it: still one submission
+        d = add(c, b)
+        V.reset_stats()
+        from vkml.tensor import get_backend
+        get_backend(d.device).run([d.node], [d.node], readback=[d.node])
+        np.testing.assert_array_equal(d.numpy(), x + 2)
+        assert V.stats()["submissions"] == 1
+    finally:
+        m.direct_upload, m.direct_readback = saved
+
+
+def test_profile_times_each_kernel(V):
+    a = vt(np.arange(1000))
+    with V.profile() as prof:
+        x = a
+        for _ in range(3): x = add(x, a)
+        x.realize()
+    assert prof["_selftest_add"]["count"] == 3 and prof["_selftest_add"]["total_us"] > 0
+
+
+@pytest.mark.skipif(os.environ.get("VKML_VALIDATION") == "1", reason="the validation layer makes recording slow")
+def test_record_cost_per_dispatch(V):
+    "Recording one dispatch stays cheap (no binding wrappers on the hot path)."
+    from vkml.vulkan.device import get_device
+    from vkml.vulkan.dispatch import runtime, Recorder
+    from vkml.vulkan.kernel_api import Dispatch
+    a = vt(np.arange(256))
+    t = a.node.buf
+    rt = runtime(get_device())
+    d = Dispatch("_selftest_add", (t, t, t), (256, 0, 0), (1, 1, 1), writes=())   # reads only: no barriers
+    rec = Recorder(rt)
+    rec.record(d, {})
+    n = 2000
+    t0 = time.perf_counter()
+    for _ in range(n): rec.record(d, {})
+    us = (time.perf_counter() - t0) / n * 1e6
+    rec.abort()
+    print(f"record: {us:.2f} us per dispatch")
+    assert us < 60
+
+
+# ---------------------------------------------------------------- close
+def test_close_kills_live_tensors_and_reopens(V):
+    import vkml.vulkan.device as D
+    a = vt(np.arange(4))
+    b = add(a, a); b.realize()
+    V.close()
+    with pytest.raises(DeviceError, match="was closed"): b.numpy()
+    with pytest.raises(DeviceError, match="was closed"): add(b, b).realize()
+    del a, b; gc.collect()
+    c = vt(np.arange(3))                               # a fresh device
+    np.testing.assert_array_equal(add(c, c).numpy(), [0, 2, 4])
+    from vkml.vulkan.memory import memory
+    assert V.memory_stats()["allocations"] == (1 if memory().direct_readback else 2)   # + a readback block
+
+
+# ---------------------------------------------------------------- the pipeline cache
+CACHE_SCRIPT = """
+import json, numpy as np, vkml, vkml.vulkan as V
+from vkml.ops import Op
+from vkml.tensor import apply
+from vkml.vulkan.kernel_api import vk_kernels, Dispatch, groups_1d
+from vkml.vulkan.dispatch import pipeline_cache_path
+V.register_shader("_selftest_add", open({spv!r}, "rb").read())
+vk_kernels[Op.ADD] = lambda node, out, a, b: [Dispatch("_selftest_add", (out, a, b), (out.view.numel, 0, 0), groups_1d(out.view.numel))]
+a = vkml.tensor(np.arange(5, dtype=np.float32), device="vulkan")
+r = apply(Op.ADD, a, a).numpy().tolist()
+import warnings
+path = str(pipeline_cache_path(V.devices()[0]))
+V.close()
+print(json.dumps(dict(r=r, path=path, msgs=V.validation_messages())))
+"""
+
+
+def test_pipeline_cache_written_and_corrupt_file_discarded(selftest_spv, tmp_path):
+    env = dict(VKML_PIPELINE_CACHE=str(tmp_path / "cache"))
+    out = run_script(CACHE_SCRIPT.format(spv=str(selftest_spv)), env)
+    assert out["r"] == [0, 2, 4, 6, 8]
+    p = Path(out["path"])
+    assert p.parent == tmp_path / "cache" and p.exists() and p.stat().st_size >= 32
+    import struct
+    from vkml.vulkan.device import devices
+    info = devices()[0]
+    size, version, vendor, dev = struct.unpack_from("<4I", p.read_bytes())
+    assert (version, vendor, dev) == (1, info.vendor_id, info.device_id) and p.read_bytes()[16:32] == info.pipeline_cache_uuid
+    p.write_bytes(b"this is not a pipeline cache" * 10)            # corrupt: ignored, then replaced
+    out = run_script(CACHE_SCRIPT.format(spv=str(selftest_spv)), env)
+    assert out["r"] == [0, 2, 4, 6, 8]
+    assert p.read_bytes()[4:8] == b"\x01\x00\x00\x00"
+    assert not list(p.parent.glob(".pipelines-*"))                 # no temporary files left behind
+
+
+# ---------------------------------------------------------------- the validation layer
+VALIDATION_SCRIPT = """
+import json, gc, numpy as np, vkml, vkml.vulkan as V
+from vkml.ops import Op
+from vkml.tensor import apply
+from vkml.vulkan.kernel_api import vk_kernels, Dispatch, groups_1d
+from vkml.vulkan import dispatch as Dsp, memory as M, device as D
+V.register_shader("_selftest_add", open({spv!r}, "rb").read())
+vk_kernels[Op.ADD] = lambda node, out, a, b: [Dispatch("_selftest_add", (out, a, b), (out.view.numel, a.view.offset, b.view.offset), groups_1d(out.view.numel))]
+mode = {mode!r}
+dev = D.get_device()
+msgs = []
+if mode in ("clean", "missing_barrier"):
+    m = M.memory(dev)
+    m.direct_upload = m.direct_readback = False     # uploads by a copy command, readbacks by a copy
+    Dsp._test_hooks["suppress_barriers"] = mode == "missing_barrier"
+    a = vkml.tensor(np.arange(1000, dtype=np.float32), device="vulkan")
+    b = apply(Op.ADD, a, a)
+    c = apply(Op.ADD, b, a)
+    r = c.numpy().tolist()
+    ok = r == (np.arange(1000) * 3).tolist()
+    Dsp._test_hooks["suppress_barriers"] = False
+    del a, b, c; gc.collect()
+elif mode == "leak":
+    vk = dev.vk
+    buf = vk.vkCreateBuffer(dev.handle, vk.VkBufferCreateInfo(size=1024, usage=vk.VK_BUFFER_USAGE_STORAGE_BUFFER_BIT), None)
+    ok = True
+V.close()
+print(json.dumps(dict(ok=ok, msgs=V.validation_messages())))
+"""
+
+
+def _has_validation_layer() -> bool:
+    from vkml.vulkan.device import vk_module
+    vk = vk_module()
+    return any(l.layerName == "VK_LAYER_KHRONOS_validation" for l in vk.vkEnumerateInstanceLayerProperties())
+
+
+def _validate(spv, mode):
+    if not _has_validation_layer(): pytest.skip("the Khronos validation layer is not installed (vulkan-validationlayers)")
+    return run_script(VALIDATION_SCRIPT.format(spv=str(spv), mode=mode), dict(VKML_VALIDATION="1"))
+
+
+def test_validation_clean_run_reports_nothing(selftest_spv):
+    out = _validate(selftest_spv, "clean")
+    assert out["ok"] and out["msgs"] == []
+
+
+def test_validation_catches_a_planted_missing_barrier(selftest_spv):
+    out = _validate(selftest_spv, "missing_barrier")
+    assert any("SYNC-HAZARD" in m for m in out["msgs"]), out["msgs"]
+
+
+def test_validation_catches_a_planted_leak(selftest_spv):
+    out = _validate(selftest_spv, "leak")
+    assert any("vkDestroyDevice" in m and "VK_OBJECT_TYPE_BUFFER" in m for m in out["msgs"]), out["msgs"]

@@ -396,16 +396,20 @@ def test_staging_and_readback_paths(V):
     m.direct_upload = m.direct_readback = False
     try:
         V.reset_stats()
-        x = np.arange(1000, dtype=np.float32)
-        a, b = vt(x), vt(np.ones(1000))
+        n = 20_000                                                # 80 KB: above READBACK_BYTES
+        x = np.arange(n, dtype=np.float32)
+        a, b = vt(x), vt(np.ones(n))
         assert V.stats()["submissions"] == 0                      # uploads wait for the next submission
         np.testing.assert_array_equal(a.numpy(), x)               # read from the host copy: nothing submitted
         c = add(a, b); c.realize()
         assert V.stats()["submissions"] == 1
         np.testing.assert_array_equal(c.numpy(), x + 1)           # a readback copy: one more submission
-        assert V.stats()["submissions"] == 2 and V.stats()["bytes_uploaded"] == 8000
-        p = apply(Op.SLICE, apply(Op.RESHAPE, c, shape=(10, 100), dtype=float32), arg=((9, -1, -3), (10, 90, 7)))
-        np.testing.assert_array_equal(p.numpy(), (x + 1).reshape(10, 100)[9::-3, 10:90:7])
+        assert V.stats()["submissions"] == 2 and V.stats()["bytes_uploaded"] == 2 * 4 * n
+        small = add(a[:10], b[:10]); small.realize()              # small results come back with their submission
+        np.testing.assert_array_equal(small.numpy(), x[:10] + 1)
+        assert V.stats()["submissions"] == 3
+        p = apply(Op.SLICE, apply(Op.RESHAPE, c, shape=(100, 200), dtype=float32), arg=((99, -1, -3), (10, 190, 7)))
+        np.testing.assert_array_equal(p.numpy(), (x + 1).reshape(100, 200)[99::-3, 10:190:7])
         # a readback recorded with the realize that computes it: still one submission
         d = add(c, b)
         V.reset_stats()

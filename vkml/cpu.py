@@ -102,7 +102,7 @@ class CPUBackend(Backend):
         if arr.dtype == np.float64 and not _f64.enabled: to_dtype(arr.dtype)  # raises, naming the cast
         return arr
     def to_numpy(self, node): return np.array(node.buf, copy=True)
-    def run(self, schedule, outputs):
+    def run(self, schedule, outputs, readback=()):
         with np.errstate(all="ignore"):
             for n in schedule:
                 f = numpy_impl.get(n.op)

@@ -2,10 +2,13 @@
 # One idempotent set-up for every make target: system packages for Vulkan (loader, Mesa's lavapipe,
 # the validation layer), glslc and the SPIR-V tools; a venv in .venv; the package with its dev extra.
 # A second run takes a few seconds: each step checks before it acts.
+# `--docs` also installs what the docs build and its tests need: Chromium, for the pages' screenshots
+# (best effort: on Ubuntu `chromium` is a snap, and the screenshot test then skips or, in CI, fails).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 APT_PKGS="libvulkan1 mesa-vulkan-drivers vulkan-tools vulkan-validationlayers glslc spirv-tools"
+APT_DOCS_PKGS="chromium"
 PY=${PYTHON:-python3}
 
 missing=""
@@ -22,6 +25,17 @@ if [ -n "$missing" ]; then
   echo "vkML set-up: installing$missing"
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends $missing >/dev/null
+fi
+
+if [ "${1:-}" = "--docs" ]; then
+  for p in $APT_DOCS_PKGS; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" && continue
+    command -v apt-get >/dev/null || { echo "vkML set-up: install $p for the docs screenshots" >&2; continue; }
+    SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo"
+    echo "vkML set-up: installing $p (docs)"
+    { $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "$p" >/dev/null; } \
+      || echo "vkML set-up: could not install $p; the docs screenshot test will skip" >&2
+  done
 fi
 
 if [ ! -x .venv/bin/python ]; then

@@ -5,10 +5,10 @@
 # %% auto #0
 __all__ = []
 
-# %% ../nbs/99_api.ipynb #01ea0c4d
+# %% ../nbs/99_api.ipynb #ee2395fe
 __version__ = "0.1.0"
 
-# %% ../nbs/99_api.ipynb #fde2a7ca
+# %% ../nbs/99_api.ipynb #5c326ab3
 from .dtypes import (VkmlError, DTypeError, ShapeError, RankError, AxisError, DeviceError, BackendError,
                          VulkanUnavailableError, FeatureError, OutOfMemoryError, EmptyReductionError, GradError,
                          IndexOutOfRangeError, CheckpointError, DType, float32, float16, int32, int64, bool_,
@@ -17,6 +17,15 @@ from .tensor import Tensor, tensor, realize, no_grad, is_grad_enabled, schedule
 import vkml.cpu
 import vkml.autograd
 from .autograd import gradcheck, GradcheckError
+from .functional import (zeros, ones, full, zeros_like, ones_like, full_like, arange, linspace, eye, rand,
+    randn, manual_seed, initial_seed, Generator, default_generator, cast, neg, abs, sign, exp, log, sqrt, rsqrt,
+    reciprocal, sin, cos, tanh, sigmoid, erf, erfc, clamp, relu, leaky_relu, elu, selu, gelu, silu, mish,
+    softplus, softsign, hardtanh, add, sub, mul, div, pow, maximum, minimum, where, eq, ne, lt, le, gt, ge, isnan,
+    isinf, sum, mean, amax, amin, prod, argmax, argmin, var, std, logsumexp, cumsum, norm, reshape, flatten,
+    squeeze, unsqueeze, permute, transpose, expand, contiguous, cat, stack, split, pad, flip, repeat, tril, triu,
+    index_select, gather, index_add, masked_fill, one_hot, einsum, ArgumentError, EinsumError, IndexingError)
+from .nn.functional import matmul, softmax, log_softmax
+from . import registry
 
-# %% ../nbs/99_api.ipynb #320098c2
+# %% ../nbs/99_api.ipynb #57ed750f
 half, float, int, long, bool = float16, float32, int32, int64, bool_  # PyTorch's aliases, as vkml.float32 etc.

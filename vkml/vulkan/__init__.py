@@ -27,7 +27,4 @@ class VulkanFactory:
 register_backend("vulkan", VulkanFactory())
 
 # %% ../../nbs/09_vulkan.ipynb #15b5a0ba
-for _m in ("kernels", "kernels_nn"):
-    try: importlib.import_module(f"vkml.vulkan.{_m}")
-    except ModuleNotFoundError as _e:     # bring-up only: the kernel modules are written in parallel
-        if _e.name != f"vkml.vulkan.{_m}": raise
+from . import kernels, kernels_nn

@@ -1,0 +1,128 @@
+"""The limitations page is computed: change the registry, the gradient rules or the result files and its numbers move."""
+import json, re
+import numpy as np
+import pytest
+import vkml
+import vkml.autograd as A
+import vkml.functional as VF
+import vkml.limitations as L
+from vkml.ops import Op, Category, NO_GRAD_REASONS
+from vkml.registry import register_operator, unregister_operator
+
+
+def numbers(sentence: str) -> list:
+    return [int(n) for n in re.findall(r"\d+", sentence)]
+
+
+@pytest.fixture
+def operator():
+    "Register operators for one test and always take them out again."
+    names = []
+    def add(name, example):
+        register_operator(name, "test", lambda *a: None, example)
+        names.append(name)
+    yield add
+    for n in names: unregister_operator(n)
+
+
+def test_a_graph_free_operator_moves_both_operator_counts(operator):
+    before = numbers(L.headline()[1])            # [on vulkan, of n, on cpu, of n]
+    operator("fake_graph_free", lambda: vkml.tensor([1.0, 2.0]))   # traces to INPUT only: runs everywhere
+    after = numbers(L.headline()[1])
+    assert after == [before[0] + 1, before[1] + 1, before[2] + 1, before[3] + 1]
+    assert not [r for r in L.off_backend_rows() if r["operator"] == "fake_graph_free"]
+
+
+def test_an_operator_using_prod_stays_off_vulkan_with_its_category(operator):
+    before = numbers(L.headline()[1])
+    operator("fake_prod_user", lambda: VF.prod(vkml.tensor([1.0, 2.0])) * 2.0)
+    after = numbers(L.headline()[1])
+    assert after[:2] == [before[0], before[1] + 1]          # counted, but not on Vulkan
+    rows = [r for r in L.off_backend_rows() if r["operator"] == "fake_prod_user"]
+    assert [(r["backend"], r["op"], r["category"]) for r in rows] == [("vulkan", "PROD", Category.BREAKS_GUARANTEE)]
+    assert "fake_prod_user" in L.off_backend_table()
+
+
+def test_an_operator_whose_example_fails_is_a_genuine_gap(operator):
+    def broken(): raise vkml.ShapeError("planted")
+    operator("fake_broken", broken)
+    rows = [r for r in L.off_backend_rows() if r["operator"] == "fake_broken"]
+    assert {r["backend"] for r in rows} == {"cpu", "vulkan"}
+    assert all(r["category"] is Category.NOT_YET and "planted" in r["reason"] for r in rows)
+
+
+def test_an_unknown_backend_gap_is_a_genuine_gap(monkeypatch):
+    monkeypatch.delitem(L.BACKEND_GAPS, ("vulkan", Op.PROD))
+    prod_rows = [r for r in L.off_backend_rows() if r["op"] == "PROD"]
+    assert prod_rows and all(r["category"] is Category.NOT_YET for r in prod_rows)
+    assert re.search(r"[1-9]\d* genuine gap", L.breakdown(prod_rows))
+
+
+def test_removing_a_gradient_rule_moves_the_headline_and_adds_a_gap(monkeypatch):
+    grad_before = numbers(L.headline()[0])
+    rows_before = L.no_grad_rows()
+    monkeypatch.delitem(A.vjp_rules, Op.ERF)
+    grad_after = numbers(L.headline()[0])
+    assert grad_after == [grad_before[0] - 1, grad_before[1]]
+    rows = L.no_grad_rows()
+    assert len(rows) == len(rows_before) + 1
+    erf = next(r for r in rows if r["op"] == "ERF")
+    assert erf["category"] is Category.NOT_YET                    # no reason stated: a genuine gap
+    assert "1 genuine gap " in L.breakdown(rows) + " "
+    assert "| ERF | not yet implemented |" in L.no_grad_table()
+
+
+def test_a_stated_reason_gives_its_category(monkeypatch):
+    monkeypatch.delitem(A.vjp_rules, Op.ERFC)
+    monkeypatch.setitem(NO_GRAD_REASONS, Op.ERFC, (Category.WAITING_MEASUREMENT, "planted reason"))
+    erfc = next(r for r in L.no_grad_rows() if r["op"] == "ERFC")
+    assert (erfc["category"], erfc["reason"]) == (Category.WAITING_MEASUREMENT, "planted reason")
+    assert "1 waiting on a measurement" in L.breakdown(L.no_grad_rows())
+
+
+def test_breakdown_counts_every_category():
+    rows = [dict(category=Category.BY_DESIGN)] * 3 + [dict(category=Category.NOT_YET)] * 2 + [dict(category=L.DONE)]
+    assert L.breakdown(rows) == "3 by design, 1 done, 2 genuine gaps (not yet implemented)"
+    assert L.breakdown([]) == "0 genuine gaps (not yet implemented)"
+
+
+def test_fusion_row_renders_the_measured_number(tmp_path, monkeypatch):
+    monkeypatch.setattr(L, "RESULTS", tmp_path)
+    assert "not yet measured" in L.fusion_row()["state"]
+    (tmp_path / "fusion_h200.json").write_text(json.dumps({"speedup": 1.87, "kernels": 3, "note": "x"}))
+    state = L.fusion_row()["state"]
+    assert "speedup = 1.87" in state and "kernels = 3" in state and "bench/results/fusion_h200.json" in state
+
+
+def test_demo_results_decide_which_device_wins(tmp_path, monkeypatch):
+    monkeypatch.setattr(L, "RESULTS", tmp_path)
+    (tmp_path / "demo_h200.json").write_text(json.dumps({"results": [
+        {"device": "cpu", "step_s": 0.004}, {"device": "vulkan:0", "train_s": 2.0, "steps": 1000}]}))
+    row = L.gpu_wins_row("no device needed: the file decides")
+    assert row["category"] == L.DONE and "the GPU wins" in row["state"] and "4.00 ms on cpu" in row["state"]
+
+
+def test_linalg_row_follows_the_functions(monkeypatch):
+    assert "cholesky" in L.linalg_row()["state"]
+    for name in L.LINALG: monkeypatch.setattr(VF, name, lambda x: x, raising=False)
+    assert L.linalg_row()["category"] == L.DONE
+
+
+def test_feature_rows_probe_the_library(tmp_path, monkeypatch):
+    monkeypatch.setattr(L, "RESULTS", tmp_path)   # no result files: the rows come from probes only
+    rows = {r["feature"]: r for r in L.feature_rows("skipped in this test")}
+    assert rows["rank > 4"]["category"] is Category.BY_DESIGN
+    assert rows["float64"]["category"] is Category.BY_DESIGN
+    assert rows["higher-order gradients"]["category"] is Category.NOT_YET
+    assert "no Vulkan device" in rows["when a GPU beats the CPU"]["state"]
+
+
+def test_provenance_names_the_version():
+    assert f"vkML **{vkml.__version__}**" in L.provenance("skipped")
+
+
+@pytest.mark.vulkan
+def test_lazy_detach_is_one_submission_on_vulkan():
+    row = L.lazy_detach_row(None)
+    lazy, eager = map(float, re.search(r"takes (\S+) submission\(s\) on Vulkan, (\S+) with an eager", row["state"]).groups())
+    assert lazy == 1 and eager > lazy

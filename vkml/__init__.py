@@ -5,10 +5,10 @@
 # %% auto #0
 __all__ = []
 
-# %% ../nbs/99_api.ipynb #ee2395fe
+# %% ../nbs/99_api.ipynb #03fa2b23
 __version__ = "0.1.0"
 
-# %% ../nbs/99_api.ipynb #5c326ab3
+# %% ../nbs/99_api.ipynb #727790ac
 from .dtypes import (VkmlError, DTypeError, ShapeError, RankError, AxisError, DeviceError, BackendError,
                          VulkanUnavailableError, FeatureError, OutOfMemoryError, EmptyReductionError, GradError,
                          IndexOutOfRangeError, CheckpointError, DType, float32, float16, int32, int64, bool_,
@@ -25,7 +25,8 @@ from .functional import (zeros, ones, full, zeros_like, ones_like, full_like, ar
     squeeze, unsqueeze, permute, transpose, expand, contiguous, cat, stack, split, pad, flip, repeat, tril, triu,
     index_select, gather, index_add, masked_fill, one_hot, einsum, ArgumentError, EinsumError, IndexingError)
 from .nn.functional import matmul, softmax, log_softmax
-from . import registry
+from . import registry, nn, optim, io, data
+from .io import save, load
 
-# %% ../nbs/99_api.ipynb #57ed750f
+# %% ../nbs/99_api.ipynb #7e0dc1bb
 half, float, int, long, bool = float16, float32, int32, int64, bool_  # PyTorch's aliases, as vkml.float32 etc.

@@ -1,0 +1,276 @@
+"""vkml.optim: the first three updates of each optimiser (and its options) against numpy written from
+PyTorch's documented algorithms, the schedules' values, state-dict round trips (also through vkml.io),
+and the step's shape: one realize, no PROD node."""
+import math
+import numpy as np
+import pytest
+
+import vkml
+import vkml.autograd  # noqa: F401
+import vkml.functional as VF
+import vkml.nn as nn
+import vkml.optim as optim
+import vkml.io
+from vkml.dtypes import DTypeError
+from vkml.ops import Op
+from vkml.tensor import tensor, toposort
+
+P0 = np.array([0.5, -1.5, 2.0, 0.25], np.float32)
+C = np.array([1.0, 0.5, 2.0, 3.0], np.float32)
+D = np.array([0.1, -0.2, 0.3, 0.0], np.float32)
+
+
+def grad_ref(p): return 2 * C * p + D          # d/dp of Σ c p² + d p
+
+
+def run(make, steps=3, device="cpu"):
+    "Three steps of `make([param])` on Σ c p² + d p; the parameter after each step."
+    p = nn.Parameter(tensor(P0, device=device))
+    opt = make([p])
+    c, d = tensor(C, device=device), tensor(D, device=device)
+    out = []
+    for _ in range(steps):
+        opt.zero_grad()
+        ((p * p * c).sum() + (p * d).sum()).backward()
+        opt.step()
+        out.append(p.numpy().astype(np.float64))
+    return out, opt
+
+
+def sgd_ref(lr, momentum=0, dampening=0, wd=0, nesterov=False, maximize=False, steps=3):
+    p, buf, out = P0.astype(np.float64), None, []
+    for _ in range(steps):
+        g = grad_ref(p)
+        if maximize: g = -g
+        g = g + wd * p
+        if momentum:
+            buf = g.copy() if buf is None else momentum * buf + (1 - dampening) * g
+            g = g + momentum * buf if nesterov else buf
+        p = p - lr * g
+        out.append(p)
+    return out
+
+
+def adam_ref(lr, b1=0.9, b2=0.999, eps=1e-8, wd=0, decoupled=False, amsgrad=False, steps=3):
+    p, m, v, vmax, out = P0.astype(np.float64), 0, 0, 0, []
+    for t in range(1, steps + 1):
+        g = grad_ref(p)
+        if decoupled: p = p * (1 - lr * wd)
+        else: g = g + wd * p
+        m = b1 * m + (1 - b1) * g
+        v = b2 * v + (1 - b2) * g * g
+        vhat = np.maximum(vmax, v) if amsgrad else v
+        vmax = vhat
+        p = p - lr / (1 - b1 ** t) * m / (np.sqrt(vhat) / math.sqrt(1 - b2 ** t) + eps)
+        out.append(p)
+    return out
+
+
+def rmsprop_ref(lr, alpha=0.99, eps=1e-8, wd=0, momentum=0, centered=False, steps=3):
+    p, sq, ga, buf, out = P0.astype(np.float64), 0, 0, 0, []
+    for _ in range(steps):
+        g = grad_ref(p) + wd * p
+        sq = alpha * sq + (1 - alpha) * g * g
+        if centered:
+            ga = alpha * ga + (1 - alpha) * g
+            avg = np.sqrt(sq - ga * ga) + eps
+        else: avg = np.sqrt(sq) + eps
+        if momentum:
+            buf = momentum * buf + g / avg
+            p = p - lr * buf
+        else: p = p - lr * g / avg
+        out.append(p)
+    return out
+
+
+CASES = [
+    ("sgd", lambda ps: optim.SGD(ps, lr=0.1), sgd_ref(0.1)),
+    ("sgd_momentum", lambda ps: optim.SGD(ps, lr=0.1, momentum=0.9), sgd_ref(0.1, 0.9)),
+    ("sgd_dampening_wd", lambda ps: optim.SGD(ps, lr=0.05, momentum=0.8, dampening=0.3, weight_decay=0.1),
+     sgd_ref(0.05, 0.8, 0.3, 0.1)),
+    ("sgd_nesterov", lambda ps: optim.SGD(ps, lr=0.1, momentum=0.9, nesterov=True), sgd_ref(0.1, 0.9, nesterov=True)),
+    ("sgd_maximize", lambda ps: optim.SGD(ps, lr=0.01, maximize=True), sgd_ref(0.01, maximize=True)),
+    ("adam", lambda ps: optim.Adam(ps, lr=0.1), adam_ref(0.1)),
+    ("adam_wd_betas", lambda ps: optim.Adam(ps, lr=0.05, betas=(0.8, 0.99), eps=1e-6, weight_decay=0.1),
+     adam_ref(0.05, 0.8, 0.99, 1e-6, 0.1)),
+    ("adam_amsgrad", lambda ps: optim.Adam(ps, lr=0.1, amsgrad=True), adam_ref(0.1, amsgrad=True)),
+    ("adamw", lambda ps: optim.AdamW(ps, lr=0.1), adam_ref(0.1, wd=0.01, decoupled=True)),
+    ("adamw_wd", lambda ps: optim.AdamW(ps, lr=0.1, weight_decay=0.5), adam_ref(0.1, wd=0.5, decoupled=True)),
+    ("rmsprop", lambda ps: optim.RMSprop(ps, lr=0.01), rmsprop_ref(0.01)),
+    ("rmsprop_centered_momentum", lambda ps: optim.RMSprop(ps, lr=0.01, alpha=0.9, momentum=0.5, centered=True, weight_decay=0.1),
+     rmsprop_ref(0.01, 0.9, wd=0.1, momentum=0.5, centered=True)),
+]
+
+
+@pytest.mark.parametrize("name,make,ref", CASES, ids=[c[0] for c in CASES])
+def test_first_three_updates(name, make, ref):
+    got, _ = run(make)
+    for i, (g, r) in enumerate(zip(got, ref)):
+        np.testing.assert_allclose(g, r, rtol=2e-6, atol=2e-6, err_msg=f"{name} step {i + 1}")
+
+
+def test_sgd_by_hand():
+    "Plain numbers: p=1, loss p², lr 0.1, momentum 0.9: p goes 0.8, 0.46, 0.062."
+    p = nn.Parameter(tensor([1.0]))
+    opt = optim.SGD([p], lr=0.1, momentum=0.9)
+    seen = []
+    for _ in range(3):
+        opt.zero_grad(); (p * p).sum().backward(); opt.step(); seen.append(p.item())
+    # g=2, b=2, p=0.8; g=1.6, b=3.4, p=0.46; g=0.92, b=3.98, p=0.062
+    np.testing.assert_allclose(seen, [0.8, 0.46, 0.062], rtol=1e-6)
+
+
+def test_defaults_are_pytorchs():
+    p = [nn.Parameter(VF.zeros(1))]
+    assert optim.SGD(p).defaults["lr"] == 1e-3
+    a = optim.Adam(p).defaults
+    assert (a["lr"], a["betas"], a["eps"], a["weight_decay"]) == (1e-3, (0.9, 0.999), 1e-8, 0.0)
+    assert optim.AdamW(p).defaults["weight_decay"] == 1e-2
+    r = optim.RMSprop(p).defaults
+    assert (r["lr"], r["alpha"], r["eps"]) == (1e-2, 0.99, 1e-8)
+
+
+def test_param_groups_and_skipping_params_without_grad():
+    a, b = nn.Parameter(tensor([1.0])), nn.Parameter(tensor([1.0]))
+    opt = optim.SGD([{"params": [a], "lr": 0.5}, {"params": [b]}], lr=0.1)
+    (a * 2.0).sum().backward()   # only a has a gradient
+    opt.step()
+    assert a.item() == pytest.approx(0.0) and b.item() == 1.0
+    with pytest.raises(optim.OptimizerError):
+        opt.add_param_group({"params": [a]})
+
+
+def test_errors():
+    with pytest.raises(optim.OptimizerError): optim.SGD([nn.Parameter(VF.zeros(1))], lr=-1)
+    with pytest.raises(optim.OptimizerError): optim.SGD([nn.Parameter(VF.zeros(1))], nesterov=True)
+    with pytest.raises(optim.OptimizerError): optim.Adam([])
+    with pytest.raises(optim.OptimizerError): optim.Adam([VF.zeros(1)])   # not a leaf requiring grad
+
+
+def test_zero_grad():
+    p = nn.Parameter(tensor([1.0, 2.0]))
+    opt = optim.SGD([p], lr=0.1)
+    (p * p).sum().backward()
+    opt.zero_grad(set_to_none=False)
+    np.testing.assert_array_equal(p.grad.numpy(), [0, 0])
+    opt.zero_grad()
+    assert p.grad is None
+
+
+# --- the step's graph ------------------------------------------------------------------------------
+
+def test_one_realize_per_step_and_no_prod(monkeypatch):
+    VF.manual_seed(0)
+    m = nn.Sequential(nn.Conv2d(1, 2, 3, padding=1), nn.BatchNorm2d(2), nn.ReLU(), nn.Flatten(), nn.Linear(32, 3))
+    x, y = VF.rand(4, 1, 4, 4), tensor(np.array([0, 1, 2, 0]))
+    calls = []
+    real = optim.realize
+
+    def spy(*ts):
+        nodes = toposort([t.node for t in ts])
+        calls.append(({n.op for n in nodes}, len(ts)))
+        return real(*ts)
+    monkeypatch.setattr(optim, "realize", spy)
+    for opt_cls in (optim.SGD, optim.Adam, optim.AdamW, optim.RMSprop):
+        opt = opt_cls(m.parameters(), lr=0.01) if opt_cls is not optim.SGD else optim.SGD(m.parameters(), lr=0.01, momentum=0.9)
+        calls.clear()
+        loss = nn.functional.cross_entropy(m(x), y)
+        opt.zero_grad(); loss.backward(); opt.step()
+        assert len(calls) == 1, opt_cls
+        ops, n = calls[0]
+        assert Op.PROD not in ops and Op.MATMUL in ops and Op.CONV2D in ops  # forward + backward + update in one graph
+        assert n >= len(list(m.parameters()))
+
+
+# --- schedules -------------------------------------------------------------------------------------
+
+def lrs(sched_cls, n, **kw):
+    opt = optim.SGD([nn.Parameter(VF.zeros(1))], lr=0.1)
+    s = sched_cls(opt, **kw)
+    out = []
+    for _ in range(n):
+        out.append(opt.param_groups[0]["lr"]); assert s.get_last_lr() == [out[-1]]; s.step()
+    return out
+
+
+def test_step_lr():
+    np.testing.assert_allclose(lrs(optim.StepLR, 7, step_size=3, gamma=0.5),
+                               [0.1, 0.1, 0.1, 0.05, 0.05, 0.05, 0.025])
+
+
+def test_cosine_annealing_lr():
+    got = lrs(optim.CosineAnnealingLR, 6, T_max=5, eta_min=0.01)
+    want = [0.01 + 0.09 * (1 + math.cos(math.pi * e / 5)) / 2 for e in range(6)]
+    np.testing.assert_allclose(got, want)
+    assert got[-1] == pytest.approx(0.01)
+
+
+def test_linear_lr():
+    np.testing.assert_allclose(lrs(optim.LinearLR, 6, start_factor=0.25, total_iters=3),
+                               [0.025, 0.05, 0.075, 0.1, 0.1, 0.1])
+
+
+def test_scheduler_state_dict():
+    opt = optim.SGD([nn.Parameter(VF.zeros(1))], lr=0.1)
+    s = optim.StepLR(opt, step_size=2)
+    for _ in range(3): s.step()
+    s2 = optim.StepLR(optim.SGD([nn.Parameter(VF.zeros(1))], lr=0.1), step_size=2)
+    s2.load_state_dict(s.state_dict())
+    assert s2.last_epoch == 3 and s2.get_last_lr() == s.get_last_lr()
+
+
+# --- state dicts -----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name,make,ref", [c for c in CASES if c[0] in ("sgd_momentum", "adam_amsgrad", "rmsprop_centered_momentum")],
+                         ids=["sgd", "adam", "rmsprop"])
+def test_state_dict_round_trip_through_io(tmp_path, name, make, ref):
+    "Two steps, save, restore into a fresh optimiser, one more step: the same as three uninterrupted steps."
+    p = nn.Parameter(tensor(P0))
+    opt = make([p])
+    c, d = tensor(C), tensor(D)
+
+    def step(p, opt):
+        opt.zero_grad(); ((p * p * c).sum() + (p * d).sum()).backward(); opt.step()
+    step(p, opt); step(p, opt)
+    sd = opt.state_dict()
+    assert set(sd) == {"state", "param_groups"} and sd["param_groups"][0]["params"] == [0]
+    assert sd["state"][0]["step"] == 2
+    vkml.io.save({"p": p, "opt": sd}, tmp_path / "o.safetensors")
+    back = vkml.io.load(tmp_path / "o.safetensors")
+    q = nn.Parameter(back["p"])
+    opt2 = make([q])
+    opt2.load_state_dict(back["opt"])
+    step(q, opt2)
+    np.testing.assert_allclose(q.numpy(), ref[2], rtol=2e-6, atol=2e-6)
+    for k, v in opt2.state[q].items():
+        if isinstance(v, vkml.Tensor): assert v.shape == q.shape
+    with pytest.raises(optim.OptimizerError):
+        opt2.load_state_dict({"state": {}, "param_groups": []})
+
+
+def test_optimiser_parameters_must_be_float32():
+    t = tensor(np.ones(2, np.float16)).requires_grad_()
+    with pytest.raises(DTypeError, match="float32"):
+        optim.SGD([t])
+
+
+@pytest.mark.vulkan
+@pytest.mark.parametrize("name,make,ref", CASES, ids=[c[0] for c in CASES])
+def test_updates_on_vulkan(name, make, ref):
+    got, _ = run(make, device="vulkan")
+    for i, (g, r) in enumerate(zip(got, ref)):
+        np.testing.assert_allclose(g, r, rtol=1e-5, atol=1e-5, err_msg=f"{name} step {i + 1}")
+
+
+def test_step_with_closure_realizes_the_loss_too():
+    p = nn.Parameter(tensor([1.0, 2.0]))
+    opt = optim.SGD([p], lr=0.1)
+
+    def closure():
+        opt.zero_grad()
+        loss = (p * p).sum()
+        loss.backward()
+        return loss
+    loss = opt.step(closure)
+    assert loss.node.realized and loss.item() == 5.0
+    np.testing.assert_allclose(p.numpy(), [0.8, 1.6], rtol=1e-6)

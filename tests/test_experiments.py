@@ -1,0 +1,133 @@
+"""The experiments (nbs/40-42) on the current Vulkan device: the prod experiment's VALUES (never its
+timings), the submission-cost protocol on a quick schedule, the fusion measurement on a small input, and
+the bench scripts the H200 run uses. References are independent numpy code."""
+import json, math, subprocess, sys
+from pathlib import Path
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+pytestmark = pytest.mark.vulkan
+
+
+def lanes_ref(x: np.ndarray, lanes: int, flush: bool) -> float:
+    "Independent reference: float32 products, lane l over x[l::lanes] in order, then the lanes in order."
+    tiny = np.float32(1.1754944e-38)
+    def mul(a, b):
+        with np.errstate(all="ignore"): r = np.float32(np.float32(a) * np.float32(b))
+        return np.float32(0) if flush and abs(r) < tiny else r
+    parts = []
+    for l in range(lanes):
+        p = np.float32(1)
+        for v in x[l::lanes]: p = mul(p, v)
+        parts.append(p)
+    r = np.float32(1)
+    for p in parts: r = mul(r, p)
+    return float(r)
+
+
+def alt(n):
+    return np.array([1e20 if i % 2 == 0 else 1e-20 for i in range(n)], np.float32)
+
+
+def test_prod_experiment_values():
+    import vkml, vkml.vulkan as vkv
+    from vkml.experiments import lane_prod, denormals
+    mode = denormals()
+    assert mode in ("preserved", "flushed to zero")
+    vkv.reset_stats()
+    got = {(n, l): lane_prod(alt(n), l)[0] for n, l in [(4, 2), (8, 2), (8, 4), (4, 1), (8, 1)]}
+    s = vkv.stats()
+    assert s["dispatches"] == 5 and s["submissions"] == 5, s       # each value came from a real dispatch
+    keep = mode == "preserved"
+    assert (math.isinf(got[(4, 2)]) and got[(4, 2)] > 0) if keep else math.isnan(got[(4, 2)])
+    assert math.isnan(got[(8, 2)])                                  # 1e-80 is 0 even as a denormal: inf * 0
+    assert (math.isinf(got[(8, 4)]) and got[(8, 4)] > 0) if keep else math.isnan(got[(8, 4)])
+    assert got[(4, 1)] == 1.0 and got[(8, 1)] == 1.0                # one lane is index order
+    for n in (4, 8, 2**12):
+        assert vkml.tensor(alt(n)).prod().item() == 1.0             # the CPU's index-order product
+    for (n, l), v in got.items():
+        ref = lanes_ref(alt(n), l, flush=not keep)
+        assert (math.isnan(v) and math.isnan(ref)) or v == ref, (n, l, v, ref)
+
+
+def test_denormal_probe_matches_the_lane_products():
+    from vkml.experiments import lane_prod, denormals, float_controls
+    p, parts = lane_prod(alt(4), 2)
+    assert parts[0] == np.inf
+    assert (parts[1] > 0) == (denormals() == "preserved")          # 1e-40 survives, or is flushed to 0
+    fc = float_controls()
+    assert set(fc) == {"shaderDenormPreserveFloat32", "shaderDenormFlushToZeroFloat32", "denormBehaviorIndependence"}
+
+
+@pytest.mark.parametrize("n,lanes", [(1, 1), (7, 3), (1000, 64), (200_003, 1), (150_000, 2)])
+def test_lane_prod_is_exactly_the_ordered_float32_product(n, lanes):
+    """Values near 1 (no overflow): every lane's product equals numpy's sequential float32 product exactly,
+    also past 65,535 elements per lane (lavapipe stops an invocation's loops after 65,535 trips)."""
+    from vkml.experiments import lane_prod
+    x = (1 + (np.random.default_rng(n).random(n) - 0.5) * 1e-3).astype(np.float32)
+    p, parts = lane_prod(x, lanes)
+    want = [np.multiply.accumulate(x[l::lanes], dtype=np.float32)[-1] for l in range(lanes)]
+    np.testing.assert_array_equal(parts, np.array(want, np.float32))
+    assert p == float(np.multiply.accumulate(np.array(want, np.float32), dtype=np.float32)[-1])
+
+
+def test_lane_prod_rejects_bad_lane_counts():
+    from vkml.experiments import lane_prod
+    for l in (0, 65):
+        with pytest.raises(ValueError): lane_prod(alt(4), l)
+
+
+def test_submission_cost_quick_protocol():
+    from vkml.experiments.submission import run, fit, comparison
+    res = run(quick=True)
+    assert res["check"] == 1.875                                    # 4 dependent dispatches ran, in order
+    for kind in ("blocking", "polled"):
+        assert res[kind]["a_us"] > 0 and res[kind]["b_us"] > 0, res[kind]
+        assert len(res[kind]["median_us"]) == len(res[kind]["ns"]) == 4
+    assert res["record_us"] > 0 and res["eager_us"] > 0
+    assert res["batching"]["submissions"]["once"] == 1
+    assert res["batching"]["submissions"]["realize"] == res["batching"]["submissions"]["read"] == res["batching"]["ns"][-1]
+    for k in ("date", "device", "driver", "command", "commit"): assert res["provenance"][k]
+    assert "not yet measured on the H200" in comparison(res, None)
+    json.dumps(res)                                                 # JSON-ready
+
+
+def test_fit_recovers_a_line():
+    from vkml.experiments.submission import fit
+    ns = [1, 2, 4, 8, 16, 1024]
+    a, b = fit(ns, [55 + 8 * n for n in ns])
+    assert abs(a - 55) < 1e-6 and abs(b - 8) < 1e-9
+
+
+def test_fusion_measurement_small():
+    from vkml.experiments.fusion import measure_norm, dispatch_bytes
+    for kind, ops in (("layer_norm", 8), ("rms_norm", 6)):
+        r = measure_norm(kind, 32, 128, repeats=1)
+        assert r["max_abs_err"] < 1e-4
+        assert r["submissions"] == 1 and r["dispatches"] >= r["graph_ops"] >= ops
+        assert r["bytes_ideal"] == (2 * 32 * 128 + (2 if kind == "layer_norm" else 1) * 128) * 4
+        assert r["bytes_moved"] > 2 * r["bytes_ideal"]              # composed: at least two passes over x
+        assert len(r["per_dispatch"]) == r["dispatches"] and r["gpu_us"] > 0
+
+
+def _script(*args, timeout=240):
+    r = subprocess.run([sys.executable, *args], cwd=ROOT, capture_output=True, text=True, timeout=timeout)
+    assert r.returncode == 0, r.stderr[-3000:]
+    return r.stdout
+
+
+def test_bench_scripts_write_their_json(tmp_path):
+    _script("bench/prod_lanes.py", "--length", "4096", "--out", str(tmp_path / "prod.json"))
+    _script("bench/submission_cost.py", "--quick", "--out", str(tmp_path / "sub.json"))
+    _script("bench/fusion_norms.py", "--rows", "16", "--cols", "64", "--repeats", "1", "--out", str(tmp_path / "fusion.json"))
+    for f, keys in (("prod.json", {"values", "timing", "denormals"}), ("sub.json", {"blocking", "polled", "record_us"}),
+                    ("fusion.json", {"norms"})):
+        res = json.loads((tmp_path / f).read_text())
+        assert keys <= set(res) and {"date", "device", "driver", "command", "commit"} <= set(res["provenance"])
+    assert subprocess.run(["bash", "-n", "bench/h200_all.sh"], cwd=ROOT).returncode == 0
+
+
+def test_missing_h200_results_read_as_none():
+    from vkml.experiments import load_result
+    assert load_result("no_such_results_file.json") is None

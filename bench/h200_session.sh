@@ -12,7 +12,7 @@ R=/tmp/h200-results; rm -rf "$R"; mkdir -p "$R"
 export MPLBACKEND=Agg PYTHONUNBUFFERED=1 PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader > "$R/gpu.txt" 2>&1
 t0=$SECONDS
-timeout 300 python3 -m pytest -q -p no:cacheprovider -x --timeout=240 \
+timeout 300 python3 -m pytest -q -p no:cacheprovider \
   tests/test_parity_elementwise.py tests/test_parity_nn.py tests/test_parity_long_loops.py tests/test_vk_runtime.py \
   tests/test_autograd_vulkan.py tests/test_reference_nn.py tests/test_nn.py tests/test_optim.py tests/test_demo.py \
   tests/test_experiments.py > "$R/tests.log" 2>&1

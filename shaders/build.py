@@ -1,0 +1,104 @@
+"""Compile every shader variant of `shaders/variants.py` into `vkml/spirv/<name>.spv`.
+
+    python shaders/build.py            # compile what changed (in parallel)
+    python shaders/build.py --force    # compile everything
+    python shaders/build.py --check    # exit 1 if any .spv is missing, stale or stray (CI)
+
+A variant is up to date when `vkml/spirv/manifest.json` holds the hash of its source, every file it
+includes (transitively), its defines and the glslc flags, and its .spv exists. glslc's output is
+deterministic, so the committed .spv files can be checked against a fresh build.
+"""
+from __future__ import annotations
+import argparse, hashlib, json, os, re, subprocess, sys, tempfile
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+SHADERS = Path(__file__).resolve().parent
+OUT = SHADERS.parent / "vkml" / "spirv"
+MANIFEST = OUT / "manifest.json"
+FLAGS = ["--target-env=vulkan1.2", "-O"]
+_INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
+
+
+def load_variants():
+    "The VARIANTS table (shaders/ is not a package: load variants.py by path)."
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("_vkml_variants", SHADERS / "variants.py")
+    mod = importlib.util.module_from_spec(spec); spec.loader.exec_module(mod)
+    return mod.VARIANTS
+
+
+def sources(file: str, seen=None) -> list[Path]:
+    "`file` and every file it includes, transitively, in first-seen order."
+    seen = [] if seen is None else seen
+    p = SHADERS / file
+    if p in seen: return seen
+    seen.append(p)
+    for inc in _INCLUDE.findall(p.read_text()): sources(inc, seen)
+    return seen
+
+
+def variant_hash(file: str, defines: dict) -> str:
+    "The hash that says whether a variant's .spv is up to date."
+    h = hashlib.sha256()
+    for p in sources(file): h.update(p.name.encode() + b"\0" + p.read_bytes() + b"\0")
+    h.update(json.dumps([FLAGS, sorted(defines.items())]).encode())
+    return h.hexdigest()
+
+
+def command(file: str, defines: dict, out: Path) -> list[str]:
+    return ["glslc", *FLAGS, *(f"-D{k}={v}" for k, v in sorted(defines.items())), str(SHADERS / file), "-o", str(out)]
+
+
+def compile_variant(name: str, file: str, defines: dict, outdir: Path = OUT) -> Path:
+    "Compile one variant into `outdir/<name>.spv` (atomically: a temporary file, then a rename)."
+    outdir.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=outdir); os.close(fd)   # not *.spv until done
+    r = subprocess.run(command(file, defines, Path(tmp)), capture_output=True, text=True)
+    if r.returncode != 0:
+        os.unlink(tmp)
+        raise RuntimeError(f"glslc failed for {name} ({file} {defines}):\n{r.stderr}")
+    final = outdir / f"{name}.spv"
+    os.replace(tmp, final)
+    return final
+
+
+def build(force=False, outdir: Path = OUT, jobs: int | None = None, verbose=True) -> list[str]:
+    "Compile the stale variants in parallel; remove stray .spv files; return the names compiled."
+    variants = load_variants()
+    manifest_path = outdir / "manifest.json"
+    old = json.loads(manifest_path.read_text()) if manifest_path.exists() and not force else {}
+    new, todo = {}, []
+    for name, file, defines in variants:
+        h = variant_hash(file, defines)
+        new[name] = h
+        if force or old.get(name) != h or not (outdir / f"{name}.spv").exists(): todo.append((name, file, defines))
+    with ThreadPoolExecutor(jobs or os.cpu_count() or 2) as ex:
+        list(ex.map(lambda r: compile_variant(*r, outdir=outdir), todo))
+    for p in outdir.glob("*.spv"):
+        if p.stem not in new: p.unlink()
+    manifest_path.write_text(json.dumps(dict(sorted(new.items())), indent=1) + "\n")
+    if verbose: print(f"compiled {len(todo)} of {len(variants)} variants into {outdir}")
+    return [r[0] for r in todo]
+
+
+def check(outdir: Path = OUT) -> list[str]:
+    "Problems with the shipped SPIR-V: missing, stale (hash differs from the sources) or stray files."
+    variants = load_variants()
+    manifest = json.loads((outdir / "manifest.json").read_text()) if (outdir / "manifest.json").exists() else {}
+    names = {v[0] for v in variants}
+    bad = [f"missing {n}.spv" for n in sorted(names) if not (outdir / f"{n}.spv").exists()]
+    bad += [f"stale {n}.spv (run python shaders/build.py)" for n, f, d in variants if manifest.get(n) != variant_hash(f, d)]
+    bad += [f"stray {p.name}" for p in sorted(outdir.glob("*.spv")) if p.stem not in names]
+    return bad
+
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--force", action="store_true"); ap.add_argument("--check", action="store_true")
+    ap.add_argument("-j", "--jobs", type=int)
+    a = ap.parse_args()
+    if a.check:
+        bad = check()
+        print("\n".join(bad) or "all SPIR-V up to date"); sys.exit(1 if bad else 0)
+    build(force=a.force, jobs=a.jobs)

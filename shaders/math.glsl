@@ -1,0 +1,154 @@
+// math.glsl: float32 elementary functions with known accuracy, so that results do not depend on a
+// driver's built-ins (the Vulkan spec lets exp/log/pow be off by 3 + 2|x| ULP and sin/cos by 2^-11
+// absolute). Each one: exact special cases first, then argument reduction, then a polynomial fitted
+// by least squares (weighted towards minimax) on the reduced interval in float64; the fit and the
+// measured errors are in nbs/13_kernels.ipynb. GLSL has no erf at all.
+// `precise` marks the compensated steps (Cody-Waite reductions, exact products): without it a driver
+// may fuse or reorder them (llvmpipe did: exp lost 4e-6 relative at |x| = 72).
+#ifndef VKML_MATH_GLSL
+#define VKML_MATH_GLSL
+
+// 2^k * y for |k| up to ~300, in two steps so that results in the subnormal range are right too.
+float scale2(float y, int k) {
+    int k1 = clamp(k, -126, 127);
+    y *= uintBitsToFloat(uint(k1 + 127) << 23);
+    k -= k1;
+    return k == 0 ? y : y * uintBitsToFloat(uint(clamp(k, -126, 127) + 127) << 23);
+}
+
+// e^r = 1 + r + r^2 q(r) on |r| <= ln2/2
+float exp_q(float r) {
+    return 0.5 + r * (0.1666666567325592 + r * (0.04166629537940025 + r * (0.008333496749401093
+           + r * (0.0013944651000201702 + r * 0.00019790371879935265))));
+}
+const float LN2_HI = 0.693115234375;          // 12 trailing zero bits: k * LN2_HI is exact
+const float LN2_LO = 3.194618329871446e-05;
+
+// e^x: x = k ln2 + r (Cody-Waite), e^r by polynomial, times 2^k. Max rel error ~1 ulp.
+float vexp(float x) {
+    if (isnan(x)) return x;
+    if (x > 88.72283935546875) return F_INF;
+    if (x < -103.97208) return 0.0;
+    float k = roundEven(x * 1.4426950216293335);
+    precise float r = (x - k * LN2_HI) - k * LN2_LO;   // precise: no fusing or reordering, or r loses the bits the split saves
+    return scale2(1.0 + (r + r * r * exp_q(r)), int(k));
+}
+
+// e^x - 1, accurate near 0 (ELU).
+float vexpm1(float x) {
+    if (abs(x) < 0.34657359) return x + x * x * exp_q(x);
+    return vexp(x) - 1.0;
+}
+
+// log(x): x = 2^e m with m in [sqrt(1/2), sqrt(2)), log(1+f) = f - f^2/2 + f^3 q(f).
+float vlog(float x) {
+    if (isnan(x) || x < 0.0) return F_NAN;
+    if (x == 0.0) return F_NINF;
+    if (isinf(x)) return x;
+    int e = 0;
+    if (x < 1.17549435e-38) { x *= 8388608.0; e = -23; }   // subnormal: scale up first
+    uint b = floatBitsToUint(x);
+    e += int(b >> 23) - 127;
+    float m = uintBitsToFloat((b & 0x007fffffu) | 0x3f800000u);   // [1, 2)
+    if (m > 1.41421356) { m *= 0.5; e += 1; }
+    float f = m - 1.0;
+    float q = 0.3333333134651184 + f * (-0.250008225440979 + f * (0.20001226663589478 + f * (-0.16623353958129883
+              + f * (0.14201776683330536 + f * (-0.13160233199596405 + f * (0.12761467695236206 + f * -0.07634225487709045))))));
+    float fe = float(e);
+    return (f * f * f * q + fe * LN2_LO) + (f - 0.5 * f * f) + fe * LN2_HI;
+}
+
+// log(1 + u) for u >= 0 (softplus): compensates the rounding of 1 + u.
+float vlog1p(float u) {
+    precise float w = 1.0 + u;
+    if (w == 1.0) return u;
+    precise float err = (w - 1.0) - u;   // the rounding error of 1 + u, exactly
+    return vlog(w) - err / w;
+}
+
+// sin and cos: x = k pi/2 + r with pi/2 in three parts (the first two with 12 trailing zero bits, so
+// k * part is exact for |k| < 2^12; measured |error| < 1e-7 up to |x| = 1e5, where the built-ins take over).
+float sin_poly(float r) { float z = r * r;
+    return r + r * z * (-0.1666666716337204 + z * (0.008333329111337662 + z * (-0.00019839312881231308 + z * 2.7181220048078103e-06))); }
+float cos_poly(float r) { float z = r * r;
+    return 1.0 - 0.5 * z + z * z * (0.0416666679084301 + z * (-0.0013888883404433727 + z * (2.4799459424684756e-05 + z * -2.7205754804526805e-07))); }
+float vsincos(float x, bool want_cos) {
+    if (isnan(x) || isinf(x)) return F_NAN;
+    if (abs(x) > 1e5) return want_cos ? cos(x) : sin(x);   // no Payne-Hanek here: the driver's built-in
+    float k = roundEven(x * 0.6366197466850281);
+    precise float r = ((x - k * 1.5703125) - k * 0.0004837512969970703) - k * 7.549790126404332e-08;
+    int q = (int(k) + (want_cos ? 1 : 0)) & 3;   // cos(x) = sin(x + pi/2)
+    float v = ((q & 1) == 0) ? sin_poly(r) : cos_poly(r);
+    return (q & 2) == 0 ? v : -v;
+}
+
+// tanh: odd polynomial near 0 (no cancellation), 1 - 2/(e^{2|x|} + 1) beyond.
+float vtanh(float x) {
+    float a = abs(x);
+    if (a < 0.625) { float z = x * x;
+        return x + x * z * (-0.3333333134651184 + z * (0.1333320587873459 + z * (-0.05394676327705383
+               + z * (0.021700706332921982 + z * (-0.008177406154572964 + z * 0.002142968587577343))))); }
+    if (isnan(x)) return x;
+    float t = a > 9.1 ? 1.0 : 1.0 - 2.0 / (vexp(2.0 * a) + 1.0);
+    return x < 0.0 ? -t : t;
+}
+
+float vsigmoid(float x) { return 1.0 / (1.0 + vexp(-x)); }
+
+// erfc(x) for x >= 0 in the Numerical Recipes form t = 2/(2+x), erfc(x) = t exp(-x^2 + F(t)) with
+// F(t) = log(erfcx(x)/t) a Chebyshev series in 2t-1 (12th degree, |error| 1.2e-8). -x^2 is split as
+// -z^2 - (x-z)(x+z) with z = x rounded to 12 bits, so z^2 is exact and no bits of x^2 are lost.
+float erfc_pos(float x) {
+    float t = 2.0 / (2.0 + x);
+    float u = 2.0 * t - 1.0, u2 = 2.0 * u;
+    // Clenshaw's recurrence b_j = 2u b_{j+1} - b_{j+2} + C_j, written out (no array indexing in a loop,
+    // which some compilers put in slow local memory). C[13] = C_0 .. C_12:
+    const float C[13] = float[13](-0.6513268351554871, 0.6419697403907776, 0.019476545974612236, -0.00956158246845007,
+        -0.000946535263210535, 0.00036678591277450323, 4.256722240825184e-05, -2.031548137892969e-05,
+        -1.5968727211657097e-06, 1.2818179584428435e-06, 2.945935051457127e-08, -9.626349850577753e-08,
+        1.0726228794055714e-08);
+    float b1 = C[12], b2 = 0.0, b;
+#define CLENSHAW_STEP(j) b = u2 * b1 - b2 + C[j]; b2 = b1; b1 = b;
+    CLENSHAW_STEP(11) CLENSHAW_STEP(10) CLENSHAW_STEP(9) CLENSHAW_STEP(8) CLENSHAW_STEP(7) CLENSHAW_STEP(6)
+    CLENSHAW_STEP(5) CLENSHAW_STEP(4) CLENSHAW_STEP(3) CLENSHAW_STEP(2) CLENSHAW_STEP(1)
+#undef CLENSHAW_STEP
+    float F = u * b1 - b2 + C[0];
+    float z = uintBitsToFloat(floatBitsToUint(x) & 0xfffff000u);
+    precise float zz = z * z, d = (x - z) * (x + z);   // x^2 = zz + d, zz exact
+    return t * (vexp(-zz) * vexp(F - d));
+}
+// erf(x) = x P(x^2) for |x| < 1 (8th degree in x^2), 1 - erfc(|x|) beyond.
+float verf(float x) {
+    float a = abs(x);
+    if (a < 1.0) { float z = x * x;
+        return x * (1.128379225730896 + z * (-0.37612637877464294 + z * (0.11283791065216064 + z * (-0.026866134256124496
+               + z * (0.00522378645837307 + z * (-0.0008542705327272415 + z * (0.00011957354581682011
+               + z * (-1.3914200280851219e-05 + z * 1.0601506801322103e-06)))))))); }
+    if (isnan(x)) return x;
+    float v = a > 10.0 ? 1.0 : 1.0 - erfc_pos(a);
+    return x < 0.0 ? -v : v;
+}
+float verfc(float x) {
+    if (isnan(x)) return x;
+    if (abs(x) < 0.5) return 1.0 - verf(x);      // erf(x) < 0.53: no cancellation worth the name
+    float v = x > 10.5 || -x > 10.5 ? 0.0 : erfc_pos(abs(x));
+    return x < 0.0 ? 2.0 - v : v;
+}
+
+// pow with C99/numpy special cases; the general case is e^(y log|x|) (rel. error ~|y log x| * 2^-24).
+float vpow(float x, float y) {
+    if (y == 0.0 || x == 1.0) return 1.0;
+    if (isnan(x) || isnan(y)) return F_NAN;
+    float ax = abs(x);
+    bool yint = floor(y) == y;
+    bool yodd = yint && abs(y) < 16777216.0 && (int(abs(y)) & 1) == 1;
+    bool xneg = (floatBitsToUint(x) >> 31) != 0u;
+    if (isinf(y)) return ax == 1.0 ? 1.0 : ((ax > 1.0) == (y > 0.0) ? F_INF : 0.0);
+    float r;
+    if (ax == 0.0) r = y > 0.0 ? 0.0 : F_INF;
+    else if (isinf(ax)) r = y > 0.0 ? F_INF : 0.0;
+    else if (x < 0.0 && !yint) return F_NAN;
+    else r = vexp(y * vlog(ax));
+    return (xneg && yodd) ? -r : r;
+}
+#endif

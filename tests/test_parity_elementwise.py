@@ -1,0 +1,581 @@
+"""Vulkan against the CPU oracle for the elementwise, source, copy, reduction and scan kernels
+(vkml.vulkan.kernels): every op x dtype it accepts, over layouts that exercise the strided reads
+(broadcast, permuted, flipped, offset, size-1, size-0, rank 0-4).
+
+Bounds (SPEC "Parity bounds"), per element, |vk - cpu| <= atol + rtol*|cpu|:
+- f32: rtol 1e-5, atol 1e-6. f16: rtol 1e-3, atol 1e-4 (one f16 ulp is <= 2^-10 relative: the oracle
+  rounds float64 results to f16, the GPU rounds float32 ones, so they may differ by one ulp).
+- reductions over k terms: atol + rtol*sqrt(k)*sum|terms| (MEAN: divided by k); MAX/MIN exact.
+- ints and bools exact; RAND bit-identical; NaN where the oracle has NaN, infinities equal.
+"""
+import math
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st, HealthCheck
+
+pytestmark = pytest.mark.vulkan
+
+from vkml.dtypes import float32, float16, int32, int64, bool_, DTYPES, to_dtype, prod
+from vkml.ops import Op, ACCEPTED_DTYPES
+from vkml.tensor import Node, Tensor, tensor, apply, canonical_device
+
+DEVICES = ("cpu", "vulkan")
+NP = {d: d.np for d in DTYPES}
+TOL = {float32: (1e-5, 1e-6), float16: (1e-3, 1e-4)}
+RNG = np.random.default_rng(0)
+
+
+# ---------------------------------------------------------------- helpers
+def check(cpu, vk, dtype=None, rtol=None, atol=None, bound=None, what=""):
+    "Assert the parity bound (or exact equality for ints/bools); NaN and inf must match exactly."
+    with np.errstate(all="ignore"): _check(np.asarray(cpu), np.asarray(vk), dtype, rtol, atol, bound, what)
+
+
+def close_mask(cpu, vk, rtol=None, atol=None):
+    "Per element: within the float bound, or NaN where the oracle has NaN, or the same infinity."
+    r, a = TOL[to_dtype(cpu.dtype)]
+    c, v = cpu.astype(np.float64), vk.astype(np.float64)
+    with np.errstate(all="ignore"):
+        ok = np.abs(c - v) <= (atol or a) + (rtol or r) * np.abs(c)
+    return ok | (np.isnan(c) & np.isnan(v)) | (np.isinf(c) & (c == v))
+
+
+def _check(cpu, vk, dtype, rtol, atol, bound, what):
+    assert cpu.shape == vk.shape, f"{what}: shape {vk.shape} != {cpu.shape}"
+    assert cpu.dtype == vk.dtype, f"{what}: dtype {vk.dtype} != {cpu.dtype}"
+    if cpu.dtype.kind != "f":
+        bad = cpu != vk
+        assert not bad.any(), f"{what}: {bad.sum()} of {bad.size} differ, e.g. at {np.argwhere(bad)[0]}: vk {vk[bad][0]} cpu {cpu[bad][0]}"
+        return
+    dt = to_dtype(cpu.dtype)
+    r, a = TOL[dt]
+    rtol, atol = rtol or r, atol or a
+    c, v = cpu.astype(np.float64), vk.astype(np.float64)
+    assert (np.isnan(c) == np.isnan(v)).all(), f"{what}: NaN mismatch at {np.argwhere(np.isnan(c) != np.isnan(v))[:3].tolist()}, vk {v[np.isnan(c) != np.isnan(v)][:3]} cpu {c[np.isnan(c) != np.isnan(v)][:3]}"
+    inf = np.isinf(c) | np.isinf(v)
+    assert (c[inf] == v[inf]).all(), f"{what}: inf mismatch vk {v[inf][c[inf] != v[inf]][:3]} cpu {c[inf][c[inf] != v[inf]][:3]}"
+    fin = np.isfinite(c) & np.isfinite(v)
+    lim = (atol + rtol * np.abs(c)) if bound is None else np.broadcast_to(np.reshape(bound, c.shape) if np.size(bound) == c.size else bound, c.shape)
+    err = np.abs(c - v)
+    bad = fin & (err > lim)
+    assert not bad.any(), (f"{what}: {bad.sum()} of {bad.size} outside the bound; worst at {np.argwhere(bad)[0]}: "
+                           f"vk {v[bad][np.argmax(err[bad])]!r} cpu {c[bad][np.argmax(err[bad])]!r}")
+
+
+def both(build, *arrays):
+    "build(*tensors) on each device (inputs uploaded there) -> (cpu result, vulkan result) as numpy."
+    return tuple(build(*[tensor(a, device=d) for a in arrays]).numpy() for d in DEVICES)
+
+
+def source(op, arg, shape, dtype, device):
+    return Tensor(Node(op, (), arg, shape, dtype, canonical_device(device)))
+
+
+def values(dtype, shape, lo=-3.0, hi=3.0):
+    "Random values of `dtype`: floats uniform in [lo, hi), ints in a range that exercises signs, bools."
+    if dtype is bool_: return RNG.random(shape) < 0.5
+    if dtype is int32: return RNG.integers(-1000, 1000, shape, dtype=np.int32)
+    if dtype is int64: return RNG.integers(-(1 << 40), 1 << 40, shape, dtype=np.int64)
+    return RNG.uniform(lo, hi, shape).astype(dtype.np)
+
+
+def expand(t, shape): return apply(Op.EXPAND, t, shape=shape, dtype=t.dtype)
+def reshape(t, shape): return apply(Op.RESHAPE, t, shape=shape, dtype=t.dtype)
+
+
+# A layout builds a view of `shape` from a stored array: it returns (stored shape, view function).
+def _contig(shape): return shape, lambda t: t
+def _permuted(shape):
+    r = len(shape); perm = tuple(reversed(range(r)))
+    return tuple(reversed(shape)), lambda t: apply(Op.PERMUTE, t, arg=perm)
+def _flipped(shape):   # last axis read backwards with step -2 from a stored axis twice as long
+    n = shape[-1]
+    return shape[:-1] + (2 * n,), lambda t: apply(Op.SLICE, t, arg=tuple((0, d, 1) for d in shape[:-1]) + ((2 * n - 1, -1, -2),))
+def _broadcast(shape):  # first axis of extent > 1 broadcast from 1 (stride 0)
+    i = next(i for i, d in enumerate(shape) if d > 1)
+    stored = shape[:i] + (1,) + shape[i + 1:]
+    return stored, lambda t: expand(t, shape)
+def _offset(shape):     # a contiguous view starting one element in: misaligned for vec4
+    n = prod(shape)
+    return (n + 1,), lambda t: reshape(apply(Op.SLICE, t, arg=((1, n + 1, 1),)), shape)
+
+LAYOUTS = {"contig": _contig, "permuted": _permuted, "flipped": _flipped, "broadcast": _broadcast, "offset": _offset}
+SHAPES = [(), (1,), (7,), (2, 3, 4), (3, 1, 5), (2, 3, 2, 8), (0, 3)]
+
+
+def cases(shape):
+    "The layouts that make sense for `shape`."
+    out = ["contig"]
+    if len(shape) >= 2 and prod(shape): out.append("permuted")
+    if shape and shape[-1] > 0: out.append("flipped")
+    if any(d > 1 for d in shape): out.append("broadcast")
+    if prod(shape): out.append("offset")
+    return out
+
+
+def run_layouts(op, dtype, gen, arg=None, nin=1, shapes=SHAPES, **tol):
+    "op over every shape x layout (all inputs in that layout), checked against the oracle."
+    for shape in shapes:
+        for lay in cases(shape):
+            stored, view = LAYOUTS[lay](shape)
+            arrays = [gen(dtype, stored) for _ in range(nin)]
+            cpu, vk = both(lambda *ts: apply(op, *(view(t) for t in ts), arg=arg), *arrays)
+            check(cpu, vk, what=f"{op.name} {dtype.name} {shape} {lay}", **tol)
+
+
+# ---------------------------------------------------------------- unary
+DOMAIN = {Op.LOG: (0.01, 50.0), Op.SQRT: (0.0, 50.0), Op.RSQRT: (0.01, 50.0), Op.EXP: (-20.0, 20.0),
+          Op.SIN: (-50.0, 50.0), Op.COS: (-50.0, 50.0), Op.ERF: (-5.0, 5.0), Op.ERFC: (-4.0, 9.0),
+          Op.RECIPROCAL: (0.1, 5.0), Op.TANH: (-6.0, 6.0), Op.SIGMOID: (-30.0, 30.0), Op.SOFTPLUS: (-30.0, 30.0)}
+FLOAT_UNARY = [Op.NEG, Op.ABS, Op.SIGN, Op.RELU, Op.EXP, Op.LOG, Op.SQRT, Op.RSQRT, Op.RECIPROCAL, Op.SIN, Op.COS,
+               Op.TANH, Op.SIGMOID, Op.SILU, Op.ERF, Op.ERFC]
+ARGS = {Op.LEAKY_RELU: 0.01, Op.ELU: 1.0, Op.SOFTPLUS: (1.0, 20.0), Op.GELU: "none", Op.CLAMP: (-0.5, 0.75)}
+
+
+@pytest.mark.parametrize("dtype", [float32, float16], ids=lambda d: d.name)
+@pytest.mark.parametrize("op", FLOAT_UNARY + list(ARGS), ids=lambda o: o.name)
+def test_unary_float(op, dtype):
+    lo, hi = DOMAIN.get(op, (-4.0, 4.0))
+    if dtype is float16 and op is Op.EXP: hi = 10.0
+    run_layouts(op, dtype, lambda dt, s: values(dt, s, lo, hi), arg=ARGS.get(op))
+
+
+@pytest.mark.parametrize("op,arg", [(Op.GELU, "tanh"), (Op.LEAKY_RELU, 0.2), (Op.ELU, 0.5), (Op.SOFTPLUS, (2.0, 5.0)),
+                                    (Op.SOFTPLUS, (0.5, 1.0)), (Op.CLAMP, (None, 0.5)), (Op.CLAMP, (-0.5, None)),
+                                    (Op.CLAMP, (1.0, -1.0)), (Op.CLAMP, (None, None))], ids=str)
+def test_unary_args(op, arg):
+    for dt in (float32, float16):
+        x = values(dt, (4, 33), -6, 6)
+        cpu, vk = both(lambda t: apply(op, t, arg=arg), x)
+        check(cpu, vk, what=f"{op.name}{arg} {dt.name}")
+
+
+SPECIAL = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 1.0, -1.0, 1e-30, -1e-30, 3e38, -3e38, 1e-40, 88.0, -88.0,
+                    100.0, -104.0, 0.5, 10.0, -10.0, 27.0], np.float32)
+# sin/cos beyond |x| = 1e5 use the driver's built-ins (no Payne-Hanek reduction): only bounded there
+HUGE_TRIG = np.abs(SPECIAL) > 1e5
+
+@pytest.mark.parametrize("op,arg", [(op, None) for op in FLOAT_UNARY] + list(ARGS.items()) + [(Op.GELU, "tanh")], ids=str)
+def test_unary_specials(op, arg):
+    "NaN in, NaN out; infinities, zeros, denormals and extremes as the oracle (torch) has them."
+    for dt in (float32, float16):
+        with np.errstate(over="ignore"): x = SPECIAL.astype(dt.np)
+        cpu, vk = both(lambda t: apply(op, t, arg=arg), x)
+        if op in (Op.SIN, Op.COS):
+            huge = HUGE_TRIG & np.isfinite(x)
+            assert (np.abs(vk[huge]) <= 1).all()
+            cpu, vk, x = cpu[~huge], vk[~huge], x[~huge]
+        # f32 denormals may be flushed to zero by the device (Vulkan leaves it to the implementation
+        # unless the shader asks for DenormPreserve, which lavapipe does not offer; NVIDIA flushes):
+        # a denormal input may give the oracle's result for the input or for a zero of its sign.
+        tiny = (x != 0) & (np.abs(x.astype(np.float64)) < 2.0**-126) if dt is float32 else np.zeros(x.shape, bool)
+        if tiny.any():
+            flushed = np.where(tiny, np.copysign(np.zeros_like(x), x), x)
+            cpu0 = apply(op, tensor(flushed), arg=arg).numpy()
+            ok = close_mask(cpu, vk) | close_mask(cpu0, vk)
+            assert ok[tiny].all(), f"{op.name} denormal: vk {vk[tiny]} cpu {cpu[tiny]} / flushed {cpu0[tiny]}"
+            cpu, vk = cpu[~tiny], vk[~tiny]
+        check(cpu, vk, what=f"{op.name} {dt.name} specials")
+
+
+@pytest.mark.parametrize("dtype", [int32, int64], ids=lambda d: d.name)
+@pytest.mark.parametrize("op,arg", [(Op.NEG, None), (Op.ABS, None), (Op.SIGN, None), (Op.RELU, None),
+                                    (Op.CLAMP, (-100, 300)), (Op.CLAMP, (None, -5)), (Op.CLAMP, (7, None))], ids=str)
+def test_unary_int(op, arg, dtype):
+    if dtype is int64 and op is Op.CLAMP and arg[0] is not None: arg = (arg[0] - (1 << 35), arg[1])
+    run_layouts(op, dtype, values, arg=arg, shapes=[(), (5,), (3, 4, 5)])
+
+
+def test_math_accuracy_against_float64():
+    "The hand-written erf/erfc/exp/sin/cos against float64 references (math.erf, np.sin...): the errors nbs/13 documents."
+    x = np.linspace(-10, 10, 200_001).astype(np.float32)
+    t = tensor(x, device="vulkan")
+    x64 = x.astype(np.float64)
+    e = apply(Op.ERF, t).numpy().astype(np.float64); ref = np.vectorize(math.erf)(x64)
+    erf_rel = np.max(np.abs(e - ref) / np.maximum(np.abs(ref), 1e-300))
+    e = apply(Op.ERFC, t).numpy().astype(np.float64); ref = np.vectorize(math.erfc)(x64); m = ref > 1.2e-38
+    erfc_rel = np.max(np.abs(e - ref)[m] / ref[m])
+    xs = np.linspace(-1e4, 1e4, 200_001).astype(np.float32)
+    ts = tensor(xs, device="vulkan")
+    sin_abs = np.max(np.abs(apply(Op.SIN, ts).numpy() - np.sin(xs.astype(np.float64))))
+    cos_abs = np.max(np.abs(apply(Op.COS, ts).numpy() - np.cos(xs.astype(np.float64))))
+    xe = np.linspace(-87, 88, 200_001).astype(np.float32)
+    exp_rel = np.max(np.abs(apply(Op.EXP, tensor(xe, device="vulkan")).numpy() / np.exp(xe.astype(np.float64)) - 1))
+    print(f"\nmax error vs float64: erf rel {erf_rel:.2e}, erfc rel {erfc_rel:.2e} (normal range), exp rel {exp_rel:.2e}, "
+          f"sin abs {sin_abs:.2e}, cos abs {cos_abs:.2e} (|x| <= 1e4)")
+    assert erf_rel < 3e-7 and erfc_rel < 1e-6 and exp_rel < 3e-7 and sin_abs < 3e-7 and cos_abs < 3e-7
+
+
+# ---------------------------------------------------------------- binary, compare, where, cast
+BIN = [Op.ADD, Op.SUB, Op.MUL, Op.MAXIMUM, Op.MINIMUM, Op.DIV, Op.POW]
+
+@pytest.mark.parametrize("dtype", [float32, float16, int32, int64], ids=lambda d: d.name)
+@pytest.mark.parametrize("op", BIN, ids=lambda o: o.name)
+def test_binary(op, dtype):
+    if dtype not in ACCEPTED_DTYPES[op]: pytest.skip(f"{op.name} does not accept {dtype.name}")
+    lo, hi = {Op.DIV: (0.2, 5.0), Op.POW: (0.1, 4.0)}.get(op, (-3.0, 3.0))
+    gen = lambda dt, s: values(dt, s, lo, hi)
+    run_layouts(op, dtype, gen, nin=2, shapes=[(), (1,), (9,), (2, 3, 4), (2, 3, 2, 8), (0, 3)])
+    # mixed layouts: a broadcast row against a transposed matrix
+    a, b = gen(dtype, (1, 6)), gen(dtype, (6, 5))
+    cpu, vk = both(lambda x, y: apply(op, expand(x, (5, 6)), apply(Op.PERMUTE, y, arg=(1, 0))), a, b)
+    check(cpu, vk, what=f"{op.name} {dtype.name} mixed")
+
+
+def test_binary_vec4_paths():
+    "The vec4 fast path (aligned, contiguous, n % 4 == 0) and its fallbacks agree with the oracle."
+    for dt in (float32, float16, int32, int64):
+        for n in (4, 64, 4096, 4097):
+            a, b = values(dt, (n,)), values(dt, (n,))
+            if not dt.is_float:
+                for op in (Op.ADD, Op.MUL, Op.MINIMUM):
+                    cpu, vk = both(lambda x, y: apply(op, x, y), a, b)
+                    check(cpu, vk, what=f"{op.name} {dt.name} n={n}")
+                cpu, vk = both(lambda x: apply(Op.NEG, x), a)
+                check(cpu, vk, what=f"NEG {dt.name} n={n}")
+                continue
+            for op in (Op.ADD, Op.MUL, Op.MAXIMUM, Op.DIV):
+                cpu, vk = both(lambda x, y: apply(op, x, y), a, b)
+                check(cpu, vk, what=f"{op.name} {dt.name} n={n}")
+            cpu, vk = both(lambda x: apply(Op.EXP, x), a)
+            check(cpu, vk, what=f"EXP {dt.name} n={n}")
+
+
+def test_maximum_minimum_propagate_nan():
+    a = np.array([np.nan, 1.0, np.nan, -np.inf, 0.0, -0.0, 2.0], np.float32)
+    b = np.array([1.0, np.nan, np.nan, np.inf, -0.0, 0.0, 2.0], np.float32)
+    for op in (Op.MAXIMUM, Op.MINIMUM):
+        for dt in (float32, float16):
+            for n in (7, 8):   # 8: the vec4 path
+                x, y = np.resize(a, n).astype(dt.np), np.resize(b, n).astype(dt.np)
+                cpu, vk = both(lambda p, q: apply(op, p, q), x, y)
+                check(cpu, vk, what=f"{op.name} {dt.name} n={n}")
+                assert np.isnan(vk[[0, 1, 2] + ([7] if n == 8 else [])]).all()
+
+
+def test_pow_special_cases():
+    "C99/numpy pow on a grid of bases and exponents with signs, zeros, infinities and NaN."
+    xs = [-np.inf, -3.0, -2.0, -1.0, -0.5, -0.0, 0.0, 0.5, 1.0, 2.0, 3.0, np.inf, np.nan]
+    ys = [-np.inf, -3.0, -2.0, -1.5, -1.0, -0.5, -0.0, 0.0, 0.5, 1.0, 1.5, 2.0, 3.0, np.inf, np.nan]
+    x, y = np.meshgrid(np.array(xs, np.float32), np.array(ys, np.float32))
+    for dt in (float32, float16):
+        cpu, vk = both(lambda p, q: apply(Op.POW, p, q), x.astype(dt.np), y.astype(dt.np))
+        check(cpu, vk, what=f"POW specials {dt.name}")
+        # signed zeros and infinities are part of the convention
+        fin = np.isfinite(cpu) & (cpu == 0)
+        assert (np.signbit(cpu[fin]) == np.signbit(vk[fin])).all()
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.name)
+def test_compare(dtype):
+    for op in (Op.EQUAL, Op.NOT_EQUAL, Op.LESS, Op.LESS_EQUAL, Op.GREATER, Op.GREATER_EQUAL):
+        gen = (lambda dt, s: RNG.integers(-2, 3, s).astype(dt.np)) if dtype is not bool_ else values
+        run_layouts(op, dtype, gen, nin=2, shapes=[(), (9,), (2, 3, 4), (0, 2)])
+        if dtype.is_float:
+            a = np.array([np.nan, 1, np.nan, np.inf, -np.inf, 0.0], dtype.np)
+            b = np.array([1, np.nan, np.nan, np.inf, np.inf, -0.0], dtype.np)
+            cpu, vk = both(lambda p, q: apply(op, p, q), a, b)
+            check(cpu, vk, what=f"{op.name} {dtype.name} NaN")
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.name)
+def test_where(dtype):
+    for shape in [(), (7,), (3, 4, 5), (0, 2)]:
+        c, a, b = values(bool_, shape), values(dtype, shape), values(dtype, shape)
+        cpu, vk = both(lambda p, q, r: apply(Op.WHERE, p, q, r), c, a, b)
+        check(cpu, vk, what=f"WHERE {dtype.name} {shape}")
+    # broadcast condition and a permuted operand
+    c, a, b = values(bool_, (1, 5)), values(dtype, (5, 4)), values(dtype, (4, 5))
+    cpu, vk = both(lambda p, q, r: apply(Op.WHERE, expand(p, (4, 5)), apply(Op.PERMUTE, q, arg=(1, 0)), r), c, a, b)
+    check(cpu, vk, what=f"WHERE {dtype.name} strided")
+
+
+@pytest.mark.parametrize("src", DTYPES, ids=lambda d: d.name)
+def test_cast_every_pair(src):
+    "Every dtype pair, on values every target can hold (float -> int out of range is undefined, as in numpy)."
+    base = np.array([0, 1, -1, 2, -7, 100, -100, 1000, 2047, -2048], np.float64)
+    for dst in DTYPES:
+        if src is bool_: x = values(bool_, (3, 10))
+        elif src.is_float: x = np.concatenate([base, base + 0.75, -base - 0.25]).astype(src.np).reshape(3, 10)
+        else: x = np.resize(base, (3, 10)).astype(src.np)
+        cpu, vk = both(lambda t: apply(Op.CAST, apply(Op.PERMUTE, t, arg=(1, 0)), shape=(10, 3), dtype=dst), x)
+        check(cpu, vk, what=f"cast {src.name} -> {dst.name}")
+    if src.is_float:   # NaN/inf to floats and to bool (NaN is true)
+        x = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 1e-5], src.np)
+        for dst in (float32, float16, bool_):
+            cpu, vk = both(lambda t: apply(Op.CAST, t, shape=x.shape, dtype=dst), x)
+            check(cpu, vk, what=f"cast specials {src.name} -> {dst.name}")
+    if src is int64:   # wrap to int32, round to floats
+        x = np.array([2**40 + 5, -(2**40) - 5, 2**31, 2**53 + 1, -(2**33)], np.int64)
+        for dst in (int32, float32, bool_):
+            cpu, vk = both(lambda t: apply(Op.CAST, t, shape=x.shape, dtype=dst), x)
+            check(cpu, vk, what=f"cast int64 big -> {dst.name}")
+
+
+# ---------------------------------------------------------------- sources
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.name)
+def test_full_and_const(dtype):
+    vals = {float32: [1.5, -0.1, np.inf, np.nan, 3e38], float16: [0.1, -2.5, 65504.0, np.inf], int32: [7, -(2**31), 2**31 - 1],
+            int64: [2**40 + 3, -(2**62), -1], bool_: [True, False]}[dtype]
+    for v in vals:
+        for op, shape in ((Op.FULL, (3, 5)), (Op.CONST, ()), (Op.FULL, (0, 2))):
+            cpu, vk = (source(op, v, shape, dtype, d).numpy() for d in DEVICES)
+            check(cpu, vk, what=f"{op.name} {v!r} {dtype.name}")
+
+
+@pytest.mark.parametrize("dtype", [float32, float16, int32, int64], ids=lambda d: d.name)
+def test_arange(dtype):
+    args = [(0, 1), (5, -2), (-3, 7)] + ([(0.5, 0.25), (-1.0, 0.1)] if dtype.is_float else [(2**40, -3)] if dtype is int64 else [])
+    for arg in args:
+        for n in (0, 1, 17, 1000):
+            cpu, vk = (source(Op.ARANGE, arg, (n,), dtype, d).numpy() for d in DEVICES)
+            check(cpu, vk, what=f"ARANGE {arg} n={n} {dtype.name}")
+
+
+@pytest.mark.parametrize("dtype", [float32, float16], ids=lambda d: d.name)
+def test_rand_bit_identical(dtype):
+    "CPU and Vulkan give the same bits, also across the 2^32 counter wrap and with a 64-bit seed."
+    for seed, offset, shape in [(0, 0, (1000,)), (12345, 7, (3, 33)), (2**40 + 99, 2**32 - 5, (10,)), (-1, 123, (2, 2, 2, 2)),
+                                (7, 0, ())]:
+        cpu, vk = (source(Op.RAND, (seed, offset), shape, dtype, d).numpy() for d in DEVICES)
+        assert cpu.dtype == vk.dtype and cpu.tobytes() == vk.tobytes(), f"RAND {seed} {offset} {dtype.name}"
+        assert ((vk >= 0) & (vk < 1)).all()
+    # an independent statement of the contract (not the oracle's code): element 0 of seed 0, offset 0
+    def h(x):
+        x &= 0xFFFFFFFF; x ^= x >> 16; x = (x * 0x21F0AAAD) & 0xFFFFFFFF; x ^= x >> 15
+        x = (x * 0x735A2D97) & 0xFFFFFFFF; return x ^ (x >> 15)
+    bits = h(h(3 ^ h(5)) ^ h((0 + 0x9E3779B9) & 0xFFFFFFFF))
+    want = (bits >> 8) * 2.0**-24 if dtype is float32 else (bits >> 21) * 2.0**-11
+    assert source(Op.RAND, (5, 3), (1,), dtype, "vulkan").numpy()[0] == want
+
+
+# ---------------------------------------------------------------- copies
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.name)
+def test_contiguous_and_reshape(dtype):
+    for shape in [(2, 3, 4), (3, 1, 5), (2, 3, 2, 8), (5,), ()]:
+        for lay in cases(shape):
+            stored, view = LAYOUTS[lay](shape)
+            x = values(dtype, stored)
+            cpu, vk = both(lambda t: apply(Op.CONTIGUOUS, view(t)), x)
+            check(cpu, vk, what=f"CONTIGUOUS {dtype.name} {shape} {lay}")
+            if lay in ("permuted", "flipped", "broadcast"):   # a RESHAPE that needs a copy
+                cpu, vk = both(lambda t: reshape(view(t), (prod(shape),)), x)
+                check(cpu, vk, what=f"RESHAPE {dtype.name} {shape} {lay}")
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.name)
+def test_pad(dtype):
+    value = {bool_: True, int32: -7, int64: 2**40}.get(dtype, -1.5)
+    for shape, pads in [((3,), ((2, 1),)), ((2, 3), ((0, 0), (1, 2))), ((2, 3, 4), ((1, 0), (0, 2), (3, 1))),
+                        ((1, 2, 2, 2), ((1, 1), (0, 0), (2, 0), (0, 1))), ((0, 2), ((1, 1), (0, 1)))]:
+        for lay in cases(shape)[:3]:
+            stored, view = LAYOUTS[lay](shape)
+            cpu, vk = both(lambda t: apply(Op.PAD, view(t), arg=(pads, value)), values(dtype, stored))
+            check(cpu, vk, what=f"PAD {dtype.name} {shape} {pads} {lay}")
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.name)
+def test_concat(dtype):
+    for shapes, axis in [([(2, 3), (4, 3)], 0), ([(2, 3), (2, 1), (2, 0), (2, 4)], 1), ([(2, 3, 4), (2, 3, 4)], 2),
+                         ([(1, 2, 2, 3), (2, 2, 2, 3)], 0), ([(0, 3), (0, 3)], 0)]:
+        arrays = [values(dtype, s) for s in shapes]
+        cpu, vk = both(lambda *ts: apply(Op.CONCAT, *ts, arg=axis), *arrays)
+        check(cpu, vk, what=f"CONCAT {dtype.name} {shapes} axis {axis}")
+    # strided inputs
+    a, b = values(dtype, (3, 2)), values(dtype, (4, 3))
+    cpu, vk = both(lambda p, q: apply(Op.CONCAT, apply(Op.PERMUTE, p, arg=(1, 0)),
+                                      apply(Op.SLICE, q, arg=((3, -1, -1), (0, 3, 1))), arg=0), a, b)
+    check(cpu, vk, what=f"CONCAT {dtype.name} strided")
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.name)
+def test_slice_backward(dtype):
+    for shape, sl in [((5,), ((4, -1, -2),)), ((6, 4), ((1, 5, 2), (3, -1, -1))), ((3, 4, 5), ((0, 3, 1), (2, 3, 1), (4, 0, -3))),
+                      ((2, 2, 3, 4), ((1, 2, 1), (0, 2, 1), (0, 3, 2), (3, -1, -2))), ((4,), ((2, 2, 1),))]:
+        gshape = tuple(len(range(a, b, s)) for a, b, s in sl)   # the sliced shape (stop -1 means "before 0")
+        g = values(dtype, gshape)
+        cpu, vk = both(lambda t: apply(Op.SLICE_BACKWARD, t, arg=sl, shape=shape, dtype=dtype), g)
+        check(cpu, vk, what=f"SLICE_BACKWARD {dtype.name} {shape} {sl}")
+
+
+# ---------------------------------------------------------------- reductions
+def reduce_bound(x, axes, keep, mean=False):
+    "atol + rtol*sqrt(k)*sum|terms| per output (divided by k for MEAN)."
+    x64 = np.abs(np.asarray(x, np.float64)).reshape(x.shape)
+    if x64.ndim == 0: x64, axes = x64.reshape(1), (0,) if axes else ()
+    k = max(1, prod(x64.shape[a] for a in axes))
+    r, a = TOL[to_dtype(x.dtype)]
+    s = np.sum(x64, axis=tuple(axes), keepdims=keep)
+    return a + r * math.sqrt(k) * (s / k if mean else s)
+
+
+AXES = [((), False), ((0,), False), ((1,), True), ((0, 2), False), ((1, 2), True), ((0, 1, 2), False), ((2,), False)]
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.name)
+@pytest.mark.parametrize("op", [Op.SUM, Op.MEAN, Op.MAX, Op.MIN], ids=lambda o: o.name)
+def test_reduce(op, dtype):
+    if dtype not in ACCEPTED_DTYPES[op]: pytest.skip(f"{op.name} does not accept {dtype.name}")
+    for shape in [(3, 4, 5), (2, 1, 300), (5, 600, 2), (300, 40, 3)]:
+        for axes, keep in AXES:
+            for lay in ("contig", "permuted", "flipped"):
+                stored, view = LAYOUTS[lay](shape)
+                x = values(dtype, stored)
+                cpu, vk = both(lambda t: apply(op, view(t), arg=(axes, keep)), x)
+                xv = both(lambda t: view(t), x)[0]
+                bound = reduce_bound(xv, axes, keep, op is Op.MEAN) if op in (Op.SUM, Op.MEAN) and dtype.is_float else None
+                if op in (Op.MAX, Op.MIN): check(cpu, vk, rtol=1e-30, atol=1e-30, what=f"{op.name} exact")
+                check(cpu, vk, bound=bound, what=f"{op.name} {dtype.name} {shape} {axes} {keep} {lay}")
+
+
+def test_reduce_rank0_long_rows_and_determinism():
+    x = values(float32, ())
+    for op in (Op.SUM, Op.MAX, Op.MEAN):
+        for axes in ((), (0,)):
+            cpu, vk = both(lambda t: apply(op, t, arg=(axes, False)), x)
+            check(cpu, vk, what=f"{op.name} rank 0 {axes}")
+    big = values(float32, (3, 100_000), -1, 1)
+    t = tensor(big, device="vulkan")
+    s1, s2 = (apply(Op.SUM, t, arg=((1,), False)).numpy() for _ in range(2))
+    assert s1.tobytes() == s2.tobytes(), "the same reduction gave different bits"
+    cpu = apply(Op.SUM, tensor(big), arg=((1,), False)).numpy()
+    check(cpu, s1, bound=reduce_bound(big, (1,), False))
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.name)
+def test_reduce_split_two_passes(dtype):
+    "Few very long rows: partials per chunk in a scratch buffer, then a second pass (also strided rows)."
+    for op in (Op.SUM, Op.MEAN, Op.MAX, Op.MIN):
+        if dtype not in ACCEPTED_DTYPES[op]: continue
+        for shape, axes, lay in [((100_003,), (0,), "contig"), ((3, 40_000), (1,), "contig"), ((9000, 2), (0,), "contig"),
+                                 ((5000, 40), (0,), "contig"), ((3000, 70), (0,), "flipped"),
+                                 ((2, 20_000), (1,), "permuted"), ((50, 400), (0, 1), "flipped")]:
+            stored, view = LAYOUTS[lay](shape)
+            x = values(dtype, stored, -1, 1)
+            cpu, vk = both(lambda t: apply(op, view(t), arg=(axes, False)), x)
+            bound = None
+            if dtype.is_float and op in (Op.SUM, Op.MEAN):
+                bound = reduce_bound(both(lambda t: view(t), x)[0], axes, False, op is Op.MEAN)
+            check(cpu, vk, bound=bound, what=f"split {op.name} {dtype.name} {shape} {axes} {lay}")
+    if dtype.is_float:   # a NaN in one chunk reaches the result; the same bits twice
+        x = values(dtype, (2, 60_000)); x[1, 33_333] = np.nan
+        t = tensor(x, device="vulkan")
+        m = apply(Op.MAX, t, arg=((1,), False)).numpy()
+        assert np.isnan(m[1]) and not np.isnan(m[0])
+        s1, s2 = (apply(Op.SUM, t, arg=((1,), False)).numpy() for _ in range(2))
+        assert s1.tobytes() == s2.tobytes()
+
+
+def test_reduce_empty_extents_and_nan():
+    for op, want in ((Op.SUM, 0.0), (Op.MAX, -np.inf), (Op.MIN, np.inf)):
+        for dt in (float32, float16):
+            x = np.zeros((3, 0), dt.np)
+            cpu, vk = both(lambda t: apply(op, t, arg=((1,), False)), x)
+            check(cpu, vk, what=f"{op.name} empty")
+            assert (vk == want).all()
+            cpu, vk = both(lambda t: apply(op, t, arg=((0,), True)), x)   # a non-empty axis of an empty tensor
+            assert vk.shape == cpu.shape == (1, 0)
+    x = np.array([[1.0, np.nan, 3.0], [np.inf, 2.0, -np.inf]] * 200, np.float32)   # 400 rows: thread variant
+    for op in (Op.SUM, Op.MEAN, Op.MAX, Op.MIN):
+        for axes in ((1,), (0,)):   # (0,): 400 terms per output, the workgroup-per-row variant
+            cpu, vk = both(lambda t: apply(op, t, arg=(axes, False)), x)
+            check(cpu, vk, what=f"{op.name} NaN {axes}")
+    cpu, vk = both(lambda t: apply(Op.SUM, t, arg=((0,), False)), np.zeros((0,), np.int64))
+    check(cpu, vk, what="SUM empty int64")
+
+
+@pytest.mark.parametrize("dtype", [float32, float16, int32, int64], ids=lambda d: d.name)
+def test_argmax_argmin(dtype):
+    for op in (Op.ARGMAX, Op.ARGMIN):
+        for shape, axis, keep in [((4, 7), 1, False), ((4, 7), 0, True), ((2, 3, 5), 1, False), ((3, 1000), 1, False),
+                                  ((700, 3), 0, False), ((5,), 0, False), ((), 0, False)]:
+            for lay in cases(shape)[:3]:
+                stored, view = LAYOUTS[lay](shape)
+                x = RNG.integers(-3, 4, stored).astype(dtype.np)   # many ties: the first one must win
+                cpu, vk = both(lambda t: apply(op, view(t), arg=(axis, keep)), x)
+                check(cpu, vk, what=f"{op.name} {dtype.name} {shape} {axis} {lay}")
+    if dtype.is_float:   # NaN is the extreme, the first NaN wins, also across the threads of a row
+        x = np.zeros((2, 1000), dtype.np); x[0, 700] = x[0, 900] = np.nan; x[1, 5] = 1; x[1, 600] = 1
+        for op in (Op.ARGMAX, Op.ARGMIN):
+            cpu, vk = both(lambda t: apply(op, t, arg=(1, False)), x)
+            check(cpu, vk, what=f"{op.name} NaN")
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.name)
+def test_cumsum(dtype):
+    for shape, axis in [((7,), 0), ((3, 4, 5), 1), ((3, 4, 5), 2), ((2, 3, 2, 8), 0), ((), 0), ((0, 3), 1), ((2, 500), 1),
+                        ((3, 1000), 0), ((2, 2, 3000), 2)]:
+        for lay in cases(shape)[:3]:
+            stored, view = LAYOUTS[lay](shape)
+            x = values(dtype, stored, -1, 1)
+            cpu, vk = both(lambda t: apply(Op.CUMSUM, view(t), arg=axis), x)
+            bound = None
+            if dtype.is_float:
+                xv = np.abs(both(lambda t: view(t), x)[0].astype(np.float64)).reshape(shape)
+                k = shape[axis] if shape else 1
+                r, a = TOL[dtype]
+                bound = a + r * math.sqrt(max(k, 1)) * (np.cumsum(xv, axis=axis) if shape else xv)
+            check(cpu, vk, bound=bound, what=f"CUMSUM {dtype.name} {shape} {axis} {lay}")
+
+
+def test_launches_past_65535_groups():
+    "More than 65,535 workgroups fold into (gx, gy): the global index must still cover every element once."
+    n = 65535 * 256 + 1001
+    x = RNG.integers(-100, 100, n, dtype=np.int32)
+    cpu, vk = both(lambda t: apply(Op.NEG, t), x)
+    check(cpu, vk, what="NEG folded")
+    rows = 65600   # a workgroup per row: 65,600 groups
+    y = RNG.integers(-100, 100, (rows, 256), dtype=np.int32)
+    cpu, vk = both(lambda t: apply(Op.SUM, t, arg=((1,), False)), y)
+    check(cpu, vk, what="SUM rows folded")
+
+
+# ---------------------------------------------------------------- random shapes
+shapes4 = st.lists(st.integers(0, 5), min_size=0, max_size=4).map(tuple)
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(shape=shapes4, data=st.data())
+def test_random_broadcast_and_reduce(shape, data):
+    "a + b with b broadcast on random axes, then a sum over random axes."
+    bshape = tuple(1 if data.draw(st.booleans()) else d for d in shape)
+    axes = tuple(sorted(data.draw(st.sets(st.integers(0, max(len(shape) - 1, 0)), max_size=len(shape))))) if shape else ()
+    a, b = values(float32, shape), values(float32, bshape)
+    cpu, vk = both(lambda p, q: apply(Op.ADD, p, expand(q, shape)), a, b)
+    check(cpu, vk, what=f"ADD {shape} {bshape}")
+    s = a + np.broadcast_to(b, shape)
+    cpu, vk = both(lambda p: apply(Op.SUM, p, arg=(axes, True)), s)
+    check(cpu, vk, bound=reduce_bound(s, axes, True), what=f"SUM {shape} {axes}")
+
+
+@st.composite
+def strided_views(draw):
+    "A random stored shape and the ops that make a strided view of it: a permutation and a slice per axis."
+    shape = tuple(draw(st.lists(st.integers(1, 6), min_size=1, max_size=4)))
+    perm = tuple(draw(st.permutations(range(len(shape)))))
+    sl = []
+    for d in (shape[p] for p in perm):
+        step = draw(st.sampled_from([1, 2, -1, -2]))
+        start = draw(st.integers(0, d - 1))
+        sl.append((start, d, step) if step > 0 else (start, -1, step))
+    return shape, perm, tuple(sl)
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(v=strided_views(), dtype=st.sampled_from([float32, float16, int32, int64]), data=st.data())
+def test_random_strided_views(v, dtype, data):
+    "Permuted, flipped, stepped views through elementwise, copy, reduction, scan and arg-reduction kernels."
+    shape, perm, sl = v
+    view = lambda t: apply(Op.SLICE, apply(Op.PERMUTE, t, arg=perm), arg=sl)
+    x, y = values(dtype, shape), values(dtype, shape)
+    vshape = tuple(len(range(*s)) for s in sl)
+    axis = data.draw(st.integers(0, len(vshape) - 1))
+    builds = {"ADD": lambda p, q: apply(Op.ADD, view(p), view(q)),
+              "NEG": lambda p, q: apply(Op.NEG, view(p)),
+              "CONTIGUOUS": lambda p, q: apply(Op.CONTIGUOUS, view(p)),
+              "MAX": lambda p, q: apply(Op.MAX, view(p), arg=((axis,), True)),
+              "ARGMIN": lambda p, q: apply(Op.ARGMIN, view(p), arg=(axis, False)),
+              "PAD": lambda p, q: apply(Op.PAD, view(p), arg=(tuple((1, 0) for _ in vshape), 0))}
+    for name, build in builds.items():
+        cpu, vk = both(build, x, y)
+        check(cpu, vk, what=f"{name} {dtype.name} {shape} {perm} {sl}")
+    cpu, vk = both(lambda p: apply(Op.SUM, view(p), arg=((axis,), False)), x)
+    xv = both(view, x)[0]
+    check(cpu, vk, bound=reduce_bound(xv, (axis,), False) if dtype.is_float else None, what=f"SUM {shape} {sl}")

@@ -1,0 +1,386 @@
+"""Vulkan against the CPU oracle for the nn kernels: matmul, conv2d, conv_transpose2d, im2col, col2im,
+max/avg pooling, max-pool backward, gather, index_add.
+
+Each case builds the same graph (graph ops through `apply`, views included) on "cpu" and on "vulkan".
+Bounds (SPEC.md, parity): a contraction over k terms may differ by
+    atol + 1e-5 * sqrt(k) * sum|terms|               (f32; sum|terms| = the op applied to |inputs|)
+and f16 results, rounded to f16 from an f32 accumulator on both sides, by one more f16 rounding:
+    + 2^-10 * |cpu|.
+Window maxima, unfold, gather and integer scatter-adds are exact; index_add and every kernel give the
+same bits when realized twice (no atomics anywhere). Kept to about a minute on lavapipe.
+"""
+import numpy as np
+import pytest
+from vkml.tensor import tensor, apply
+from vkml.ops import Op
+import vkml.dtypes as D
+
+pytestmark = pytest.mark.vulkan
+
+
+@pytest.fixture(autouse=True)
+def no_validation_messages():
+    "With VKML_VALIDATION=1 the validation layer watches every dispatch: any message fails the test."
+    import vkml.vulkan as vkv
+    vkv.clear_validation_messages()
+    yield
+    assert not vkv.validation_messages(), vkv.validation_messages()[:3]
+RNG = np.random.default_rng(20261129)
+F16_ULP = 2.0 ** -10
+DEVS = ("cpu", "vulkan")
+
+
+def rnd(*shape, dtype=np.float32):
+    return RNG.standard_normal(shape).astype(dtype)
+
+
+# views built in the graph (no copies on Vulkan: the kernels read them through strides)
+def perm(t, p): return apply(Op.PERMUTE, t, arg=tuple(p))
+def expand(t, shape): return apply(Op.EXPAND, t, shape=tuple(shape), dtype=t.dtype)
+def sl(t, *s):
+    "SLICE with python-slice-like (start, stop, step) per axis, normalised here."
+    arg = []
+    for (start, stop, step), n in zip(s, t.shape):
+        if step < 0 and stop is None: stop = -1
+        arg.append((start, n if stop is None else stop, step))
+    return apply(Op.SLICE, t, arg=tuple(arg))
+
+
+def both(build, *arrays):
+    "`build(*tensors)` on each device: (cpu result, vulkan result)."
+    return tuple(build(*[tensor(a, device=d) for a in arrays]).numpy() for d in DEVS)
+
+
+def check_sum(build, arrays, k, abs_arrays=None):
+    "vk against cpu within the contraction bound; sum|terms| is the cpu op on |inputs|."
+    cpu, vk = both(build, *arrays)
+    assert vk.shape == cpu.shape and vk.dtype == cpu.dtype, (vk.shape, cpu.shape, vk.dtype, cpu.dtype)
+    if cpu.size == 0: return cpu, vk
+    absin = abs_arrays if abs_arrays is not None else [np.abs(a) if a.dtype.kind == "f" else a for a in arrays]
+    terms = build(*[tensor(a) for a in absin]).numpy().astype(np.float64)
+    c = cpu.astype(np.float64)
+    tol = 1e-6 + 1e-5 * np.sqrt(max(k, 1)) * terms
+    if cpu.dtype == np.float16: tol = tol + F16_ULP * np.abs(c) + 6e-8
+    err = np.abs(vk.astype(np.float64) - c)
+    bad = ~(err <= tol) & ~(np.isnan(vk) & np.isnan(cpu))
+    assert not bad.any(), f"{bad.sum()} elements out of bound; worst err {err[bad].max()} at {np.argwhere(bad)[0]}"
+    return cpu, vk
+
+
+def check_exact(build, *arrays):
+    cpu, vk = both(build, *arrays)
+    assert vk.shape == cpu.shape and vk.dtype == cpu.dtype
+    np.testing.assert_array_equal(vk, cpu)   # NaNs compare equal here
+    return cpu, vk
+
+
+FLOATS = [np.float32, np.float16]
+
+# ------------------------------------------------------------------------------------------ matmul
+
+MM_SHAPES = [(1, 1, 1, 1), (2, 3, 5, 7), (1, 0, 4, 3), (2, 4, 0, 3), (0, 2, 2, 2), (3, 65, 33, 129),
+             (1, 1, 300, 1), (2, 70, 1, 67), (1, 40, 17, 30)]
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("bmkn", MM_SHAPES)
+def test_matmul(bmkn, dtype):
+    B, M, K, N = bmkn
+    check_sum(lambda a, b: apply(Op.MATMUL, a, b), [rnd(B, M, K, dtype=dtype), rnd(B, K, N, dtype=dtype)], K)
+
+
+@pytest.mark.parametrize("variant,knob", [("matmul_small", ("SMALL_MAX_MN", 10**9)), ("matmul", ("SMALL_MAX_MN", 0)),
+                                          ("matmul128", ("BIG_TILE_MIN_GROUPS", 0))])
+def test_matmul_each_variant(variant, knob, monkeypatch):
+    "Every tile variant on ragged sizes (forced by the selection knobs)."
+    import vkml.vulkan.kernels_nn as kn
+    monkeypatch.setattr(kn, "SMALL_MAX_MN", 0)
+    monkeypatch.setattr(kn, *knob)
+    assert kn.matmul_variant(130, 131, 1) == variant
+    for B, M, K, N in [(2, 130, 37, 131), (1, 129, 16, 257), (1, 1, 3, 1)]:
+        for dt in FLOATS:
+            check_sum(lambda a, b: apply(Op.MATMUL, a, b), [rnd(B, M, K, dtype=dt), rnd(B, K, N, dtype=dt)], K)
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_matmul_strided(dtype):
+    "Transposed A, batch-broadcast B (stride 0), reversed and stepped slices: read in place."
+    a0, b0 = rnd(3, 45, 70, dtype=dtype), rnd(1, 45, 33, dtype=dtype)          # a0 is (B, K, M)
+    check_sum(lambda a, b: apply(Op.MATMUL, perm(a, (0, 2, 1)), expand(b, (3, 45, 33))), [a0, b0], 45)
+    a1, b1 = rnd(2, 9, 20, dtype=dtype), rnd(2, 40, 61, dtype=dtype)
+    check_sum(lambda a, b: apply(Op.MATMUL, a, sl(b, (0, 2, 1), (39, None, -2), (5, 61, 3))), [a1, b1], 20)
+    # both operands transposed, batch permuted to the middle
+    a2, b2 = rnd(20, 4, 66, dtype=dtype), rnd(70, 4, 20, dtype=dtype)          # (K, B, M), (N, B, K)
+    check_sum(lambda a, b: apply(Op.MATMUL, perm(a, (1, 2, 0)), perm(b, (1, 2, 0))), [a2, b2], 20)
+
+
+def test_matmul_batch_fold():
+    "More than 65,535 batches: the grid folds (z for tiles, a 1-D fold for small products)."
+    a, b = rnd(70000, 2, 3), rnd(70000, 3, 2)
+    check_sum(lambda a, b: apply(Op.MATMUL, a, b), [a, b], 3)
+
+
+def test_matmul_nan_inf():
+    a = rnd(1, 5, 6); b = rnd(1, 6, 4)
+    a[0, 1, 2] = np.nan; a[0, 3, 0] = np.inf
+    cpu, vk = both(lambda a, b: apply(Op.MATMUL, a, b), a, b)
+    np.testing.assert_array_equal(np.isnan(vk), np.isnan(cpu))
+    np.testing.assert_array_equal(np.isinf(vk), np.isinf(cpu))
+
+
+# ------------------------------------------------------------------------------------------ conv2d
+
+# (N, C, H, W, O, kh, kw, stride, padding, dilation, groups)
+CONV_CASES = [(2, 4, 9, 9, 6, 3, 3, (1, 1), (1, 1), (1, 1), 2), (1, 3, 7, 8, 5, 2, 3, (2, 1), (0, 2), (2, 1), 1),
+              (3, 6, 5, 5, 6, 1, 1, (1, 1), (0, 0), (1, 1), 3), (1, 1, 1, 1, 1, 1, 1, (1, 1), (0, 0), (1, 1), 1),
+              (2, 8, 11, 10, 4, 3, 3, (2, 2), (1, 1), (1, 1), 1), (1, 2, 4, 4, 2, 5, 5, (1, 1), (2, 2), (1, 1), 1),
+              (2, 4, 6, 6, 4, 3, 3, (1, 1), (1, 1), (1, 1), 4), (1, 16, 12, 12, 80, 3, 3, (1, 1), (1, 1), (1, 1), 1),
+              (0, 2, 5, 5, 3, 3, 3, (1, 1), (1, 1), (1, 1), 1), (1, 2, 5, 6, 3, 1, 1, (2, 3), (0, 0), (1, 1), 1)]
+
+
+def conv(x, w, arg): return apply(Op.CONV2D, x, w, arg=arg)
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("case", CONV_CASES)
+def test_conv2d(case, dtype):
+    N, C, H, W, O, kh, kw, st, pd, dl, G = case
+    arg = (st, pd, dl, G)
+    check_sum(lambda x, w: conv(x, w, arg), [rnd(N, C, H, W, dtype=dtype), rnd(O, C // G, kh, kw, dtype=dtype)], C // G * kh * kw)
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_conv2d_strided(dtype):
+    "A permuted, mirrored input and flipped weights (which take the weight-copy path)."
+    x0, w0 = rnd(3, 2, 6, 7, dtype=dtype), rnd(4, 3, 3, 3, dtype=dtype)        # x0 is (C, N, H, W)
+    build = lambda x, w: conv(sl(perm(x, (1, 0, 2, 3)), (0, 2, 1), (0, 3, 1), (0, 6, 1), (6, None, -1)),
+                              sl(w, (0, 4, 1), (0, 3, 1), (2, None, -1), (2, None, -1)), ((1, 1), (1, 1), (1, 1), 1))
+    check_sum(build, [x0, w0], 27)
+    # a 1x1 convolution on a channels-last view (the direct matmul path with a strided input)
+    x1, w1 = rnd(2, 5, 6, 4, dtype=dtype), rnd(3, 4, 1, 1, dtype=dtype)        # (N, H, W, C)
+    check_sum(lambda x, w: conv(perm(x, (0, 3, 1, 2)), w, ((1, 1), (0, 0), (1, 1), 1)), [x1, w1], 4)
+
+
+def test_conv2d_two_scratch_buffers_of_one_size():
+    "The weight copy and the columns are two Scratch buffers of equal size: they must stay two buffers."
+    x0, w0 = rnd(1, 3, 2, 2), rnd(4, 3, 3, 3)
+    check_sum(lambda x, w: conv(x, sl(w, (0, 4, 1), (0, 3, 1), (2, None, -1), (0, 3, 1)), ((1, 1), (1, 1), (1, 1), 1)), [x0, w0], 27)
+
+
+def test_conv2d_chunked(monkeypatch):
+    "Columns over the scratch limit: images are unfolded and multiplied in chunks through one scratch."
+    import vkml.vulkan.kernels_nn as kn
+    monkeypatch.setattr(kn, "COL_SCRATCH_BYTES", 2 * 3 * 9 * 36 * 4)              # two images per chunk
+    check_sum(lambda x, w: conv(x, w, ((1, 1), (1, 1), (1, 1), 1)), [rnd(5, 3, 6, 6), rnd(4, 3, 3, 3)], 27)
+
+
+# ---------------------------------------------------------------------------------- conv_transpose2d
+
+# (N, Cin, H, W, Cout/g, kh, kw, stride, padding, output_padding, dilation, groups)
+CT_CASES = [(2, 4, 5, 5, 3, 3, 3, (2, 2), (1, 1), (1, 1), (1, 1), 2), (1, 3, 4, 6, 2, 2, 3, (1, 3), (0, 1), (0, 2), (2, 1), 1),
+            (1, 1, 1, 1, 1, 1, 1, (1, 1), (0, 0), (0, 0), (1, 1), 1), (2, 6, 3, 3, 1, 4, 4, (3, 2), (2, 0), (1, 0), (1, 2), 3),
+            (1, 8, 7, 7, 8, 3, 3, (1, 1), (1, 1), (0, 0), (1, 1), 1)]
+
+
+@pytest.fixture(params=["direct", "lowered"])
+def ct_path(request, monkeypatch):
+    "Run conv_transpose2d through the direct gather kernel or through matmul + col2im."
+    import vkml.vulkan.kernels_nn as kn
+    monkeypatch.setattr(kn, "CT_LOWER_MIN_K", 10**9 if request.param == "direct" else 0)
+    return request.param
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("case", CT_CASES)
+def test_conv_transpose2d(case, dtype, ct_path):
+    N, Cin, H, W, Cog, kh, kw, st, pd, op, dl, G = case
+    arg = (st, pd, op, dl, G)
+    check_sum(lambda x, w: apply(Op.CONV_TRANSPOSE2D, x, w, arg=arg),
+              [rnd(N, Cin, H, W, dtype=dtype), rnd(Cin, Cog, kh, kw, dtype=dtype)], Cin // G * kh * kw)
+
+
+def test_conv_transpose2d_strided(ct_path):
+    x0, w0 = rnd(4, 2, 5, 5), rnd(4, 3, 3, 3)                                     # x0 is (C, N, H, W)
+    build = lambda x, w: apply(Op.CONV_TRANSPOSE2D, perm(x, (1, 0, 2, 3)), sl(w, (0, 4, 1), (0, 3, 1), (2, None, -1), (0, 3, 1)),
+                               arg=((2, 2), (1, 1), (1, 1), (1, 1), 1))
+    check_sum(build, [x0, w0], 36)
+    # output_padding >= stride (allowed when dilation is larger): the column blocks are still H x W
+    x1, w1 = rnd(1, 4, 3, 4), rnd(4, 2, 3, 2)
+    check_sum(lambda x, w: apply(Op.CONV_TRANSPOSE2D, x, w, arg=((1, 1), (0, 0), (1, 1), (2, 2), 2)), [x1, w1], 12)
+
+
+def test_conv_transpose2d_chunked(monkeypatch):
+    import vkml.vulkan.kernels_nn as kn
+    monkeypatch.setattr(kn, "CT_LOWER_MIN_K", 0)
+    monkeypatch.setattr(kn, "COL_SCRATCH_BYTES", 2 * 3 * 9 * 25 * 4)              # two images per chunk
+    check_sum(lambda x, w: apply(Op.CONV_TRANSPOSE2D, x, w, arg=((2, 2), (1, 1), (1, 1), (1, 1), 1)),
+              [rnd(5, 4, 5, 5), rnd(4, 3, 3, 3)], 36)
+
+
+# ------------------------------------------------------------------------------------ im2col / col2im
+
+# (N, C, H, W, kernel, dilation, padding, stride)
+UNFOLD_CASES = [(2, 3, 7, 6, (3, 2), (1, 2), (1, 0), (2, 1)), (1, 1, 1, 1, (1, 1), (1, 1), (0, 0), (1, 1)),
+                (1, 2, 5, 5, (2, 2), (1, 1), (1, 1), (3, 3)), (2, 2, 6, 5, (3, 3), (2, 1), (2, 1), (1, 2))]
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("case", UNFOLD_CASES)
+def test_im2col_col2im(case, dtype):
+    N, C, H, W, k, d, p, s = case
+    cpu, _ = check_exact(lambda x: apply(Op.IM2COL, x, arg=(k, d, p, s)), rnd(N, C, H, W, dtype=dtype))
+    check_exact(lambda x: apply(Op.IM2COL, perm(x, (0, 1, 3, 2)), arg=(k, d, p, s)), rnd(N, C, W, H, dtype=dtype))
+    check_sum(lambda c: apply(Op.COL2IM, c, arg=((H, W), k, d, p, s)), [rnd(*cpu.shape, dtype=dtype)], k[0] * k[1])
+
+
+def test_col2im_strided():
+    c0 = rnd(2, 12, 8)                                                           # (N, L, C*kh*kw), permuted below
+    check_sum(lambda c: apply(Op.COL2IM, perm(c, (0, 2, 1)), arg=((4, 5), (2, 2), (1, 1), (0, 0), (1, 1))), [c0], 4)
+
+
+# ---------------------------------------------------------------------------------------- pooling
+
+# (N, C, H, W, kernel, stride, padding, dilation, ceil_mode)
+POOL_CASES = [(2, 3, 7, 7, (3, 3), (2, 2), (1, 1), (1, 1), False), (1, 2, 8, 9, (2, 3), (2, 2), (1, 1), (2, 1), True),
+              (1, 1, 5, 5, (3, 3), (3, 3), (0, 0), (1, 1), True), (1, 1, 1, 1, (1, 1), (1, 1), (0, 0), (1, 1), False),
+              (2, 2, 6, 7, (2, 2), (1, 1), (0, 1), (1, 1), True), (1, 1, 10, 10, (3, 2), (3, 2), (1, 1), (2, 3), True),
+              (0, 2, 4, 4, (2, 2), (2, 2), (0, 0), (1, 1), False)]
+
+
+def pool_input(shape, dtype):
+    x = RNG.integers(-3, 4, shape).astype(dtype)    # few distinct values: many ties
+    if x.size > 5: x.flat[5] = np.nan; x.flat[-1] = -np.inf
+    return x
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("case", POOL_CASES)
+def test_maxpool2d_and_backward(case, dtype):
+    N, C, H, W, k, s, p, d, ceil = case
+    arg = (k, s, p, d, ceil)
+    x = pool_input((N, C, H, W), dtype)
+    cpu, _ = check_exact(lambda x: apply(Op.MAXPOOL2D, x, arg=arg), x)
+    if x.size == 0: return   # (the CPU oracle's backward cannot reshape an empty batch yet: reported)
+    g = rnd(*cpu.shape, dtype=dtype)
+    # sum|terms| of dx is the backward of |g|: the same routing, absolute values
+    check_sum(lambda g, x: apply(Op.MAXPOOL2D_BACKWARD, g, x, arg=arg), [g, x], k[0] * k[1], abs_arrays=[np.abs(g), x])
+
+
+def test_maxpool2d_strided():
+    x0 = pool_input((7, 2, 6, 3), np.float32)                                    # (H, N, W, C)
+    arg = ((2, 2), (2, 1), (1, 0), (1, 1), True)
+    view = lambda x: perm(x, (1, 3, 0, 2))
+    cpu, _ = check_exact(lambda x: apply(Op.MAXPOOL2D, view(x), arg=arg), x0)
+    g0 = rnd(cpu.shape[3], *cpu.shape[:3])                                        # g stored (OW, N, C, OH)
+    check_sum(lambda g, x: apply(Op.MAXPOOL2D_BACKWARD, perm(g, (1, 2, 3, 0)), view(x), arg=arg), [g0, x0], 4,
+              abs_arrays=[np.abs(g0), x0])
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("cip", [True, False])
+@pytest.mark.parametrize("case", [c for c in POOL_CASES if c[7] == (1, 1)])
+def test_avgpool2d(case, cip, dtype):
+    N, C, H, W, k, s, p, _, ceil = case
+    arg = (k, s, p, ceil, cip)
+    check_sum(lambda x: apply(Op.AVGPOOL2D, x, arg=arg), [rnd(N, C, H, W, dtype=dtype)], k[0] * k[1])
+    check_sum(lambda x: apply(Op.AVGPOOL2D, perm(x, (0, 1, 3, 2)), arg=arg), [rnd(N, C, W, H, dtype=dtype)], k[0] * k[1])
+
+
+# ------------------------------------------------------------------------------ gather / index_add
+
+ALL = [np.float32, np.float16, np.int32, np.int64, np.bool_]
+NUMERIC = [np.float32, np.float16, np.int32, np.int64]
+
+
+def values(shape, dtype):
+    v = RNG.standard_normal(shape) * 50
+    return (v > 0) if dtype == np.bool_ else v.astype(dtype)
+
+
+# (x shape, idx shape, axis): idx may be smaller than x in the other dims (torch.gather)
+GATHER_CASES = [((6,), (9,), 0), ((4, 5), (3, 7), 1), ((4, 5), (6, 2), 0), ((3, 4, 5), (2, 3, 4), 2),
+                ((2, 3, 4, 5), (2, 2, 4, 3), 1), ((2, 3, 4, 5), (1, 3, 2, 5), 3), ((3, 4), (3, 0), 1), ((1,), (1,), 0)]
+
+
+@pytest.mark.parametrize("dtype", ALL)
+@pytest.mark.parametrize("case", GATHER_CASES)
+def test_gather(case, dtype):
+    xs, ishape, axis = case
+    idx = RNG.integers(0, xs[axis], ishape).astype(np.int64)
+    cpu, vk = check_exact(lambda x, i: apply(Op.GATHER, x, i, arg=axis), values(xs, dtype), idx)
+    assert vk.shape == ishape
+
+
+def test_gather_strided():
+    x0 = values((5, 4, 6), np.float32)                                           # viewed as (6, 4, 5) reversed
+    i0 = RNG.integers(0, 4, (4, 3, 5)).astype(np.int64)                           # viewed as (3, 4, 5)... transposed
+    check_exact(lambda x, i: apply(Op.GATHER, sl(perm(x, (2, 1, 0)), (5, None, -1), (0, 4, 1), (0, 5, 1)),
+                                   perm(i, (1, 0, 2)), arg=1), x0, i0)
+    # a broadcast (stride-0) index
+    check_exact(lambda x, i: apply(Op.GATHER, x, expand(i, (4, 6)), arg=1), values((4, 6), np.int64), RNG.integers(0, 6, (1, 6)).astype(np.int64))
+
+
+# (dst shape, src/idx shape, axis)
+SCATTER_CASES = [((7,), (20,), 0), ((5, 6), (4, 5), 1), ((5, 6), (9, 6), 0), ((3, 4, 5), (3, 2, 5), 1),
+                 ((2, 3, 4, 5), (2, 3, 8, 4), 2), ((4, 3), (4, 0), 1), ((1,), (3,), 0)]
+
+
+@pytest.mark.parametrize("dtype", NUMERIC)
+@pytest.mark.parametrize("case", SCATTER_CASES)
+def test_index_add(case, dtype):
+    ds, ss, axis = case
+    idx = RNG.integers(0, ds[axis], ss).astype(np.int64)      # many duplicates
+    build = lambda d, i, s: apply(Op.INDEX_ADD, d, i, s, arg=axis)
+    args = [values(ds, dtype), idx, values(ss, dtype)]
+    if np.dtype(dtype).kind == "i":
+        check_exact(build, *args)
+    else:
+        cnt = np.bincount(idx.reshape(-1), minlength=1).max(initial=1) + 1
+        check_sum(build, args, int(cnt), abs_arrays=[np.abs(args[0]), idx, np.abs(args[2])])
+    again = [build(*[tensor(a, device="vulkan") for a in args]).numpy() for _ in range(2)]
+    assert again[0].tobytes() == again[1].tobytes()
+
+
+def test_index_add_strided():
+    d0, s0 = values((6, 5), np.float32), values((4, 7), np.float32)               # src viewed transposed
+    i0 = RNG.integers(0, 6, (7, 4)).astype(np.int64)
+    build = lambda d, i, s: apply(Op.INDEX_ADD, sl(d, (5, None, -1), (0, 5, 1)), i, perm(s, (1, 0)), arg=0)
+    check_sum(build, [d0, i0, s0], 8, abs_arrays=[np.abs(d0), i0, np.abs(s0)])
+
+
+def test_index_add_int_exact_large():
+    "Integer scatter-add with heavy collisions: exact, wrap-around included for int32."
+    dst = np.zeros(3, np.int32); idx = RNG.integers(0, 3, 5000).astype(np.int64)
+    src = np.full(5000, 2**30, np.int32)
+    check_exact(lambda d, i, s: apply(Op.INDEX_ADD, d, i, s, arg=0), dst, idx, src)
+
+
+@pytest.mark.parametrize("op", ["gather", "index_add"])
+def test_out_of_range_index_is_harmless(op):
+    "An index the host failed to reject never reads or writes out of bounds: a typed error or in-bounds values."
+    x = values((4, 5), np.float32); bad = np.array([[0, 9, -3, 4]] * 4, np.int64)
+    t = lambda a: tensor(a, device="vulkan")
+    try:
+        if op == "gather": out = apply(Op.GATHER, t(x), t(bad), arg=1).numpy()
+        else: out = apply(Op.INDEX_ADD, t(x), t(bad), t(values((4, 4), np.float32)), arg=1).numpy()
+    except D.IndexOutOfRangeError:
+        return
+    assert out.shape == (4, 4) if op == "gather" else out.shape == (4, 5)
+    if op == "gather": assert np.isin(out, x).all()   # clamped into range: values of x only
+
+
+# ------------------------------------------------------------------------------------ determinism
+
+def test_same_bits_twice():
+    "Every nn kernel is deterministic: the same graph realized twice gives the same bytes."
+    x, w, wt, a, b = rnd(2, 4, 9, 9), rnd(6, 2, 3, 3), rnd(4, 3, 3, 3), rnd(2, 70, 90), rnd(2, 90, 80)
+    cols, g = rnd(2, 8, 16), rnd(2, 4, 9, 9)
+    dev = lambda a: tensor(a, device="vulkan")
+    graphs = [lambda: apply(Op.MATMUL, dev(a), dev(b)),
+              lambda: apply(Op.CONV2D, dev(x), dev(w), arg=((1, 1), (1, 1), (1, 1), 2)),
+              lambda: apply(Op.CONV_TRANSPOSE2D, dev(x), dev(wt), arg=((2, 2), (1, 1), (1, 1), (1, 1), 1)),
+              lambda: apply(Op.COL2IM, dev(cols), arg=((5, 5), (2, 2), (1, 1), (0, 0), (1, 1))),
+              lambda: apply(Op.MAXPOOL2D_BACKWARD, dev(g), dev(x), arg=((3, 3), (1, 1), (1, 1), (1, 1), False))]
+    for build in graphs:
+        first, second = build().numpy(), build().numpy()
+        assert first.tobytes() == second.tobytes()

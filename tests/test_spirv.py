@@ -1,0 +1,169 @@
+"""The shipped SPIR-V: push-constant blocks fit in 128 bytes, every module matches its sources, and the
+variant table and vkml/spirv/ agree. No Vulkan device needed; the rebuild needs glslc."""
+import importlib.util, json, re, shutil, struct, subprocess
+from pathlib import Path
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SPIRV, SHADERS = ROOT / "vkml" / "spirv", ROOT / "shaders"
+MAX_PUSH = 128  # bytes every Vulkan device guarantees (lavapipe's limit)
+
+
+def _load(name, path):
+    spec = importlib.util.spec_from_file_location(name, path)
+    mod = importlib.util.module_from_spec(spec); spec.loader.exec_module(mod)
+    return mod
+
+build = _load("_vkml_shader_build", SHADERS / "build.py")
+VARIANTS = build.load_variants()
+needs_glslc = pytest.mark.skipif(shutil.which("glslc") is None, reason="glslc is not installed")
+
+# --- a pure-Python SPIR-V reader: just enough to size the push-constant block -----------------------
+OP_TYPE_INT, OP_TYPE_FLOAT, OP_TYPE_VECTOR, OP_TYPE_MATRIX = 21, 22, 23, 24
+OP_TYPE_ARRAY, OP_TYPE_STRUCT, OP_TYPE_POINTER, OP_CONSTANT = 28, 30, 32, 43
+OP_VARIABLE, OP_DECORATE, OP_MEMBER_DECORATE = 59, 71, 72
+SC_PUSH_CONSTANT, DEC_ARRAY_STRIDE, DEC_OFFSET = 9, 6, 35
+
+
+def push_constant_size(spv: bytes) -> int:
+    "Bytes of the push-constant block of a SPIR-V module (0 when it has none)."
+    words = struct.unpack(f"<{len(spv) // 4}I", spv)
+    assert words[0] == 0x07230203, "not a SPIR-V module (or not little-endian)"
+    types, consts, offsets, strides, pc_types = {}, {}, {}, {}, []
+    i = 5                                   # the header is 5 words
+    while i < len(words):
+        count, op = words[i] >> 16, words[i] & 0xFFFF
+        a = words[i + 1:i + count]
+        if op in (OP_TYPE_INT, OP_TYPE_FLOAT): types[a[0]] = ("scalar", a[1] // 8)
+        elif op in (OP_TYPE_VECTOR, OP_TYPE_MATRIX): types[a[0]] = ("vector", a[1], a[2])
+        elif op == OP_TYPE_ARRAY: types[a[0]] = ("array", a[1], a[2])
+        elif op == OP_TYPE_STRUCT: types[a[0]] = ("struct", a[1:])
+        elif op == OP_TYPE_POINTER: types[a[0]] = ("pointer", a[1], a[2])
+        elif op == OP_CONSTANT: consts[a[1]] = a[2]
+        elif op == OP_DECORATE and a[1] == DEC_ARRAY_STRIDE: strides[a[0]] = a[2]
+        elif op == OP_MEMBER_DECORATE and a[2] == DEC_OFFSET: offsets[(a[0], a[1])] = a[3]
+        elif op == OP_VARIABLE and a[2] == SC_PUSH_CONSTANT: pc_types.append(a[0])
+        i += count
+
+    def size(t):
+        kind, *rest = types[t]
+        if kind == "scalar": return rest[0]
+        if kind == "vector": return rest[1] * size(rest[0])
+        if kind == "array": return consts[rest[1]] * strides.get(t, size(rest[0]))
+        if kind == "struct": return max((offsets[(t, m)] + size(mt) for m, mt in enumerate(rest[0])), default=0)
+        raise ValueError(f"unexpected type {kind} in a push-constant block")
+
+    sizes = []
+    for ptr in pc_types:
+        kind, sc, pointee = types[ptr]
+        assert kind == "pointer" and sc == SC_PUSH_CONSTANT
+        sizes.append(size(pointee))
+    return max(sizes, default=0)
+
+
+@pytest.mark.parametrize("name", sorted(v[0] for v in VARIANTS))
+def test_push_constants_fit(name):
+    n = push_constant_size((SPIRV / f"{name}.spv").read_bytes())
+    assert 0 < n <= MAX_PUSH, f"{name}: push-constant block of {n} bytes (limit {MAX_PUSH})"
+
+
+_BIG = """#version 450
+layout(local_size_x = 1) in;
+layout(push_constant) uniform PC { uint n; vec4 v[8]; uint tail; } pc;
+layout(std430, binding = 0) buffer B { uint b[]; };
+void main() { b[0] = pc.n + uint(pc.v[7].w) + pc.tail; }
+"""
+
+@needs_glslc
+def test_reader_sees_an_oversized_block(tmp_path):
+    "The reader on a block glslc accepts but Vulkan may not: 4 + 12 pad + 8*16 + 4 = 148 bytes."
+    src = tmp_path / "big.comp"; src.write_text(_BIG)
+    subprocess.run(["glslc", "--target-env=vulkan1.2", "-O", str(src), "-o", str(tmp_path / "big.spv")], check=True)
+    n = push_constant_size((tmp_path / "big.spv").read_bytes())
+    assert n == 148 and n > MAX_PUSH
+
+
+def test_reader_matches_the_contract_layout():
+    "unary's block is 17 words: n, op, shape[4], st[4], x_off, y_off, p[4], flags."
+    assert push_constant_size((SPIRV / "unary_f32.spv").read_bytes()) == 17 * 4
+    assert push_constant_size((SPIRV / "copy_f32.spv").read_bytes()) == 29 * 4
+
+
+def test_variant_table_matches_spirv_dir():
+    names = [v[0] for v in VARIANTS]
+    assert len(names) == len(set(names)), "duplicate variant names"
+    shipped = {p.stem for p in SPIRV.glob("*.spv")}
+    assert not set(names) - shipped, f"missing: {sorted(set(names) - shipped)}"
+    assert not shipped - set(names), f"stray .spv files: {sorted(shipped - set(names))}"
+    manifest = json.loads((SPIRV / "manifest.json").read_text())
+    assert set(manifest) == set(names)
+
+
+def test_manifest_hashes_match_sources():
+    "The manifest's hashes (source + includes + defines + flags) match the shaders as they are now."
+    assert build.check() == []
+
+
+@needs_glslc
+def test_shipped_spirv_is_what_the_sources_compile_to(tmp_path):
+    "Recompile every variant and compare bytes (glslc's output is deterministic)."
+    build.build(force=True, outdir=tmp_path, verbose=False)
+    differ = [n for n, _, _ in VARIANTS if (tmp_path / f"{n}.spv").read_bytes() != (SPIRV / f"{n}.spv").read_bytes()]
+    assert not differ, f"stale SPIR-V (run python shaders/build.py): {differ}"
+
+
+def _codes(file, prefix):
+    return {m[0]: int(m[1]) for m in re.findall(rf"#define {prefix}_(\w+) (\d+)", (SHADERS / file).read_text())}
+
+
+def test_op_codes_agree_with_the_shaders():
+    "The host's op-code tables and the shaders' #defines are one table written twice: they must agree."
+    k = pytest.importorskip("vkml.vulkan.kernels")
+    assert k.UNARY_CODE == _codes("unary.comp", "U")
+    assert k.BINARY_CODE == _codes("binary.comp", "B")
+    assert k.COMPARE_CODE == _codes("compare.comp", "C")
+    assert k.REDUCE_CODE == _codes("reduce.comp", "R")
+    assert k.FILL_CODE == _codes("fill.comp", "F")
+
+
+def _sample_dispatches():
+    "One dispatch of every host kernel of vkml.vulkan.kernels, built on stand-in tensors."
+    k = pytest.importorskip("vkml.vulkan.kernels")
+    from vkml.tensor import Node
+    from vkml.ops import Op
+    from vkml.dtypes import float32, float16, int64, bool_, View
+    F = k.FakeTensor
+    N = lambda op, arg, shape, dt=float32: Node(op, (), arg, shape, dt, "vulkan")
+    x, xt = F((4, 3)), F((3, 4), view=View((3, 4), (1, 3), 0))
+    ds = []
+    ds += k.unary_kernel(N(Op.EXP, None, (3, 4)), F((3, 4)), xt) + k.unary_kernel(N(Op.EXP, None, (4, 3)), F((4, 3)), x)
+    ds += k.binary_kernel(N(Op.ADD, None, (3, 4)), F((3, 4)), xt, xt) + k.binary_kernel(N(Op.ADD, None, (4, 3)), F((4, 3)), x, x)
+    ds += k.compare_kernel(N(Op.LESS, None, (4, 3), bool_), F((4, 3), bool_), x, x)
+    ds += k.where_kernel(N(Op.WHERE, None, (4, 3)), F((4, 3)), F((4, 3), bool_), x, x)
+    ds += k.cast_kernel(N(Op.CAST, None, (4, 3), float16), F((4, 3), float16), x)
+    ds += k.full_kernel(N(Op.FULL, 1.5, (4, 3)), F((4, 3))) + k.rand_kernel(N(Op.RAND, (1, 2), (4, 3)), F((4, 3)))
+    ds += k.contiguous_kernel(N(Op.CONTIGUOUS, None, (3, 4)), F((3, 4)), xt)
+    ds += k.pad_kernel(N(Op.PAD, (((1, 1), (0, 2)), 0.0), (6, 5)), F((6, 5)), x)
+    ds += k.concat_kernel(N(Op.CONCAT, 0, (8, 3)), F((8, 3)), x, x)
+    ds += k.slice_backward_kernel(N(Op.SLICE_BACKWARD, ((0, 4, 2), (0, 3, 1)), (4, 3)), F((4, 3)), F((2, 3)))
+    ds += k.reduce_kernel(N(Op.SUM, ((1,), False), (4,)), F((4,)), x)
+    ds += k.reduce_kernel(N(Op.MAX, ((1,), False), (4,)), F((4,)), F((4, 1000)))
+    ds += k.reduce_kernel(N(Op.MEAN, ((0,), False), ()), F(()), F((10**6,)))   # the two split passes
+    ds += k.argreduce_kernel(N(Op.ARGMAX, (1, False), (4,), int64), F((4,), int64), x)
+    ds += k.argreduce_kernel(N(Op.ARGMAX, (1, False), (4,), int64), F((4,), int64), F((4, 1000)))
+    ds += k.cumsum_kernel(N(Op.CUMSUM, 1, (4, 3)), F((4, 3)), x)
+    ds += k.cumsum_kernel(N(Op.CUMSUM, 1, (4, 300)), F((4, 300)), F((4, 300)))
+    ds += k.reduce_kernel(N(Op.SUM, ((0,), False), (64,)), F((64,)), F((100, 64)))
+    ds += k.reduce_kernel(N(Op.SUM, ((0,), False), (64,)), F((64,)), F((10**5, 64)))   # split cols
+    return ds
+
+
+def test_host_push_words_match_the_shader_blocks():
+    "Every host kernel sends exactly as many words as its shader's push-constant block holds."
+    ds = _sample_dispatches()
+    family = lambda name: re.sub(r"(_(f32|f16|i32|i64|b8|v4))+$", "", name)
+    assert {family(d.shader) for d in ds} >= {"unary", "binary", "compare", "where", "cast", "fill", "copy",
+        "reduce", "reduce_row", "reduce_cols", "reduce_part", "reduce_cols_part", "reduce_final", "argreduce", "argreduce_row", "cumsum", "cumsum_row"}
+    for d in ds:
+        assert all(0 <= w < 2**32 for w in d.push), d
+        assert len(d.push) * 4 == push_constant_size((SPIRV / f"{d.shader}.spv").read_bytes()), d.shader

@@ -26,7 +26,7 @@ def b(op, arg=None): return lambda x, y: apply(op, x, y, arg=arg)
 def cast(dt): return lambda x: apply(Op.CAST, x, shape=x.shape, dtype=dt)
 def conv(arg): return lambda x, w: apply(Op.CONV2D, x, w, arg=arg)
 def convt(arg): return lambda x, w: apply(Op.CONV_TRANSPOSE2D, x, w, arg=arg)
-def const(a): return tensor(np.asarray(a, np.float32))  # a float input gradcheck leaves alone
+def const(a, device="cpu"): return tensor(np.asarray(a, np.float32), device=device)  # a float input gradcheck leaves alone
 
 IDX = np.array([[0, 2, 1], [1, 1, 0]])
 
@@ -59,10 +59,10 @@ CASES = {
     Op.DIV: [(b(Op.DIV), [r(4), pos(4, seed=1)]), (b(Op.DIV), [r(3), -pos(3, seed=1)])],
     Op.POW: [(b(Op.POW), [pos(4), r(4, lo=-2, hi=2, seed=1)]),
              (b(Op.POW), [np.array([0.0, 0.0, 0.5]), np.array([2.0, 3.0, 2.5])]),   # a = 0 with b > 1
-             (lambda a: apply(Op.POW, a, const([2.0, 3.0, 2.0])), [np.array([-1.5, -0.7, 0.8])])],  # negative base, integer b
+             (lambda a: apply(Op.POW, a, const([2.0, 3.0, 2.0], a.device)), [np.array([-1.5, -0.7, 0.8])])],  # negative base, integer b
     Op.MAXIMUM: [(b(Op.MAXIMUM), [r(5), r(5, seed=1)])],
     Op.MINIMUM: [(b(Op.MINIMUM), [r(5), r(5, seed=1)])],
-    Op.WHERE: [(lambda x, y: apply(Op.WHERE, tensor([True, False, True, True]), x, y), [r(4), r(4, seed=1)])],
+    Op.WHERE: [(lambda x, y: apply(Op.WHERE, tensor([True, False, True, True], device=x.device), x, y), [r(4), r(4, seed=1)])],
     Op.SUM: [(u(Op.SUM, ((1,), False)), [r(2, 3)]), (u(Op.SUM, ((0, 2), True)), [r(2, 3, 2)]), (u(Op.SUM, ((), False)), [r(3)])],
     Op.MEAN: [(u(Op.MEAN, ((0,), True)), [r(2, 3)]), (u(Op.MEAN, ((0, 1, 2), False)), [r(2, 2, 2)])],
     Op.MAX: [(u(Op.MAX, ((1,), False)), [r(2, 3)]), (u(Op.MAX, ((0, 2), True)), [r(2, 3, 2)])],

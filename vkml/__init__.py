@@ -5,10 +5,10 @@
 # %% auto #0
 __all__ = []
 
-# %% ../nbs/99_api.ipynb #03fa2b23
+# %% ../nbs/99_api.ipynb #29fd05d1
 __version__ = "0.1.0"
 
-# %% ../nbs/99_api.ipynb #727790ac
+# %% ../nbs/99_api.ipynb #6cbde70f
 from .dtypes import (VkmlError, DTypeError, ShapeError, RankError, AxisError, DeviceError, BackendError,
                          VulkanUnavailableError, FeatureError, OutOfMemoryError, EmptyReductionError, GradError,
                          IndexOutOfRangeError, CheckpointError, DType, float32, float16, int32, int64, bool_,
@@ -27,6 +27,7 @@ from .functional import (zeros, ones, full, zeros_like, ones_like, full_like, ar
 from .nn.functional import matmul, softmax, log_softmax
 from . import registry, nn, optim, io, data
 from .io import save, load
+from .vulkan import devices, stats, reset_stats, memory_stats, profile, close   # touch no device until called
 
-# %% ../nbs/99_api.ipynb #7e0dc1bb
+# %% ../nbs/99_api.ipynb #a129c20e
 half, float, int, long, bool = float16, float32, int32, int64, bool_  # PyTorch's aliases, as vkml.float32 etc.

@@ -9,6 +9,9 @@
 // the 65,535-workgroup limit; every load and store is guarded, so any M, N, K (0 and 1 included).
 // With SMALL defined: the variant for tiny products (one TM x TN block per thread, 1-D launch of
 // 64-thread groups over batch x blocks, no shared memory), same push constants.
+// lavapipe stops an invocation's loops after 65,535 trips in total (K loops and grid loops together),
+// silently: when a product's trips would pass that, the host splits K into several dispatches writing
+// f32 partials, summed by reduce_final (kernels_nn.matmul_dispatch).
 #include "nn_common.glsl"
 #extension GL_EXT_control_flow_attributes : require
 

@@ -16,6 +16,8 @@
 //   COLS PART the first pass of a split COLS reduction (partials laid out like ROW PART's).
 // f16 accumulates in f32, ints exactly in their own width (wrapping), bool SUM is OR. MAX/MIN
 // propagate NaN. The host never launches k == 0 (an empty reduction is a FILL of the identity).
+// lavapipe stops an invocation's loops after 65,535 trips in total, silently: fold takes 4 terms per
+// trip, and the host adds PART workgroups until one thread's share of a row fits (kernels.LOOP_BUDGET).
 #include "common.glsl"
 #ifdef COLS
 layout(local_size_x = 32, local_size_y = 8) in;

@@ -9,16 +9,16 @@ import numpy as np
 from ..dtypes import *
 from ..dtypes import prod, contiguous_strides
 from ..ops import Op, COMPARE_OPS
-from .kernel_api import Dispatch, Scratch, kernel, sfx, f32_bits, pad4, groups_1d, vk_kernels
+from .kernel_api import Dispatch, Scratch, kernel, sfx, f32_bits, pad4, groups_1d, vk_kernels, LOOP_BUDGET
 
 # %% auto #0
 __all__ = ['MASK', 'UNARY_CODE', 'BINARY_CODE', 'COMPARE_CODE', 'FILL_CODE', 'REDUCE_CODE', 'ROW_MIN_K', 'ROW_FEW_OUTPUTS',
            'SPLIT_GROUPS', 'SPLIT_CHUNK', 'SPLIT_MAX_PARTS', 'ACC_ITEMSIZE', 'ARG_CODE', 'CUMSUM_ROW_MIN_K',
-           'NO_KERNEL', 'words', 'scalar_words', 'view4', 'merge_dims', 'views4', 'FakeTensor', 'vec4_ok',
-           'unary_kernel', 'binary_kernel', 'compare_kernel', 'where_kernel', 'cast_kernel', 'lowbias32', 'rand_keys',
-           'fill_dispatch', 'full_kernel', 'arange_kernel', 'rand_kernel', 'copy_dispatch', 'contiguous_kernel',
-           'pad_kernel', 'slice_backward_kernel', 'concat_kernel', 'merge_axes', 'split_axes', 'use_row', 'use_cols',
-           'split_parts', 'reduce_kernel', 'argreduce_kernel', 'cumsum_kernel']
+           'ARG_MAX_K', 'CUMSUM_MAX_K', 'NO_KERNEL', 'words', 'scalar_words', 'view4', 'merge_dims', 'views4',
+           'FakeTensor', 'vec4_ok', 'unary_kernel', 'binary_kernel', 'compare_kernel', 'where_kernel', 'cast_kernel',
+           'lowbias32', 'rand_keys', 'fill_dispatch', 'full_kernel', 'arange_kernel', 'rand_kernel', 'copy_dispatch',
+           'contiguous_kernel', 'pad_kernel', 'slice_backward_kernel', 'concat_kernel', 'merge_axes', 'split_axes',
+           'use_row', 'use_cols', 'split_parts', 'reduce_kernel', 'argreduce_kernel', 'cumsum_kernel']
 
 # %% ../../nbs/13_kernels.ipynb #44f34ad7
 MASK = 0xFFFFFFFF
@@ -310,6 +310,8 @@ def reduce_kernel(node, out, x):
                                                         1, k, k), groups_1d(n))]
     kind, blocks = ("cols", -(-n // 32)) if cols else ("row", n)
     parts = split_parts(k, blocks)
+    per = 256 if kind == "row" else 8    # threads sharing one output's terms; each trip folds 4 terms
+    parts = max(parts, -(-k // (4 * per * (LOOP_BUDGET - 8))))   # lavapipe's budget (broadcast views only)
     if parts == 1:
         push = words(n, k, code, osh4, ost4, ish4, ist4, v.offset, out.view.offset, 1, k, k)
         return [Dispatch(f"reduce_{kind}_{s}", (out, x), push, groups_1d(blocks * 256))]
@@ -323,7 +325,9 @@ def reduce_kernel(node, out, x):
 
 # %% ../../nbs/13_kernels.ipynb #4a45dfb0
 ARG_CODE = {Op.ARGMAX: 0, Op.ARGMIN: 1}
-CUMSUM_ROW_MIN_K = 128   # from this axis length, a workgroup per line scanning tiles of 256
+CUMSUM_ROW_MIN_K = 128   # from this axis length, a workgroup per line scanning tiles of 2048
+ARG_MAX_K = 256 * 8 * (LOOP_BUDGET - 8)    # argreduce_row: 256 threads, 8 terms per loop trip
+CUMSUM_MAX_K = 2048 * (LOOP_BUDGET - 8)    # cumsum_row: one loop trip per tile of 2048
 
 @kernel(Op.ARGMAX, Op.ARGMIN)
 def argreduce_kernel(node, out, x):
@@ -338,6 +342,10 @@ def argreduce_kernel(node, out, x):
     osh, ost = merge_axes([d for i, d in enumerate(shape) if i != axis], [s for i, s in enumerate(strides) if i != axis])
     osh4, ost4 = pad4(osh, ost)
     push = words(n, k, ARG_CODE[node.op], osh4, ost4, strides[axis], x.view.offset, out.view.offset)
+    if k > ARG_MAX_K:   # only a broadcast view gets here: 2^26 f16 terms fill a 128 MiB binding
+        raise BackendError(f"{node.op.name.lower()} over {k:,} terms: a thread of a row would loop past lavapipe's "
+                           f"silent limit of 65,535 iterations (at most {ARG_MAX_K:,} terms); make the input "
+                           f"contiguous in shorter rows, or reduce in two steps")
     if use_row(k, n): return [Dispatch(f"argreduce_row_{sfx(x.dtype)}", (out, x), push, groups_1d(n * 256))]
     return [Dispatch(f"argreduce_{sfx(x.dtype)}", (out, x), push, groups_1d(n))]
 
@@ -354,6 +362,9 @@ def cumsum_kernel(node, out, x):
     n = prod(lshape)
     k = shape[axis]
     push = words(n, k, l4, xst4, strides[axis], x.view.offset, zst4, zst[axis], out.view.offset)
+    if k > CUMSUM_MAX_K:   # only bool lines this long fit a 128 MiB binding
+        raise BackendError(f"cumsum over {k:,} terms: the scan would loop past lavapipe's silent limit of 65,535 "
+                           f"iterations (at most {CUMSUM_MAX_K:,} terms); cumsum int32 chunks and add the carries")
     if k >= CUMSUM_ROW_MIN_K: return [Dispatch(f"cumsum_row_{sfx(x.dtype)}", (out, x), push, groups_1d(n * 256))]
     return [Dispatch(f"cumsum_{sfx(x.dtype)}", (out, x), push, groups_1d(n))]
 

@@ -8,14 +8,14 @@ import math
 from ..dtypes import *
 from ..dtypes import prod
 from ..ops import Op, conv_out
-from .kernel_api import Dispatch, Scratch, kernel, sfx, pad4, groups_1d, MAX_GROUPS, MAX_PUSH_WORDS
+from .kernel_api import Dispatch, Scratch, kernel, sfx, pad4, groups_1d, MAX_GROUPS, MAX_PUSH_WORDS, LOOP_BUDGET
 
 # %% auto #0
-__all__ = ['MATMUL_TILES', 'BIG_TILE_MIN_GROUPS', 'SMALL_MAX_MN', 'LOOP_BUDGET', 'COL_SCRATCH_BYTES', 'CT_LOWER_MIN_K',
-           'INDEX_ADD_CHUNK', 'matmul_variant', 'matmul_trips', 'matmul_dispatch', 'matmul_kernel', 'merged_stride',
-           'im2col_dispatch', 'im2col_kernel', 'conv2d_kernel', 'taps', 'check_trips', 'col2im_dispatch',
-           'conv_transpose2d_kernel', 'col2im_kernel', 'window_trips', 'maxpool2d_kernel', 'avgpool2d_kernel',
-           'maxpool2d_backward_kernel', 'gather_kernel', 'index_add_kernel']
+__all__ = ['MATMUL_TILES', 'BIG_TILE_MIN_GROUPS', 'SMALL_MAX_MN', 'COL_SCRATCH_BYTES', 'CT_LOWER_MIN_K', 'INDEX_ADD_CHUNK',
+           'matmul_variant', 'matmul_trips', 'matmul_dispatch', 'matmul_kernel', 'merged_stride', 'im2col_dispatch',
+           'im2col_kernel', 'conv2d_kernel', 'taps', 'check_trips', 'col2im_dispatch', 'conv_transpose2d_kernel',
+           'col2im_kernel', 'window_trips', 'maxpool2d_kernel', 'avgpool2d_kernel', 'maxpool2d_backward_kernel',
+           'gather_kernel', 'index_add_kernel']
 
 # %% ../../nbs/14_kernels_nn.ipynb #c9c940c7
 MATMUL_TILES = {"matmul": (64, 64), "matmul128": (128, 128)}  # variant -> (BM, BN); see shaders/variants_nn.py
@@ -28,7 +28,6 @@ def matmul_variant(M: int, N: int, batch: int) -> str:
     big = -(-M // 128) * -(-N // 128) * batch
     return "matmul128" if M >= 128 and N >= 128 and big >= BIG_TILE_MIN_GROUPS else "matmul"
 
-LOOP_BUDGET = 60_000   # loop trips one invocation may run: lavapipe silently stops at 65,535 (all loops together)
 
 def matmul_trips(name: str, M: int, N: int, K: int, nb: int) -> int:
     "Loop trips one invocation of matmul variant `name` runs: its grid loops and K loops (BK = 16)."

@@ -16,7 +16,21 @@ timeout 300 python3 -m pytest -q -p no:cacheprovider \
   tests/test_parity_elementwise.py tests/test_parity_nn.py tests/test_parity_long_loops.py tests/test_vk_runtime.py \
   tests/test_autograd_vulkan.py tests/test_reference_nn.py tests/test_nn.py tests/test_optim.py tests/test_demo.py \
   tests/test_experiments.py > "$R/tests.log" 2>&1
-echo "tests: exit $? after $((SECONDS - t0)) s: $(tail -n 1 "$R/tests.log")"
+rc=$?
+echo "tests: exit $rc after $((SECONDS - t0)) s: $(tail -n 1 "$R/tests.log")"
+python3 - "$R" "$rc" "$((SECONDS - t0))" <<'PY'
+import datetime, json, os, re, sys
+R, rc, secs = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+log = open(f"{R}/tests.log").read().splitlines()
+summary = next((l for l in reversed(log) if re.search(r"\d+ (passed|failed)", l)), log[-1] if log else "")
+counts = {k: int(v) for v, k in re.findall(r"(\d+) (passed|failed|skipped|errors?)", summary)}
+gpu = open(f"{R}/gpu.txt").read().strip()
+json.dump(dict(date=datetime.date.today().isoformat(), device=gpu, commit=os.environ.get("VKML_COMMIT", "unknown"),
+               command="python3 -m pytest tests/test_parity_*.py tests/test_vk_runtime.py ... (bench/h200_session.sh)",
+               exit_code=rc, seconds=secs, summary=summary.strip("= "), **counts,
+               failures=[l for l in log if l.startswith("FAILED") or l.startswith("ERROR")][:50]),
+          open(f"{R}/tests_h200.json", "w"), indent=1)
+PY
 timeout 240 bash bench/h200_all.sh "$R" > "$R/experiments.log" 2>&1; echo "experiments: exit $?"
 timeout 120 python3 bench/demo_timing.py --devices cpu vulkan --out "$R/demo_h200.json" > "$R/demo.log" 2>&1; echo "demo: exit $?"
 timeout 60 python3 -m vkml.demo --out "$R/demo_out" --no-progress > "$R/demo_main.log" 2>&1; echo "demo main: exit $?"

@@ -189,6 +189,7 @@ def test_feature_error_for_missing_dtype_support(V, monkeypatch):
 def test_suballocation_few_vkallocatememory(V):
     from vkml.vulkan.memory import memory
     m = memory()
+    gc.collect(); m.dev.wait(); m.tensors.collect()      # settle earlier tests' frees first
     before = V.memory_stats()
     ts = [vt(np.full(100, i)) for i in range(500)]
     after = V.memory_stats()
@@ -200,6 +201,8 @@ def test_suballocation_few_vkallocatememory(V):
 
 
 def test_reuse_and_baseline_after_drop(V):
+    add(vt(np.arange(1000)), vt(np.arange(1000))).numpy()   # warm up: a GPU's readback pool takes its first block
+    gc.collect()
     base = V.memory_stats()
     a = vt(np.arange(1000))
     c = add(a, a); c.realize()
@@ -311,20 +314,21 @@ def test_one_realize_is_one_submission(V):
     realize(x, y)
     s = V.stats()
     assert s["submissions"] == 1 and s["dispatches"] == 21 and s["waits"] == 0
-    assert s["barriers"] == 20                   # every step reads the previous one's output
-    np.testing.assert_array_equal(y.numpy(), np.arange(8) * 2 + 20)
     from vkml.vulkan.memory import memory
-    # lavapipe reads device memory directly; a discrete GPU needs a readback copy (its own submission,
-    # unless the realize recorded it: see test_staging_and_readback_paths)
-    assert V.stats()["submissions"] == (1 if memory().direct_readback else 2)
+    # every step reads the previous one's output (+ on a GPU, the barrier before copying x and y back)
+    assert s["barriers"] == 20 + (0 if memory().direct_readback else 1)
+    np.testing.assert_array_equal(y.numpy(), np.arange(8) * 2 + 20)
+    # small results are read back by the submission that computes them (on a GPU: a copy it records)
+    assert V.stats()["submissions"] == 1
 
 
 def test_independent_dispatches_need_no_barrier(V):
     a, b = vt(np.arange(8)), vt(np.ones(8))
     V.reset_stats()
     from vkml.tensor import realize
-    outs = [add(a, b) for _ in range(5)]
-    realize(*outs)
+    from vkml.tensor import get_backend
+    outs = [add(a, b).node for _ in range(5)]
+    get_backend(outs[0].device).run(outs, outs, readback=())   # no readback copies: only the dispatches' hazards
     assert V.stats()["barriers"] == 0 and V.stats()["dispatches"] == 5
 
 
@@ -383,7 +387,8 @@ def test_scratch_between_two_dispatches(V):
     a, b = vt(np.arange(300)), vt(np.full(300, 2))
     V.reset_stats()
     c = add(a, b); c.realize()
-    assert V.stats()["barriers"] == 1
+    from vkml.vulkan.memory import memory
+    assert V.stats()["barriers"] == 1 + (0 if memory().direct_readback else 1)   # + the readback's on a GPU
     np.testing.assert_array_equal(c.numpy(), np.arange(300) + 4)
 
 

@@ -433,6 +433,7 @@ class VulkanBackend(Backend):
         return d
 
     # --- transfers ---
+    HOST_COPY_BYTES = 1 << 20
     def from_numpy(self, arr: np.ndarray) -> VkTensor:
         "A tensor holding `arr`: written straight into host-visible memory, or staged for the next submission."
         dev = self.device
@@ -444,7 +445,9 @@ class VulkanBackend(Backend):
         if rt.mem.direct_upload:
             # a fresh range is never in flight: the allocator only hands out fenced memory
             dst.block.host[dst.offset:dst.offset + n] = src
-            host = None
+            # Keep small inputs' host copy where reading device memory would cost a submission
+            # (class targets are read back to check their range, every training step).
+            host = arr if not rt.mem.direct_readback and n <= self.HOST_COPY_BYTES else None
         else:
             st = rt.mem.pool("staging").alloc(n)
             st.block.host[st.offset:st.offset + n] = src

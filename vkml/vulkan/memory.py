@@ -4,7 +4,7 @@
 
 # %% ../../nbs/11_allocator.ipynb #1f9445f0
 from __future__ import annotations
-import bisect, weakref
+import bisect, os, weakref
 import numpy as np
 from ..dtypes import *
 from .device import Device, get_device, STATS, check_index, vk_module
@@ -223,7 +223,8 @@ class Memory:
         self.direct_upload = self.tensors.host_visible
         # reading a tensor's memory directly is right only where device memory is cached host memory
         self.direct_readback = ("host_cached" in memory_flags(device.info, self.tensors.type_index)
-                                and device.info.type in ("cpu", "integrated"))
+                                and device.info.type in ("cpu", "integrated")
+                                and not os.environ.get("VKML_DISCRETE_PATHS"))   # lavapipe can take a GPU's paths
         device.on_close("memory", self.close)
 
     def pool(self, kind: str) -> Pool:

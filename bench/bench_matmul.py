@@ -57,7 +57,10 @@ def main():
         print(f"{r['dtype']:<8} {r['n']:>6} {r['variant']:<18} {r['gpu_s'] * 1e3:>9.2f} {r['gflops_gpu']:>14.1f} {r['gflops_wall']:>15.1f}")
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_text(json.dumps(dict(device=name, host=platform.node(), results=rows), indent=1))
+        import datetime, os
+        Path(args.json).write_text(json.dumps(dict(date=datetime.date.today().isoformat(), device=name, host=platform.node(),
+            commit=os.environ.get("VKML_COMMIT", ""), command="python bench/bench_matmul.py " + " ".join(sys.argv[1:]),
+            results=rows), indent=1))
 
 
 if __name__ == "__main__":

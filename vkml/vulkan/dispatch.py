@@ -290,6 +290,7 @@ class Recorder:
             self.qpool = vk.vkCreateQueryPool(dev.handle, vk.VkQueryPoolCreateInfo(
                 queryType=vk.VK_QUERY_TYPE_TIMESTAMP, queryCount=MAX_QUERIES), None)
             lib.vkCmdResetQueryPool(self.cb, self.qpool, 0, MAX_QUERIES)
+        self.readbacks_fenced = False
         self.uploads = list(rt.pending)
         for staging, dst, n in self.uploads: self.copy(staging, 0, dst, 0, n)
 
@@ -356,6 +357,13 @@ class Recorder:
 
     def readback(self, t: VkTensor):
         "Record a copy of `t`'s elements into host-cached memory; returns a function giving the array after the wait."
+        if not self.readbacks_fenced:
+            # Readbacks come after every dispatch. The planner forgets a write once a compute->compute
+            # barrier covered it, but that barrier does not make it visible to a *transfer* read: one
+            # barrier from everything before to the copies does (sync validation caught this).
+            self._barrier(("RAW", frozenset({"compute", "transfer"}), "transfer"))
+            self.planner = BarrierPlanner()
+            self.readbacks_fenced = True
         isz = t.dtype.itemsize
         lo, hi = _span(t.view)
         rb = self.rt.mem.pool("readback").alloc((hi - lo) * isz)

@@ -46,7 +46,9 @@ fi
 stamp=.venv/.vkml-installed
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
   echo "vkML set-up: pip install -e .[dev]"
-  .venv/bin/python -m pip install -q --upgrade pip
-  .venv/bin/python -m pip install -q -e ".[dev]"
+  # pip's and setuptools' chatter goes to a log, shown only when the install fails
+  { .venv/bin/python -m pip install -q --upgrade pip && .venv/bin/python -m pip install -q -e ".[dev]"; } \
+    > .venv/pip-install.log 2>&1 || { cat .venv/pip-install.log >&2; exit 1; }
   touch "$stamp"
 fi
+echo "vkML set-up: ready in ${SECONDS} s"

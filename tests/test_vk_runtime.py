@@ -303,6 +303,36 @@ def test_planner_chain_of_dependent_dispatches():
     assert [i for i, *_ in plan_barriers(steps)] == list(range(1, 10))
 
 
+def _brute_plan(steps):
+    "The planner's rule the slow way: compare each step with every range since the last barrier."
+    hit = lambda xs, ys: any(k == k2 and lo < hi2 and lo2 < hi for k, lo, hi in xs for k2, lo2, hi2 in ys)
+    out, written, read, stages = [], [], [], set()
+    for i, (stage, r, w) in enumerate(steps):
+        hz = "RAW" if hit(r, written) else "WAW" if hit(w, written) else "WAR" if hit(w, read) else None
+        if hz: out.append((i, hz, frozenset(stages), stage)); written, read, stages = [], [], set()
+        written += w; read += r; stages.add(stage)
+    return out
+
+
+def test_planner_matches_brute_force_on_random_steps():
+    import random
+    rng = random.Random(0)
+    rnd = lambda: (rng.choice("AB"), *sorted(rng.sample(range(40), 2)))   # non-empty ranges, many overlaps
+    for _ in range(2000):
+        steps = [(rng.choice(["compute", "transfer"]), [rnd() for _ in range(rng.randint(0, 3))],
+                  [rnd() for _ in range(rng.randint(0, 2))]) for _ in range(rng.randint(1, 12))]
+        assert plan_barriers(steps) == _brute_plan(steps), steps
+
+
+def test_planner_remembers_a_union_not_a_list():
+    # 1000 independent dispatches writing neighbouring ranges: one interval is remembered, so a step
+    # costs the same however many came before it (comparing with every range was O(steps^2))
+    p = BarrierPlanner()
+    for i in range(1000): assert p.step("compute", [("X", 0, 64)], [("A", 64 * i, 64 * i + 64)]) is None
+    assert p.written.edges == {"A": [0, 64000]} and p.read.edges == {"X": [0, 64]}
+    assert p.step("compute", [("A", 6400, 6464)], [("B", 0, 64)])[:2] == ("RAW", frozenset({"compute"}))
+
+
 # ---------------------------------------------------------------- submissions
 def test_one_realize_is_one_submission(V):
     a, b = vt(np.arange(8)), vt(np.ones(8))

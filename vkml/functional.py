@@ -106,8 +106,29 @@ def _reshape(x: Tensor, shape) -> Tensor:
     "`x` at `shape` (same element count, checked by the caller)."
     return x if x.shape == tuple(shape) else apply(Op.RESHAPE, x, shape=tuple(shape), dtype=x.dtype)
 
+def _alike(xs):
+    "(dtype, device, shapes) of the tensors in `xs` when they share dtype and device and the rest are Python scalars, else None."
+    n0, shapes = None, []
+    for x in xs:
+        if isinstance(x, Tensor):
+            n = x.node
+            if n0 is None: n0 = n
+            elif n.dtype is not n0.dtype or n.device != n0.device: return None
+            shapes.append(n.shape)
+        elif not _is_scalar(x): return None
+    return None if n0 is None else (n0.dtype, n0.device, shapes)
+
 def _common(name: str, xs, accepted, like: Tensor | None = None):
     "Check the operands of an elementwise op and return the (dtype, device, shape) of its inputs; builds nothing."
+    # Most ops of a model meet tensors of one dtype and device, or a tensor and a Python scalar: for them
+    # the checks below come down to the dtype, the scalars' kinds and broadcasting, so check just those
+    # (this runs for every op, and its Python is the cost of building the graph).
+    same = _alike(xs) if like is None else None
+    if same is not None and same[0] in accepted:
+        dtype, device, shapes = same
+        for x in xs:
+            if not isinstance(x, Tensor): scalar_as(x, dtype, name)   # raises as below for 1.5 meeting an int tensor
+        return dtype, device, shapes[0] if shapes.count(shapes[0]) == len(shapes) else broadcast_shapes(*shapes)
     for x in xs:
         if not (isinstance(x, (Tensor, np.ndarray)) or _is_scalar(x)):
             raise DTypeError(f"{name} takes tensors and Python scalars, got {type(x).__name__}: "
@@ -131,7 +152,7 @@ def _lift(x, dtype: DType, device: str, shape, name="op") -> Tensor:
     "Operand `x` (checked by `_common`) as a tensor of `shape`."
     if isinstance(x, Tensor): t = x
     elif isinstance(x, np.ndarray): t = tensor(x, device=device)
-    else: t = const(scalar_as(x, dtype, name), dtype, device)
+    else: t = Tensor(Node(Op.CONST, (), scalar_as(x, dtype, name), (), dtype, device))   # `const`, on a node's (canonical) device
     return _expand_to(t, shape)
 
 def _elementwise(op: Op, name: str, *xs, arg=None, accepted=None) -> Tensor:

@@ -53,15 +53,18 @@ def check_same_device(nodes, what="op"):
 
 def make_node(op: Op, srcs: tuple, arg=None, shape=None, dtype=None, device=None) -> Node:
     "A new graph node for `op` over `srcs`; shape and dtype come from the op's rule unless given."
-    if srcs: check_same_device(srcs, op.name)
-    if srcs:   # the data input (WHERE's is its second) must be a dtype the op accepts
+    # (This runs for every op a model builds, so its checks are written to cost little when they pass.)
+    if srcs:
+        for s in srcs:
+            if s.device != srcs[0].device: check_same_device(srcs, op.name)   # raises, naming both devices
+        # the data input (WHERE's is its second) must be a dtype the op accepts
         data = srcs[1] if op is Op.WHERE else srcs[0]
         if data.dtype not in ACCEPTED_DTYPES[op]:
             raise DTypeError(f"{op.name} does not take {data.dtype.name}; it takes {', '.join(d.name for d in ACCEPTED_DTYPES[op])}")
     if op not in CALLER_SHAPED:
         shape, dtype = SHAPE_RULES[op](arg, *srcs)
-    check_rank(shape)
-    if any(d < 0 for d in shape): raise ShapeError(f"{op.name} would produce the negative shape {tuple(shape)}")
+    shape = check_rank(shape)
+    if shape and min(shape) < 0: raise ShapeError(f"{op.name} would produce the negative shape {shape}")
     device = srcs[0].device if srcs else canonical_device(device or "cpu")   # sources default to the CPU, as in PyTorch
     rg = op is not Op.DETACH and dtype.is_float and _grad_mode.enabled and any(s.requires_grad for s in srcs)
     return Node(op, tuple(srcs), arg, shape, dtype, device, requires_grad=rg)
@@ -125,7 +128,7 @@ class Schedule(list):
 def schedule(*tensors) -> Schedule:
     "What realizing `tensors` would compute, in order."
     nodes = [t.node if isinstance(t, Tensor) else t for t in tensors]
-    return Schedule(toposort(nodes, skip=lambda n: n.realized))
+    return Schedule(toposort(nodes, skip=lambda n: n.buf is not None))   # (n.realized, without a property call)
 
 # %% ../nbs/03_tensor.ipynb #eabb015b
 def _is_held(n: Node) -> bool: return n.tref is not None and n.tref() is not None
@@ -149,7 +152,7 @@ def realize(*tensors, read=False) -> None:
     for n in [t.node if isinstance(t, Tensor) else t for t in tensors] + deferred:
         if not n.realized: by_device.setdefault(n.device, []).append(n)
     for device, outs in by_device.items():
-        sched = toposort(outs, skip=lambda n: n.realized)
+        sched = toposort(outs, skip=lambda n: n.buf is not None)   # (n.realized, without a property call per visit)
         # Values the host will read (asked for, deferred losses, small results) are copied back in
         # the same submission, so reading them later only waits.
         readback = [n for n in dict.fromkeys(outs) if read or prod(n.shape) * n.dtype.itemsize <= READBACK_BYTES]

@@ -5,6 +5,7 @@
 # %% ../../nbs/15_dispatch.ipynb #a923ca19
 from __future__ import annotations
 import os, struct, weakref, contextlib, tempfile, warnings, importlib.resources
+from bisect import bisect_left, bisect_right
 from pathlib import Path
 import numpy as np
 from ..dtypes import *
@@ -16,8 +17,8 @@ from .kernel_api import Dispatch, Scratch, vk_kernels, MAX_PUSH_WORDS
 
 # %% auto #0
 __all__ = ['MAX_QUERIES', 'register_shader', 'load_spirv', 'pipeline_cache_path', 'cache_header_ok', 'Pipe', 'Pipelines',
-           'BarrierPlanner', 'plan_barriers', 'VkTensor', 'Profile', 'profile', 'Runtime', 'runtime', 'Recorder',
-           'contiguous_view', 'VulkanBackend']
+           'Ranges', 'BarrierPlanner', 'plan_barriers', 'VkTensor', 'Profile', 'profile', 'Runtime', 'runtime',
+           'Recorder', 'contiguous_view', 'VulkanBackend']
 
 # %% ../../nbs/15_dispatch.ipynb #53ba99fe
 _extra_spirv: dict = {}
@@ -151,25 +152,43 @@ class Pipelines:
         self.pipes.clear(); self.layouts.clear()
 
 # %% ../../nbs/15_dispatch.ipynb #c6e71769
-def _overlap(a: list, b: list) -> bool:
-    for k, lo, hi in a:
-        for k2, lo2, hi2 in b:
-            if k == k2 and lo < hi2 and lo2 < hi: return True
-    return False
+class Ranges:
+    "A union of half-open ranges `(buffer, start, end)`, kept per buffer as sorted edges."
+    __slots__ = ("edges",)
+    def __init__(self): self.edges = {}   # buffer -> [start0, end0, start1, end1, ...] ascending, disjoint
+    def touches(self, ranges) -> bool:
+        "Does any of `ranges` overlap the union?"
+        for k, lo, hi in ranges:
+            e = self.edges.get(k)
+            if e is None or lo >= hi: continue
+            i = bisect_right(e, lo)           # odd: `lo` is inside an interval; even: is the next one before `hi`?
+            if i & 1 or (i < len(e) and e[i] < hi): return True
+        return False
+    def add(self, ranges):
+        "Add `ranges` to the union (intervals that overlap or touch merge)."
+        for k, lo, hi in ranges:
+            if lo >= hi: continue
+            e = self.edges.get(k)
+            if e is None: self.edges[k] = [lo, hi]; continue
+            if lo > e[-1]: e += (lo, hi); continue        # past the end: the allocator's usual order
+            i, j = bisect_left(e, lo), bisect_right(e, hi)    # the edges inside [lo, hi] go; lo, hi stay if outside
+            e[i:j] = ([] if i & 1 else [lo]) + ([] if j & 1 else [hi])
+    def clear(self): self.edges.clear()
 
 class BarrierPlanner:
     "Decide, step by step, where a memory barrier is needed."
     def __init__(self):
-        self.written, self.read, self.stages = [], [], set()
+        self.written, self.read, self.stages = Ranges(), Ranges(), frozenset()
     def step(self, stage: str, reads: list, writes: list):
         "Account for a step; None, or (hazard, src stages, dst stage) for the barrier it needs first."
-        hazard = ("RAW" if _overlap(reads, self.written) else "WAW" if _overlap(writes, self.written)
-                  else "WAR" if _overlap(writes, self.read) else None)
+        w, r = self.written, self.read
+        hazard = "RAW" if w.touches(reads) else "WAW" if w.touches(writes) else "WAR" if r.touches(writes) else None
         out = None
         if hazard:
-            out = (hazard, frozenset(self.stages), stage)
-            self.written, self.read, self.stages = [], [], set()
-        self.written.extend(writes); self.read.extend(reads); self.stages.add(stage)
+            out = (hazard, self.stages, stage)
+            w.clear(); r.clear(); self.stages = frozenset()
+        w.add(writes); r.add(reads)
+        if stage not in self.stages: self.stages = self.stages | {stage}
         return out
 
 def plan_barriers(steps) -> list:
@@ -239,7 +258,7 @@ class Runtime:
         self.mem = memory(device)
         self.pipelines = Pipelines(device)
         self.pending = []   # (staging alloc, tensor alloc, nbytes) uploads for the next submission
-        self.pc = ffi.new("uint32_t[32]")
+        self.push_data = {}   # push words -> their cdata (see `push_cdata`)
         self.max_range = device.info.limits["maxStorageBufferRange"]
         S = dict(compute=vk.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, transfer=vk.VK_PIPELINE_STAGE_TRANSFER_BIT,
                  host=vk.VK_PIPELINE_STAGE_HOST_BIT)
@@ -261,6 +280,16 @@ class Runtime:
         self.lead = (S["compute"] | S["transfer"], S["compute"] | S["transfer"], lead)
         self.tail = mk(("compute", "transfer"), "host")
         device.on_close("runtime", self.close)
+
+    def push_cdata(self, push: tuple):
+        "The words `push`, zero-padded to 32, as cdata: made once per distinct tuple (kernels reuse their plans')."
+        # Filling cdata from Python ints costs ~0.7 us a dispatch, a lookup ~0.1 us. vkCmdPushConstants
+        # copies the words when it records, so a cached array may be dropped at any time.
+        pc = self.push_data.get(push)
+        if pc is None:
+            if len(self.push_data) >= 4096: self.push_data.clear()
+            pc = self.push_data[push] = self.dev.ffi.new("uint32_t[32]", [w & 0xFFFFFFFF for w in push])
+        return pc
 
     def close(self): self.pending.clear()
 
@@ -324,7 +353,10 @@ class Recorder:
         infos, writes_ix = pipe.infos, d.writes
         reads, writes = [], []
         for i, t in enumerate(d.bindings):
-            a = t.alloc if type(t) is not Scratch else scratch[id(t)]
+            if type(t) is Scratch:   # a kernel's temporary: allocated for this recording when first bound
+                a = scratch.get(id(t))
+                if a is None: a = scratch[id(t)] = rt.mem.tensors.alloc(t.nbytes)
+            else: a = t.alloc
             if a.size > rt.max_range:
                 raise BackendError(f"{d.shader}: binding {i} is {a.size:,} bytes, more than the "
                                    f"{rt.max_range:,} one storage buffer may bind on {self.dev.info.name}")
@@ -339,10 +371,7 @@ class Recorder:
             lib.vkCmdBindPipeline(cb, 1, pipe.handle)             # 1 = VK_PIPELINE_BIND_POINT_COMPUTE
             self.bound = pipe
         self.dev.cmd_push_descriptor_set(cb, 1, pipe.layout, 0, nb, pipe.writes)
-        push = d.push
-        try: rt.pc[0:len(push)] = push                                  # one C loop
-        except OverflowError: rt.pc[0:len(push)] = [w & 0xFFFFFFFF for w in push]   # negative int32 words
-        lib.vkCmdPushConstants(cb, pipe.layout, 0x20, 0, rt.pipelines.push_bytes, rt.pc)   # 0x20 = COMPUTE stage
+        lib.vkCmdPushConstants(cb, pipe.layout, 0x20, 0, rt.pipelines.push_bytes, rt.push_cdata(d.push))  # 0x20 = COMPUTE
         q = self.qpool
         if q is not None and len(self.names) < MAX_QUERIES // 2:
             k = 2 * len(self.names)
@@ -486,10 +515,11 @@ class VulkanBackend(Backend):
         return get()
 
     # --- running a schedule ---
-    def _check(self, dev: Device, schedule: list):
-        "Everything that can fail, checked before anything is recorded."
-        missing = sorted({n.op.name for n in schedule if n.op not in VIEW_OPS and n.op is not Op.INPUT
-                          and n.op not in vk_kernels})
+    def _check(self, dev: Device, schedule: list) -> list:
+        "Everything that can fail, checked before anything is recorded; each node's host kernel (None: INPUT or a view)."
+        # (looked up once here and handed to `run`: a dictionary keyed by `Op` costs ~0.3 us a lookup)
+        kernels = [None if n.op is Op.INPUT or n.op in VIEW_OPS else vk_kernels.get(n.op, False) for n in schedule]
+        missing = sorted({n.op.name for n, k in zip(schedule, kernels) if k is False})
         if missing:
             raise BackendError(f"the Vulkan backend has no kernel for {', '.join(missing)}: compute "
                                f"{'it' if len(missing) == 1 else 'them'} on the CPU with `.to('cpu')`")
@@ -503,19 +533,21 @@ class VulkanBackend(Backend):
                     if sd is not dev: sd.check_open(); raise DeviceError(f"{n.op.name} mixes tensors of two devices")
             if lacking and n.op not in VIEW_OPS:
                 for dt in {n.dtype, *(s.dtype for s in n.srcs)}: dev.require(dt, n.op.name)
+        return kernels
 
     def run(self, schedule: list, outputs: list, readback=()):
         "Record the schedule into one command buffer and submit it once (the host does not wait)."
         dev = self.device
         rt = runtime(dev)
-        self._check(dev, schedule)
+        kernels = self._check(dev, schedule)
         rec = Recorder(rt)
+        alloc = rt.mem.tensors.alloc
         done = []
         try:
-            for n in schedule:
+            for n, kernel in zip(schedule, kernels):
                 if n.op is Op.INPUT: continue
                 srcs = [s.buf for s in n.srcs]
-                if n.op in VIEW_OPS:
+                if kernel is None:     # a view op
                     s = srcs[0]
                     v = _view_of(n.op, n, s.view)
                     if v is None:   # RESHAPE of a strided view: materialize it first
@@ -525,13 +557,12 @@ class VulkanBackend(Backend):
                         tmp = VkTensor(rt.mem.tensors.alloc(s.view.numel * n.dtype.itemsize), View.contiguous(s.view.shape), n.dtype)
                         src_node = n.srcs[0]
                         cnode = Node(Op.CONTIGUOUS, (src_node,), None, src_node.shape, n.dtype, n.device)
-                        self._record_kernel(rec, rt, Op.CONTIGUOUS, cnode, tmp, [s])
+                        self._record_kernel(rec, vk_kernels[Op.CONTIGUOUS], cnode, tmp, [s])
                         s, v = tmp, View.contiguous(n.shape)
                     n.buf = VkTensor(s.alloc, v, s.dtype)          # a view keeps its source's dtype
                 else:
-                    v = contiguous_view(n.shape)
-                    out = VkTensor(rt.mem.tensors.alloc(v.numel * n.dtype.itemsize), v, n.dtype)
-                    self._record_kernel(rec, rt, n.op, n, out, srcs)
+                    out = VkTensor(alloc(prod(n.shape) * n.dtype.itemsize), contiguous_view(n.shape), n.dtype)
+                    self._record_kernel(rec, kernel, n, out, srcs)
                     n.buf = out
                 done.append(n)
             gets = [(n, rec.readback(n.buf)) for n in readback] if not rt.mem.direct_readback else []
@@ -544,11 +575,8 @@ class VulkanBackend(Backend):
         s = rec.submit()
         for n, get in gets: n.buf.fetch = (s, get)
 
-    def _record_kernel(self, rec, rt, op, node, out, srcs):
-        ds = vk_kernels[op](node, out, *srcs)
-        scratch = {}
-        for d in ds:
-            for b in d.bindings:
-                if type(b) is Scratch and id(b) not in scratch: scratch[id(b)] = rt.mem.tensors.alloc(b.nbytes)
-            rec.record(d, scratch)
+    def _record_kernel(self, rec, kernel, node, out, srcs):
+        ds = kernel(node, out, *srcs)
+        scratch = {}          # id(Scratch) -> its allocation, made by `record` when first bound
+        for d in ds: rec.record(d, scratch)
         rec.keep.append(ds)   # keeps the Scratch objects (their ids key `scratch`) alive until recorded

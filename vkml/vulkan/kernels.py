@@ -12,13 +12,14 @@ from ..ops import Op, COMPARE_OPS
 from .kernel_api import Dispatch, Scratch, kernel, sfx, f32_bits, pad4, groups_1d, vk_kernels, LOOP_BUDGET
 
 # %% auto #0
-__all__ = ['MASK', 'UNARY_CODE', 'BINARY_CODE', 'COMPARE_CODE', 'FILL_CODE', 'REDUCE_CODE', 'ROW_MIN_K', 'ROW_FEW_OUTPUTS',
-           'SPLIT_GROUPS', 'SPLIT_CHUNK', 'SPLIT_MAX_PARTS', 'ACC_ITEMSIZE', 'ARG_CODE', 'CUMSUM_ROW_MIN_K',
-           'ARG_MAX_K', 'CUMSUM_MAX_K', 'NO_KERNEL', 'words', 'scalar_words', 'view4', 'merge_dims', 'views4',
-           'FakeTensor', 'vec4_ok', 'unary_kernel', 'binary_kernel', 'compare_kernel', 'where_kernel', 'cast_kernel',
-           'lowbias32', 'rand_keys', 'fill_dispatch', 'full_kernel', 'arange_kernel', 'rand_kernel', 'copy_dispatch',
-           'contiguous_kernel', 'pad_kernel', 'slice_backward_kernel', 'concat_kernel', 'merge_axes', 'split_axes',
-           'use_row', 'use_cols', 'split_parts', 'reduce_kernel', 'argreduce_kernel', 'cumsum_kernel']
+__all__ = ['MASK', 'PLAN_CACHE_SIZE', 'UNARY_CODE', 'BINARY_CODE', 'COMPARE_CODE', 'FILL_CODE', 'REDUCE_CODE', 'ROW_MIN_K',
+           'ROW_FEW_OUTPUTS', 'SPLIT_GROUPS', 'SPLIT_CHUNK', 'SPLIT_MAX_PARTS', 'ACC_ITEMSIZE', 'ARG_CODE',
+           'CUMSUM_ROW_MIN_K', 'ARG_MAX_K', 'CUMSUM_MAX_K', 'NO_KERNEL', 'words', 'scalar_words', 'view4', 'merge_dims',
+           'views4', 'FakeTensor', 'remember', 'plan_dispatches', 'vec4_ok', 'unary_kernel', 'binary_kernel',
+           'compare_kernel', 'where_kernel', 'cast_kernel', 'lowbias32', 'rand_keys', 'fill_dispatch', 'full_kernel',
+           'arange_kernel', 'rand_kernel', 'copy_dispatch', 'contiguous_kernel', 'pad_kernel', 'slice_backward_kernel',
+           'concat_kernel', 'merge_axes', 'split_axes', 'use_row', 'use_cols', 'split_parts', 'reduce_kernel',
+           'argreduce_kernel', 'cumsum_kernel']
 
 # %% ../../nbs/13_kernels.ipynb #44f34ad7
 MASK = 0xFFFFFFFF
@@ -71,6 +72,20 @@ class FakeTensor:
         self.view, self.dtype, self.alloc = view or View.contiguous(tuple(shape)), dtype, None
     def __repr__(self): return f"<{self.dtype.name} {self.view.shape}>"
 
+# %% ../../nbs/13_kernels.ipynb #de7b3d87
+PLAN_CACHE_SIZE = 4096   # far more distinct layouts than a model has; the cache starts over when full
+_plans: dict = {}        # key -> a plan: (shader, push, groups) per dispatch (reductions: (scratch bytes, plan))
+
+def remember(key, plan):
+    "Store `plan` under `key` (emptying the cache when it is full) and return it."
+    if len(_plans) >= PLAN_CACHE_SIZE: _plans.clear()
+    _plans[key] = plan
+    return plan
+
+def plan_dispatches(plan, bindings) -> list:
+    "Fresh Dispatches of a cached `plan`, all over this call's `bindings`."
+    return [Dispatch(shader, bindings, push, groups) for shader, push, groups in plan]
+
 # %% ../../nbs/13_kernels.ipynb #db8eeb4f
 UNARY_CODE = {"NEG": 0, "ABS": 1, "SIGN": 2, "RELU": 3, "CLAMP": 4, "EXP": 5, "LOG": 6, "SQRT": 7, "RSQRT": 8,
               "RECIPROCAL": 9, "SIN": 10, "COS": 11, "TANH": 12, "SIGMOID": 13, "GELU": 14, "GELU_TANH": 15,
@@ -94,18 +109,23 @@ def _unary_params(node, dtype):
         return UNARY_CODE["CLAMP"], p, (lo is not None) | (hi is not None) << 1
     return UNARY_CODE[op.name], z, 0
 
+def _unary_plan(code, p, flags, dtype, xv, zv) -> tuple:
+    "The plan of a unary op over view `xv` into `zv`."
+    n = zv.numel
+    sh, [(st, off)] = views4(xv)
+    push = words(n, code, sh, st, off, zv.offset, p, flags)
+    if vec4_ok(xv, zv): return ((f"unary_{sfx(dtype)}_v4", push, groups_1d(n // 4)),)
+    return ((f"unary_{sfx(dtype)}", push, groups_1d(n)),)
+
 @kernel(Op.NEG, Op.ABS, Op.SIGN, Op.RELU, Op.CLAMP, Op.EXP, Op.LOG, Op.SQRT, Op.RSQRT, Op.RECIPROCAL, Op.SIN,
         Op.COS, Op.TANH, Op.SIGMOID, Op.GELU, Op.SILU, Op.LEAKY_RELU, Op.ELU, Op.SOFTPLUS, Op.ERF, Op.ERFC)
 def unary_kernel(node, out, x):
     "y = f(x): one dispatch of unary.comp (the _v4 variant when x is contiguous and aligned)."
-    n = out.view.numel
-    if n == 0: return []
+    if out.view.numel == 0: return []
     code, p, flags = _unary_params(node, x.dtype)
-    sh, [(st, off)] = views4(x.view)
-    push = words(n, code, sh, st, off, out.view.offset, p, flags)
-    if vec4_ok(x.view, out.view):
-        return [Dispatch(f"unary_{sfx(x.dtype)}_v4", (out, x), push, groups_1d(n // 4))]
-    return [Dispatch(f"unary_{sfx(x.dtype)}", (out, x), push, groups_1d(n))]
+    key = ("unary", code, p, flags, x.dtype, x.view, out.view)
+    plan = _plans.get(key) or remember(key, _unary_plan(code, p, flags, x.dtype, x.view, out.view))
+    return plan_dispatches(plan, (out, x))
 
 # %% ../../nbs/13_kernels.ipynb #64c1a460
 BINARY_CODE = {"ADD": 0, "SUB": 1, "MUL": 2, "DIV": 3, "POW": 4, "MAXIMUM": 5, "MINIMUM": 6}
@@ -113,14 +133,19 @@ COMPARE_CODE = {"EQ": 0, "NE": 1, "LT": 2, "LE": 3, "GT": 4, "GE": 5}
 _CMP = {Op.EQUAL: "EQ", Op.NOT_EQUAL: "NE", Op.LESS: "LT", Op.LESS_EQUAL: "LE", Op.GREATER: "GT",
         Op.GREATER_EQUAL: "GE"}
 
+def _two_plan(name, code, dtype, zv, av, bv) -> tuple:
+    "The plan of a binary or compare op over views `av`, `bv` into `zv`."
+    n = zv.numel
+    sh, [(ast, aoff), (bst, boff)] = views4(av, bv)
+    push = words(n, code, sh, ast, aoff, bst, boff, zv.offset)
+    if name == "binary" and vec4_ok(av, bv, zv): return ((f"binary_{sfx(dtype)}_v4", push, groups_1d(n // 4)),)
+    return ((f"{name}_{sfx(dtype)}", push, groups_1d(n)),)
+
 def _two(name, code, out, a, b):
-    n = out.view.numel
-    if n == 0: return []
-    sh, [(ast, aoff), (bst, boff)] = views4(a.view, b.view)
-    push = words(n, code, sh, ast, aoff, bst, boff, out.view.offset)
-    if name == "binary" and vec4_ok(a.view, b.view, out.view):
-        return [Dispatch(f"binary_{sfx(a.dtype)}_v4", (out, a, b), push, groups_1d(n // 4))]
-    return [Dispatch(f"{name}_{sfx(a.dtype)}", (out, a, b), push, groups_1d(n))]
+    if out.view.numel == 0: return []
+    key = (name, code, a.dtype, out.view, a.view, b.view)
+    plan = _plans.get(key) or remember(key, _two_plan(name, code, a.dtype, out.view, a.view, b.view))
+    return plan_dispatches(plan, (out, a, b))
 
 @kernel(Op.ADD, Op.SUB, Op.MUL, Op.DIV, Op.POW, Op.MAXIMUM, Op.MINIMUM)
 def binary_kernel(node, out, a, b):
@@ -137,18 +162,25 @@ def where_kernel(node, out, c, a, b):
     "z = c ? a : b."
     n = out.view.numel
     if n == 0: return []
-    sh, ops = views4(c.view, a.view, b.view)
-    push = words(n, sh, ops, out.view.offset)
-    return [Dispatch(f"where_{sfx(a.dtype)}", (out, c, a, b), push, groups_1d(n))]
+    key = ("where", a.dtype, out.view, c.view, a.view, b.view)
+    plan = _plans.get(key)
+    if plan is None:
+        sh, ops = views4(c.view, a.view, b.view)
+        plan = remember(key, ((f"where_{sfx(a.dtype)}", words(n, sh, ops, out.view.offset), groups_1d(n)),))
+    return plan_dispatches(plan, (out, c, a, b))
 
 @kernel(Op.CAST)
 def cast_kernel(node, out, x):
     "z = x converted to the node's dtype, with numpy's astype semantics."
     n = out.view.numel
     if n == 0: return []
-    sh, [(st, off)] = views4(x.view)
-    return [Dispatch(f"cast_{sfx(x.dtype)}_{sfx(node.dtype)}", (out, x), words(n, sh, st, off, out.view.offset),
-                     groups_1d(n))]
+    key = ("cast", x.dtype, node.dtype, out.view, x.view)
+    plan = _plans.get(key)
+    if plan is None:
+        sh, [(st, off)] = views4(x.view)
+        plan = remember(key, ((f"cast_{sfx(x.dtype)}_{sfx(node.dtype)}", words(n, sh, st, off, out.view.offset),
+                               groups_1d(n)),))
+    return plan_dispatches(plan, (out, x))
 
 # %% ../../nbs/13_kernels.ipynb #b4f96e8d
 FILL_CODE = {"FILL": 0, "ARANGE": 1, "RAND": 2}
@@ -169,8 +201,11 @@ def fill_dispatch(out, value) -> list:
     "Fill `out` with `value` (its dtype's rounding)."
     n = out.view.numel
     if n == 0: return []
-    return [Dispatch(f"fill_{sfx(out.dtype)}", (out,), words(n, FILL_CODE["FILL"], scalar_words(value, out.dtype), 0, 0,
-                                                              out.view.offset), groups_1d(n))]
+    v = scalar_words(value, out.dtype)
+    key = ("fill", out.dtype, v, out.view)
+    plan = _plans.get(key) or remember(key, ((f"fill_{sfx(out.dtype)}", words(n, FILL_CODE["FILL"], v, 0, 0, out.view.offset),
+                                              groups_1d(n)),))
+    return plan_dispatches(plan, (out,))
 
 @kernel(Op.CONST, Op.FULL)
 def full_kernel(node, out):
@@ -291,37 +326,45 @@ def _identity(op, dtype):
     if dtype.is_float: return -math.inf if op is Op.MAX else math.inf
     return int(np.iinfo(dtype.np).min if op is Op.MAX else np.iinfo(dtype.np).max)
 
-@kernel(Op.SUM, Op.MEAN, Op.MAX, Op.MIN)
-def reduce_kernel(node, out, x):
-    "Reduce node.arg's axes of x: one dispatch (thread, row or cols variant) or two (split)."
-    axes, _ = node.arg
-    n = out.view.numel
-    if n == 0: return []
-    if x.view.numel == 0: return fill_dispatch(out, _identity(node.op, x.dtype))
-    v = x.view if x.view.shape else View((1,), (0,), x.view.offset)   # a 0-d tensor reduces over its one element
+def _reduce_plan(op, axes, dtype, xv, zv) -> tuple:
+    "(scratch bytes or 0, plan): one dispatch (thread, row or cols variant), or two through scratch (split)."
+    n = zv.numel
+    v = xv if xv.shape else View((1,), (0,), xv.offset)   # a 0-d tensor reduces over its one element
     (osh, ost), (ish, ist) = split_axes(v, axes)
     k = prod(ish)
     osh4, ost4 = pad4(osh, ost)
     ish4, ist4 = pad4(ish, ist)
-    code, s = REDUCE_CODE[node.op.name], sfx(x.dtype)
+    code, s = REDUCE_CODE[op.name], sfx(dtype)
     cols = use_cols(k, n, ost, ist)
     if not cols and not use_row(k, n):
-        return [Dispatch(f"reduce_{s}", (out, x), words(n, k, code, osh4, ost4, ish4, ist4, v.offset, out.view.offset,
-                                                        1, k, k), groups_1d(n))]
+        return 0, ((f"reduce_{s}", words(n, k, code, osh4, ost4, ish4, ist4, v.offset, zv.offset, 1, k, k),
+                    groups_1d(n)),)
     kind, blocks = ("cols", -(-n // 32)) if cols else ("row", n)
     parts = split_parts(k, blocks)
     per = 256 if kind == "row" else 8    # threads sharing one output's terms; each trip folds 4 terms
     parts = max(parts, -(-k // (4 * per * (LOOP_BUDGET - 8))))   # lavapipe's budget (broadcast views only)
     if parts == 1:
-        push = words(n, k, code, osh4, ost4, ish4, ist4, v.offset, out.view.offset, 1, k, k)
-        return [Dispatch(f"reduce_{kind}_{s}", (out, x), push, groups_1d(blocks * 256))]
+        push = words(n, k, code, osh4, ost4, ish4, ist4, v.offset, zv.offset, 1, k, k)
+        return 0, ((f"reduce_{kind}_{s}", push, groups_1d(blocks * 256)),)
     chunk = -(-k // parts)
-    partials = Scratch(n * parts * ACC_ITEMSIZE[x.dtype.name])   # (n, parts), row-major
     p1 = words(n, k, code, osh4, ost4, ish4, ist4, v.offset, 0, parts, chunk, k)
-    p2 = words(n, parts, code, pad4((n,), (parts,)), pad4((parts,), (1,)), 0, out.view.offset, 1, parts, k)
+    p2 = words(n, parts, code, pad4((n,), (parts,)), pad4((parts,), (1,)), 0, zv.offset, 1, parts, k)
     part = "reduce_cols_part" if cols else "reduce_part"
-    return [Dispatch(f"{part}_{s}", (partials, x), p1, groups_1d(blocks * parts * 256)),
-            Dispatch(f"reduce_final_{s}", (out, partials), p2, groups_1d(n * 256))]
+    return n * parts * ACC_ITEMSIZE[dtype.name], ((f"{part}_{s}", p1, groups_1d(blocks * parts * 256)),
+                                                  (f"reduce_final_{s}", p2, groups_1d(n * 256)))
+
+@kernel(Op.SUM, Op.MEAN, Op.MAX, Op.MIN)
+def reduce_kernel(node, out, x):
+    "Reduce node.arg's axes of x: one dispatch (thread, row or cols variant) or two (split)."
+    axes, _ = node.arg
+    if out.view.numel == 0: return []
+    if x.view.numel == 0: return fill_dispatch(out, _identity(node.op, x.dtype))
+    key = (node.op, tuple(axes), x.dtype, x.view, out.view)
+    scratch, plan = _plans.get(key) or remember(key, _reduce_plan(node.op, axes, x.dtype, x.view, out.view))
+    if not scratch: return plan_dispatches(plan, (out, x))
+    partials = Scratch(scratch)   # (n, parts) partials in the accumulator type, row-major; fresh for each call
+    (s1, p1, g1), (s2, p2, g2) = plan
+    return [Dispatch(s1, (partials, x), p1, g1), Dispatch(s2, (out, partials), p2, g2)]
 
 # %% ../../nbs/13_kernels.ipynb #4a45dfb0
 ARG_CODE = {Op.ARGMAX: 0, Op.ARGMIN: 1}

@@ -18,6 +18,9 @@ __all__ = ['SOURCE_OPS', 'COMPARE_OPS', 'FLOAT_UNARY_OPS', 'UNARY_OPS', 'BINARY_
 # %% ../nbs/02_ops.ipynb #b8b574bd
 class Op(enum.Enum):
     "Every operation the lazy graph knows, grouped by what it does."
+    # Members are singletons compared by identity, so identity hashing is exact; Enum's own
+    # `__hash__` is Python code, and every op does several Op-keyed lookups on the hot path.
+    __hash__ = object.__hash__
     # sources: no tensor input
     INPUT = enum.auto(); CONST = enum.auto(); FULL = enum.auto(); ARANGE = enum.auto(); RAND = enum.auto()
     # comparisons -> bool

@@ -29,7 +29,8 @@ gpu = open(f"{R}/gpu.txt").read().strip()
 json.dump(dict(date=datetime.date.today().isoformat(), device=gpu, commit=os.environ.get("VKML_COMMIT", "unknown"),
                command="python3 -m pytest tests/test_parity_*.py tests/test_vk_runtime.py ... (bench/h200_session.sh)",
                exit_code=rc, seconds=secs, summary=summary.strip("= "), **counts,
-               failures=[l for l in log if l.startswith("FAILED") or l.startswith("ERROR")][:50]),
+               failures=[l for l in log if l.startswith("FAILED") or l.startswith("ERROR")][:50],
+               skips=[l for l in log if l.startswith("SKIPPED")]),
           open(f"{R}/tests_h200.json", "w"), indent=1)
 PY
 pack

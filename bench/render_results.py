@@ -40,6 +40,7 @@ def render() -> str:
     if t:
         s += ["## The Vulkan test suites on the H200", "", prov(t), "", f"Outcome: **{t['summary']}** (exit code {t['exit_code']}).", ""]
         if t.get("failures"): s += ["Failures:", ""] + [f"- `{f}`" for f in t["failures"]] + [""]
+        if t.get("skips"): s += ["Skipped:", ""] + [f"- `{f}`" for f in t["skips"]] + [""]
     d = load("demo_h200.json")
     if d:
         s += ["## The digits demo, trained on each device", "", prov(d), "",

@@ -260,7 +260,6 @@ def test_maxpool2d_and_backward(case, dtype):
     arg = (k, s, p, d, ceil)
     x = pool_input((N, C, H, W), dtype)
     cpu, _ = check_exact(lambda x: apply(Op.MAXPOOL2D, x, arg=arg), x)
-    if x.size == 0: return   # (the CPU oracle's backward cannot reshape an empty batch yet: reported)
     g = rnd(*cpu.shape, dtype=dtype)
     # sum|terms| of dx is the backward of |g|: the same routing, absolute values
     check_sum(lambda g, x: apply(Op.MAXPOOL2D_BACKWARD, g, x, arg=arg), [g, x], k[0] * k[1], abs_arrays=[np.abs(g), x])

@@ -453,6 +453,7 @@ def _maxpool_bw(n, g, x):
     _, where, found = _maxpool_scan(x, n.arg, g.shape[2:])
     N, C, H, W = x.shape
     out = np.zeros((N, C, H * W), acc_np(n.dtype))
+    if out.size == 0 or g.size == 0: return out.reshape(N, C, H, W)   # nothing to route (reshape(-1) needs a size)
     nn, cc = np.indices((N, C), sparse=True)
     gf = g.astype(out.dtype) * found   # a window with no input position routes nowhere
     np.add.at(out, (nn[..., None], cc[..., None], where.reshape(N, C, -1)), gf.reshape(N, C, -1))

@@ -26,6 +26,7 @@ def pick_memory_type(info, kind: str):
         if kind == "device":
             if not f & DL: return None
             direct = f & HV and f & HC and heaps[h][0] >= 0.9 * big   # a small (256 MiB) BAR is no use
+            if os.environ.get("VKML_DEVICE_MEMORY") == "plain": direct = not (f & HV)   # for measuring the difference
             return (2 if direct else 1, heaps[h][0])
         if not (f & HV and f & HC): return None
         if kind == "staging": return (0 if f & DL else 1, heaps[h][0])

@@ -4,9 +4,10 @@
     python bench/bench_bandwidth_sweep.py --sizes 1,4         # millions of elements, lavapipe-friendly
 
 For each size, the best of a few realizes of `a + b` in GPU time (timestamp queries), once with the
-operands in two allocations and once as two halves of one allocation. On the H200 (2026-11-29) this
-showed the add falling from ~4.4 TB/s to ~1.87 TB/s once one allocation passes ~512 MiB, whatever
-the memory type (VKML_DEVICE_MEMORY=plain picks device-local memory that is not host-visible).
+operands in two allocations and once as two halves of one allocation. On the H200 the add lost more
+than half its bandwidth once one allocation grew past a few hundred MiB, whatever the memory type
+(VKML_DEVICE_MEMORY=plain picks device-local memory that is not host-visible): a lead for the
+performance work, not yet explained.
 Prints a table; timings never go into tests.
 """
 import argparse, os, sys

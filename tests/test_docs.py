@@ -98,3 +98,12 @@ def test_screenshot(site, tmp_path, path, text):
     assert ((top.max(-1) - top.min(-1)) > 0.2).mean() > 0.8, "no coloured header bar: the theme's CSS did not load"
     assert body.mean() > 0.7, "the page body is not light"
     assert len(np.unique((body * 255).astype(np.uint8).reshape(-1, 3), axis=0)) > 50, "no text on the page"
+
+
+@pytest.mark.parametrize("nb", ["41_experiment_submission", "36_tutorial", "33_data"])
+def test_plots_are_in_their_pages(site, nb):
+    "The experiments' and the tutorial's figures reach their pages as images that exist."
+    html = (site / f"{nb}.html").read_text(encoding="utf-8")
+    srcs = re.findall(r'<img[^>]+src="([^"]+\.png)"', html)
+    assert srcs, f"no plot in {nb}.html"
+    for s in srcs: assert (site / s).exists(), f"{nb}.html shows {s}, which is not in the site"

@@ -245,3 +245,21 @@ def test_good_neighbours_still_work():
     assert e03.amax(0).numpy().tolist() == [-math.inf] * 3 and e03.amin(0).numpy().tolist() == [math.inf] * 3
     assert (i23 + 1).dtype is int32 and (x23 * 2).dtype is float32 and (h23 * 2).dtype is float16
     assert (b23 == True).dtype is bool_ and (l23 + 2**40).dtype is int64
+
+
+# --- index values out of range are refused before any kernel reads them (data indices, every backend) ---
+@pytest.mark.parametrize("device", ["cpu", pytest.param("vulkan", marks=pytest.mark.vulkan)])
+@pytest.mark.parametrize("case", ["gather", "index_select", "index_add", "one_hot", "embedding"])
+def test_out_of_range_index_values_are_refused_on_every_backend(device, case, request):
+    if device == "vulkan": request.getfixturevalue("vulkan")
+    import vkml, vkml.nn.functional as F
+    x = vkml.tensor(np.arange(6, dtype=np.float32).reshape(2, 3), device=device)
+    calls = {
+        "gather": lambda: vkml.gather(x, 1, vkml.tensor([[0, 3], [1, 2]], device=device)),
+        "index_select": lambda: vkml.index_select(x, 1, vkml.tensor([-1], device=device)),
+        "index_add": lambda: vkml.index_add(x, 0, vkml.tensor([2], device=device), vkml.ones(1, 3, device=device)),
+        "one_hot": lambda: vkml.one_hot(vkml.tensor([0, 3], device=device), 3),
+        "embedding": lambda: F.embedding(vkml.tensor([4], device=device), x),
+    }
+    with pytest.raises(vkml.IndexOutOfRangeError, match="out of range"):
+        calls[case]()

@@ -10,7 +10,7 @@ from .dtypes import *
 from .dtypes import DTYPES, FLOATS
 from .ops import *
 from .ops import ACCEPTED_DTYPES, NUMERIC, ALL
-from .tensor import Tensor, Node, apply, tensor, canonical_device, check_same_device
+from .tensor import Tensor, Node, apply, tensor, canonical_device, check_same_device, host_values
 
 # %% auto #0
 __all__ = ['default_generator', 'ArgumentError', 'EinsumError', 'IndexingError', 'check_dtype', 'scalar_as', 'const', 'full',
@@ -709,6 +709,19 @@ def _index_tensor(name, x: Tensor, index) -> None:
     if index.ndim != 1: raise IndexingError(f"{name} takes a 1-D index, got shape {index.shape}: use `.reshape(-1)`")
     check_same_device([x.node, index.node], name)
 
+def _check_index_values(name, index: Tensor, size: int, dim: int) -> None:
+    "Refuse index values outside [0, size) before any kernel reads them, wherever the host already has them."
+    # Indices that are data (uploaded from the host) are checked here, on every backend. Indices a
+    # lazy graph computes are checked by the CPU oracle when it runs; a GPU kernel only keeps them in
+    # bounds (limitations page), since checking would cost a submission and a wait.
+    h = host_values(index)
+    if h is None or h.size == 0: return
+    bad = (h < 0) | (h >= size)
+    if bad.any():
+        pos = tuple(int(i) for i in np.argwhere(bad)[0])
+        raise IndexOutOfRangeError(f"{name}: index {int(h[pos])} at position {pos} is out of range for dim {dim} "
+                                   f"of size {size} (valid: 0 .. {size - 1})")
+
 def _norm_slice(s: slice, n: int) -> tuple:
     "A slice as (start, stop, step) over an axis of `n`; an empty one as (0, 0, 1)."
     if s.step == 0: raise IndexingError("slice step cannot be zero")
@@ -828,6 +841,7 @@ def index_select(x: Tensor, dim: int, index: Tensor) -> Tensor:
     _need_tensor("index_select", x)
     if x.ndim == 0: raise ShapeError("index_select needs a tensor of rank >= 1")
     axis = normalize_axis(dim, x.ndim); _index_tensor("index_select", x, index)
+    _check_index_values("index_select", index, x.shape[axis], dim)
     return _index_select(x, axis, index)
 
 def gather(x: Tensor, dim: int, index: Tensor) -> Tensor:
@@ -838,6 +852,7 @@ def gather(x: Tensor, dim: int, index: Tensor) -> Tensor:
     check_same_device([x.node, index.node], "gather")
     if index.ndim != x.ndim or any(i > s for d, (i, s) in enumerate(zip(index.shape, x.shape)) if d != axis):
         raise ShapeError(f"gather: index {index.shape} must have the rank of {x.shape} and no larger other dims")
+    _check_index_values("gather", index, x.shape[axis] if x.ndim else 1, dim)
     if x.ndim == 0: return _reshape(apply(Op.GATHER, _reshape(x, (1,)), _reshape(index, (1,)), arg=0), ())
     return apply(Op.GATHER, x, index, arg=axis)
 
@@ -853,6 +868,7 @@ def index_add(x: Tensor, dim: int, index: Tensor, source: Tensor, *, alpha=1) ->
     if source.shape != want:
         raise ShapeError(f"index_add: source {source.shape} must be {want} (x {x.shape}, index {index.shape}, dim {dim})")
     if alpha != 1: scalar_as(alpha, x.dtype, "index_add")
+    _check_index_values("index_add", index, x.shape[axis], dim)
     k = index.shape[0]
     idx = _expand_to(_reshape(index, (1,) * axis + (k,) + (1,) * (x.ndim - axis - 1)), want)
     src = source if alpha == 1 else apply(Op.MUL, source, _lift(alpha, x.dtype, x.device, want))
@@ -877,6 +893,7 @@ def one_hot(x: Tensor, num_classes: int = -1) -> Tensor:
         if x.numel() == 0: raise ArgumentError("one_hot cannot infer num_classes from an empty tensor: pass it")
         num_classes = int(amax(x).item()) + 1  # needs the data: realizes x
     if not _is_int(num_classes) or num_classes < 0: raise ArgumentError(f"one_hot's num_classes must be >= 0, got {num_classes!r}")
+    _check_index_values("one_hot", x, int(num_classes), "classes")   # as PyTorch: a class >= num_classes is an error
     shape = x.shape + (int(num_classes),)
     classes = _source(Op.ARANGE, (0, 1), (shape[-1],), int64, x.device)
     hot = apply(Op.EQUAL, _expand_to(_reshape(x, x.shape + (1,)), shape), _expand_to(classes, shape))

@@ -18,7 +18,7 @@ __all__ = ['MEANING', 'DONE', 'BACKEND_GAPS', 'RESULTS', 'EINSUM_CASES', 'LINALG
            'no_grad_rows', 'breakdown', 'no_grad_table', 'backend_gap', 'off_backend_rows', 'off_backend_table',
            'vulkan_reason', 'vulkan_device', 'results', 'mixed_devices_row', 'rank_row', 'float64_row', 'multi_gpu_row',
            'fusion_row', 'lazy_detach_row', 'gpu_wins_row', 'higher_order_row', 'nonleaf_grad_row', 'einsum_row',
-           'linalg_row', 'threading_row', 'feature_rows', 'feature_table', 'summary', 'provenance']
+           'linalg_row', 'threading_row', 'index_check_row', 'feature_rows', 'feature_table', 'summary', 'provenance']
 
 # %% ../nbs/50_limitations.ipynb #884355cd
 MEANING = {
@@ -307,11 +307,28 @@ def threading_row():
                 f"deferred-realize table (a plain {shared}), the allocator and the recorder are shared without locks: "
                 f"use one thread per device", "nbs/03_tensor.ipynb, nbs/10_vulkan_device.ipynb")
 
+
+def index_check_row(vk_why):
+    "Out-of-range index values: refused when they are data; what a GPU does with ones it computed."
+    import vkml.functional as VF
+    try: VF.gather(vkml.tensor([1.0, 2.0]), 0, vkml.tensor([5])); data_ok = False
+    except IndexOutOfRangeError: data_ok = True
+    if vk_why: gpu = "not probed here (no Vulkan device)"
+    else:
+        idx = VF.argmax(vkml.tensor([0.0, 9.0], device="vulkan"), 0).reshape(1) * 4   # a computed index: 4, out of range
+        try: v = VF.gather(vkml.tensor([1.0, 2.0], device="vulkan"), 0, idx).numpy(); gpu = f"a Vulkan kernel keeps it in bounds (returned {v.tolist()}) without an error"
+        except IndexOutOfRangeError: gpu = "a Vulkan kernel refuses it"
+    return _row("out-of-range index values", Category.WAITING_ARCHITECTURE,
+                f"index tensors that hold data are {'refused with IndexOutOfRangeError before any kernel runs' if data_ok else 'NOT checked'} "
+                f"(every backend); an index the graph computes is checked by the CPU oracle when it runs, while {gpu}: "
+                f"an error flag read back with the submission would close this", "nbs/05_functional.ipynb, ROADMAP")
+
 # %% ../nbs/50_limitations.ipynb #a03729fd
 def feature_rows(vk_why=None) -> list:
     "Every feature row, probed now (`vk_why`: why Vulkan is unavailable, or None)."
     return [mixed_devices_row(), rank_row(), float64_row(), multi_gpu_row(vk_why), fusion_row(), lazy_detach_row(vk_why),
-            higher_order_row(), nonleaf_grad_row(), einsum_row(), linalg_row(), threading_row(), gpu_wins_row(vk_why)]
+            higher_order_row(), nonleaf_grad_row(), einsum_row(), linalg_row(), threading_row(), index_check_row(vk_why),
+            gpu_wins_row(vk_why)]
 
 def feature_table(rows) -> str:
     return md_table(rows, {"feature": "feature", "category": "category", "state": "current state", "see": "see"})

@@ -14,7 +14,7 @@ from .ops import SHAPE_RULES, CALLER_SHAPED, ACCEPTED_DTYPES
 # %% auto #0
 __all__ = ['READBACK_BYTES', 'Node', 'is_grad_enabled', 'no_grad', 'check_same_device', 'make_node', 'Backend',
            'register_backend', 'canonical_device', 'get_backend', 'toposort', 'Schedule', 'schedule', 'defer',
-           'realize', 'Tensor', 'from_numpy_node', 'tensor', 'wrap', 'apply']
+           'realize', 'Tensor', 'from_numpy_node', 'tensor', 'wrap', 'host_values', 'apply']
 
 # %% ../nbs/03_tensor.ipynb #fd7eea85
 class Node:
@@ -76,6 +76,9 @@ class Backend:
     impl: dict = {}
     def from_numpy(self, arr: np.ndarray): raise NotImplementedError
     def to_numpy(self, node: Node) -> np.ndarray: raise NotImplementedError
+    def peek(self, node: Node):
+        "The realized node's value if the host can read it without a submission, else None."
+        return None
     def run(self, schedule: list, outputs: list, readback=()): raise NotImplementedError
 
 _BACKEND_FACTORIES: dict = {}   # "cpu" / "vulkan" -> callable(index or None) -> Backend
@@ -292,6 +295,11 @@ Tensor.to = _to
 
 # %% ../nbs/03_tensor.ipynb #931c1029
 def wrap(node: Node) -> Tensor: return Tensor(node)
+
+def host_values(t: Tensor):
+    "`t`'s values when the host already has them (data from the host, or a result it can read directly); else None."
+    n = t.node
+    return get_backend(n.device).peek(n) if n.realized else None
 
 def apply(op: Op, *srcs: Tensor, arg=None, shape=None, dtype=None, device=None) -> Tensor:
     "The tensor of `op` applied to `srcs` (`device` only for ops without sources)."

@@ -9,7 +9,7 @@ import numpy as np
 from ..dtypes import *
 from ..dtypes import FLOATS, prod
 from ..ops import Op, conv_out
-from ..tensor import Tensor, apply
+from ..tensor import Tensor, apply, host_values
 import vkml.functional as vf
 from ..functional import ArgumentError, check_dtype
 
@@ -299,8 +299,8 @@ def dropout(x, p=0.5, training=True) -> Tensor:
     return vf.where(keep, x * (1.0 / (1.0 - p)), 0.0)
 
 def _host_indices(idx):
-    "The index values when they are data already (realized); None for a lazy result."
-    return idx.numpy() if idx.node.realized else None
+    "The index values when the host already has them (see `vkml.tensor.host_values`); None for a lazy result."
+    return host_values(idx)
 
 def embedding(idx, weight) -> Tensor:
     "Rows of `weight` (num_embeddings, dim) picked by the int64 indices `idx`."

@@ -514,6 +514,12 @@ class VulkanBackend(Backend):
         dev.wait(rec.submit())
         return get()
 
+    def peek(self, node: Node):
+        "The value when reading it costs no submission: a host copy, a recorded readback, or directly readable memory."
+        t = node.buf
+        if t.host is not None or t.fetch is not None or runtime(t.device).mem.direct_readback: return self.to_numpy(node)
+        return None
+
     # --- running a schedule ---
     def _check(self, dev: Device, schedule: list) -> list:
         "Everything that can fail, checked before anything is recorded; each node's host kernel (None: INPUT or a view)."

@@ -107,6 +107,19 @@ def pytest_runtest_setup(item):
     if item.get_closest_marker("vulkan") is not None: require_vulkan()
 
 
+@pytest.fixture(autouse=True)
+def no_validation_messages():
+    "With VKML_VALIDATION=1 the Khronos layer watches every Vulkan call: any message it reports fails the test."
+    dev = sys.modules.get("vkml.vulkan.device")
+    if dev is not None: dev.clear_validation_messages()
+    yield
+    dev = sys.modules.get("vkml.vulkan.device")
+    if dev is not None:
+        msgs = list(dev.validation_messages())
+        dev.clear_validation_messages()
+        assert not msgs, "the validation layer reported:\n" + "\n".join(msgs[:5])
+
+
 @pytest.fixture
 def vulkan():
     "The device name 'vulkan' for a test that needs a Vulkan device (skips or fails as the `vulkan` mark does)."

@@ -18,13 +18,7 @@ import vkml.dtypes as D
 pytestmark = pytest.mark.vulkan
 
 
-@pytest.fixture(autouse=True)
-def no_validation_messages():
-    "With VKML_VALIDATION=1 the validation layer watches every dispatch: any message fails the test."
-    import vkml.vulkan as vkv
-    vkv.clear_validation_messages()
-    yield
-    assert not vkv.validation_messages(), vkv.validation_messages()[:3]
+# (the validation-message check is the autouse fixture in conftest.py)
 RNG = np.random.default_rng(20261129)
 F16_ULP = 2.0 ** -10
 DEVS = ("cpu", "vulkan")

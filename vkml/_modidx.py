@@ -389,7 +389,6 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                     'vkml.nn.functional._check_weights': ('nn_functional.html#_check_weights', 'vkml/nn/functional.py'),
                                     'vkml.nn.functional._class_dim': ('nn_functional.html#_class_dim', 'vkml/nn/functional.py'),
                                     'vkml.nn.functional._float': ('nn_functional.html#_float', 'vkml/nn/functional.py'),
-                                    'vkml.nn.functional._host_indices': ('nn_functional.html#_host_indices', 'vkml/nn/functional.py'),
                                     'vkml.nn.functional._matmul_dtypes': ('nn_functional.html#_matmul_dtypes', 'vkml/nn/functional.py'),
                                     'vkml.nn.functional._mm': ('nn_functional.html#_mm', 'vkml/nn/functional.py'),
                                     'vkml.nn.functional._norm_shape': ('nn_functional.html#_norm_shape', 'vkml/nn/functional.py'),

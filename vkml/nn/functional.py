@@ -298,16 +298,12 @@ def dropout(x, p=0.5, training=True) -> Tensor:
     keep = vf.rand(x.shape, device=x.device) >= p   # float32 uniforms whatever x's dtype: p keeps its precision
     return vf.where(keep, x * (1.0 / (1.0 - p)), 0.0)
 
-def _host_indices(idx):
-    "The index values when the host already has them (see `vkml.tensor.host_values`); None for a lazy result."
-    return host_values(idx)
-
 def embedding(idx, weight) -> Tensor:
     "Rows of `weight` (num_embeddings, dim) picked by the int64 indices `idx`."
     if idx.dtype not in (int64, int32): raise DTypeError(f"embedding indices must be int64, got {idx.dtype.name}: use `.long()`")
     if weight.ndim != 2: raise ShapeError(f"embedding's weight must be (num_embeddings, dim), got {weight.shape}")
     v, d = weight.shape
-    if (h := _host_indices(idx)) is not None and h.size and (h.min() < 0 or h.max() >= v):
+    if (h := host_values(idx)) is not None and h.size and (h.min() < 0 or h.max() >= v):
         bad = h[(h < 0) | (h >= v)].flat[0]
         raise IndexOutOfRangeError(f"embedding: index {bad} is out of range for {v} embeddings (valid: 0 .. {v - 1})")
     rows = vf.index_select(weight, 0, vf.reshape(vf.cast(idx, int64), (idx.numel(),)))
@@ -342,7 +338,7 @@ def _reduce_loss(l, reduction, what):
 def _check_targets(target, c, ignore_index, what):
     "Raise when a realized class target is outside 0..c-1 (and is not ignore_index)."
     if target.dtype != int64: raise DTypeError(f"{what}: class targets must be int64, got {target.dtype.name}: use `.long()`")
-    t = _host_indices(target)
+    t = host_values(target)   # the targets' values when the host has them; None for a lazy result
     if t is None: return
     bad = (t != ignore_index) & ((t < 0) | (t >= c))
     if bad.any():

@@ -5,7 +5,9 @@
     python shaders/build.py --check    # exit 1 if any .spv is missing, stale or stray (CI)
 
 A variant is up to date when `vkml/spirv/manifest.json` holds the hash of its source, every file it
-includes (transitively), its defines and the glslc flags, and its .spv exists. glslc's output is
+includes (transitively), its defines and the glslc flags, and its .spv exists. The generated kernels
+that ship prebuilt (every elementwise op alone: `vkml.vulkan.codegen.prebuilt_sources()`) are named
+by the hash of their source, so one is up to date when its .spv exists. glslc's output is
 deterministic, so the committed .spv files can be checked against a fresh build.
 """
 from __future__ import annotations
@@ -16,6 +18,7 @@ from pathlib import Path
 SHADERS = Path(__file__).resolve().parent
 OUT = SHADERS.parent / "vkml" / "spirv"
 MANIFEST = OUT / "manifest.json"
+GLSL = SHADERS.parent / "vkml" / "glsl"          # the includes shared with the generated kernels
 FLAGS = ["--target-env=vulkan1.2", "-O"]
 _INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 
@@ -31,7 +34,7 @@ def load_variants():
 def sources(file: str, seen=None) -> list[Path]:
     "`file` and every file it includes, transitively, in first-seen order."
     seen = [] if seen is None else seen
-    p = SHADERS / file
+    p = SHADERS / file if (SHADERS / file).exists() else GLSL / file
     if p in seen: return seen
     seen.append(p)
     for inc in _INCLUDE.findall(p.read_text()): sources(inc, seen)
@@ -47,7 +50,7 @@ def variant_hash(file: str, defines: dict) -> str:
 
 
 def command(file: str, defines: dict, out: Path) -> list[str]:
-    return ["glslc", *FLAGS, *(f"-D{k}={v}" for k, v in sorted(defines.items())), str(SHADERS / file), "-o", str(out)]
+    return ["glslc", *FLAGS, f"-I{GLSL}", *(f"-D{k}={v}" for k, v in sorted(defines.items())), str(SHADERS / file), "-o", str(out)]
 
 
 def compile_variant(name: str, file: str, defines: dict, outdir: Path = OUT) -> Path:
@@ -63,9 +66,30 @@ def compile_variant(name: str, file: str, defines: dict, outdir: Path = OUT) -> 
     return final
 
 
+def generated() -> dict:
+    "{name: GLSL} of the generated kernels that ship prebuilt (every elementwise op alone), from vkml.vulkan.codegen."
+    sys.path.insert(0, str(SHADERS.parent))
+    from vkml.vulkan.codegen import prebuilt_sources
+    return prebuilt_sources()
+
+
+def compile_generated(name: str, source: str, outdir: Path = OUT) -> Path:
+    "Compile one generated kernel into `outdir/<name>.spv`, atomically."
+    fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=outdir); os.close(fd)
+    r = subprocess.run(["glslc", "-fshader-stage=compute", *FLAGS, f"-I{GLSL}", "-o", tmp, "-"], input=source,
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        os.unlink(tmp)
+        raise RuntimeError(f"glslc failed for generated kernel {name}:\n{r.stderr}\n{source}")
+    final = outdir / f"{name}.spv"
+    os.replace(tmp, final)
+    return final
+
+
 def build(force=False, outdir: Path = OUT, jobs: int | None = None, verbose=True) -> list[str]:
-    "Compile the stale variants in parallel; remove stray .spv files; return the names compiled."
+    "Compile the stale variants and generated kernels in parallel; remove stray .spv files; return the names compiled."
     variants = load_variants()
+    gen = generated()
     manifest_path = outdir / "manifest.json"
     old = json.loads(manifest_path.read_text()) if manifest_path.exists() and not force else {}
     new, todo = {}, []
@@ -73,13 +97,15 @@ def build(force=False, outdir: Path = OUT, jobs: int | None = None, verbose=True
         h = variant_hash(file, defines)
         new[name] = h
         if force or old.get(name) != h or not (outdir / f"{name}.spv").exists(): todo.append((name, file, defines))
+    gen_todo = [(n, src) for n, src in gen.items() if force or not (outdir / f"{n}.spv").exists()]
     with ThreadPoolExecutor(jobs or os.cpu_count() or 2) as ex:
         list(ex.map(lambda r: compile_variant(*r, outdir=outdir), todo))
+        list(ex.map(lambda r: compile_generated(*r, outdir=outdir), gen_todo))
     for p in outdir.glob("*.spv"):
-        if p.stem not in new: p.unlink()
+        if p.stem not in new and p.stem not in gen: p.unlink()
     manifest_path.write_text(json.dumps(dict(sorted(new.items())), indent=1) + "\n")
-    if verbose: print(f"compiled {len(todo)} of {len(variants)} variants into {outdir}")
-    return [r[0] for r in todo]
+    if verbose: print(f"compiled {len(todo)} of {len(variants)} variants and {len(gen_todo)} of {len(gen)} generated kernels into {outdir}")
+    return [r[0] for r in todo] + [n for n, _ in gen_todo]
 
 
 def check(outdir: Path = OUT) -> list[str]:
@@ -89,7 +115,9 @@ def check(outdir: Path = OUT) -> list[str]:
     names = {v[0] for v in variants}
     bad = [f"missing {n}.spv" for n in sorted(names) if not (outdir / f"{n}.spv").exists()]
     bad += [f"stale {n}.spv (run python shaders/build.py)" for n, f, d in variants if manifest.get(n) != variant_hash(f, d)]
-    bad += [f"stray {p.name}" for p in sorted(outdir.glob("*.spv")) if p.stem not in names]
+    gen = generated()
+    bad += [f"missing {n}.spv (a generated kernel: run python shaders/build.py)" for n in sorted(gen) if not (outdir / f"{n}.spv").exists()]
+    bad += [f"stray {p.name}" for p in sorted(outdir.glob("*.spv")) if p.stem not in names and p.stem not in gen]
     return bad
 
 

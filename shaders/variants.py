@@ -1,15 +1,15 @@
 """The one table of shader variants: `VARIANTS = [(name, file, defines), ...]`.
 
 `shaders/build.py` compiles each row with `glslc --target-env=vulkan1.2 -O -D<k>=<v> ...` into
-`vkml/spirv/<name>.spv`. Names follow the contract: `<kernel>_<dtype>` (`cast_<src>_<dst>`), with a
-`_v4` suffix for the vec4 fast paths and `_row` for the workgroup-per-row reductions. The storage type
+`vkml/spirv/<name>.spv`. Names follow the contract: `<kernel>_<dtype>`, with `_row` for the
+workgroup-per-row reductions. (Elementwise kernels are generated from the elementwise table: see
+`shaders/build.py --generated`.) The storage type
 is picked by one define (T_F32 T_F16 T_I32 T_I64 T_B8, see common.glsl). Rows of other kernel
 families live in `variants_<family>.py` next to this file and are appended here.
 """
 import importlib.util, pathlib
 
 T = {"f32": "T_F32", "f16": "T_F16", "i32": "T_I32", "i64": "T_I64", "b8": "T_B8"}
-S = {k: "S" + v[1:] for k, v in T.items()}        # cast's source type: S_F32 ...
 ALL = ("f32", "f16", "i32", "i64", "b8")
 NUMERIC = ("f32", "f16", "i32", "i64")
 FLOATS = ("f32", "f16")
@@ -17,9 +17,7 @@ FLOATS = ("f32", "f16")
 
 def _rows():
     rows = []
-    for kname, file, dts in [("unary", "unary.comp", NUMERIC), ("binary", "binary.comp", NUMERIC),
-                             ("compare", "compare.comp", ALL), ("where", "where.comp", ALL),
-                             ("fill", "fill.comp", ALL), ("copy", "copy.comp", ALL),
+    for kname, file, dts in [("fill", "fill.comp", ALL), ("copy", "copy.comp", ALL),
                              ("reduce", "reduce.comp", ALL), ("argreduce", "argreduce.comp", NUMERIC),
                              ("cumsum", "cumsum.comp", ALL)]:
         for s in dts: rows.append((f"{kname}_{s}", file, {T[s]: "1"}))
@@ -32,11 +30,6 @@ def _rows():
     for s in ALL:   # the two passes of a split reduction (few, very long rows)
         rows.append((f"reduce_part_{s}", "reduce.comp", {T[s]: "1", "ROW": "1", "PART": "1"}))
         rows.append((f"reduce_final_{s}", "reduce.comp", {T[s]: "1", "ROW": "1", "FINAL": "1"}))
-    for s in NUMERIC:
-        rows.append((f"unary_{s}_v4", "unary.comp", {T[s]: "1", "VEC4": "1"}))
-        rows.append((f"binary_{s}_v4", "binary.comp", {T[s]: "1", "VEC4": "1"}))
-    for a in ALL:
-        for b in ALL: rows.append((f"cast_{a}_{b}", "cast.comp", {S[a]: "1", T[b]: "1"}))
     return rows
 
 

@@ -64,7 +64,7 @@ def test_every_module_has_an_api_page(site):
         html = f.read_text(encoding="utf-8")
         missing = [n for n in mod.__all__ if n not in html]
         assert not missing, f"{name}'s API page lacks {missing}"
-    assert "make_node" in (site / "api" / "vkml.tensor.html").read_text(encoding="utf-8")
+    assert "make_node" in (site / "api" / "vkml.graph.html").read_text(encoding="utf-8")
 
 
 def chromium() -> str:
@@ -80,7 +80,7 @@ def browse(exe, url, tmp, *args) -> subprocess.CompletedProcess:
     return subprocess.run(cmd, capture_output=True, timeout=90)
 
 
-@pytest.mark.parametrize("path,text", [("index.html", "Quick start"), ("api/vkml.tensor.html", "make_node")])
+@pytest.mark.parametrize("path,text", [("index.html", "Quick start"), ("api/vkml.graph.html", "make_node")])
 def test_screenshot(site, tmp_path, path, text):
     import matplotlib.image
     exe = chromium()

@@ -61,7 +61,8 @@ def test_an_unknown_backend_gap_is_a_genuine_gap(monkeypatch):
 def test_removing_a_gradient_rule_moves_the_headline_and_adds_a_gap(monkeypatch):
     grad_before = numbers(L.headline()[0])
     rows_before = L.no_grad_rows()
-    monkeypatch.delitem(A.vjp_rules, Op.ERF)
+    from vkml.elementwise import ELEMENTWISE
+    monkeypatch.setattr(ELEMENTWISE[Op.ERF], "vjp", None)
     grad_after = numbers(L.headline()[0])
     assert grad_after == [grad_before[0] - 1, grad_before[1]]
     rows = L.no_grad_rows()
@@ -73,7 +74,8 @@ def test_removing_a_gradient_rule_moves_the_headline_and_adds_a_gap(monkeypatch)
 
 
 def test_a_stated_reason_gives_its_category(monkeypatch):
-    monkeypatch.delitem(A.vjp_rules, Op.ERFC)
+    from vkml.elementwise import ELEMENTWISE
+    monkeypatch.setattr(ELEMENTWISE[Op.ERFC], "vjp", None)
     monkeypatch.setitem(NO_GRAD_REASONS, Op.ERFC, (Category.WAITING_MEASUREMENT, "planted reason"))
     erfc = next(r for r in L.no_grad_rows() if r["op"] == "ERFC")
     assert (erfc["category"], erfc["reason"]) == (Category.WAITING_MEASUREMENT, "planted reason")

@@ -9,7 +9,7 @@ import vkml
 import vkml.autograd  # noqa: F401  (Tensor.backward)
 import vkml.functional as VF
 import vkml.nn as nn
-from vkml.autograd import gradcheck
+from vkml.gradcheck import gradcheck
 from vkml.dtypes import DTypeError, CheckpointError, ShapeError, float32, int64
 from vkml.ops import Op
 from vkml.tensor import tensor, toposort, no_grad

@@ -1,6 +1,7 @@
 """The shipped SPIR-V: push-constant blocks fit in 128 bytes, every module matches its sources, and the
 variant table and vkml/spirv/ agree. No Vulkan device needed; the rebuild needs glslc."""
 import importlib.util, json, re, shutil, struct, subprocess
+import numpy as np
 from pathlib import Path
 import pytest
 
@@ -67,6 +68,28 @@ def test_push_constants_fit(name):
     assert 0 < n <= MAX_PUSH, f"{name}: push-constant block of {n} bytes (limit {MAX_PUSH})"
 
 
+def test_generated_kernels_push_one_word():
+    "Every shipped generated kernel takes one push-constant word (where its arguments start in the argument buffer)."
+    gen = sorted(SPIRV.glob("gen_*.spv"))
+    assert len(gen) > 100
+    for p in gen: assert push_constant_size(p.read_bytes()) == 4, p.name
+
+
+@needs_glslc
+def test_fused_kernels_push_one_word_too(tmp_path):
+    "A fused kernel of many ops compiled at run time is checked like every module: one word of push constants."
+    import vkml
+    from vkml.vulkan import codegen
+    from vkml.schedule import schedule
+    a = vkml.tensor(np.ones((3, 4), np.float32)); b = vkml.tensor(np.ones(4, np.float32))
+    y = ((a * 2 + b).exp() - a).relu().sigmoid()
+    k = schedule(y, fuse=True).dispatching[0]
+    assert len(k.nodes) >= 6
+    for form in ("scalar", "vec4"):
+        code = codegen.compile_glsl(codegen.write_glsl(codegen.describe(k).desc, form))
+        assert push_constant_size(code) == 4
+
+
 _BIG = """#version 450
 layout(local_size_x = 1) in;
 layout(push_constant) uniform PC { uint n; vec4 v[8]; uint tail; } pc;
@@ -84,15 +107,15 @@ def test_reader_sees_an_oversized_block(tmp_path):
 
 
 def test_reader_matches_the_contract_layout():
-    "unary's block is 17 words: n, op, shape[4], st[4], x_off, y_off, p[4], flags."
-    assert push_constant_size((SPIRV / "unary_f32.spv").read_bytes()) == 17 * 4
+    "fill's block is 4 words: n, v[2], z_off; copy's 29."
+    assert push_constant_size((SPIRV / "fill_f32.spv").read_bytes()) == 4 * 4
     assert push_constant_size((SPIRV / "copy_f32.spv").read_bytes()) == 29 * 4
 
 
 def test_variant_table_matches_spirv_dir():
     names = [v[0] for v in VARIANTS]
     assert len(names) == len(set(names)), "duplicate variant names"
-    shipped = {p.stem for p in SPIRV.glob("*.spv")}
+    shipped = {p.stem for p in SPIRV.glob("*.spv") if not p.stem.startswith("gen_")}
     assert not set(names) - shipped, f"missing: {sorted(set(names) - shipped)}"
     assert not shipped - set(names), f"stray .spv files: {sorted(shipped - set(names))}"
     manifest = json.loads((SPIRV / "manifest.json").read_text())
@@ -108,7 +131,8 @@ def test_manifest_hashes_match_sources():
 def test_shipped_spirv_is_what_the_sources_compile_to(tmp_path):
     "Recompile every variant and compare bytes (glslc's output is deterministic)."
     build.build(force=True, outdir=tmp_path, verbose=False)
-    differ = [n for n, _, _ in VARIANTS if (tmp_path / f"{n}.spv").read_bytes() != (SPIRV / f"{n}.spv").read_bytes()]
+    names = [n for n, _, _ in VARIANTS] + list(build.generated())
+    differ = [n for n in names if (tmp_path / f"{n}.spv").read_bytes() != (SPIRV / f"{n}.spv").read_bytes()]
     assert not differ, f"stale SPIR-V (run python shaders/build.py): {differ}"
 
 
@@ -119,11 +143,7 @@ def _codes(file, prefix):
 def test_op_codes_agree_with_the_shaders():
     "The host's op-code tables and the shaders' #defines are one table written twice: they must agree."
     k = pytest.importorskip("vkml.vulkan.kernels")
-    assert k.UNARY_CODE == _codes("unary.comp", "U")
-    assert k.BINARY_CODE == _codes("binary.comp", "B")
-    assert k.COMPARE_CODE == _codes("compare.comp", "C")
     assert k.REDUCE_CODE == _codes("reduce.comp", "R")
-    assert k.FILL_CODE == _codes("fill.comp", "F")
 
 
 def _sample_dispatches():
@@ -136,13 +156,7 @@ def _sample_dispatches():
     N = lambda op, arg, shape, dt=float32: Node(op, (), arg, shape, dt, "vulkan")
     x, xt = F((4, 3)), F((3, 4), view=View((3, 4), (1, 3), 0))
     ds = []
-    ds += k.unary_kernel(N(Op.EXP, None, (3, 4)), F((3, 4)), xt) + k.unary_kernel(N(Op.EXP, None, (4, 3)), F((4, 3)), x)
-    ds += k.binary_kernel(N(Op.ADD, None, (3, 4)), F((3, 4)), xt, xt) + k.binary_kernel(N(Op.ADD, None, (4, 3)), F((4, 3)), x, x)
-    ds += k.compare_kernel(N(Op.LESS, None, (4, 3), bool_), F((4, 3), bool_), x, x)
-    ds += k.where_kernel(N(Op.WHERE, None, (4, 3)), F((4, 3)), F((4, 3), bool_), x, x)
-    ds += k.cast_kernel(N(Op.CAST, None, (4, 3), float16), F((4, 3), float16), x)
-    ds += k.full_kernel(N(Op.FULL, 1.5, (4, 3)), F((4, 3))) + k.rand_kernel(N(Op.RAND, (1, 2), (4, 3)), F((4, 3)))
-    ds += k.contiguous_kernel(N(Op.CONTIGUOUS, None, (3, 4)), F((3, 4)), xt)
+    ds += k.fill_dispatch(F((4, 3)), 1.5)
     ds += k.pad_kernel(N(Op.PAD, (((1, 1), (0, 2)), 0.0), (6, 5)), F((6, 5)), x)
     ds += k.concat_kernel(N(Op.CONCAT, 0, (8, 3)), F((8, 3)), x, x)
     ds += k.slice_backward_kernel(N(Op.SLICE_BACKWARD, ((0, 4, 2), (0, 3, 1)), (4, 3)), F((4, 3)), F((2, 3)))
@@ -162,7 +176,7 @@ def test_host_push_words_match_the_shader_blocks():
     "Every host kernel sends exactly as many words as its shader's push-constant block holds."
     ds = _sample_dispatches()
     family = lambda name: re.sub(r"(_(f32|f16|i32|i64|b8|v4))+$", "", name)
-    assert {family(d.shader) for d in ds} >= {"unary", "binary", "compare", "where", "cast", "fill", "copy",
+    assert {family(d.shader) for d in ds} >= {"fill", "copy",
         "reduce", "reduce_row", "reduce_cols", "reduce_part", "reduce_cols_part", "reduce_final", "argreduce", "argreduce_row", "cumsum", "cumsum_row"}
     for d in ds:
         assert all(0 <= w < 2**32 for w in d.push), d

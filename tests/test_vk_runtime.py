@@ -13,18 +13,9 @@ from vkml.ops import Op
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.vulkan
 
-ADD_SRC = """#version 450
-layout(local_size_x = 256) in;
-layout(std430, set = 0, binding = 0) buffer O { float o[]; };
-layout(std430, set = 0, binding = 1) readonly buffer A { float a[]; };
-layout(std430, set = 0, binding = 2) readonly buffer B { float b[]; };
-layout(push_constant) uniform PC { uint n; uint oa; uint ob; };
-void main() {
-  uint i = gl_GlobalInvocationID.x + gl_GlobalInvocationID.y * gl_NumWorkGroups.x * gl_WorkGroupSize.x;
-  if (i >= n) return;
-  o[i] = a[oa + i] + b[ob + i];
-}
-"""
+sys.path.insert(0, str(Path(__file__).parent))
+import selftest
+ADD_SRC = selftest.ADD_SRC
 
 
 def compile_glsl(src: str, out: Path) -> bytes:
@@ -44,23 +35,16 @@ def selftest_spv(tmp_path_factory) -> Path:
     return p
 
 
-def _selftest_add(node, out, a, b):
-    from vkml.vulkan.kernel_api import Dispatch, groups_1d
-    n = out.view.numel
-    return [Dispatch("_selftest_add", (out, a, b), (n, a.view.offset, b.view.offset), groups_1d(n))]
+_selftest_add = selftest.kernel
 
 
 @pytest.fixture
 def V(selftest_spv):
-    "vkml.vulkan with the self-test shader as the ADD kernel (the real one is restored afterwards)."
+    "vkml.vulkan with the self-test op SELFTEST_ADD defined (and forgotten afterwards)."
     import vkml.vulkan as V
-    from vkml.vulkan.kernel_api import vk_kernels
-    V.register_shader("_selftest_add", selftest_spv.read_bytes())
-    saved = vk_kernels.get(Op.ADD)
-    vk_kernels[Op.ADD] = _selftest_add
+    selftest.define(selftest_spv.read_bytes())
     yield V
-    if saved is None: vk_kernels.pop(Op.ADD, None)
-    else: vk_kernels[Op.ADD] = saved
+    selftest.remove()
 
 
 def vt(a, device="vulkan"):
@@ -70,7 +54,7 @@ def vt(a, device="vulkan"):
 
 def add(a, b):
     from vkml.tensor import apply
-    return apply(Op.ADD, a, b)
+    return apply(Op.SELFTEST_ADD, a, b)
 
 
 def run_script(code: str, env: dict = None, timeout=120) -> dict:
@@ -174,7 +158,8 @@ def test_feature_error_for_missing_dtype_support(V, monkeypatch):
     dev = get_device()
     monkeypatch.setitem(dev.info.features, "f16", False)
     a = vkml.tensor(np.ones(4, np.float16), device="vulkan")
-    with pytest.raises(FeatureError, match="shaderFloat16"): add(a, a).realize()
+    from vkml.tensor import apply
+    with pytest.raises(FeatureError, match="shaderFloat16"): apply(Op.ADD, a, a).realize()
 
 
 # ---------------------------------------------------------------- allocator
@@ -350,7 +335,9 @@ def test_independent_dispatches_need_no_barrier(V):
     from vkml.tensor import realize
     from vkml.tensor import get_backend
     outs = [add(a, b).node for _ in range(5)]
-    get_backend(outs[0].device).run(outs, outs, readback=())   # no readback copies: only the dispatches' hazards
+    from vkml.schedule import Schedule
+    s = Schedule(outs); s.readback = []                        # no readback copies: only the dispatches' hazards
+    get_backend(outs[0].device).run(s)
     assert V.stats()["barriers"] == 0 and V.stats()["dispatches"] == 5
 
 
@@ -374,11 +361,11 @@ def test_error_while_recording_leaves_nothing_half_done(V):
         calls.append(1)
         if len(calls) == 2: raise RuntimeError("kernel bug")
         return _selftest_add(node, out, *srcs)
-    vk_kernels[Op.ADD] = bad
+    vk_kernels[Op.SELFTEST_ADD] = bad
     V.reset_stats()
     with pytest.raises(RuntimeError, match="kernel bug"): y.realize()
     assert not x.node.realized and not y.node.realized and V.stats()["submissions"] == 0
-    vk_kernels[Op.ADD] = _selftest_add
+    vk_kernels[Op.SELFTEST_ADD] = _selftest_add
     np.testing.assert_array_equal(y.numpy(), 3 * np.arange(4))
 
 
@@ -405,7 +392,7 @@ def test_scratch_between_two_dispatches(V):
         sc = Scratch(4 * n)
         return [Dispatch("_selftest_add", (sc, a, b), (n, a.view.offset, b.view.offset), groups_1d(n)),
                 Dispatch("_selftest_add", (out, sc, b), (n, 0, b.view.offset), groups_1d(n))]
-    vk_kernels[Op.ADD] = two_pass
+    vk_kernels[Op.SELFTEST_ADD] = two_pass
     a, b = vt(np.arange(300)), vt(np.full(300, 2))
     V.reset_stats()
     c = add(a, b); c.realize()
@@ -441,7 +428,8 @@ def test_staging_and_readback_paths(V):
         d = add(c, b)
         V.reset_stats()
         from vkml.tensor import get_backend
-        get_backend(d.device).run([d.node], [d.node], readback=[d.node])
+        from vkml.schedule import Schedule
+        get_backend(d.device).run(Schedule([d.node], read=True))
         np.testing.assert_array_equal(d.numpy(), x + 2)
         assert V.stats()["submissions"] == 1
     finally:
@@ -479,10 +467,10 @@ from vkml.ops import Op
 from vkml.tensor import apply
 from vkml.vulkan.kernel_api import vk_kernels, Dispatch, groups_1d
 from vkml.vulkan.dispatch import pipeline_cache_path
-V.register_shader("_selftest_add", open({spv!r}, "rb").read())
-vk_kernels[Op.ADD] = lambda node, out, a, b: [Dispatch("_selftest_add", (out, a, b), (out.view.numel, 0, 0), groups_1d(out.view.numel))]
+import sys; sys.path.insert(0, {tests!r}); import selftest
+op = selftest.define(open({spv!r}, "rb").read())
 a = vkml.tensor(np.arange(5, dtype=np.float32), device="vulkan")
-r = apply(Op.ADD, a, a).numpy().tolist()
+r = apply(op, a, a).numpy().tolist()
 import warnings
 path = str(pipeline_cache_path(V.devices()[0]))
 V.close()
@@ -492,7 +480,7 @@ print(json.dumps(dict(r=r, path=path, msgs=V.validation_messages())))
 
 def test_pipeline_cache_written_and_corrupt_file_discarded(selftest_spv, tmp_path):
     env = dict(VKML_PIPELINE_CACHE=str(tmp_path / "cache"))
-    out = run_script(CACHE_SCRIPT.format(spv=str(selftest_spv)), env)
+    out = run_script(CACHE_SCRIPT.format(spv=str(selftest_spv), tests=str(Path(__file__).parent)), env)
     assert out["r"] == [0, 2, 4, 6, 8]
     p = Path(out["path"])
     assert p.parent == tmp_path / "cache" and p.exists() and p.stat().st_size >= 32
@@ -502,7 +490,7 @@ def test_pipeline_cache_written_and_corrupt_file_discarded(selftest_spv, tmp_pat
     size, version, vendor, dev = struct.unpack_from("<4I", p.read_bytes())
     assert (version, vendor, dev) == (1, info.vendor_id, info.device_id) and p.read_bytes()[16:32] == info.pipeline_cache_uuid
     p.write_bytes(b"this is not a pipeline cache" * 10)            # corrupt: ignored, then replaced
-    out = run_script(CACHE_SCRIPT.format(spv=str(selftest_spv)), env)
+    out = run_script(CACHE_SCRIPT.format(spv=str(selftest_spv), tests=str(Path(__file__).parent)), env)
     assert out["r"] == [0, 2, 4, 6, 8]
     assert p.read_bytes()[4:8] == b"\x01\x00\x00\x00"
     assert not list(p.parent.glob(".pipelines-*"))                 # no temporary files left behind
@@ -515,8 +503,8 @@ from vkml.ops import Op
 from vkml.tensor import apply
 from vkml.vulkan.kernel_api import vk_kernels, Dispatch, groups_1d
 from vkml.vulkan import dispatch as Dsp, memory as M, device as D
-V.register_shader("_selftest_add", open({spv!r}, "rb").read())
-vk_kernels[Op.ADD] = lambda node, out, a, b: [Dispatch("_selftest_add", (out, a, b), (out.view.numel, a.view.offset, b.view.offset), groups_1d(out.view.numel))]
+import sys; sys.path.insert(0, {tests!r}); import selftest
+op = selftest.define(open({spv!r}, "rb").read())
 mode = {mode!r}
 dev = D.get_device()
 msgs = []
@@ -525,8 +513,8 @@ if mode in ("clean", "missing_barrier"):
     m.direct_upload = m.direct_readback = False     # uploads by a copy command, readbacks by a copy
     Dsp._test_hooks["suppress_barriers"] = mode == "missing_barrier"
     a = vkml.tensor(np.arange(1000, dtype=np.float32), device="vulkan")
-    b = apply(Op.ADD, a, a)
-    c = apply(Op.ADD, b, a)
+    b = apply(op, a, a)
+    c = apply(op, b, a)
     r = c.numpy().tolist()
     ok = r == (np.arange(1000) * 3).tolist()
     Dsp._test_hooks["suppress_barriers"] = False
@@ -548,7 +536,7 @@ def _has_validation_layer() -> bool:
 
 def _validate(spv, mode):
     if not _has_validation_layer(): pytest.skip("the Khronos validation layer is not installed (vulkan-validationlayers)")
-    return run_script(VALIDATION_SCRIPT.format(spv=str(spv), mode=mode), dict(VKML_VALIDATION="1"))
+    return run_script(VALIDATION_SCRIPT.format(spv=str(spv), mode=mode, tests=str(Path(__file__).parent)), dict(VKML_VALIDATION="1"))
 
 
 def test_validation_clean_run_reports_nothing(selftest_spv):

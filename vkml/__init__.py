@@ -16,7 +16,7 @@ from .dtypes import (VkmlError, DTypeError, ShapeError, RankError, AxisError, De
 from .tensor import Tensor, tensor, realize, no_grad, is_grad_enabled, schedule
 import vkml.cpu
 import vkml.autograd
-from .autograd import gradcheck, GradcheckError
+from .gradcheck import gradcheck, GradcheckError
 from .functional import (zeros, ones, full, zeros_like, ones_like, full_like, arange, linspace, eye, rand,
     randn, manual_seed, initial_seed, Generator, default_generator, cast, neg, abs, sign, exp, log, sqrt, rsqrt,
     reciprocal, sin, cos, tanh, sigmoid, erf, erfc, clamp, relu, leaky_relu, elu, selu, gelu, silu, mish,
@@ -25,9 +25,10 @@ from .functional import (zeros, ones, full, zeros_like, ones_like, full_like, ar
     squeeze, unsqueeze, permute, transpose, expand, contiguous, cat, stack, split, pad, flip, repeat, tril, triu,
     index_select, gather, index_add, masked_fill, one_hot, einsum, ArgumentError, EinsumError, IndexingError)
 from .nn.functional import matmul, softmax, log_softmax
+import vkml.vulkan   # registers the "vulkan" backend (touches no device)
 from . import registry, nn, optim, io, data
 from .io import save, load
-from .vulkan import devices, stats, reset_stats, memory_stats, profile, close   # touch no device until called
+from .vulkan import devices, stats, reset_stats, memory_stats, reset_peak_memory_stats, profile, close   # touch no device until called
 
 # %% ../nbs/99_api.ipynb #a129c20e
 half, float, int, long, bool = float16, float32, int32, int64, bool_  # PyTorch's aliases, as vkml.float32 etc.

@@ -11,7 +11,7 @@ import vkml.autograd  # Tensor.backward
 import vkml.functional as VF
 import vkml.nn as nn
 import vkml.optim as optim
-from .tensor import defer, canonical_device
+from .graph import defer, canonical_device
 from .data import DataLoader, digits_split
 
 # %% auto #0

@@ -155,7 +155,7 @@ def _row(feature, category, state, see=""): return dict(feature=feature, categor
 
 # %% ../nbs/50_limitations.ipynb #e284327b
 def mixed_devices_row():
-    from vkml.tensor import check_same_device
+    from vkml.graph import check_same_device
     msg = _raises(lambda: check_same_device([SimpleNamespace(device="cpu"), SimpleNamespace(device="vulkan:0")], "ADD"), DeviceError)
     return _row("CPU and Vulkan tensors in one graph", Category.BY_DESIGN if msg else DONE,
                 f"an op over two devices raises DeviceError: “{_short(msg)}”" if msg else "accepted", "ADR 0008")
@@ -170,11 +170,12 @@ def rank_row():
 def float64_row():
     import vkml.cpu, vkml.autograd
     msg = _raises(lambda: vkml.tensor(np.zeros(2)), DTypeError)
-    private = "float64_mode" in inspect.getsource(vkml.autograd.gradcheck)
+    from vkml.gradcheck import gradcheck   # (vkml.gradcheck, the attribute, is this function)
+    private = "float64_mode" in inspect.getsource(gradcheck)
     return _row("float64", Category.BY_DESIGN if msg else DONE,
                 (f"float64 input raises DTypeError (“{_short(msg, 70)}”); float64 runs only inside the private "
                  f"`vkml.cpu.float64_mode()`" + (", which `gradcheck` uses" if private else "")) if msg else "float64 tensors accepted",
-                "nbs/04_cpu.ipynb, nbs/20_autograd.ipynb")
+                "nbs/06_cpu.ipynb, nbs/13_autograd.ipynb")
 
 def multi_gpu_row(vk_why):
     import vkml.nn
@@ -216,13 +217,13 @@ def _steps(device, eager=False, steps=4, batch=32):
 
 def lazy_detach_row(vk_why):
     lazy = vkml.tensor([1.0]).detach().node.op is Op.DETACH
-    if not lazy: return _row("lazy detach", Category.NOT_YET, "detach() realizes at once", "nbs/20_autograd.ipynb")
+    if not lazy: return _row("lazy detach", Category.NOT_YET, "detach() realizes at once", "nbs/13_autograd.ipynb")
     if vk_why:
         return _row("lazy detach", DONE, "detach() is a DETACH graph node; submissions per step are measured in "
-                    "nbs/20_autograd.ipynb (no Vulkan device here)", "ADR 0011")
+                    "nbs/13_autograd.ipynb (no Vulkan device here)", "ADR 0011")
     (_, s_lazy), (_, s_eager) = _steps("vulkan"), _steps("vulkan", eager=True)
     return _row("lazy detach", DONE, f"detach() is a DETACH graph node: a digits-MLP SGD step with a detached accuracy "
-                f"takes {s_lazy:g} submission(s) on Vulkan, {s_eager:g} with an eager detach", "ADR 0011, nbs/20_autograd.ipynb")
+                f"takes {s_lazy:g} submission(s) on Vulkan, {s_eager:g} with an eager detach", "ADR 0011, nbs/13_autograd.ipynb")
 
 def _demo_timings() -> dict:
     "{device: seconds per step} from bench/results/demo_*.json, when they say it."
@@ -261,7 +262,7 @@ def higher_order_row():
     ok = x.grad.requires_grad or flag
     return _row("higher-order gradients", DONE if ok else Category.NOT_YET,
                 "supported" if ok else f"backward builds the gradient graph under no_grad(): after y.backward(), "
-                f"x.grad.requires_grad is {x.grad.requires_grad}, and backward takes no create_graph", "nbs/20_autograd.ipynb")
+                f"x.grad.requires_grad is {x.grad.requires_grad}, and backward takes no create_graph", "nbs/13_autograd.ipynb")
 
 def nonleaf_grad_row():
     x = vkml.tensor([1.0, 2.0], requires_grad=True)
@@ -270,7 +271,7 @@ def nonleaf_grad_row():
     return _row("`.grad` on non-leaf tensors", Category.BY_DESIGN if y.grad is None else DONE,
                 f"only leaves keep .grad: after backward, the leaf's .grad is {'set' if x.grad is not None else 'None'}, "
                 f"the intermediate's is {'None' if y.grad is None else 'set'}"
-                + ("" if hasattr(vkml.Tensor, "retain_grad") else "; there is no retain_grad()"), "nbs/20_autograd.ipynb")
+                + ("" if hasattr(vkml.Tensor, "retain_grad") else "; there is no retain_grad()"), "nbs/13_autograd.ipynb")
 
 # %% ../nbs/50_limitations.ipynb #5129ff19
 EINSUM_CASES = ("ij,jk->ik", "bij,bjk->bik", "ij->ji", "i,i->", "ij,jk", "ii->i", "...ij->...ji", "ij,jk,kl->il")
@@ -286,7 +287,7 @@ def einsum_row():
     ok = [eq for eq in EINSUM_CASES if eq not in refused]
     return _row("einsum beyond one or two operands with an explicit output", Category.NOT_YET if refused else DONE,
                 f"runs {', '.join(f'`{e}`' for e in ok)}; raises EinsumError for {', '.join(f'`{e}`' for e in refused) or 'none'}",
-                "nbs/05_functional.ipynb")
+                "nbs/11_tensor_linalg.ipynb")
 
 LINALG = ("cholesky", "det", "logdet", "eigh")
 
@@ -298,14 +299,14 @@ def linalg_row():
 
 def threading_row():
     import importlib
-    T, C = importlib.import_module("vkml.tensor"), importlib.import_module("vkml.cpu")   # (vkml.tensor is also a function)
+    T, C = importlib.import_module("vkml.graph"), importlib.import_module("vkml.cpu")
     local = [n for n, o in (("grad mode (no_grad)", T._grad_mode), ("float64 mode", getattr(C, "_f64", None)))
              if isinstance(o, threading.local)]
     shared = type(T._deferred).__name__
     return _row("threads", Category.BY_DESIGN,
                 f"not thread-safe: per thread are only {', '.join(local) or 'nothing'}; opening a device is locked, but the "
                 f"deferred-realize table (a plain {shared}), the allocator and the recorder are shared without locks: "
-                f"use one thread per device", "nbs/03_tensor.ipynb, nbs/10_vulkan_device.ipynb")
+                f"use one thread per device", "nbs/04_graph.ipynb, nbs/21_vulkan_device.ipynb")
 
 
 def index_check_row(vk_why):
@@ -321,7 +322,7 @@ def index_check_row(vk_why):
     return _row("out-of-range index values", Category.WAITING_ARCHITECTURE,
                 f"index tensors that hold data are {'refused with IndexOutOfRangeError before any kernel runs' if data_ok else 'NOT checked'} "
                 f"(every backend); an index the graph computes is checked by the CPU oracle when it runs, while {gpu}: "
-                f"an error flag read back with the submission would close this", "nbs/05_functional.ipynb, ROADMAP")
+                f"an error flag read back with the submission would close this", "nbs/10_tensor_shape.ipynb")
 
 # %% ../nbs/50_limitations.ipynb #a03729fd
 def feature_rows(vk_why=None) -> list:

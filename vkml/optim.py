@@ -7,7 +7,8 @@ from __future__ import annotations
 import math
 import numpy as np
 from .dtypes import *
-from .tensor import Tensor, no_grad, realize, tensor
+from .graph import no_grad
+from .tensor import Tensor, realize, tensor
 import vkml.functional as VF
 from .nn import Parameter, assign
 

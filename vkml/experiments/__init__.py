@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import vkml
 from ..dtypes import View, float32
-from ..tensor import canonical_device, get_backend
+from ..graph import canonical_device, get_backend
 from ..vulkan.dispatch import runtime, Recorder, VkTensor
 from ..vulkan.kernel_api import Dispatch
 

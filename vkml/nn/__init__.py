@@ -8,7 +8,8 @@ import collections, math, weakref
 import numpy as np
 from ..dtypes import *
 from ..ops import Op
-from ..tensor import Tensor, Node, no_grad, defer, realize, canonical_device, from_numpy_node, tensor
+from ..graph import Node, no_grad, defer, canonical_device
+from ..tensor import Tensor, realize, from_numpy_node, tensor
 import vkml.functional as VF
 import vkml.autograd  # Tensor.backward and Tensor.detach, which state dicts and batch norm use
 from . import functional

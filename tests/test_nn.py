@@ -324,10 +324,12 @@ def test_parameters_stay_leaves_through_load_and_assign():
     lin(tensor(np.ones((1, 2), np.float32))).sum().backward()
     close(w.grad.numpy(), np.ones((2, 2)))
     with no_grad(): nn.assign(w, w - w.grad * 0.5)
-    assert w.is_leaf and w.requires_grad and w.node.op is Op.SUB
+    assert w.is_leaf and w.requires_grad and w.node.op is Op.ASSIGN     # written into w's memory when realized
+    old = w.node.srcs[0].buf
     w.grad = None
     lin(tensor(np.ones((1, 2), np.float32))).sum().backward()
     close(w.numpy(), np.eye(2) - 0.5)
+    assert w.node.buf is old                    # in place: the same memory
     close(w.grad.numpy(), np.ones((2, 2)))
 
 

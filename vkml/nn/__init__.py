@@ -7,8 +7,8 @@ from __future__ import annotations
 import collections, math, weakref
 import numpy as np
 from ..dtypes import *
-from ..ops import Op
-from ..graph import Node, no_grad, defer, canonical_device
+from ..ops import Op, VIEW_OPS
+from ..graph import Node, no_grad, defer, canonical_device, make_node
 from ..tensor import Tensor, realize, from_numpy_node, tensor
 import vkml.functional as VF
 import vkml.autograd  # Tensor.backward and Tensor.detach, which state dicts and batch norm use
@@ -34,6 +34,13 @@ def assign(t: Tensor, value: Tensor) -> Tensor:
     rg = t.requires_grad
     node = value.node
     if node is t.node: return t
+    if t.node.realized and t.node.op not in VIEW_OPS:
+        # t has memory of its own: write the value into it (an ASSIGN), so that whatever binds that memory
+        # (an optimiser's flat buffer, a replayed step) sees the new value
+        node = make_node(Op.ASSIGN, (t.node, value.detach().node if value.requires_grad else value.node))
+        t.node, node.tref = node, weakref.ref(t)
+        node.requires_grad, node.leaf_of = rg, (weakref.ref(t) if rg else None)
+        return t
     owner = node.tref() if node.tref is not None else None
     if node.requires_grad or (owner is not None and owner is not value):
         node = value.detach().node   # never hijack a node that another tensor or the graph owns

@@ -552,3 +552,18 @@ def test_validation_catches_a_planted_missing_barrier(selftest_spv):
 def test_validation_catches_a_planted_leak(selftest_spv):
     out = _validate(selftest_spv, "leak")
     assert any("vkDestroyDevice" in m and "VK_OBJECT_TYPE_BUFFER" in m for m in out["msgs"]), out["msgs"]
+
+
+def test_without_a_compiler_schedules_run_unfused_and_stats_say_so(monkeypatch):
+    "No glslc: every elementwise op runs its own prebuilt kernel, the results are the same, stats() says why."
+    import vkml
+    import vkml.vulkan as V
+    x = vkml.tensor(np.linspace(-2, 2, 12, dtype=np.float32).reshape(3, 4), device="vulkan")
+    want = ((x * 2.0).exp() + 1.0).sum(1).numpy()
+    assert V.stats()["fusion"] == "on"
+    monkeypatch.setenv("VKML_GLSLC", "off")
+    assert V.stats()["fusion"].startswith("off: VKML_GLSLC=off")
+    V.reset_stats()
+    got = ((x * 2.0).exp() + 1.0).sum(1).numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+    assert V.stats()["dispatches"] >= 4          # multiply, exp, add and sum: one kernel each

@@ -35,8 +35,10 @@ STATS = dict(submissions=0, dispatches=0, waits=0, barriers=0, bytes_uploaded=0,
              pipelines_created=0)
 
 def stats() -> dict:
-    "Counts since the last `reset_stats()`: submissions, dispatches, waits, barriers, bytes moved."
-    return dict(STATS)
+    "Counts since the last `reset_stats()` (submissions, dispatches, waits, barriers, bytes moved), and whether kernels fuse."
+    from vkml.vulkan.codegen import compiler      # (the code generator comes later; it needs no device)
+    glslc, why = compiler()
+    return dict(STATS, fusion="on" if glslc else f"off: {why}; every op runs its own prebuilt kernel")
 
 def reset_stats():
     "Zero the counters of `stats()`."
@@ -313,10 +315,14 @@ class Device:
         self.lib.vkResetCommandBuffer(cb, 0)
         self._cbs.append(cb)
 
-    def submit(self, cb, on_done=None, then=(), kept: bool = False) -> int:
-        "End `cb`, submit it (and the recorded command buffers `then`, in order) with a fence; return its serial."
+    def end(self, cb):
+        "Finish recording `cb`."
         r = self.lib.vkEndCommandBuffer(cb)
         if r: raise DeviceError(f"vkEndCommandBuffer failed ({r})")
+
+    def submit(self, cb, on_done=None, then=(), kept: bool = False) -> int:
+        "End `cb`, submit it (and the recorded command buffers `then`, in order) with a fence; return its serial."
+        self.end(cb)
         try: return self._queue((cb, *then), None if kept else cb, on_done)
         except DeviceError:
             if not kept: self.discard(cb)

@@ -457,7 +457,11 @@ class Recorder:
         args = (self.qpool, self.names, self.profiles, self.keep)
         on_done = lambda: self._done(*args)   # holds `keep` (the cdata the command buffer read) until the fence
         cap = self.capture
-        s = self.dev.submit(self.cb, on_done, then, kept=cap is not None)
+        if cap is not None and cap.prologue is not None:      # a capture's input copies go first, in the same submission
+            pro, cap.prologue = cap.prologue, None
+            self.dev.end(self.cb)
+            s = pro.submit(then=(self.cb, *then))
+        else: s = self.dev.submit(self.cb, on_done, then, kept=cap is not None)
         assert s == self.serial
         if cap is not None: cap.recorded(self)
         self.rt.mem.tensors.end_recording(s)

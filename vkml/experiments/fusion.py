@@ -150,7 +150,9 @@ def bound(w: Workload, ref: np.ndarray, rows: int, cols: int) -> np.ndarray:
 
 def reference(w: Workload, rows: int, cols: int) -> list:
     "The workload's outputs computed by the CPU oracle, as float64 arrays."
-    return [o.numpy().astype(np.float64) for o in w.build(w.setup(rows, cols, "cpu"))]
+    outs = w.build(w.setup(rows, cols, "cpu"))
+    vkml.realize(*outs)
+    return [o.numpy().astype(np.float64) for o in outs]
 
 def parity(w: Workload, vals: list, ref: list, rows: int, cols: int) -> tuple:
     """(largest |error|, largest |error| / bound) of outputs `vals` against the oracle's `ref`; `ref` may cover only
@@ -190,7 +192,7 @@ def measure(w: Workload, rows: int, cols: int, fuse: bool, repeats: int = 5, dev
     with fusion(fuse):
         outs = w.build(st)
         ideal, kernels = ideal_bytes(outs), len(schedule(*outs).dispatching)
-        vals = [o.numpy() for o in outs]                                 # warm-up, and the values
+        vkml.realize(*outs); vals = [o.numpy() for o in outs]           # warm-up, and the values (one schedule)
         dev.wait(); del outs
         err, ratio = parity(w, vals, ref, rows, cols) if ref is not None else (None, None)
         vkv.reset_stats(); outs = w.build(st); vkml.realize(*outs); dev.wait(); counts = vkv.stats(); del outs

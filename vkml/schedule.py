@@ -112,6 +112,9 @@ def _aligned(s: Node, c: Node) -> bool:
     "Does `c` read `s` element for element (so `s` can be computed inside `c`'s kernel)?"
     if c.op in FUSED_REDUCE: return s is c.srcs[0] and s.op not in FUSED_REDUCE
     if c.op not in ELEMENTWISE or c.op is Op.ASSIGN and s is c.srcs[0]: return False
+    # A reduction's epilogue is told from its prologue by shape; one that keeps its input's shape (it reduces
+    # axes of extent 1) takes no epilogue, or an epilogue node could read a prologue value.
+    if s.op in FUSED_REDUCE and s.srcs[0].shape == s.shape: return False
     return s.shape == c.shape
 
 def _regions(nodes, consumers, needed) -> tuple:

@@ -42,21 +42,30 @@ def order(outputs, memory_of=None) -> list:
     nodes = _unrealized(outputs)
     assigns = [n for n in nodes if n.op is Op.ASSIGN]
     if not assigns: return nodes
+    known = {}
     def memory(n):
         "What memory `n` reads: its buffer's (as the backend names it) once realized, else its base node's."
-        b = _base(n, through_assign=False)
-        return ("buf", memory_of(b.buf)) if b.buf is not None and memory_of is not None else ("node", id(b))
+        m = known.get(id(n))
+        if m is None:
+            b = _base(n, through_assign=False)
+            m = known[id(n)] = ("buf", memory_of(b.buf)) if b.buf is not None and memory_of is not None else ("node", id(b))
+        return m
+    targets = {memory(a.srcs[0]) for a in assigns}
+    readers = {t: [] for t in targets}                # target memory -> the nodes reading it, but the ASSIGNs to it
+    for n in nodes:
+        mine = memory(n.srcs[0]) if n.op is Op.ASSIGN else None
+        for m in {memory(s) for s in n.srcs} & targets:
+            if m != mine: readers[m].append(n)
     pos = {id(n): i for i, n in enumerate(nodes)}
     late = {}   # id(assign) -> readers of its target's old value placed after it
     for a in assigns:
-        target = memory(a.srcs[0])
-        readers = [n for n in nodes if n is not a and not (n.op is Op.ASSIGN and memory(n.srcs[0]) == target)
-                   and any(memory(s) == target for s in n.srcs)]
-        both = [n for n in readers if _depends_on(n, a)]
+        rs = readers[memory(a.srcs[0])]
+        after = _after(a, nodes, pos)
+        both = [n for n in rs if id(n) in after]
         if both:
             raise ScheduleError(f"{both[0].op.name} reads {a.shape} {a.dtype.name} memory both before and after an "
                                 f"ASSIGN overwrites it: realize the old value first, or copy it with `.contiguous()`")
-        late[id(a)] = [r for r in readers if pos[id(r)] > pos[id(a)]]
+        late[id(a)] = [r for r in rs if pos[id(r)] > pos[id(a)]]
     if not any(late.values()): return nodes
     extra = {k: v for k, v in late.items() if v}
     order_, seen, stack = [], set(), [(n, False) for n in reversed(outputs)]
@@ -70,9 +79,13 @@ def order(outputs, memory_of=None) -> list:
         stack.extend((s, False) for s in reversed(deps) if id(s) not in seen)
     return order_
 
-def _depends_on(n: Node, a: Node) -> bool:
-    "Does `n` read `a`'s result (so it must come after it)?"
-    return any(m is a for m in toposort([n], skip=lambda m: m.buf is not None))
+def _after(a: Node, nodes: list, pos: dict) -> set:
+    "ids of the nodes (of the ordered `nodes`) that read `a`'s result, directly or through others."
+    after = {id(a)}
+    for n in nodes[pos[id(a)] + 1:]:
+        for s in n.srcs:
+            if id(s) in after: after.add(id(n)); break
+    return after
 
 # %% ../nbs/05_schedule.ipynb #9a6fd592
 @dataclass(eq=False)

@@ -434,7 +434,8 @@ class Recorder:
         rb = self.rt.mem.pool("readback").alloc((hi - lo) * isz)
         self.copy(t.alloc, lo * isz, rb, 0, (hi - lo) * isz)
         STATS["bytes_downloaded"] += t.view.numel * isz
-        return lambda: _host_array(rb.block.host, rb.offset, t.view, t.dtype, lo)
+        view, dtype = t.view, t.dtype     # (not `t`: the getter is kept in t.fetch, and a cycle would free t only at a gc)
+        return lambda: _host_array(rb.block.host, rb.offset, view, dtype, lo)
 
     def _done(self, qpool, names, profiles, keep):
         "Runs when the submission has finished: read the timestamps."

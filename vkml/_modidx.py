@@ -898,6 +898,7 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                      'vkml.vulkan.kernels.split_parts': ('kernels.html#split_parts', 'vkml/vulkan/kernels.py'),
                                      'vkml.vulkan.kernels.use_cols': ('kernels.html#use_cols', 'vkml/vulkan/kernels.py'),
                                      'vkml.vulkan.kernels.use_row': ('kernels.html#use_row', 'vkml/vulkan/kernels.py'),
+                                     'vkml.vulkan.kernels.vec_ok': ('kernels.html#vec_ok', 'vkml/vulkan/kernels.py'),
                                      'vkml.vulkan.kernels.view4': ('kernels.html#view4', 'vkml/vulkan/kernels.py'),
                                      'vkml.vulkan.kernels.views4': ('kernels.html#views4', 'vkml/vulkan/kernels.py'),
                                      'vkml.vulkan.kernels.words': ('kernels.html#words', 'vkml/vulkan/kernels.py')},

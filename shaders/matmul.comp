@@ -1,17 +1,21 @@
 #version 450
 // C[b] = A[b] @ B[b]: (M,K) @ (K,N) -> (M,N) for every batch b, f32 accumulation.
-// Tiled: a workgroup owns a BM x BN tile of C and walks K in steps of BK, staging the A and B
-// slabs through shared memory; each of its (BM/TM)*(BN/TN) threads owns TM x TN outputs
-// (register blocking), strided by the thread grid so that neighbouring threads touch neighbouring
-// columns. Operands are read through element strides (transposed or broadcast operands need no
-// copy). The batch index is two-level, b = b1*B2 + b2, each level with its own strides, so that
-// a grouped convolution is one dispatch. Every grid dimension loops, so any extent fits under
-// the 65,535-workgroup limit; every load and store is guarded, so any M, N, K (0 and 1 included).
+// Tiled: a workgroup owns a BM x BN tile of C and walks K in slabs of BK, staging the A and B
+// slabs through shared memory, double-buffered (the next slab's global loads are issued before
+// this slab's multiplies and stored into the other buffer after them: one barrier per slab). Each
+// of the (BM/TM)*(BN/TN) threads owns TM x TN outputs (register blocking) in 4 x 4 groups strided
+// by the thread grid, so its shared-memory reads are 16-byte vec4 loads that neighbouring threads
+// take from neighbouring words: per k, TM/4 + TN/4 loads feed TM*TN fused multiply-adds.
+// Operands are read through element strides (transposed or broadcast operands need no copy). The
+// batch index is two-level, b = b1*B2 + b2, each level with its own strides, so that a grouped
+// convolution is one dispatch. Split K (`kc` > 0): the z grid also runs over ceil(K/kc) chunks of
+// K, chunk q writing its partial product at C + q*c_sq (the host sums the partials, in order).
+// Every grid dimension loops, so any extent fits under the 65,535-workgroup limit; every load and
+// store is guarded, so any M, N, K (0 and 1 included).
 // With SMALL defined: the variant for tiny products (one TM x TN block per thread, 1-D launch of
 // 64-thread groups over batch x blocks, no shared memory), same push constants.
 // lavapipe stops an invocation's loops after 65,535 trips in total (K loops and grid loops together),
-// silently: when a product's trips would pass that, the host splits K into several dispatches writing
-// f32 partials, summed by reduce_final (kernels_nn.matmul_dispatch).
+// silently: when a product's trips would pass that, the host splits K (kernels_nn.matmul_dispatch).
 #include "nn_common.glsl"
 #extension GL_EXT_control_flow_attributes : require
 
@@ -38,10 +42,17 @@
 // C_F32: C is stored as f32 whatever T is (f16 products kept unrounded for a following pass).
 #if defined(C_F32)
 #define TC float
+#define TCV4 vec4
 #else
 #define TC T
+#if defined(T_F16)
+#define TCV4 f16vec4
+#else
+#define TCV4 vec4
+#endif
 #endif
 layout(std430, set = 0, binding = 0) writeonly buffer OutC { TC c[]; };
+layout(std430, set = 0, binding = 0) writeonly buffer OutC4 { TCV4 c4[]; };   // the same memory, 4 at a time
 layout(std430, set = 0, binding = 1) readonly buffer InA { T a[]; };
 layout(std430, set = 0, binding = 2) readonly buffer InB { T b[]; };
 
@@ -50,6 +61,8 @@ layout(push_constant) uniform PC {
     int a_off, a_sb1, a_sb2, a_sm, a_sk;
     int b_off, b_sb1, b_sb2, b_sk, b_sn;
     int c_off, c_sb1, c_sb2, c_sm, c_sn;
+    uint kc;   // split K: terms per chunk (0: no split)
+    int c_sq;  // split K: C's stride between chunks' partials
 } p;
 
 #if defined(SMALL)
@@ -89,28 +102,41 @@ void main() {
 #else
 layout(local_size_x = NT) in;
 
-// +1 column of padding: the transposed writes of a slab hit distinct banks.
-shared float As[BK][BM + 1];
-shared float Bs[BK][BN + 1];
-
+// k-major slabs of vec4s: As[buf][k][m/4]. One vec4 of padding per row spreads the transposed
+// (k-fast) stores of a slab over the banks; reads stay 16-byte aligned.
+shared vec4 As[2][BK][BM / 4 + 1];
+shared vec4 Bs[2][BK][BN / 4 + 1];
 
 #define LA (BM * BK / NT)   // A values each thread stages per slab
 #define LB (BK * BN / NT)   // B values
 
 // Read the (BM x BK) slab of A and the (BK x BN) slab of B starting at k0 into registers, zero
-// outside the matrices. Thread tid takes elements e = tid + l*NT of each slab, with the index
-// that has unit stride running fastest across threads (coalesced).
-void load_slabs(int abase, int bbase, uint m0, uint n0, uint k0, uint tid, bool a_kfast, bool b_nfast,
+// outside the matrices (and past kend). Thread tid takes elements e = tid + l*NT of each slab, with
+// the index that has unit stride running fastest across threads (coalesced).
+void load_slabs(int abase, int bbase, uint m0, uint n0, uint k0, uint kend, uint tid, bool a_kfast, bool b_nfast,
                 out float pa[LA], out float pb[LB]) {
     [[unroll]] for (uint l = 0; l < LA; ++l) {
         const uint e = tid + l * NT;
         const uint gk = k0 + (a_kfast ? e % BK : e / BM), gm = m0 + (a_kfast ? e / BK : e % BM);
-        pa[l] = (gm < p.M && gk < p.K) ? float(a[abase + int(gm) * p.a_sm + int(gk) * p.a_sk]) : 0.0;
+        pa[l] = (gm < p.M && gk < kend) ? float(a[abase + int(gm) * p.a_sm + int(gk) * p.a_sk]) : 0.0;
     }
     [[unroll]] for (uint l = 0; l < LB; ++l) {
         const uint e = tid + l * NT;
         const uint gk = k0 + (b_nfast ? e / BN : e % BK), gn = n0 + (b_nfast ? e % BN : e / BK);
-        pb[l] = (gn < p.N && gk < p.K) ? float(b[bbase + int(gk) * p.b_sk + int(gn) * p.b_sn]) : 0.0;
+        pb[l] = (gn < p.N && gk < kend) ? float(b[bbase + int(gk) * p.b_sk + int(gn) * p.b_sn]) : 0.0;
+    }
+}
+
+void store_slabs(uint buf, uint tid, bool a_kfast, bool b_nfast, float pa[LA], float pb[LB]) {
+    [[unroll]] for (uint l = 0; l < LA; ++l) {
+        const uint e = tid + l * NT;
+        const uint k = a_kfast ? e % BK : e / BM, m = a_kfast ? e / BK : e % BM;
+        As[buf][k][m >> 2][m & 3u] = pa[l];
+    }
+    [[unroll]] for (uint l = 0; l < LB; ++l) {
+        const uint e = tid + l * NT;
+        const uint k = b_nfast ? e / BN : e % BK, n = b_nfast ? e % BN : e / BK;
+        Bs[buf][k][n >> 2][n & 3u] = pb[l];
     }
 }
 
@@ -118,50 +144,56 @@ void main() {
     const uint tid = gl_LocalInvocationID.x;
     const uint tx = tid % TX, ty = tid / TX;
     const uint tilesM = (p.M + BM - 1) / BM, tilesN = (p.N + BN - 1) / BN;
-    const uint nb = p.B1 * p.B2;
+    const uint nb = p.B1 * p.B2, parts = p.kc > 0u ? (p.K + p.kc - 1u) / p.kc : 1u;
     // uniform choices: which index runs fastest across threads when loading a slab (coalescing)
     const bool a_kfast = p.a_sk == 1 || p.a_sm != 1;
     const bool b_nfast = p.b_sn == 1 || p.b_sk != 1;
-    for (uint bz = gl_WorkGroupID.z; bz < nb; bz += gl_NumWorkGroups.z) {
+    // C in 16-byte stores: rows contiguous and 4-aligned
+    const bool c_vec = p.c_sn == 1 && ((p.c_sm | p.c_off | p.c_sb1 | p.c_sb2 | p.c_sq) & 3) == 0 && p.N % 4u == 0u;
+    for (uint bq = gl_WorkGroupID.z; bq < nb * parts; bq += gl_NumWorkGroups.z) {
+        const uint bz = bq % nb, q = bq / nb;
         const uint b1 = bz / p.B2, b2 = bz % p.B2;
+        const uint kbeg = p.kc > 0u ? q * p.kc : 0u, kend = p.kc > 0u ? min(p.K, kbeg + p.kc) : p.K;
         const int abase = p.a_off + int(b1) * p.a_sb1 + int(b2) * p.a_sb2;
         const int bbase = p.b_off + int(b1) * p.b_sb1 + int(b2) * p.b_sb2;
-        const int cbase = p.c_off + int(b1) * p.c_sb1 + int(b2) * p.c_sb2;
+        const int cbase = p.c_off + int(b1) * p.c_sb1 + int(b2) * p.c_sb2 + int(q) * p.c_sq;
         for (uint tm = gl_WorkGroupID.y; tm < tilesM; tm += gl_NumWorkGroups.y)
         for (uint tn = gl_WorkGroupID.x; tn < tilesN; tn += gl_NumWorkGroups.x) {
             const uint m0 = tm * BM, n0 = tn * BN;
-            float acc[TM][TN];
-            [[unroll]] for (uint i = 0; i < TM; ++i) [[unroll]] for (uint j = 0; j < TN; ++j) acc[i][j] = 0.0;
-            // Register prefetch: the next slab's global loads are issued before this slab's
-            // multiplies, so their latency hides behind arithmetic. LA/LB values per thread.
+            vec4 acc[TM][TN / 4];
+            [[unroll]] for (uint i = 0; i < TM; ++i) [[unroll]] for (uint j = 0; j < TN / 4; ++j) acc[i][j] = vec4(0.0);
             float pa[LA], pb[LB];
-            load_slabs(abase, bbase, m0, n0, 0u, tid, a_kfast, b_nfast, pa, pb);
-            for (uint k0 = 0; k0 < p.K; k0 += BK) {
-                [[unroll]] for (uint l = 0; l < LA; ++l) {
-                    const uint e = tid + l * NT;
-                    As[a_kfast ? e % BK : e / BM][a_kfast ? e / BK : e % BM] = pa[l];
-                }
-                [[unroll]] for (uint l = 0; l < LB; ++l) {
-                    const uint e = tid + l * NT;
-                    Bs[b_nfast ? e / BN : e % BK][b_nfast ? e % BN : e / BK] = pb[l];
-                }
-                barrier();
-                if (k0 + BK < p.K) load_slabs(abase, bbase, m0, n0, k0 + BK, tid, a_kfast, b_nfast, pa, pb);
+            load_slabs(abase, bbase, m0, n0, kbeg, kend, tid, a_kfast, b_nfast, pa, pb);
+            store_slabs(0u, tid, a_kfast, b_nfast, pa, pb);
+            barrier();
+            uint buf = 0u;
+            for (uint k0 = kbeg; k0 < kend; k0 += BK) {
+                const bool more = k0 + BK < kend;
+                if (more) load_slabs(abase, bbase, m0, n0, k0 + BK, kend, tid, a_kfast, b_nfast, pa, pb);
                 [[unroll]] for (uint kk = 0; kk < BK; ++kk) {
-                    float ar[TM], br[TN];
-                    [[unroll]] for (uint i = 0; i < TM; ++i) ar[i] = As[kk][ty + i * TY];
-                    [[unroll]] for (uint j = 0; j < TN; ++j) br[j] = Bs[kk][tx + j * TX];
-                    [[unroll]] for (uint i = 0; i < TM; ++i)
-                        [[unroll]] for (uint j = 0; j < TN; ++j) acc[i][j] = fma(ar[i], br[j], acc[i][j]);
+                    vec4 ar[TM / 4], br[TN / 4];
+                    [[unroll]] for (uint i = 0; i < TM / 4; ++i) ar[i] = As[buf][kk][i * TY + ty];
+                    [[unroll]] for (uint j = 0; j < TN / 4; ++j) br[j] = Bs[buf][kk][j * TX + tx];
+                    [[unroll]] for (uint i = 0; i < TM / 4; ++i)
+                        [[unroll]] for (uint r = 0; r < 4; ++r)
+                            [[unroll]] for (uint j = 0; j < TN / 4; ++j)
+                                acc[i * 4 + r][j] = fma(vec4(ar[i][r]), br[j], acc[i * 4 + r][j]);
                 }
+                if (more) store_slabs(buf ^ 1u, tid, a_kfast, b_nfast, pa, pb);
                 barrier();
+                buf ^= 1u;
             }
-            [[unroll]] for (uint i = 0; i < TM; ++i) {
-                const uint gm = m0 + ty + i * TY;
-                if (gm >= p.M) break;
-                [[unroll]] for (uint j = 0; j < TN; ++j) {
-                    const uint gn = n0 + tx + j * TX;
-                    if (gn < p.N) c[cbase + int(gm) * p.c_sm + int(gn) * p.c_sn] = TC(acc[i][j]);
+            // thread (tx, ty) owns rows 4*(i*TY + ty) + r and columns 4*(j*TX + tx) + 0..3
+            [[unroll]] for (uint i = 0; i < TM / 4; ++i)
+            [[unroll]] for (uint r = 0; r < 4; ++r) {
+                const uint gm = m0 + 4 * (i * TY + ty) + r;
+                if (gm >= p.M) continue;
+                [[unroll]] for (uint j = 0; j < TN / 4; ++j) {
+                    const uint gn = n0 + 4 * (j * TX + tx);
+                    const vec4 v = acc[i * 4 + r][j];
+                    if (c_vec && gn < p.N) c4[(cbase + int(gm) * p.c_sm + int(gn)) >> 2] = TCV4(v);
+                    else [[unroll]] for (uint u = 0; u < 4; ++u)
+                        if (gn + u < p.N) c[cbase + int(gm) * p.c_sm + int(gn + u) * p.c_sn] = TC(v[u]);
                 }
             }
         }

@@ -9,8 +9,11 @@ T_B8; see nn_common.glsl), the kernel of a multi-kernel file by another.
 _T = {"f32": "T_F32", "f16": "T_F16", "i32": "T_I32", "i64": "T_I64", "b8": "T_B8"}
 FLOAT_SFX = ("f32", "f16")
 
-# matmul tile shapes: name -> (BM, BN, BK, TM, TN); threads = (BM/TM) * (BN/TN) = 256 for both.
-MATMUL_TILES = {"matmul": (64, 64, 16, 4, 4), "matmul128": (128, 128, 16, 8, 8)}
+# matmul tile shapes: name -> (BM, BN, BK, TM, TN); threads = (BM/TM) * (BN/TN) = 256 for all. Shared
+# memory (double-buffered, f32, one vec4 of padding per row): 2*BK*(BM+4 + BN+4)*4 bytes, at most
+# lavapipe's 32 KiB. kernels_nn.MATMUL_TILES must list the same shapes.
+MATMUL_TILES = {"matmul": (64, 64, 16, 4, 4), "matmul128x64": (128, 64, 16, 8, 4), "matmul64x128": (64, 128, 16, 4, 8),
+                "matmul128": (128, 128, 8, 8, 8)}
 
 
 def _rows():

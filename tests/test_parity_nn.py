@@ -83,17 +83,32 @@ def test_matmul(bmkn, dtype):
     check_sum(lambda a, b: apply(Op.MATMUL, a, b), [rnd(B, M, K, dtype=dtype), rnd(B, K, N, dtype=dtype)], K)
 
 
-@pytest.mark.parametrize("variant,knob", [("matmul_small", ("SMALL_MAX_MN", 10**9)), ("matmul", ("SMALL_MAX_MN", 0)),
-                                          ("matmul128", ("BIG_TILE_MIN_GROUPS", 0))])
-def test_matmul_each_variant(variant, knob, monkeypatch):
-    "Every tile variant on ragged sizes (forced by the selection knobs)."
+@pytest.mark.parametrize("variant", ["matmul_small", "matmul", "matmul128x64", "matmul64x128", "matmul128"])
+def test_matmul_each_variant(variant, monkeypatch):
+    "Every tile variant on ragged sizes (forced), each also with K split over its z grid."
     import vkml.vulkan.kernels_nn as kn
-    monkeypatch.setattr(kn, "SMALL_MAX_MN", 0)
-    monkeypatch.setattr(kn, *knob)
+    monkeypatch.setattr(kn, "FORCE_TILE", variant)
     assert kn.matmul_variant(130, 131, 1) == variant
     for B, M, K, N in [(2, 130, 37, 131), (1, 129, 16, 257), (1, 1, 3, 1)]:
         for dt in FLOATS:
             check_sum(lambda a, b: apply(Op.MATMUL, a, b), [rnd(B, M, K, dtype=dt), rnd(B, K, N, dtype=dt)], K)
+    if variant != "matmul_small":   # split K: chunks of 48 terms (3 slabs of 16, 6 of 8), an uneven last one
+        monkeypatch.setattr(kn, "FORCE_TILE", None)
+        monkeypatch.setattr(kn, "matmul_variant", lambda M, N, batch: variant)
+        monkeypatch.setattr(kn, "split_k", lambda name, M, N, K, nb: -(-K // 48))
+        for dt in FLOATS:
+            for B, M, K, N in [(2, 70, 130, 67), (1, 5, 200, 9)]:
+                check_sum(lambda a, b: apply(Op.MATMUL, a, b), [rnd(B, M, K, dtype=dt), rnd(B, K, N, dtype=dt)], K)
+
+
+def test_matmul_tile_choice():
+    "The biggest tile that fills the GPU; a split K where no tile does."
+    import vkml.vulkan.kernels_nn as kn
+    assert kn.matmul_variant(4096, 4096, 1) == "matmul128"
+    assert kn.matmul_variant(1024, 1024, 1) == "matmul128x64"      # 64 tiles of 128x128 would leave SMs idle
+    assert kn.matmul_variant(64, 16384, 1) == "matmul64x128"       # 128-row tiles would be half empty
+    assert kn.matmul_variant(20, 50, 1) == "matmul_small"
+    assert kn.split_k("matmul", 64, 576, 100352, 1) > 1 and kn.split_k("matmul128", 4096, 4096, 4096, 1) == 1
 
 
 @pytest.mark.parametrize("dtype", FLOATS)

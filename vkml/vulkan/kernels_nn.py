@@ -11,70 +11,98 @@ from ..ops import Op, conv_out
 from .kernel_api import Dispatch, Scratch, kernel, sfx, pad4, groups_1d, MAX_GROUPS, MAX_PUSH_WORDS, LOOP_BUDGET
 
 # %% auto #0
-__all__ = ['MATMUL_TILES', 'BIG_TILE_MIN_GROUPS', 'SMALL_MAX_MN', 'COL_SCRATCH_BYTES', 'CT_LOWER_MIN_K', 'INDEX_ADD_CHUNK',
-           'matmul_variant', 'matmul_trips', 'matmul_dispatch', 'matmul_kernel', 'merged_stride', 'im2col_dispatch',
-           'im2col_kernel', 'conv2d_kernel', 'taps', 'check_trips', 'col2im_dispatch', 'conv_transpose2d_kernel',
-           'col2im_kernel', 'window_trips', 'maxpool2d_kernel', 'avgpool2d_kernel', 'maxpool2d_backward_kernel',
-           'gather_kernel', 'index_add_kernel']
+__all__ = ['MATMUL_TILES', 'FILL_GROUPS', 'MIN_TILE_USE', 'SMALL_MAX_MN', 'SPLIT_K_MIN', 'FORCE_TILE', 'COL_SCRATCH_BYTES',
+           'CT_LOWER_MIN_K', 'INDEX_ADD_CHUNK', 'matmul_variant', 'split_k', 'matmul_trips', 'matmul_dispatch',
+           'matmul_kernel', 'merged_stride', 'im2col_dispatch', 'im2col_kernel', 'conv2d_kernel', 'taps', 'check_trips',
+           'col2im_dispatch', 'conv_transpose2d_kernel', 'col2im_kernel', 'window_trips', 'maxpool2d_kernel',
+           'avgpool2d_kernel', 'maxpool2d_backward_kernel', 'gather_kernel', 'index_add_kernel']
 
 # %% ../../nbs/26_kernels_nn.ipynb #c9c940c7
-MATMUL_TILES = {"matmul": (64, 64), "matmul128": (128, 128)}  # variant -> (BM, BN); see shaders/variants_nn.py
-BIG_TILE_MIN_GROUPS = 128  # 128x128 tiles only when they still give this many workgroups (H200: 132 SMs)
+MATMUL_TILES = {"matmul128": (128, 128, 8), "matmul128x64": (128, 64, 16), "matmul64x128": (64, 128, 16),
+                "matmul": (64, 64, 16)}   # variant -> (BM, BN, BK), most work per thread first; see shaders/variants_nn.py
+FILL_GROUPS = 120         # workgroups that keep every multiprocessor of a big GPU busy (H200: 132 SMs)
+MIN_TILE_USE = 0.8        # a tile shape is a candidate only if at least this share of its tiles' area is C
 SMALL_MAX_MN = 1024       # an M*N this small fills under a quarter of one 64x64 tile: use matmul_small
+SPLIT_K_MIN = 512         # split K to fill the GPU only into chunks of at least this many terms
+FORCE_TILE = None         # a variant name to use whatever the sizes (benchmarks compare tiles with it)
+
+def _tiles(name, M, N, batch) -> int:
+    bm, bn, _ = MATMUL_TILES[name]
+    return -(-M // bm) * -(-N // bn) * batch
 
 def matmul_variant(M: int, N: int, batch: int) -> str:
-    "The variant for an (M, N) output times `batch`: big tiles only when there is work for many groups."
+    "The variant for an (M, N) output times `batch`: the biggest tile that still gives every SM work."
+    if FORCE_TILE: return FORCE_TILE
     if M * N <= SMALL_MAX_MN: return "matmul_small"
-    big = -(-M // 128) * -(-N // 128) * batch
-    return "matmul128" if M >= 128 and N >= 128 and big >= BIG_TILE_MIN_GROUPS else "matmul"
+    for name, (bm, bn, _) in MATMUL_TILES.items():
+        use = M * N * batch / (_tiles(name, M, N, batch) * bm * bn)
+        if use >= MIN_TILE_USE and _tiles(name, M, N, batch) >= FILL_GROUPS: return name
+    return "matmul"
 
+def split_k(name: str, M: int, N: int, K: int, nb: int) -> int:
+    "Chunks of K for a tiled product that launches too few workgroups to fill the GPU (1: no split)."
+    if name == "matmul_small" or FORCE_TILE: return 1
+    t = _tiles(name, M, N, nb)
+    if t >= FILL_GROUPS or K < 2 * SPLIT_K_MIN: return 1
+    return min(-(-2 * FILL_GROUPS // t), K // SPLIT_K_MIN)
 
-def matmul_trips(name: str, M: int, N: int, K: int, nb: int) -> int:
-    "Loop trips one invocation of matmul variant `name` runs: its grid loops and K loops (BK = 16)."
+def matmul_trips(name: str, M: int, N: int, K: int, nb: int, parts: int = 1) -> int:
+    "Loop trips one invocation of matmul variant `name` runs: its grid loops and K loops (per chunk of K)."
     if name == "matmul_small": return K
-    bm, bn = MATMUL_TILES[name]
+    bm, bn, bk = MATMUL_TILES[name]
     per = lambda t: -(-t // min(t, MAX_GROUPS)) if t else 0   # grid-stride trips of one workgroup
-    z, y, x = per(nb), per(-(-M // bm)), per(-(-N // bn))
-    return z * y * x * -(-K // 16) + z * (1 + y * (1 + x))
+    z, y, x = per(nb * parts), per(-(-M // bm)), per(-(-N // bn))
+    kpart = -(-K // parts)
+    return z * y * x * -(-kpart // bk) + z * (1 + y * (1 + x))
 
 def _contiguous_c(M, N, B1, B2, C) -> bool:
     "Does C's (offset, sb1, sb2, sm, sn) walk (B1, B2, M, N) row-major with no gaps?"
     return all(d == 1 or s == e for d, s, e in zip((B1, B2, M, N), C[1:], (B2 * M * N, M * N, N, 1)))
 
+def _sum_slabs(dtype, c, slabs, rows, parts, c_off, f32=False) -> Dispatch:
+    "Sum `parts` f32 slabs of `rows` outputs each (laid out (parts, rows)) into C, in order: a cols reduction."
+    fin = "reduce_cols_final_f32" if dtype == float32 or f32 else f"reduce_cols_final_{sfx(dtype)}"
+    push = (rows, parts, 0, *pad4((rows,), (1,))[0], *pad4((rows,), (1,))[1], *pad4((parts,), (rows,))[0],
+            *pad4((parts,), (rows,))[1], 0, c_off, 1, parts, parts)   # reduce.comp's PC: a SUM of `parts`
+    return Dispatch(fin, (c, slabs), push, groups_1d(-(-rows // 32) * 256))
+
 def matmul_dispatch(dtype, c, a, b, M, N, K, B1, B2, A, B, C, c_f32=False) -> list:
     "The matmul dispatches; A/B/C are (offset, stride_b1, stride_b2, stride_row, stride_col) in elements."
     name = matmul_variant(M, N, B1 * B2)
-    if name == "matmul_small": groups = groups_1d(-(-M // 4) * -(-N // 4) * B1 * B2, 64)
-    else:
-        bm, bn = MATMUL_TILES[name]
-        groups = (min(-(-N // bn), MAX_GROUPS), min(-(-M // bm), MAX_GROUPS), min(B1 * B2, MAX_GROUPS))
+    nb = B1 * B2
     if K == 0: a = b = c   # nothing is read: bind the output so no empty buffer is ever bound
     f32 = c_f32 and dtype == float16
     suffix = sfx(dtype) + ("_f32" if f32 else "")   # f16 operands, f32 result
-    if matmul_trips(name, M, N, K, B1 * B2) <= LOOP_BUDGET:
-        return [Dispatch(f"{name}_{suffix}", (c, a, b), (M, N, K, B1, B2, *A, *B, *C), groups)]
-    # Split K (lavapipe's loop budget): each chunk's product goes to an f32 slab of a scratch buffer,
-    # then reduce_final sums the slabs of every output in a fixed order (deterministic).
-    base = matmul_trips(name, M, N, 0, B1 * B2)
-    kc = (LOOP_BUDGET - base) // max(1, matmul_trips(name, M, N, 16, B1 * B2) - base) * 16 if name != "matmul_small" else LOOP_BUDGET
-    rows = B1 * B2 * M * N
-    if kc <= 0 or not _contiguous_c(M, N, B1, B2, C):
-        raise BackendError(f"matmul of ({M}x{K}) @ ({K}x{N}) x {B1 * B2}: one shader invocation would loop past "
+    if name == "matmul_small":
+        groups = groups_1d(-(-M // 4) * -(-N // 4) * nb, 64)
+        if K <= LOOP_BUDGET: return [Dispatch(f"{name}_{suffix}", (c, a, b), (M, N, K, B1, B2, *A, *B, *C, 0, 0), groups)]
+        parts, kc = -(-K // LOOP_BUDGET), LOOP_BUDGET
+    else:
+        bm, bn, bk = MATMUL_TILES[name]
+        parts = split_k(name, M, N, K, nb)
+        while matmul_trips(name, M, N, K, nb, parts) > LOOP_BUDGET and parts < K: parts *= 2   # lavapipe's budget
+        kc = -(-K // parts)
+        kc = -(-kc // bk) * bk if parts > 1 else 0     # chunks of whole slabs
+        if parts > 1: parts = -(-K // kc)
+        groups = (min(-(-N // bn), MAX_GROUPS), min(-(-M // bm), MAX_GROUPS), min(nb * parts, MAX_GROUPS))
+        if parts == 1: return [Dispatch(f"{name}_{suffix}", (c, a, b), (M, N, K, B1, B2, *A, *B, *C, 0, 0), groups)]
+    # Split K: each chunk's product goes to an f32 slab of a scratch buffer, then a cols reduction sums
+    # the slabs of every output in a fixed order (deterministic). Tiled: one dispatch, the chunks on the
+    # z grid; small: one dispatch per chunk (lavapipe's loop budget only).
+    rows = nb * M * N
+    if not _contiguous_c(M, N, B1, B2, C) or (name != "matmul_small" and matmul_trips(name, M, N, K, nb, parts) > LOOP_BUDGET):
+        raise BackendError(f"matmul of ({M}x{K}) @ ({K}x{N}) x {nb}: one shader invocation would loop past "
                            f"lavapipe's 65,535 iterations; split the product along K (sum of smaller matmuls)")
-    parts = -(-K // kc)
     slabs = Scratch(parts * rows * 4)
     pname = f"{name}_{sfx(dtype)}" + ("_f32" if dtype == float16 else "")   # partials always in f32
-    ds = []
-    for i, k0 in enumerate(range(0, K, kc)):
-        Ai = (A[0] + k0 * A[4], *A[1:])
-        Bi = (B[0] + k0 * B[3], *B[1:])
-        ds.append(Dispatch(pname, (slabs, a, b), (M, N, min(kc, K - k0), B1, B2, *Ai, *Bi,
-                                                 i * rows, B2 * M * N, M * N, N, 1), groups))
-    fin = "reduce_final_f32" if dtype == float32 or f32 else f"reduce_final_{sfx(dtype)}"
-    s4, st4 = pad4((rows,), (1,))
-    p4, pt4 = pad4((parts,), (rows,))
-    push = (rows, parts, 0, *s4, *st4, *p4, *pt4, 0, C[0], 1, parts, parts)   # reduce.comp's PC: a SUM of `parts`
-    return ds + [Dispatch(fin, (c, slabs), push, groups_1d(rows * 256))]
+    slab_c = (0, B2 * M * N, M * N, N, 1)
+    if name == "matmul_small":
+        ds = [Dispatch(pname, (slabs, a, b), (M, N, min(kc, K - k0), B1, B2, A[0] + k0 * A[4], *A[1:],
+                                              B[0] + k0 * B[3], *B[1:], i * rows, *slab_c[1:], 0, 0), groups)
+              for i, k0 in enumerate(range(0, K, kc))]
+    else:
+        ds = [Dispatch(pname, (slabs, a, b), (M, N, K, B1, B2, *A, *B, *slab_c, kc, rows), groups)]
+    return ds + [_sum_slabs(dtype, c, slabs, rows, parts, C[0], f32)]
 
 @kernel(Op.MATMUL)
 def matmul_kernel(node, out, a, b):

@@ -101,6 +101,47 @@ def test_matmul_each_variant(variant, monkeypatch):
                 check_sum(lambda a, b: apply(Op.MATMUL, a, b), [rnd(B, M, K, dtype=dt), rnd(B, K, N, dtype=dt)], K)
 
 
+CM_VARIANTS = ["matmul_cm128x256s8", "matmul_cm128x128s8", "matmul_cm128x128s4", "matmul_cm64x64s4"]
+
+
+@pytest.mark.parametrize("variant", CM_VARIANTS)
+def test_matmul_coopmat_emulated(variant, monkeypatch):
+    "The tensor-core kernel's indexing, run on lavapipe with its fragments emulated: layouts, edges, batches, split K."
+    import vkml.vulkan.kernels_nn as kn
+    import vkml.vulkan as vkv
+    monkeypatch.setattr(kn, "COOPMAT", "emulate")
+    monkeypatch.setattr(kn, "FORCE_TILE", variant)
+    f16 = np.float16
+    cases = [  # (build, arrays, k)
+        (lambda a, b: apply(Op.MATMUL, a, b), [rnd(2, 130, 48, dtype=f16), rnd(2, 48, 72, dtype=f16)], 48),          # ragged M
+        (lambda a, b: apply(Op.MATMUL, perm(a, (0, 2, 1)), b), [rnd(1, 40, 136, dtype=f16), rnd(1, 40, 24, dtype=f16)], 40),   # A m-contiguous
+        (lambda a, b: apply(Op.MATMUL, a, perm(b, (0, 2, 1))), [rnd(3, 33, 64, dtype=f16), rnd(3, 40, 64, dtype=f16)], 64),    # B k-contiguous, ragged N
+        (lambda a, b: apply(Op.MATMUL, a, expand(b, (2, 32, 40))), [rnd(2, 33, 32, dtype=f16), rnd(1, 32, 40, dtype=f16)], 32),  # broadcast B
+    ]
+    for build, arrays, k in cases:
+        with vkv.profile() as prof: check_sum(build, arrays, k)
+        assert f"{variant}_emu_f16" in prof, sorted(prof)
+    # split K on the z grid (chunks of 32 terms: one slab each), partials in f32
+    monkeypatch.setattr(kn, "split_k", lambda name, M, N, K, nb: 3)
+    with vkv.profile() as prof:
+        check_sum(lambda a, b: apply(Op.MATMUL, a, b), [rnd(1, 50, 96, dtype=f16), rnd(1, 96, 40, dtype=f16)], 96)
+    assert f"{variant}_emu_f16_f32" in prof and "reduce_cols_final_f16" in prof, sorted(prof)
+
+
+def test_coopmat_layout_fallback(monkeypatch):
+    "Operands that are not whole 16-byte vectors (odd K, odd strides) take the plain kernel, and agree."
+    import vkml.vulkan.kernels_nn as kn
+    import vkml.vulkan as vkv
+    monkeypatch.setattr(kn, "COOPMAT", "emulate")
+    with vkv.profile() as prof:
+        check_sum(lambda a, b: apply(Op.MATMUL, a, b), [rnd(1, 40, 37, dtype=np.float16), rnd(1, 37, 40, dtype=np.float16)], 37)
+    assert not any("_cm" in n for n in prof), sorted(prof)
+    with vkv.profile() as prof:   # f16 conv_transpose2d, lowered: its columns (f32) from the tensor-core kernel
+        x, w = rnd(2, 16, 8, 8, dtype=np.float16), rnd(16, 8, 3, 3, dtype=np.float16)
+        check_sum(lambda x, w: apply(Op.CONV_TRANSPOSE2D, x, w, arg=((1, 1), (1, 1), (0, 0), (1, 1), 1)), [x, w], 16 * 9)
+    assert any("_cm" in n and n.endswith("_emu_f16_f32") for n in prof), sorted(prof)
+
+
 def test_matmul_tile_choice():
     "The biggest tile that fills the GPU; a split K where no tile does."
     import vkml.vulkan.kernels_nn as kn

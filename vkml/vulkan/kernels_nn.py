@@ -4,15 +4,16 @@
 
 # %% ../../nbs/26_kernels_nn.ipynb #5030aa46
 from __future__ import annotations
-import math
+import math, os
 from ..dtypes import *
 from ..dtypes import prod
 from ..ops import Op, conv_out
 from .kernel_api import Dispatch, Scratch, kernel, sfx, pad4, groups_1d, MAX_GROUPS, MAX_PUSH_WORDS, LOOP_BUDGET
 
 # %% auto #0
-__all__ = ['MATMUL_TILES', 'FILL_GROUPS', 'MIN_TILE_USE', 'SMALL_MAX_MN', 'SPLIT_K_MIN', 'FORCE_TILE', 'COL_SCRATCH_BYTES',
-           'CT_LOWER_MIN_K', 'INDEX_ADD_CHUNK', 'matmul_variant', 'split_k', 'matmul_trips', 'matmul_dispatch',
+__all__ = ['MATMUL_TILES', 'FILL_GROUPS', 'MIN_TILE_USE', 'SMALL_MAX_MN', 'SPLIT_K_MIN', 'FORCE_TILE', 'COOPMAT_TILES',
+           'COOPMAT_MORE', 'COOPMAT', 'COL_SCRATCH_BYTES', 'CT_LOWER_MIN_K', 'INDEX_ADD_CHUNK', 'tile_dims',
+           'matmul_variant', 'split_k', 'matmul_trips', 'coopmat_layout_ok', 'coopmat_variant', 'matmul_dispatch',
            'matmul_kernel', 'merged_stride', 'im2col_dispatch', 'im2col_kernel', 'conv2d_kernel', 'taps', 'check_trips',
            'col2im_dispatch', 'conv_transpose2d_kernel', 'col2im_kernel', 'window_trips', 'maxpool2d_kernel',
            'avgpool2d_kernel', 'maxpool2d_backward_kernel', 'gather_kernel', 'index_add_kernel']
@@ -26,18 +27,32 @@ SMALL_MAX_MN = 1024       # an M*N this small fills under a quarter of one 64x64
 SPLIT_K_MIN = 512         # split K to fill the GPU only into chunks of at least this many terms
 FORCE_TILE = None         # a variant name to use whatever the sizes (benchmarks compare tiles with it)
 
+COOPMAT_TILES = {"matmul_cm128x256s8": (128, 256, 32), "matmul_cm128x128s8": (128, 128, 32),
+                 "matmul_cm64x64s4": (64, 64, 32)}   # tensor-core variants (f16), biggest first; see shaders/variants_nn.py
+COOPMAT_MORE = {"matmul_cm128x128s4": (128, 128, 32)}   # built and tested, not chosen by default (benchmarks force it)
+COOPMAT = os.environ.get("VKML_COOPMAT", "auto")   # auto: where the device has them; off; emulate: the emulated kernels anywhere
+
+def tile_dims(name: str) -> tuple:
+    "(BM, BN, BK) of a tiled or tensor-core variant (an emulated one included)."
+    base = name.replace("_emu", "")
+    return MATMUL_TILES.get(base) or COOPMAT_TILES.get(base) or COOPMAT_MORE[base]
+
 def _tiles(name, M, N, batch) -> int:
-    bm, bn, _ = MATMUL_TILES[name]
+    bm, bn, _ = tile_dims(name)
     return -(-M // bm) * -(-N // bn) * batch
+
+def _pick(tiles: dict, M: int, N: int, batch: int, fallback: str) -> str:
+    "The first (biggest) tile of `tiles` that gives every SM work and wastes little on ragged edges."
+    for name, (bm, bn, _) in tiles.items():
+        use = M * N * batch / (_tiles(name, M, N, batch) * bm * bn)
+        if use >= MIN_TILE_USE and _tiles(name, M, N, batch) >= FILL_GROUPS: return name
+    return fallback
 
 def matmul_variant(M: int, N: int, batch: int) -> str:
     "The variant for an (M, N) output times `batch`: the biggest tile that still gives every SM work."
-    if FORCE_TILE: return FORCE_TILE
+    if FORCE_TILE and "_cm" not in FORCE_TILE: return FORCE_TILE
     if M * N <= SMALL_MAX_MN: return "matmul_small"
-    for name, (bm, bn, _) in MATMUL_TILES.items():
-        use = M * N * batch / (_tiles(name, M, N, batch) * bm * bn)
-        if use >= MIN_TILE_USE and _tiles(name, M, N, batch) >= FILL_GROUPS: return name
-    return "matmul"
+    return _pick(MATMUL_TILES, M, N, batch, "matmul")
 
 def split_k(name: str, M: int, N: int, K: int, nb: int) -> int:
     "Chunks of K for a tiled product that launches too few workgroups to fill the GPU (1: no split)."
@@ -49,11 +64,41 @@ def split_k(name: str, M: int, N: int, K: int, nb: int) -> int:
 def matmul_trips(name: str, M: int, N: int, K: int, nb: int, parts: int = 1) -> int:
     "Loop trips one invocation of matmul variant `name` runs: its grid loops and K loops (per chunk of K)."
     if name == "matmul_small": return K
-    bm, bn, bk = MATMUL_TILES[name]
+    bm, bn, bk = tile_dims(name)
     per = lambda t: -(-t // min(t, MAX_GROUPS)) if t else 0   # grid-stride trips of one workgroup
     z, y, x = per(nb * parts), per(-(-M // bm)), per(-(-N // bn))
     kpart = -(-K // parts)
     return z * y * x * -(-kpart // bk) + z * (1 + y * (1 + x))
+
+def _features(*ts) -> dict:
+    "The features of the device the first bound tensor lives on ({} for stand-ins and scratch)."
+    for t in ts:
+        al = getattr(t, "alloc", None)
+        if al is not None: return al.pool.dev.info.features
+    return {}
+
+def coopmat_layout_ok(M, N, K, A, B) -> bool:
+    "Can the tensor-core kernel read A and B (offset, sb1, sb2, s_row, s_col) in whole 16-byte vectors of 8 halves?"
+    (ao, a1, a2, am, ak), (bo, b1, b2, bk, bn) = A, B
+    at, bt = ak != 1, bn != 1                 # A m-contiguous, B k-contiguous (transposed operands)
+    if (at and am != 1) or (bt and bk != 1): return False
+    lead_a, lead_b = (ak if at else am), (bn if bt else bk)
+    if any(v % 8 for v in (ao, a1, a2, lead_a, bo, b1, b2, lead_b)): return False
+    return (M if at else K) % 8 == 0 and (K if bt else N) % 8 == 0
+
+def coopmat_variant(dtype, M, N, K, nb, A, B, *ts):
+    "The tensor-core variant for this f16 product on the device of `ts`, or None (the plain kernel runs)."
+    mode = COOPMAT
+    if dtype != float16 or mode == "off" or M * N <= SMALL_MAX_MN or K == 0: return None
+    if mode != "emulate" and not _features(*ts).get("coopmat_f16"): return None
+    if not coopmat_layout_ok(M, N, K, A, B): return None
+    name = FORCE_TILE if FORCE_TILE and "_cm" in FORCE_TILE else _pick(COOPMAT_TILES, M, N, nb, "matmul_cm64x64s4")
+    if mode == "emulate":   # lavapipe runs the emulation one multiply-add a loop trip: short products only
+        bm, bn, _ = tile_dims(name)
+        frags = bm * bn // 256 // (4 if "s4" in name else 8)    # 16x16 fragments per subgroup
+        if -(-K // 16) * frags * 8 * 18 > LOOP_BUDGET: return None
+        name = name + "_emu"
+    return name
 
 def _contiguous_c(M, N, B1, B2, C) -> bool:
     "Does C's (offset, sb1, sb2, sm, sn) walk (B1, B2, M, N) row-major with no gaps?"
@@ -68,8 +113,8 @@ def _sum_slabs(dtype, c, slabs, rows, parts, c_off, f32=False) -> Dispatch:
 
 def matmul_dispatch(dtype, c, a, b, M, N, K, B1, B2, A, B, C, c_f32=False) -> list:
     "The matmul dispatches; A/B/C are (offset, stride_b1, stride_b2, stride_row, stride_col) in elements."
-    name = matmul_variant(M, N, B1 * B2)
     nb = B1 * B2
+    name = coopmat_variant(dtype, M, N, K, nb, A, B, c, a, b) or matmul_variant(M, N, nb)
     if K == 0: a = b = c   # nothing is read: bind the output so no empty buffer is ever bound
     f32 = c_f32 and dtype == float16
     suffix = sfx(dtype) + ("_f32" if f32 else "")   # f16 operands, f32 result
@@ -78,7 +123,7 @@ def matmul_dispatch(dtype, c, a, b, M, N, K, B1, B2, A, B, C, c_f32=False) -> li
         if K <= LOOP_BUDGET: return [Dispatch(f"{name}_{suffix}", (c, a, b), (M, N, K, B1, B2, *A, *B, *C, 0, 0), groups)]
         parts, kc = -(-K // LOOP_BUDGET), LOOP_BUDGET
     else:
-        bm, bn, bk = MATMUL_TILES[name]
+        bm, bn, bk = tile_dims(name)
         parts = split_k(name, M, N, K, nb)
         while matmul_trips(name, M, N, K, nb, parts) > LOOP_BUDGET and parts < K: parts *= 2   # lavapipe's budget
         kc = -(-K // parts)

@@ -12,6 +12,8 @@
 // K, chunk q writing its partial product at C + q*c_sq (the host sums the partials, in order).
 // Every grid dimension loops, so any extent fits under the 65,535-workgroup limit; every load and
 // store is guarded, so any M, N, K (0 and 1 included).
+// With IMPLICIT defined: a convolution as an implicit GEMM, B gathered from the image window by window
+// (no im2col buffer); the push constants grow by the convolution's geometry.
 // With SMALL defined: the variant for tiny products (one TM x TN block per thread, 1-D launch of
 // 64-thread groups over batch x blocks, no shared memory), same push constants.
 // lavapipe stops an invocation's loops after 65,535 trips in total (K loops and grid loops together),
@@ -63,6 +65,18 @@ layout(push_constant) uniform PC {
     int c_off, c_sb1, c_sb2, c_sm, c_sn;
     uint kc;   // split K: terms per chunk (0: no split)
     int c_sq;  // split K: C's stride between chunks' partials
+#if defined(IMPLICIT)
+    // implicit GEMM (a convolution without an im2col buffer): B is gathered from an image x, with
+    // b_off, b_sb1, b_sb2 its offset and batch strides, b_sk its channel stride, b_sn its column stride
+    int a_sc;     // A's stride per input channel (k = tap * Cg + channel; a_sk is A's stride per tap)
+    uint Cg;      // input channels per group
+    uint OW;      // output columns (n = oy * OW + ox)
+    uint kw;      // taps per kernel row (tap = i * kw + j)
+    uint HW;      // image height | width << 16
+    uint S, P, D; // stride, padding, dilation: (h | w << 16), int16 each (negative padding and dilation
+                  // turn the gather around: a transposed convolution of stride 1)
+    int x_sh;     // the image's row stride
+#endif
 } p;
 
 #if defined(SMALL)
@@ -113,17 +127,47 @@ shared vec4 Bs[2][BK][BN / 4 + 1];
 // Read the (BM x BK) slab of A and the (BK x BN) slab of B starting at k0 into registers, zero
 // outside the matrices (and past kend). Thread tid takes elements e = tid + l*NT of each slab, with
 // the index that has unit stride running fastest across threads (coalesced).
+#if defined(IMPLICIT)
+int lo16(uint v) { return int(v << 16) >> 16; }   // the signed low and high halves of a packed word
+int hi16(uint v) { return int(v) >> 16; }
+#endif
+
 void load_slabs(int abase, int bbase, uint m0, uint n0, uint k0, uint kend, uint tid, bool a_kfast, bool b_nfast,
                 out float pa[LA], out float pb[LB]) {
+#if defined(IMPLICIT)
+    // k = tap * Cg + channel. When Cg is a multiple of BK a slab lies within one tap: its tap is
+    // uniform and computed once (no division per element).
+    const bool one_tap = p.Cg % BK == 0u;
+    const uint rs = k0 / p.Cg;
+#endif
     [[unroll]] for (uint l = 0; l < LA; ++l) {
         const uint e = tid + l * NT;
         const uint gk = k0 + (a_kfast ? e % BK : e / BM), gm = m0 + (a_kfast ? e / BK : e % BM);
+#if defined(IMPLICIT)
+        const uint r = one_tap ? rs : gk / p.Cg, ci = gk - r * p.Cg;
+        pa[l] = (gm < p.M && gk < kend) ? float(a[abase + int(gm) * p.a_sm + int(r) * p.a_sk + int(ci) * p.a_sc]) : 0.0;
+#else
         pa[l] = (gm < p.M && gk < kend) ? float(a[abase + int(gm) * p.a_sm + int(gk) * p.a_sk]) : 0.0;
+#endif
     }
     [[unroll]] for (uint l = 0; l < LB; ++l) {
         const uint e = tid + l * NT;
         const uint gk = k0 + (b_nfast ? e / BN : e % BK), gn = n0 + (b_nfast ? e % BN : e / BK);
+#if defined(IMPLICIT)
+        // the window element (channel ci, tap (i, j)) of output pixel (oy, ox): zero outside the image
+        float v = 0.0;
+        if (gn < p.N && gk < kend) {
+            const uint r = one_tap ? rs : gk / p.Cg, ci = gk - r * p.Cg, i = r / p.kw, j = r - i * p.kw;
+            const uint oy = gn / p.OW, ox = gn - oy * p.OW;
+            const int iy = int(oy) * lo16(p.S) - lo16(p.P) + int(i) * lo16(p.D);
+            const int ix = int(ox) * hi16(p.S) - hi16(p.P) + int(j) * hi16(p.D);
+            if (iy >= 0 && iy < int(p.HW & 0xffffu) && ix >= 0 && ix < int(p.HW >> 16))
+                v = float(b[bbase + int(ci) * p.b_sk + iy * p.x_sh + ix * p.b_sn]);
+        }
+        pb[l] = v;
+#else
         pb[l] = (gn < p.N && gk < kend) ? float(b[bbase + int(gk) * p.b_sk + int(gn) * p.b_sn]) : 0.0;
+#endif
     }
 }
 
@@ -146,8 +190,12 @@ void main() {
     const uint tilesM = (p.M + BM - 1) / BM, tilesN = (p.N + BN - 1) / BN;
     const uint nb = p.B1 * p.B2, parts = p.kc > 0u ? (p.K + p.kc - 1u) / p.kc : 1u;
     // uniform choices: which index runs fastest across threads when loading a slab (coalescing)
+#if defined(IMPLICIT)
+    const bool a_kfast = p.a_sm != 1, b_nfast = true;   // neighbouring output pixels: neighbouring image columns
+#else
     const bool a_kfast = p.a_sk == 1 || p.a_sm != 1;
     const bool b_nfast = p.b_sn == 1 || p.b_sk != 1;
+#endif
     // C in 16-byte stores: rows contiguous and 4-aligned
     const bool c_vec = p.c_sn == 1 && ((p.c_sm | p.c_off | p.c_sb1 | p.c_sb2 | p.c_sq) & 3) == 0 && p.N % 4u == 0u;
     for (uint bq = gl_WorkGroupID.z; bq < nb * parts; bq += gl_NumWorkGroups.z) {

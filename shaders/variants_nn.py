@@ -34,6 +34,11 @@ def _rows():
         for s in FLOAT_SFX:
             rows.append((f"{kname}_{s}", "matmul.comp",
                          {_T[s]: "1", "BM": str(bm), "BN": str(bn), "BK": str(bk), "TM": str(tm), "TN": str(tn)}))
+    # convolutions as implicit GEMM (matmul.comp with IMPLICIT): conv, conv128x64, ... per tile shape
+    for kname, (bm, bn, bk, tm, tn) in MATMUL_TILES.items():
+        for s in FLOAT_SFX:
+            rows.append((f"conv{kname[len('matmul'):]}_{s}", "matmul.comp",
+                         {_T[s]: "1", "IMPLICIT": "1", "BM": str(bm), "BN": str(bn), "BK": str(bk), "TM": str(tm), "TN": str(tn)}))
     # f16 operands, f32 result (conv_transpose2d's columns stay unrounded until col2im)
     for kname, (bm, bn, bk, tm, tn) in MATMUL_TILES.items():
         rows.append((f"{kname}_f16_f32", "matmul.comp",

@@ -211,6 +211,40 @@ def test_conv2d_strided(dtype):
     check_sum(lambda x, w: conv(perm(x, (0, 3, 1, 2)), w, ((1, 1), (0, 0), (1, 1), 1)), [x1, w1], 4)
 
 
+# implicit-GEMM cases: outputs big enough for a tile. (N, C, H, W, O, kh, kw, stride, padding, dilation, groups)
+IMPLICIT_CASES = [(2, 16, 13, 11, 24, 3, 3, (1, 1), (1, 1), (1, 1), 1),   # C/g = 16: one tap per slab
+                  (2, 6, 33, 15, 20, 3, 2, (2, 1), (1, 0), (2, 1), 2),    # C/g = 3: taps inside a slab; grouped
+                  (1, 5, 40, 36, 9, 5, 5, (1, 2), (3, 2), (1, 1), 1)]    # padding wider than half the kernel
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("case", IMPLICIT_CASES)
+def test_conv2d_implicit_gemm(case, dtype):
+    "Convolutions gathered inside the matmul kernel (no im2col buffer), on plain and strided input views."
+    import vkml.vulkan as vkv
+    N, C, H, W, O, kh, kw, st, pd, dl, G = case
+    arg = (st, pd, dl, G)
+    with vkv.profile() as prof:
+        check_sum(lambda x, w: conv(x, w, arg), [rnd(N, C, H, W, dtype=dtype), rnd(O, C // G, kh, kw, dtype=dtype)], C // G * kh * kw)
+    assert any(n.startswith("conv") for n in prof) and not any(n.startswith("im2col") for n in prof), sorted(prof)
+    x0 = rnd(C, N, H, W + 3, dtype=dtype)   # a permuted, column-sliced, mirrored input view
+    view = lambda x: sl(perm(x, (1, 0, 2, 3)), (0, N, 1), (0, C, 1), (0, H, 1), (W + 2, 1, -1))
+    check_sum(lambda x, w: conv(view(x), w, arg), [x0, rnd(O, C // G, kh, kw, dtype=dtype)], C // G * kh * kw)
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_conv_transpose2d_stride1_implicit(dtype):
+    "conv2d's input gradient (a stride-1 transposed convolution) on the implicit GEMM: padding, dilation, groups, output padding."
+    import vkml.vulkan as vkv
+    for N, Cin, H, W, Cog, kh, kw, pd, op, dl, G in [(2, 16, 20, 18, 8, 3, 3, (1, 1), (0, 0), (1, 1), 1),
+                                                      (1, 12, 30, 20, 5, 3, 2, (2, 0), (1, 0), (2, 1), 3)]:
+        arg = ((1, 1), pd, op, dl, G)
+        with vkv.profile() as prof:
+            check_sum(lambda x, w: apply(Op.CONV_TRANSPOSE2D, x, w, arg=arg),
+                      [rnd(N, Cin, H, W, dtype=dtype), rnd(Cin, Cog, kh, kw, dtype=dtype)], Cin // G * kh * kw)
+        assert any(n.startswith("conv") for n in prof) and "col2im" not in " ".join(prof), sorted(prof)
+
+
 def test_conv2d_two_scratch_buffers_of_one_size():
     "The weight copy and the columns are two Scratch buffers of equal size: they must stay two buffers."
     x0, w0 = rnd(1, 3, 2, 2), rnd(4, 3, 3, 3)

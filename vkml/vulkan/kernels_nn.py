@@ -14,9 +14,9 @@ from .kernel_api import Dispatch, Scratch, kernel, sfx, pad4, groups_1d, MAX_GRO
 __all__ = ['MATMUL_TILES', 'FILL_GROUPS', 'MIN_TILE_USE', 'SMALL_MAX_MN', 'SPLIT_K_MIN', 'FORCE_TILE', 'COOPMAT_TILES',
            'COOPMAT_MORE', 'COOPMAT', 'COL_SCRATCH_BYTES', 'CT_LOWER_MIN_K', 'INDEX_ADD_CHUNK', 'tile_dims',
            'matmul_variant', 'split_k', 'matmul_trips', 'coopmat_layout_ok', 'coopmat_variant', 'matmul_dispatch',
-           'matmul_kernel', 'merged_stride', 'im2col_dispatch', 'im2col_kernel', 'conv2d_kernel', 'taps', 'check_trips',
-           'col2im_dispatch', 'conv_transpose2d_kernel', 'col2im_kernel', 'window_trips', 'maxpool2d_kernel',
-           'avgpool2d_kernel', 'maxpool2d_backward_kernel', 'gather_kernel', 'index_add_kernel']
+           'matmul_kernel', 'merged_stride', 'im2col_dispatch', 'im2col_kernel', 'implicit_conv', 'conv2d_kernel',
+           'taps', 'check_trips', 'col2im_dispatch', 'conv_transpose2d_kernel', 'col2im_kernel', 'window_trips',
+           'maxpool2d_kernel', 'avgpool2d_kernel', 'maxpool2d_backward_kernel', 'gather_kernel', 'index_add_kernel']
 
 # %% ../../nbs/26_kernels_nn.ipynb #c9c940c7
 MATMUL_TILES = {"matmul128": (128, 128, 8), "matmul128x64": (128, 64, 16), "matmul64x128": (64, 128, 16),
@@ -187,9 +187,28 @@ def im2col_kernel(node, out, x):
     if out.view.numel == 0: return []
     return [im2col_dispatch(node.dtype, out, out.view.offset, x, x.view.offset, x.view.strides, N, C, H, W, k, s, p, d, OH, OW)]
 
+def _pair(a: int, b: int) -> int: return (a & 0xFFFF) | ((b & 0xFFFF) << 16)
+
+def implicit_conv(dt, out, wt, x, N, G, M, Cg, kh, kw, A, a_sc, OH, OW, S, P, D) -> list | None:
+    """`out` (N, G·M, OH·OW) = for every (image, group) the weights A (M × Cg·kh·kw, k = tap·Cg + channel,
+    A = (offset, 0, group stride, row stride, tap stride), `a_sc` per channel) times the windows of x
+    (stride S, padding P, dilation D: pairs) gathered in the kernel. One dispatch, or None when it does not fit."""
+    L, K = OH * OW, Cg * kh * kw
+    H, W = x.view.shape[2:]
+    name = matmul_variant(M, L, N * G)
+    if name == "matmul_small" or not all(-32768 <= v < 32768 for v in (*S, *P, *D)) or not (0 < H < 65536 and 0 < W < 65536):
+        return None
+    if matmul_trips(name, M, L, K, N * G) > LOOP_BUDGET: return None   # lavapipe's budget: the lowered path splits K
+    bm, bn, _ = tile_dims(name)
+    xn, xc, xh, xw = x.view.strides
+    push = (M, L, K, N, G, *A, x.view.offset, xn, Cg * xc, xc, xw, out.view.offset, G * M * L, M * L, L, 1, 0, 0,
+            a_sc, Cg, OW, kw, _pair(H, W), _pair(*S), _pair(*P), _pair(*D), xh)
+    groups = (min(-(-L // bn), MAX_GROUPS), min(-(-M // bm), MAX_GROUPS), min(N * G, MAX_GROUPS))
+    return [Dispatch(f"conv{name[len('matmul'):]}_{sfx(dt)}", (out, wt, x), push, groups)]
+
 @kernel(Op.CONV2D)
 def conv2d_kernel(node, out, x, w):
-    "NCHW convolution: im2col into scratch (in image chunks), then one grouped, batched matmul per chunk."
+    "NCHW convolution: an implicit GEMM (or im2col into scratch, in image chunks, then one batched matmul per chunk)."
     (sh, sw), (ph, pw), (dh, dw), G = node.arg
     N, C, H, W = x.view.shape
     O, Cg, kh, kw = w.view.shape
@@ -212,6 +231,12 @@ def conv2d_kernel(node, out, x, w):
     hw = merged_stride((H, W), x.view.strides[2:])
     if (kh, kw, sh, sw, ph, pw) == (1, 1, 1, 1, 0, 0) and hw is not None:   # the input is the matrix
         return ds + matmul_dispatch(dt, out, wa, x, Og, L, Kc, N, G, A, (x.view.offset, xn, Cg * xc, xc, hw), C_(0))
+    so, sc, skh, skw = w.view.strides
+    tap = merged_stride((kh, kw), (skh, skw))
+    if tap is not None:
+        imp = implicit_conv(dt, out, w, x, N, G, Og, Cg, kh, kw, (w.view.offset, 0, Og * so, so, tap), sc, OH, OW,
+                            (sh, sw), (ph, pw), (dh, dw))
+        if imp: return imp
     per_img = C * kh * kw * L * dt.itemsize
     chunk = max(1, min(N, COL_SCRATCH_BYTES // per_img))
     col = Scratch(chunk * per_img)
@@ -264,6 +289,13 @@ def conv_transpose2d_kernel(node, out, x, w):
         push = (total, Cin, H, W, Cout, Ho, Wo, kh, kw, sh, sw, ph, pw, dh, dw, G, *_xs(x), *_xs(w))
         if x.view.numel == 0 or w.view.numel == 0: x = w = out   # nothing to sum: zeros, never read
         return [Dispatch(f"conv_transpose2d_{sfx(dt)}", (out, x, w), push, groups_1d(total))]
+    if (sh, sw) == (1, 1):   # stride 1: the forward gather turned around (padding -p, dilation -d), weights transposed
+        s0, s1, s2, s3 = w.view.strides
+        tap = merged_stride((kh, kw), (s2, s3))
+        if tap is not None:
+            imp = implicit_conv(dt, out, w, x, N, G, Cog, Cig, kh, kw, (w.view.offset, 0, Cig * s0, s1, tap), s0, Ho, Wo,
+                                (1, 1), (-ph, -pw), (-dh, -dw))
+            if imp: return imp
     # cols[n, g] = W_g^T (Cog*kh*kw, Cig) @ x[n, g] (Cig, H*W), then fold the columns onto the output
     ds = []
     ws = merged_stride((Cog, kh, kw), w.view.strides[1:])

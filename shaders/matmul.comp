@@ -13,13 +13,18 @@
 // Every grid dimension loops, so any extent fits under the 65,535-workgroup limit; every load and
 // store is guarded, so any M, N, K (0 and 1 included).
 // With IMPLICIT defined: a convolution as an implicit GEMM, B gathered from the image window by window
-// (no im2col buffer); the push constants grow by the convolution's geometry.
+// (no im2col buffer); the push constants grow by the convolution's geometry. WGRAD: its weight
+// gradient, dW[o, (c, tap)] = sum over (image, pixel) of g[o, pixel] x[window]: A is g, B the windows
+// with the contraction running over images and pixels (B1 = 1; b_sb1 is the image stride).
 // With SMALL defined: the variant for tiny products (one TM x TN block per thread, 1-D launch of
 // 64-thread groups over batch x blocks, no shared memory), same push constants.
 // lavapipe stops an invocation's loops after 65,535 trips in total (K loops and grid loops together),
 // silently: when a product's trips would pass that, the host splits K (kernels_nn.matmul_dispatch).
 #include "nn_common.glsl"
 #extension GL_EXT_control_flow_attributes : require
+#if defined(WGRAD)
+#define IMPLICIT 1
+#endif
 
 #ifndef BM
 #define BM 64
@@ -76,6 +81,7 @@ layout(push_constant) uniform PC {
     uint S, P, D; // stride, padding, dilation: (h | w << 16), int16 each (negative padding and dilation
                   // turn the gather around: a transposed convolution of stride 1)
     int x_sh;     // the image's row stride
+    uint L;       // WGRAD: output pixels per image (the contraction runs over (image, pixel) = n * L + l)
 #endif
 } p;
 
@@ -143,7 +149,11 @@ void load_slabs(int abase, int bbase, uint m0, uint n0, uint k0, uint kend, uint
     [[unroll]] for (uint l = 0; l < LA; ++l) {
         const uint e = tid + l * NT;
         const uint gk = k0 + (a_kfast ? e % BK : e / BM), gm = m0 + (a_kfast ? e / BK : e % BM);
-#if defined(IMPLICIT)
+#if defined(WGRAD)
+        // A is the output gradient g: row = output channel, k = (image, pixel)
+        const uint n = gk / p.L, px = gk - n * p.L;
+        pa[l] = (gm < p.M && gk < kend) ? float(a[abase + int(gm) * p.a_sm + int(n) * p.a_sc + int(px) * p.a_sk]) : 0.0;
+#elif defined(IMPLICIT)
         const uint r = one_tap ? rs : gk / p.Cg, ci = gk - r * p.Cg;
         pa[l] = (gm < p.M && gk < kend) ? float(a[abase + int(gm) * p.a_sm + int(r) * p.a_sk + int(ci) * p.a_sc]) : 0.0;
 #else
@@ -157,12 +167,20 @@ void load_slabs(int abase, int bbase, uint m0, uint n0, uint k0, uint kend, uint
         // the window element (channel ci, tap (i, j)) of output pixel (oy, ox): zero outside the image
         float v = 0.0;
         if (gn < p.N && gk < kend) {
+#if defined(WGRAD)
+            // k = (image n, output pixel), column = (channel, tap) as the weight is laid out: image n's window element
+            const uint kk = p.N / p.Cg, n = gk / p.L, px = gk - n * p.L, ci = gn / kk, r = gn - ci * kk, i = r / p.kw, j = r - i * p.kw;
+            const uint oy = px / p.OW, ox = px - oy * p.OW;
+            const int img = int(n) * p.b_sb1;
+#else
             const uint r = one_tap ? rs : gk / p.Cg, ci = gk - r * p.Cg, i = r / p.kw, j = r - i * p.kw;
             const uint oy = gn / p.OW, ox = gn - oy * p.OW;
+            const int img = 0;
+#endif
             const int iy = int(oy) * lo16(p.S) - lo16(p.P) + int(i) * lo16(p.D);
             const int ix = int(ox) * hi16(p.S) - hi16(p.P) + int(j) * hi16(p.D);
             if (iy >= 0 && iy < int(p.HW & 0xffffu) && ix >= 0 && ix < int(p.HW >> 16))
-                v = float(b[bbase + int(ci) * p.b_sk + iy * p.x_sh + ix * p.b_sn]);
+                v = float(b[bbase + img + int(ci) * p.b_sk + iy * p.x_sh + ix * p.b_sn]);
         }
         pb[l] = v;
 #else
@@ -190,7 +208,9 @@ void main() {
     const uint tilesM = (p.M + BM - 1) / BM, tilesN = (p.N + BN - 1) / BN;
     const uint nb = p.B1 * p.B2, parts = p.kc > 0u ? (p.K + p.kc - 1u) / p.kc : 1u;
     // uniform choices: which index runs fastest across threads when loading a slab (coalescing)
-#if defined(IMPLICIT)
+#if defined(WGRAD)
+    const bool a_kfast = true, b_nfast = false;          // k runs over output pixels: neighbouring image columns
+#elif defined(IMPLICIT)
     const bool a_kfast = p.a_sm != 1, b_nfast = true;   // neighbouring output pixels: neighbouring image columns
 #else
     const bool a_kfast = p.a_sk == 1 || p.a_sm != 1;

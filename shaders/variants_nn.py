@@ -39,6 +39,11 @@ def _rows():
         for s in FLOAT_SFX:
             rows.append((f"conv{kname[len('matmul'):]}_{s}", "matmul.comp",
                          {_T[s]: "1", "IMPLICIT": "1", "BM": str(bm), "BN": str(bn), "BK": str(bk), "TM": str(tm), "TN": str(tn)}))
+    # convolution weight gradients (matmul.comp with WGRAD): wgrad, wgrad128x64, ...; f16_f32 for split-K partials
+    for kname, (bm, bn, bk, tm, tn) in MATMUL_TILES.items():
+        for s, extra in (("f32", {"T_F32": "1"}), ("f16", {"T_F16": "1"}), ("f16_f32", {"T_F16": "1", "C_F32": "1"})):
+            rows.append((f"wgrad{kname[len('matmul'):]}_{s}", "matmul.comp",
+                         {**extra, "WGRAD": "1", "BM": str(bm), "BN": str(bn), "BK": str(bk), "TM": str(tm), "TN": str(tn)}))
     # f16 operands, f32 result (conv_transpose2d's columns stay unrounded until col2im)
     for kname, (bm, bn, bk, tm, tn) in MATMUL_TILES.items():
         rows.append((f"{kname}_f16_f32", "matmul.comp",

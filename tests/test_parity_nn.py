@@ -245,6 +245,27 @@ def test_conv_transpose2d_stride1_implicit(dtype):
         assert any(n.startswith("conv") for n in prof) and "col2im" not in " ".join(prof), sorted(prof)
 
 
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_conv2d_weight_implicit(dtype, monkeypatch):
+    "conv2d's weight gradient gathered in the kernel: groups, stride, dilation, extra windows, a strided g, split K."
+    import vkml.vulkan as vkv
+    import vkml.vulkan.kernels_nn as kn
+    wg = lambda arg: (lambda g, x: apply(Op.CONV2D_WEIGHT, g, x, arg=arg))
+    for (N, O, Ho, Wo), (C, H, W), arg in [((2, 8, 7, 6), (4, 7, 6), ((3, 3), (1, 1), (1, 1), (1, 1), 1)),
+                                           ((3, 6, 4, 5), (4, 9, 6), ((2, 3), (2, 1), (1, 1), (1, 1), 2)),
+                                           ((1, 5, 3, 3), (3, 9, 9), ((2, 2), (1, 1), (0, 0), (3, 2), 1))]:   # 5 x 7 windows, g has 3 x 3
+        with vkv.profile() as prof:
+            check_sum(wg(arg), [rnd(N, O, Ho, Wo, dtype=dtype), rnd(N, C, H, W, dtype=dtype)], N * Ho * Wo)
+        assert any(n.startswith("wgrad") for n in prof), sorted(prof)
+    g0 = rnd(8, 2, 5, 5, dtype=dtype)   # g as a permuted view (O, N, ...): copied contiguous first
+    check_sum(lambda g, x: apply(Op.CONV2D_WEIGHT, perm(g, (1, 0, 2, 3)), x, arg=((3, 3), (1, 1), (1, 1), (1, 1), 1)),
+              [g0, rnd(2, 3, 5, 5, dtype=dtype)], 50)
+    monkeypatch.setattr(kn, "split_k", lambda name, M, N, K, nb: 5)   # K split over the z grid, partials summed
+    with vkv.profile() as prof:
+        check_sum(wg(((3, 3), (1, 1), (1, 1), (1, 1), 2)), [rnd(3, 4, 9, 8, dtype=dtype), rnd(3, 6, 9, 8, dtype=dtype)], 3 * 72)
+    assert "reduce_cols_final_" + ("f32" if dtype == np.float32 else "f16") in prof, sorted(prof)
+
+
 def test_conv2d_two_scratch_buffers_of_one_size():
     "The weight copy and the columns are two Scratch buffers of equal size: they must stay two buffers."
     x0, w0 = rnd(1, 3, 2, 2), rnd(4, 3, 3, 3)

@@ -6,17 +6,20 @@
 from __future__ import annotations
 import math, os
 from ..dtypes import *
-from ..dtypes import prod
+from ..dtypes import prod, contiguous_strides
 from ..ops import Op, conv_out
 from .kernel_api import Dispatch, Scratch, kernel, sfx, pad4, groups_1d, MAX_GROUPS, MAX_PUSH_WORDS, LOOP_BUDGET
+from .kernels import fill_dispatch, copy_dispatch
+from types import SimpleNamespace as NS
 
 # %% auto #0
 __all__ = ['MATMUL_TILES', 'FILL_GROUPS', 'MIN_TILE_USE', 'SMALL_MAX_MN', 'SPLIT_K_MIN', 'FORCE_TILE', 'COOPMAT_TILES',
            'COOPMAT_MORE', 'COOPMAT', 'COL_SCRATCH_BYTES', 'CT_LOWER_MIN_K', 'INDEX_ADD_CHUNK', 'tile_dims',
            'matmul_variant', 'split_k', 'matmul_trips', 'coopmat_layout_ok', 'coopmat_variant', 'matmul_dispatch',
-           'matmul_kernel', 'merged_stride', 'im2col_dispatch', 'im2col_kernel', 'implicit_conv', 'conv2d_kernel',
-           'taps', 'check_trips', 'col2im_dispatch', 'conv_transpose2d_kernel', 'col2im_kernel', 'window_trips',
-           'maxpool2d_kernel', 'avgpool2d_kernel', 'maxpool2d_backward_kernel', 'gather_kernel', 'index_add_kernel']
+           'matmul_kernel', 'merged_stride', 'im2col_dispatch', 'im2col_kernel', 'implicit_conv',
+           'conv2d_weight_kernel', 'conv2d_kernel', 'taps', 'check_trips', 'col2im_dispatch', 'conv_transpose2d_kernel',
+           'col2im_kernel', 'window_trips', 'maxpool2d_kernel', 'avgpool2d_kernel', 'maxpool2d_backward_kernel',
+           'gather_kernel', 'index_add_kernel']
 
 # %% ../../nbs/26_kernels_nn.ipynb #c9c940c7
 MATMUL_TILES = {"matmul128": (128, 128, 8), "matmul128x64": (128, 64, 16), "matmul64x128": (64, 128, 16),
@@ -202,9 +205,53 @@ def implicit_conv(dt, out, wt, x, N, G, M, Cg, kh, kw, A, a_sc, OH, OW, S, P, D)
     bm, bn, _ = tile_dims(name)
     xn, xc, xh, xw = x.view.strides
     push = (M, L, K, N, G, *A, x.view.offset, xn, Cg * xc, xc, xw, out.view.offset, G * M * L, M * L, L, 1, 0, 0,
-            a_sc, Cg, OW, kw, _pair(H, W), _pair(*S), _pair(*P), _pair(*D), xh)
+            a_sc, Cg, OW, kw, _pair(H, W), _pair(*S), _pair(*P), _pair(*D), xh, L)
     groups = (min(-(-L // bn), MAX_GROUPS), min(-(-M // bm), MAX_GROUPS), min(N * G, MAX_GROUPS))
     return [Dispatch(f"conv{name[len('matmul'):]}_{sfx(dt)}", (out, wt, x), push, groups)]
+
+@kernel(Op.CONV2D_WEIGHT)
+def conv2d_weight_kernel(node, out, g, x):
+    "conv2d's weight gradient as an implicit GEMM: per group, g (O/g × N·L) times x's windows (N·L × C/g·kh·kw); K split to fill the GPU."
+    (kh, kw), S, P, D, G = node.arg
+    N, O, Ho, Wo = g.view.shape
+    C, H, W = x.view.shape[1:]
+    if out.view.numel == 0: return []
+    dt, Og, Cg, L = node.dtype, O // G, C // G, Ho * Wo
+    M, NC, K = Og, Cg * kh * kw, N * L
+    if K == 0: return fill_dispatch(out, 0)
+    if not all(-32768 <= v < 32768 for v in (*S, *P, *D)) or not (H < 65536 and W < 65536):
+        raise BackendError(f"conv2d weight gradient: geometry {S, P, D}, image {H}x{W} past what the kernel packs in int16")
+    ds = []
+    pix = merged_stride((Ho, Wo), g.view.strides[2:])
+    if pix is None:   # g's pixels do not walk as one axis: copy g contiguous first
+        gc = Scratch(g.view.numel * dt.itemsize)
+        cp = copy_dispatch(NS(dtype=dt), g, g.view.shape, contiguous_strides(g.view.shape), 0)
+        cp.bindings = (gc, g)
+        ds.append(cp)
+        ga, (gn, gcs), goff, pix = gc, (O * L, L), 0, 1
+    else: ga, (gn, gcs), goff = g, g.view.strides[:2], g.view.offset
+    name = matmul_variant(M, NC, G)
+    if name == "matmul_small": name = "matmul"          # (only tiled variants: K is long here)
+    bm, bn, bk = tile_dims(name)
+    parts = split_k(name, M, NC, K, G)
+    while matmul_trips(name, M, NC, K, G, parts) > LOOP_BUDGET and parts < K: parts *= 2   # lavapipe's budget
+    per = -(-K // parts)
+    kc = -(-per // bk) * bk if parts > 1 else 0     # chunks of whole slabs
+    if parts > 1: parts = -(-K // kc)
+    xn, xc, xh, xw = x.view.strides
+    A = (goff, 0, Og * gcs, gcs, pix)
+    B = (x.view.offset, xn, Cg * xc, xc, xw)
+    geo = (gn, Cg, Wo, kw, _pair(H, W), _pair(*S), _pair(*P), _pair(*D), xh, L)
+    groups = (min(-(-NC // bn), MAX_GROUPS), min(-(-M // bm), MAX_GROUPS), min(G * parts, MAX_GROUPS))
+    tile = name[len("matmul"):]
+    if parts == 1:
+        C_ = (out.view.offset, 0, Og * NC, NC, 1)
+        return ds + [Dispatch(f"wgrad{tile}_{sfx(dt)}", (out, ga, x), (M, NC, K, 1, G, *A, *B, *C_, 0, 0, *geo), groups)]
+    rows = G * M * NC                     # partial products in f32 slabs, summed in order by a cols reduction
+    slabs = Scratch(parts * rows * 4)
+    pname = f"wgrad{tile}_{sfx(dt)}" + ("_f32" if dt == float16 else "")
+    ds.append(Dispatch(pname, (slabs, ga, x), (M, NC, K, 1, G, *A, *B, 0, 0, Og * NC, NC, 1, kc, rows, *geo), groups))
+    return ds + [_sum_slabs(dt, out, slabs, rows, parts, out.view.offset)]
 
 @kernel(Op.CONV2D)
 def conv2d_kernel(node, out, x, w):

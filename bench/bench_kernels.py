@@ -120,9 +120,19 @@ def sweep_entries(small: bool):
     mm = lambda a, b: [apply(Op.MATMUL, a, b)]
     def force(name):
         return (lambda: setattr(kn, "FORCE_TILE", name)), (lambda: setattr(kn, "FORCE_TILE", None))
+    orig = (kn.matmul_variant, kn.split_k)
+    def split(name, parts):   # a tile with K split into `parts` chunks on the z grid (+ a pass summing them)
+        def setup():
+            kn.matmul_variant = lambda M, N, batch: name
+            kn.split_k = lambda nm, M, N, K, nb: parts
+        def teardown(): kn.matmul_variant, kn.split_k = orig
+        return setup, teardown
     for n in ((64, 128) if small else (1024, 4096)):
         for name in kn.MATMUL_TILES:
             yield (f"matmul f32 {n}^3", name, *force(name), [f(1, n, n), f(1, n, n)], mm, 2.0 * n ** 3, "flop")
+        for parts in (2, 4):
+            yield (f"matmul f32 {n}^3", f"matmul128, K split {parts}", *split("matmul128", parts),
+                   [f(1, n, n), f(1, n, n)], mm, 2.0 * n ** 3, "flop")
     b, n = (4, 64) if small else (32, 512)
     for name in kn.MATMUL_TILES:
         yield (f"bmm f32 {b}x{n}^3", name, *force(name), [f(b, n, n), f(b, n, n)], mm, 2.0 * b * n ** 3, "flop")

@@ -8,8 +8,9 @@
 // workgroup copies the BM x BK slab of A and the BK x BN slab of B from global memory into shared
 // memory in 16-byte vectors (8 halves), each subgroup loads its A fragments once per 16-deep step
 // and reuses each for FC products (each B fragment for FR), and the next slab's global loads are
-// issued before this slab's products so their latency hides behind the tensor cores. Shared rows
-// carry 16 bytes of padding so that fragment loads hit distinct banks.
+// issued before this slab's products so their latency hides behind the tensor cores (DBUF: stored into
+// a second slab buffer after them, one barrier per slab instead of two). Shared rows carry 16 bytes
+// of padding so that fragment loads hit distinct banks.
 // Either operand may be stored with either index contiguous (a transposed operand needs no copy):
 // the slab keeps the global layout and the fragment load says row- or column-major. The host uses
 // this kernel only when every vector is whole: the contiguous index has unit stride, the other
@@ -74,8 +75,14 @@ layout(push_constant) uniform PC {
     int c_sq;  // split K: C's stride between chunks' partials
 } p;
 
-shared uvec4 Ash[ASH];   // also the staging area of C at the end (NSG * 64 vectors)
-shared uvec4 Bsh[BSH];
+// DBUF: two slabs of each (the next slab is stored while this one is multiplied: one barrier per slab)
+#ifdef DBUF
+#define NBUF 2u
+#else
+#define NBUF 1u
+#endif
+shared uvec4 Ash[NBUF * ASH];   // also the staging area of C at the end (NSG * 64 vectors)
+shared uvec4 Bsh[NBUF * BSH];
 
 #ifdef EMULATE
 struct Frag { uint off; uint stride; bool col; };   // a fragment: where its (0, 0) is, in halves
@@ -138,35 +145,50 @@ void main() {
                 const uint gn = bt_ ? n0 + r : n0 + cv, gk = bt_ ? (k0) + cv : (k0) + r; \
                 rb[l] = (gn < p.N && gk < kend) ? b4[(bbase + int(gk) * p.b_sk + int(gn) * p.b_sn) >> 3] : uvec4(0u); \
             }
+            #define STORE_SLABS(buf) \
+            [[unroll]] for (uint l = 0; l < LA; ++l) { \
+                const uint v = tid + l * NT, per = at_ ? BM / 8 : BK / 8; \
+                Ash[(buf) * ASH + (v / per) * (arow / 8u) + v % per] = ra[l]; \
+            } \
+            [[unroll]] for (uint l = 0; l < LB; ++l) { \
+                const uint v = tid + l * NT, per = bt_ ? BK / 8 : BN / 8; \
+                Bsh[(buf) * BSH + (v / per) * (brow / 8u) + v % per] = rb[l]; \
+            }
             LOAD_SLABS(kbeg)
+#ifdef DBUF
+            STORE_SLABS(0u)
+            barrier();
+            uint buf = 0u;
+#else
+            const uint buf = 0u;
+#endif
             for (uint k0 = kbeg; k0 < kend; k0 += BK) {
+#ifdef DBUF
+                const bool more = k0 + BK < kend;
+                if (more) { LOAD_SLABS(k0 + BK) }
+#else
                 barrier();   // every subgroup is done with the previous slab
-                [[unroll]] for (uint l = 0; l < LA; ++l) {
-                    const uint v = tid + l * NT, per = at_ ? BM / 8 : BK / 8;
-                    Ash[(v / per) * (arow / 8u) + v % per] = ra[l];
-                }
-                [[unroll]] for (uint l = 0; l < LB; ++l) {
-                    const uint v = tid + l * NT, per = bt_ ? BK / 8 : BN / 8;
-                    Bsh[(v / per) * (brow / 8u) + v % per] = rb[l];
-                }
+                STORE_SLABS(0u)
                 barrier();
                 if (k0 + BK < kend) { LOAD_SLABS(k0 + BK) }
+#endif
+                const uint ao = buf * ASH * 8u, bo = buf * BSH * 8u;   // this slab's first half in Ash, Bsh
                 [[unroll]] for (uint kk = 0; kk < BK; kk += 16) {
                     FRAG_A fa[FR];
                     [[unroll]] for (uint i = 0; i < FR; ++i) {
                         const uint si = (sm * FR + i) * 16u;
 #ifdef EMULATE
-                        fa[i] = at_ ? Frag(kk * arow + si, arow, true) : Frag(si * arow + kk, arow, false);
+                        fa[i] = at_ ? Frag(ao + kk * arow + si, arow, true) : Frag(ao + si * arow + kk, arow, false);
 #else
-                        if (at_) coopMatLoad(fa[i], Ash, (kk * arow + si) / 8u, arow / 8u, gl_CooperativeMatrixLayoutColumnMajor);
-                        else coopMatLoad(fa[i], Ash, (si * arow + kk) / 8u, arow / 8u, gl_CooperativeMatrixLayoutRowMajor);
+                        if (at_) coopMatLoad(fa[i], Ash, (ao + kk * arow + si) / 8u, arow / 8u, gl_CooperativeMatrixLayoutColumnMajor);
+                        else coopMatLoad(fa[i], Ash, (ao + si * arow + kk) / 8u, arow / 8u, gl_CooperativeMatrixLayoutRowMajor);
 #endif
                     }
                     [[unroll]] for (uint j = 0; j < FC; ++j) {
                         const uint sj = (sn * FC + j) * 16u;
                         FRAG_B fb;
 #ifdef EMULATE
-                        fb = bt_ ? Frag(sj * brow + kk, brow, true) : Frag(kk * brow + sj, brow, false);
+                        fb = bt_ ? Frag(bo + sj * brow + kk, brow, true) : Frag(bo + kk * brow + sj, brow, false);
                         // (loops, not unrolled: the emulation is for correctness; its trips count
                         // against lavapipe's budget, so the tests keep K short)
                         [[dont_unroll]] for (uint i = 0; i < FR; ++i)
@@ -177,12 +199,17 @@ void main() {
                                 acc[i][j][e] = s;
                             }
 #else
-                        if (bt_) coopMatLoad(fb, Bsh, (sj * brow + kk) / 8u, brow / 8u, gl_CooperativeMatrixLayoutColumnMajor);
-                        else coopMatLoad(fb, Bsh, (kk * brow + sj) / 8u, brow / 8u, gl_CooperativeMatrixLayoutRowMajor);
+                        if (bt_) coopMatLoad(fb, Bsh, (bo + sj * brow + kk) / 8u, brow / 8u, gl_CooperativeMatrixLayoutColumnMajor);
+                        else coopMatLoad(fb, Bsh, (bo + kk * brow + sj) / 8u, brow / 8u, gl_CooperativeMatrixLayoutRowMajor);
                         [[unroll]] for (uint i = 0; i < FR; ++i) acc[i][j] = coopMatMulAdd(fa[i], fb, acc[i][j]);
 #endif
                     }
                 }
+#ifdef DBUF
+                if (more) { STORE_SLABS(buf ^ 1u) }
+                barrier();
+                buf ^= 1u;
+#endif
             }
             // out through shared memory: subgroup sg stages one 16 x 16 f32 fragment at a time in
             // Ash[sg * 64 ...] (row-major, 4 vectors a row); lane reads elements lane + 32e

@@ -19,17 +19,23 @@ MATMUL_TILES = {"matmul": (64, 64, 16, 4, 4), "matmul128x64": (128, 64, 16, 8, 4
 # a workgroup of SGM x SGN subgroups of 32. Compiled by glslang >= 13 (`COOPMAT` in the defines tells
 # build.py); each also ships as `<name>_emu_*`, the same kernel with the fragments emulated in plain
 # GLSL (compiled by glslc), which lavapipe runs in the tests. Shared memory: at most 30 KiB.
+# A trailing "d": double-buffered slabs (DBUF); the 128x128 one needs 40 KiB, more than lavapipe's 32, so it
+# has no emulated twin: its indexing is the 64x64 one's, which lavapipe runs.
 COOPMAT_TILES = {"matmul_cm128x256s8": (128, 256, 32, 2, 4), "matmul_cm128x128s8": (128, 128, 32, 2, 4),
-                 "matmul_cm128x128s4": (128, 128, 32, 2, 2), "matmul_cm64x64s4": (64, 64, 32, 2, 2)}
+                 "matmul_cm128x128s4": (128, 128, 32, 2, 2), "matmul_cm64x64s4": (64, 64, 32, 2, 2),
+                 "matmul_cm128x128s8d": (128, 128, 32, 2, 4), "matmul_cm64x64s4d": (64, 64, 32, 2, 2)}
+NO_EMULATION = {"matmul_cm128x128s8d"}
 
 
 def _rows():
     rows = []
     for kname, (bm, bn, bk, sgm, sgn) in COOPMAT_TILES.items():
-        d = {"T_F16": "1", "BM": str(bm), "BN": str(bn), "BK": str(bk), "SGM": str(sgm), "SGN": str(sgn)}
+        d = {"T_F16": "1", "BM": str(bm), "BN": str(bn), "BK": str(bk), "SGM": str(sgm), "SGN": str(sgn),
+             **({"DBUF": "1"} if kname.endswith("d") else {})}
         for sfx, extra in (("f16", {}), ("f16_f32", {"C_F32": "1"})):
             rows.append((f"{kname}_{sfx}", "matmul_cm.comp", {**d, **extra, "COOPMAT": "1"}))
-            rows.append((f"{kname}_emu_{sfx}", "matmul_cm.comp", {**d, **extra, "EMULATE": "1"}))
+            if kname not in NO_EMULATION:
+                rows.append((f"{kname}_emu_{sfx}", "matmul_cm.comp", {**d, **extra, "EMULATE": "1"}))
     for kname, (bm, bn, bk, tm, tn) in MATMUL_TILES.items():
         for s in FLOAT_SFX:
             rows.append((f"{kname}_{s}", "matmul.comp",

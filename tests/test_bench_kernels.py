@@ -27,3 +27,8 @@ def test_bench_kernels_small(tmp_path):
     conv = next(c for c in r["cases"] if c["case"].startswith("conv2d fwd+bwd float32"))
     assert any(s.startswith("conv") for s in conv["shaders"]) and any(s.startswith("wgrad") for s in conv["shaders"])   # implicit GEMM
     assert r["sweep"] and all("skipped" in s for s in r["sweep"])   # --budget 0: listed, not timed
+
+
+def test_h200_script_parses():
+    import subprocess
+    assert subprocess.run(["bash", "-n", "bench/h200_kernels.sh"], cwd=ROOT).returncode == 0

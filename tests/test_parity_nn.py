@@ -101,7 +101,7 @@ def test_matmul_each_variant(variant, monkeypatch):
                 check_sum(lambda a, b: apply(Op.MATMUL, a, b), [rnd(B, M, K, dtype=dt), rnd(B, K, N, dtype=dt)], K)
 
 
-CM_VARIANTS = ["matmul_cm128x256s8", "matmul_cm128x128s8", "matmul_cm128x128s4", "matmul_cm64x64s4"]
+CM_VARIANTS = ["matmul_cm128x256s8", "matmul_cm128x128s8", "matmul_cm128x128s4", "matmul_cm64x64s4", "matmul_cm64x64s4d"]
 
 
 @pytest.mark.parametrize("variant", CM_VARIANTS)
@@ -127,6 +127,30 @@ def test_matmul_coopmat_emulated(variant, monkeypatch):
     with vkv.profile() as prof:
         check_sum(lambda a, b: apply(Op.MATMUL, a, b), [rnd(1, 50, 96, dtype=f16), rnd(1, 96, 40, dtype=f16)], 96)
     assert f"{variant}_emu_f16_f32" in prof and "reduce_cols_final_f16" in prof, sorted(prof)
+
+
+def test_matmul_f16_tensor_cores_where_the_device_has_them():
+    "Aligned f16 products: on a device with cooperative matrices the real tensor-core kernels (no emulation), elsewhere the plain one."
+    import vkml.vulkan as vkv
+    import vkml.vulkan.kernels_nn as kn
+    has = vkv.devices()[vkv.default_index()].features.get("coopmat_f16")
+    f16 = np.float16
+    mm = lambda a, b: apply(Op.MATMUL, a, b)
+    cases = [(mm, [rnd(1, 520, 256, dtype=f16), rnd(1, 256, 264, dtype=f16)], 256),          # ragged blocks
+             (lambda a, b: apply(Op.MATMUL, perm(a, (0, 2, 1)), perm(b, (0, 2, 1))),          # both transposed
+              [rnd(2, 96, 136, dtype=f16), rnd(2, 72, 96, dtype=f16)], 96),
+             (mm, [rnd(1, 64, 4096, dtype=f16), rnd(1, 4096, 64, dtype=f16)], 4096)]          # few blocks: K split
+    for build, arrays, k in cases:
+        with vkv.profile() as prof: check_sum(build, arrays, k)
+        cm = [n for n in prof if "_cm" in n]
+        assert (bool(cm) and not any("_emu" in n for n in cm)) if has else not cm, sorted(prof)
+    if has:   # every block shape, forced
+        for name in list(kn.COOPMAT_TILES) + list(kn.COOPMAT_MORE):
+            kn.FORCE_TILE = name
+            try:
+                with vkv.profile() as prof: check_sum(mm, [rnd(1, 200, 96, dtype=f16), rnd(1, 96, 136, dtype=f16)], 96)
+            finally: kn.FORCE_TILE = None
+            assert f"{name}_f16" in prof, sorted(prof)
 
 
 def test_coopmat_layout_fallback(monkeypatch):

@@ -14,9 +14,9 @@ from types import SimpleNamespace as NS
 
 # %% auto #0
 __all__ = ['MATMUL_TILES', 'FILL_GROUPS', 'MIN_TILE_USE', 'SMALL_MAX_MN', 'SPLIT_K_MIN', 'FORCE_TILE', 'COOPMAT_TILES',
-           'COOPMAT_MORE', 'COOPMAT', 'COL_SCRATCH_BYTES', 'CT_LOWER_MIN_K', 'INDEX_ADD_CHUNK', 'tile_dims',
-           'matmul_variant', 'split_k', 'matmul_trips', 'coopmat_layout_ok', 'coopmat_variant', 'matmul_dispatch',
-           'matmul_kernel', 'merged_stride', 'im2col_dispatch', 'im2col_kernel', 'implicit_conv',
+           'COOPMAT_MORE', 'NO_EMULATION', 'COOPMAT', 'COL_SCRATCH_BYTES', 'CT_LOWER_MIN_K', 'INDEX_ADD_CHUNK',
+           'tile_dims', 'matmul_variant', 'split_k', 'matmul_trips', 'coopmat_layout_ok', 'coopmat_variant',
+           'matmul_dispatch', 'matmul_kernel', 'merged_stride', 'im2col_dispatch', 'im2col_kernel', 'implicit_conv',
            'conv2d_weight_kernel', 'conv2d_kernel', 'taps', 'check_trips', 'col2im_dispatch', 'conv_transpose2d_kernel',
            'col2im_kernel', 'window_trips', 'maxpool2d_kernel', 'avgpool2d_kernel', 'maxpool2d_backward_kernel',
            'gather_kernel', 'index_add_kernel']
@@ -32,7 +32,9 @@ FORCE_TILE = None         # a variant name to use whatever the sizes (benchmarks
 
 COOPMAT_TILES = {"matmul_cm128x256s8": (128, 256, 32), "matmul_cm128x128s8": (128, 128, 32),
                  "matmul_cm64x64s4": (64, 64, 32)}   # tensor-core variants (f16), biggest first; see shaders/variants_nn.py
-COOPMAT_MORE = {"matmul_cm128x128s4": (128, 128, 32)}   # built and tested, not chosen by default (benchmarks force it)
+COOPMAT_MORE = {"matmul_cm128x128s4": (128, 128, 32), "matmul_cm128x128s8d": (128, 128, 32),
+                "matmul_cm64x64s4d": (64, 64, 32)}   # built and tested, not chosen by default (benchmarks force them)
+NO_EMULATION = {"matmul_cm128x128s8d"}   # too much shared memory for lavapipe: no emulated twin
 COOPMAT = os.environ.get("VKML_COOPMAT", "auto")   # auto: where the device has them; off; emulate: the emulated kernels anywhere
 
 def tile_dims(name: str) -> tuple:
@@ -99,6 +101,7 @@ def coopmat_variant(dtype, M, N, K, nb, A, B, *ts):
     if mode == "emulate":   # lavapipe runs the emulation one multiply-add a loop trip: short products only
         bm, bn, _ = tile_dims(name)
         frags = bm * bn // 256 // (4 if "s4" in name else 8)    # 16x16 fragments per subgroup
+        if name in NO_EMULATION: return None
         if -(-K // 16) * frags * 8 * 18 > LOOP_BUDGET: return None
         name = name + "_emu"
     return name

@@ -120,6 +120,14 @@ def sweep_entries(small: bool):
     mm = lambda a, b: [apply(Op.MATMUL, a, b)]
     def force(name):
         return (lambda: setattr(kn, "FORCE_TILE", name)), (lambda: setattr(kn, "FORCE_TILE", None))
+    # in order of what matters most (the sweep stops at --budget): tensor cores first
+    cm = list(kn.COOPMAT_TILES) + list(kn.COOPMAT_MORE)
+    for n in ((128,) if small else (1024, 4096, 8192)):
+        a16 = [f(1, n, n, dt=np.float16), f(1, n, n, dt=np.float16)]
+        off = (lambda: setattr(kn, "COOPMAT", "off")), (lambda: setattr(kn, "COOPMAT", "auto"))
+        yield (f"matmul f16 {n}^3", "plain (no tensor cores)", *off, a16, mm, 2.0 * n ** 3, "flop")
+        for name in cm:
+            yield (f"matmul f16 {n}^3", name, *force(name), a16, mm, 2.0 * n ** 3, "flop")
     orig = (kn.matmul_variant, kn.split_k)
     def split(name, parts):   # a tile with K split into `parts` chunks on the z grid (+ a pass summing them)
         def setup():
@@ -133,16 +141,6 @@ def sweep_entries(small: bool):
         for parts in (2, 4):
             yield (f"matmul f32 {n}^3", f"matmul128, K split {parts}", *split("matmul128", parts),
                    [f(1, n, n), f(1, n, n)], mm, 2.0 * n ** 3, "flop")
-    b, n = (4, 64) if small else (32, 512)
-    for name in kn.MATMUL_TILES:
-        yield (f"bmm f32 {b}x{n}^3", name, *force(name), [f(b, n, n), f(b, n, n)], mm, 2.0 * b * n ** 3, "flop")
-    cm = list(kn.COOPMAT_TILES) + list(kn.COOPMAT_MORE)
-    for n in ((128,) if small else (1024, 4096, 8192)):
-        a16 = [f(1, n, n, dt=np.float16), f(1, n, n, dt=np.float16)]
-        off = (lambda: setattr(kn, "COOPMAT", "off")), (lambda: setattr(kn, "COOPMAT", "auto"))
-        yield (f"matmul f16 {n}^3", "plain (no tensor cores)", *off, a16, mm, 2.0 * n ** 3, "flop")
-        for name in cm:
-            yield (f"matmul f16 {n}^3", name, *force(name), a16, mm, 2.0 * n ** 3, "flop")
     N, C, HW = (2, 8, 12) if small else (32, 64, 56)
     x, w, g = f(N, C, HW, HW), f(C, C, 3, 3), f(N, C, HW, HW)
     flop = 2.0 * N * C * C * HW * HW * 9
@@ -163,6 +161,9 @@ def sweep_entries(small: bool):
         def teardown(): kr.SPLIT_GROUPS = 1024; kr._plans.clear()
         yield ("sum over the first axis", f"SPLIT_GROUPS={groups}", setup, teardown, [a],
                lambda a: [apply(Op.SUM, a, arg=((0,), False))], 4.0 * r * r, "bytes")
+    b, n = (4, 64) if small else (32, 512)
+    for name in kn.MATMUL_TILES:
+        yield (f"bmm f32 {b}x{n}^3", name, *force(name), [f(b, n, n), f(b, n, n)], mm, 2.0 * b * n ** 3, "flop")
 
 
 # ------------------------------------------------------------------------------------------ main

@@ -138,8 +138,11 @@ int lo16(uint v) { return int(v << 16) >> 16; }   // the signed low and high hal
 int hi16(uint v) { return int(v) >> 16; }
 #endif
 
+#if defined(IMPLICIT) && !defined(WGRAD) && (NT % BN != 0)
+#error "the implicit-GEMM fast path needs the thread count to be a multiple of BN"
+#endif
 void load_slabs(int abase, int bbase, uint m0, uint n0, uint k0, uint kend, uint tid, bool a_kfast, bool b_nfast,
-                out float pa[LA], out float pb[LB]) {
+                uint poy, uint pox, out float pa[LA], out float pb[LB]) {
 #if defined(IMPLICIT)
     // k = tap * Cg + channel. When Cg is a multiple of BK a slab lies within one tap: its tap is
     // uniform and computed once (no division per element).
@@ -160,6 +163,23 @@ void load_slabs(int abase, int bbase, uint m0, uint n0, uint k0, uint kend, uint
         pa[l] = (gm < p.M && gk < kend) ? float(a[abase + int(gm) * p.a_sm + int(gk) * p.a_sk]) : 0.0;
 #endif
     }
+#if defined(IMPLICIT) && !defined(WGRAD)
+    if (one_tap) {
+        // The fast path. NT is a multiple of BN, so this thread's output pixel is the same for every l
+        // (poy, pox: computed once per tile) and the slab's tap (i, j) is uniform: one window position
+        // and one bounds check per slab; along l only the channel moves.
+        const uint i = rs / p.kw, j = rs - i * p.kw, gn = n0 + tid % BN;
+        const int iy = int(poy) * lo16(p.S) - lo16(p.P) + int(i) * lo16(p.D);
+        const int ix = int(pox) * hi16(p.S) - hi16(p.P) + int(j) * hi16(p.D);
+        const bool inside = gn < p.N && iy >= 0 && iy < int(p.HW & 0xffffu) && ix >= 0 && ix < int(p.HW >> 16);
+        const int pix = bbase + iy * p.x_sh + ix * p.b_sn;
+        [[unroll]] for (uint l = 0; l < LB; ++l) {
+            const uint gk = k0 + tid / BN + l * (NT / BN), ci = gk - rs * p.Cg;
+            pb[l] = (inside && gk < kend) ? float(b[pix + int(ci) * p.b_sk]) : 0.0;
+        }
+        return;
+    }
+#endif
     [[unroll]] for (uint l = 0; l < LB; ++l) {
         const uint e = tid + l * NT;
         const uint gk = k0 + (b_nfast ? e / BN : e % BK), gn = n0 + (b_nfast ? e % BN : e / BK);
@@ -231,13 +251,19 @@ void main() {
             vec4 acc[TM][TN / 4];
             [[unroll]] for (uint i = 0; i < TM; ++i) [[unroll]] for (uint j = 0; j < TN / 4; ++j) acc[i][j] = vec4(0.0);
             float pa[LA], pb[LB];
-            load_slabs(abase, bbase, m0, n0, kbeg, kend, tid, a_kfast, b_nfast, pa, pb);
+            // this thread's output pixel in the implicit-GEMM fast path (NT is a multiple of BN)
+#if defined(IMPLICIT) && !defined(WGRAD)
+            const uint pgn = n0 + tid % BN, poy = pgn / p.OW, pox = pgn - poy * p.OW;
+#else
+            const uint poy = 0u, pox = 0u;
+#endif
+            load_slabs(abase, bbase, m0, n0, kbeg, kend, tid, a_kfast, b_nfast, poy, pox, pa, pb);
             store_slabs(0u, tid, a_kfast, b_nfast, pa, pb);
             barrier();
             uint buf = 0u;
             for (uint k0 = kbeg; k0 < kend; k0 += BK) {
                 const bool more = k0 + BK < kend;
-                if (more) load_slabs(abase, bbase, m0, n0, k0 + BK, kend, tid, a_kfast, b_nfast, pa, pb);
+                if (more) load_slabs(abase, bbase, m0, n0, k0 + BK, kend, tid, a_kfast, b_nfast, poy, pox, pa, pb);
                 [[unroll]] for (uint kk = 0; kk < BK; ++kk) {
                     vec4 ar[TM / 4], br[TN / 4];
                     [[unroll]] for (uint i = 0; i < TM / 4; ++i) ar[i] = As[buf][kk][i * TY + ty];

@@ -21,7 +21,8 @@ class Node:
     __slots__ = ("op", "srcs", "arg", "shape", "dtype", "device", "buf", "requires_grad", "leaf_of",
                  "tref", "__weakref__")
     def __init__(self, op: Op, srcs: tuple, arg, shape, dtype: DType, device: str, buf=None, requires_grad=False):
-        self.op, self.srcs, self.arg, self.shape, self.dtype, self.device = op, srcs, arg, tuple(shape), dtype, device
+        self.op, self.srcs, self.arg, self.dtype, self.device = op, srcs, arg, dtype, device
+        self.shape = shape if type(shape) is tuple else tuple(shape)
         self.buf, self.requires_grad, self.leaf_of, self.tref = buf, requires_grad, None, None
     @property
     def realized(self) -> bool: return self.buf is not None
@@ -118,11 +119,14 @@ def make_node(op: Op, srcs: tuple, arg=None, shape=None, dtype=None, device=None
             raise DTypeError(f"{op.name} does not take {data.dtype.name}; it takes {', '.join(d.name for d in ACCEPTED_DTYPES[op])}")
     if op not in CALLER_SHAPED:
         shape, dtype = SHAPE_RULES[op](arg, *srcs)
-    shape = check_rank(shape)
+    if type(shape) is not tuple or len(shape) > MAX_DIMS: shape = check_rank(shape)
     if shape and min(shape) < 0: raise ShapeError(f"{op.name} would produce the negative shape {shape}")
     device = srcs[0].device if srcs else canonical_device(device or "cpu")   # sources default to the CPU, as in PyTorch
-    rg = op is not Op.DETACH and dtype.is_float and _grad_mode.enabled and any(s.requires_grad for s in srcs)
-    return Node(op, tuple(srcs), arg, shape, dtype, device, requires_grad=rg)
+    rg = False
+    if _grad_mode.enabled and op is not Op.DETACH and dtype.kind == "f":
+        for s in srcs:
+            if s.requires_grad: rg = True; break
+    return Node(op, srcs if type(srcs) is tuple else tuple(srcs), arg, shape, dtype, device, requires_grad=rg)
 
 # %% ../nbs/04_graph.ipynb #fe753257
 def toposort(nodes, skip=lambda n: False) -> list:

@@ -12,8 +12,9 @@ from .elementwise import ELEMENTWISE
 from .graph import Node, toposort
 
 # %% auto #0
-__all__ = ['FUSED_REDUCE', 'MAX_FUSED_OPS', 'MAX_FUSED_BUFFERS', 'RECOMPUTE_OPS', 'PLACEABLE_OPS', 'READBACK_BYTES',
-           'ScheduleError', 'order', 'Kernel', 'constant_value', 'fusion_default', 'Schedule', 'schedule']
+__all__ = ['FUSED_REDUCE', 'MAX_FUSED_OPS', 'MAX_FUSED_BUFFERS', 'RECOMPUTE_OPS', 'PLACEABLE_OPS', 'PLAN_CACHE_SIZE',
+           'READBACK_BYTES', 'ScheduleError', 'order', 'Kernel', 'constant_value', 'plan_cache_enabled', 'signature',
+           'fusion_default', 'Schedule', 'schedule']
 
 # %% ../nbs/05_schedule.ipynb #22db6109
 class ScheduleError(VkmlError, RuntimeError):
@@ -52,20 +53,23 @@ def order(outputs, memory_of=None) -> list:
         return m
     targets = {memory(a.srcs[0]) for a in assigns}
     readers = {t: [] for t in targets}                # target memory -> the nodes reading it, but the ASSIGNs to it
+    unrealized_targets = {m[1] for m in targets if m[0] == "node"}
     for n in nodes:
         mine = memory(n.srcs[0]) if n.op is Op.ASSIGN else None
-        for m in {memory(s) for s in n.srcs} & targets:
+        # (a source that is computed here and is no view is its own memory: a target only if an ASSIGN writes it)
+        ms = {memory(s) for s in n.srcs if s.buf is not None or s.op in VIEW_OPS or id(s) in unrealized_targets}
+        for m in ms & targets:
             if m != mine: readers[m].append(n)
     pos = {id(n): i for i, n in enumerate(nodes)}
     late = {}   # id(assign) -> readers of its target's old value placed after it
     for a in assigns:
-        rs = readers[memory(a.srcs[0])]
+        late[id(a)] = rs = [r for r in readers[memory(a.srcs[0])] if pos[id(r)] > pos[id(a)]]
+        if not rs: continue                           # (a reader that needs the ASSIGN comes after it)
         after = _after(a, nodes, pos)
         both = [n for n in rs if id(n) in after]
         if both:
             raise ScheduleError(f"{both[0].op.name} reads {a.shape} {a.dtype.name} memory both before and after an "
                                 f"ASSIGN overwrites it: realize the old value first, or copy it with `.contiguous()`")
-        late[id(a)] = [r for r in rs if pos[id(r)] > pos[id(a)]]
     if not any(late.values()): return nodes
     extra = {k: v for k, v in late.items() if v}
     order_, seen, stack = [], set(), [(n, False) for n in reversed(outputs)]
@@ -95,6 +99,7 @@ class Kernel:
     nodes: list                                 # the nodes it computes, in order
     stores: list = field(default_factory=list)  # the nodes whose values it writes to memory
     frees: list = field(default_factory=list)   # stored intermediates whose last reader this kernel is
+    memo: dict = field(default_factory=dict)    # what a backend learnt about this kernel's structure (kept by the plan cache)
 
     @property
     def shape(self): return self.nodes[-1].shape
@@ -312,6 +317,53 @@ def _placements(ks, owner) -> dict:
             off += s.shape[axis] * inner
     return placed
 
+# %% ../nbs/05_schedule.ipynb #5c52fb3a
+PLAN_CACHE_SIZE = 256
+_plans: dict = {}
+
+def plan_cache_enabled() -> bool: return os.environ.get("VKML_PLAN_CACHE", "1") != "0"
+
+def _arg_key(n: Node):
+    "The part of `n.arg` that shapes a plan (an elementwise op's numbers do not)."
+    row = ELEMENTWISE.get(n.op)
+    if row is None: return n.arg
+    return row.variant(n.arg) if row.variant is not None else None
+
+def signature(nodes, outputs, fuse: bool, read: bool):
+    "A hashable summary of the ordered `nodes` that fixes their plan (None when an arg is not hashable)."
+    index = {id(n): i for i, n in enumerate(nodes)}
+    outside = {}                                      # id -> (dtype, shape) of a source computed before, in order
+    rows = []
+    for n in nodes:
+        srcs = []
+        for s in n.srcs:
+            i = index.get(id(s))
+            if i is None:
+                i = outside.get(id(s))
+                if i is None: i = outside[id(s)] = (-1 - len(outside), s.dtype, s.shape)
+            srcs.append(i)
+        rows.append((n.op, _arg_key(n), n.shape, n.dtype, tuple(srcs), n.tref is not None and n.tref() is not None))
+    outs = tuple(index.get(id(n), -1) for n in outputs)
+    key = (tuple(rows), outs, fuse, read)
+    try: hash(key)
+    except TypeError: return None
+    return key
+
+def _remember(key, nodes, kernels, placed):
+    index = {id(n): i for i, n in enumerate(nodes)}
+    ix = lambda ns: tuple(index[id(n)] for n in ns)
+    plan = ([(k.kind, ix(k.nodes), ix(k.stores), ix(k.frees), k.memo) for k in kernels],
+            tuple((index[m], index[id(c)], off) for m, (c, off) in placed.items()))
+    if len(_plans) >= PLAN_CACHE_SIZE: _plans.pop(next(iter(_plans)))
+    _plans[key] = plan
+
+def _recall(plan, nodes) -> tuple:
+    "(kernels, placements) of a remembered plan, over `nodes`."
+    ks, placed = plan
+    at = lambda ix: [nodes[i] for i in ix]
+    kernels = [Kernel(kind, at(ns), at(st), at(fr), memo) for kind, ns, st, fr, memo in ks]
+    return kernels, {id(nodes[m]): (nodes[c], off) for m, c, off in placed}
+
 # %% ../nbs/05_schedule.ipynb #2e2b0fe7
 READBACK_BYTES = 64 * 1024   # asked-for outputs this small are copied back in the same submission
 
@@ -327,9 +379,15 @@ class Schedule:
         self.nodes = order(self.outputs, memory_of)
         needed = {id(n) for n in self.outputs} | {id(n) for n in self.nodes if n.held}
         self.keep = needed
-        consumers = _consumers(self.nodes)
-        self.kernels = _kernels(self.nodes, consumers, needed, self.fuse)
-        self.placed = _plan(self.kernels, consumers, needed)
+        key = signature(self.nodes, self.outputs, self.fuse, read) if plan_cache_enabled() else None
+        plan = _plans.get(key) if key is not None else None
+        if plan is not None:
+            self.kernels, self.placed = _recall(plan, self.nodes)
+        else:
+            consumers = _consumers(self.nodes)
+            self.kernels = _kernels(self.nodes, consumers, needed, self.fuse)
+            self.placed = _plan(self.kernels, consumers, needed)
+            if key is not None: _remember(key, self.nodes, self.kernels, self.placed)
         self.readback = [n for n in self.outputs if n.buf is None and (read or prod(n.shape) * n.dtype.itemsize <= READBACK_BYTES)]
 
     def __len__(self): return len(self.kernels)

@@ -179,13 +179,20 @@ def _merge(ks) -> list:
                 and len(prev.nodes) + len(k.nodes) <= MAX_FUSED_OPS and _buffers(prev.nodes + k.nodes) <= MAX_FUSED_BUFFERS):
             views = out[p + 1:]                                   # recorded since prev: they cost nothing
             inside = {id(n) for n in prev.nodes}
-            if not any(id(_base(v.nodes[0])) in inside for v in views) and not any(
-                    id(_base(s)) in inside and s.op in VIEW_OPS for n in k.nodes for s in n.srcs):
+            written = inside | {id(_base(n)) for n in prev.nodes if n.op is Op.ASSIGN}   # (memory prev writes in place)
+            def mine(x): return id(_base(x, through_assign=False)) in inside or id(_base(x)) in written
+            if not any(mine(v.nodes[0]) for v in views) and not any(
+                    mine(s) and s.op in VIEW_OPS for n in k.nodes for s in n.srcs) and not _overwrites_read(k, prev):
                 prev.nodes = list({id(n): n for n in prev.nodes + k.nodes}.values())
                 out[p:] = views + [prev]                          # the views k reads now come before the merged kernel
                 continue
         out.append(k)
     return out
+
+def _overwrites_read(k: Kernel, prev: Kernel) -> bool:
+    "Does `k` write (ASSIGN) memory that `prev` reads through a view (so one kernel would read what another thread writes)?"
+    targets = {id(_base(n)) for n in k.nodes if n.op is Op.ASSIGN}
+    return bool(targets) and any(s.op in VIEW_OPS and id(_base(s)) in targets for n in prev.nodes for s in n.srcs)
 
 def _buffers(nodes) -> int:
     "How many distinct buffers a fused kernel of `nodes` binds: the inputs it reads, and one for its results."

@@ -74,8 +74,14 @@ def describe(k: Kernel) -> Program:
         key = (id(node), role)
         if key not in op_index: op_index[key] = len(operands); operands.append((role, node))
         return op_index[key]
+    def target(n):
+        "The node whose memory a stored `n` goes to: an ASSIGN's target (through ASSIGNs this kernel computes too)."
+        if n.op is not Op.ASSIGN: return n
+        t = n.srcs[0]
+        while t.op is Op.ASSIGN and id(t) in inside: t = t.srcs[0]
+        return t
     for n in nodes_in:                   # outputs first: their bindings come first in every kernel
-        if id(n) in stored: operand(n.srcs[0] if n.op is Op.ASSIGN else n, "out")
+        if id(n) in stored: operand(target(n), "out")
     for i, n in enumerate(nodes_in):
         role = "pin" if r is not None and i <= r else "in"
         refs = []
@@ -97,7 +103,7 @@ def describe(k: Kernel) -> Program:
             nodes.append((n.op.name, variant, tuple(s.dtype.name for s in n.srcs), n.dtype.name, tuple(refs),
                           tuple(range(first, len(params)))))
         if id(n) in stored:
-            stores.append((len(nodes) - 1, op_index[(id(n.srcs[0] if n.op is Op.ASSIGN else n), "out")]))
+            stores.append((len(nodes) - 1, op_index[(id(target(n)), "out")]))
     desc = (tuple((role, node.dtype.name) for role, node in operands), tuple(t for _, t in params),
             tuple(nodes), tuple(stores), r)
     return Program(desc, operands, params, k.shape, stores, rand_params)
@@ -144,12 +150,22 @@ def _node_expr(name, variant, ins, out, refs, pidx, pnames, operand_ref, index) 
 
 FORMS = ("scalar", "vec4", "group", "thread")   # elementwise: one or four elements per invocation; reduce: a workgroup or a thread per output
 
+def _helpers(nodes) -> list:
+    "The GLSL functions the nodes' expressions call (a row's `helpers`), each once, in order."
+    out = []
+    for name, _, ins, o, _, _ in nodes:
+        row = ELEMENTWISE.get(Op[name])
+        if row is None or row.helpers is None: continue
+        h = row.helpers([to_dtype(d) for d in ins], to_dtype(o))
+        if h and h not in out: out.append(h)
+    return out
+
 def write_glsl(desc, form: str = "scalar") -> str:
     "The GLSL compute shader of a program's description in `form` (see `FORMS`)."
     if desc[4] is not None: return write_reduce_glsl(desc, form)
     vec4 = form == "vec4"
     operands, ptypes, nodes, stores, _ = desc
-    lines = [_PREAMBLE, f"layout(local_size_x = {LOCAL}) in;",
+    lines = [_PREAMBLE, *_helpers(nodes), f"layout(local_size_x = {LOCAL}) in;",
              "layout(push_constant) uniform PC { uint base; } pc;",
              "layout(std430, set = 0, binding = 0) readonly buffer Args { uint args[]; };"]
     written = {j for _, j in stores}
@@ -238,7 +254,7 @@ def write_reduce_glsl(desc, form: str = "group") -> str:
     rop, rarg, (rin,), rout, rrefs, _ = nodes[r]
     acc_t = COMPUTE[rout]
     group = form == "group"
-    lines = [_PREAMBLE, f"layout(local_size_x = {LOCAL}) in;",
+    lines = [_PREAMBLE, *_helpers(nodes), f"layout(local_size_x = {LOCAL}) in;",
              "layout(push_constant) uniform PC { uint base; } pc;",
              "layout(std430, set = 0, binding = 0) readonly buffer Args { uint args[]; };"]
     for j, (role, dt) in enumerate(operands):

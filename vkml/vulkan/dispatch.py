@@ -11,7 +11,7 @@ import numpy as np
 from ..dtypes import *
 from ..ops import Op, VIEW_OPS
 from ..elementwise import ELEMENTWISE
-from ..graph import Backend, Node
+from ..graph import Backend, Node, references
 from ..schedule import Kernel
 from .device import Device, get_device, STATS, stats, reset_stats, vk_module, devices, check_index
 from .memory import memory, Alloc
@@ -549,6 +549,11 @@ class VulkanBackend(Backend):
         return get()
 
     def memory_of(self, buf) -> int: return id(buf.alloc)
+    def exclusive(self, node: Node) -> bool:
+        buf = node.buf
+        if not isinstance(buf, VkTensor) or references(buf) != 1: return False
+        a = buf.alloc          # no other view of the allocation, no pending upload into it
+        return references(a) == 1
 
     def peek(self, node: Node):
         "The value when reading it costs no submission: a host copy, a recorded readback, or directly readable memory."

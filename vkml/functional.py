@@ -16,17 +16,19 @@ from .tensor import Tensor, tensor, apply
 from .tensor_math import (cast, neg, abs, sign, exp, log, sqrt, rsqrt, reciprocal, sin, cos, tanh, sigmoid, erf, erfc,
                               clamp, clip, relu, leaky_relu, elu, selu, gelu, silu, softplus, mish, softsign, hardtanh,
                               isnan, isinf, add, sub, mul, div, pow, maximum, minimum, where, eq, ne, lt, le, gt, ge)
-from .tensor_reduce import sum, mean, amax, amin, prod, argmax, argmin, var, std, logsumexp, cumsum, norm
+from .tensor_reduce import sum, mean, amax, amin, prod, argmax, argmin, any, all, var, std, logsumexp, cumsum, norm
 from .tensor_shape import (reshape, flatten, squeeze, unsqueeze, permute, transpose, expand, contiguous, cat, stack,
-                               split, pad, flip, repeat, tril, triu, index_select, gather, index_add, masked_fill, one_hot)
+                               split, pad, flip, repeat, tril, triu, index_select, gather, scatter, scatter_add, index_add,
+                               index_put, masked_fill, one_hot)
 from .tensor_linalg import matmul, einsum
 _all_ = ["ArgumentError", "EinsumError", "IndexingError", "cast", "neg", "abs", "sign", "exp", "log", "sqrt", "rsqrt",
          "reciprocal", "sin", "cos", "tanh", "sigmoid", "erf", "erfc", "clamp", "clip", "relu", "leaky_relu", "elu", "selu",
          "gelu", "silu", "softplus", "mish", "softsign", "hardtanh", "isnan", "isinf", "add", "sub", "mul", "div", "pow",
          "maximum", "minimum", "where", "eq", "ne", "lt", "le", "gt", "ge", "sum", "mean", "amax", "amin", "prod", "argmax",
-         "argmin", "var", "std", "logsumexp", "cumsum", "norm", "reshape", "flatten", "squeeze", "unsqueeze", "permute",
+         "argmin", "any", "all", "var", "std", "logsumexp", "cumsum", "norm", "reshape", "flatten", "squeeze", "unsqueeze", "permute",
          "transpose", "expand", "contiguous", "cat", "stack", "split", "pad", "flip", "repeat", "tril", "triu",
-         "index_select", "gather", "index_add", "masked_fill", "one_hot", "matmul", "einsum", "tensor"]
+         "index_select", "gather", "scatter", "scatter_add", "index_add", "index_put", "masked_fill", "one_hot", "matmul",
+         "einsum", "tensor"]
 
 # %% auto #0
 __all__ = ['default_generator', 'full', 'zeros', 'ones', 'full_like', 'zeros_like', 'ones_like', 'arange', 'linspace', 'eye',
@@ -34,10 +36,11 @@ __all__ = ['default_generator', 'full', 'zeros', 'ones', 'full_like', 'zeros_lik
            'cast', 'neg', 'abs', 'sign', 'exp', 'log', 'sqrt', 'rsqrt', 'reciprocal', 'sin', 'cos', 'tanh', 'sigmoid',
            'erf', 'erfc', 'clamp', 'clip', 'relu', 'leaky_relu', 'elu', 'selu', 'gelu', 'silu', 'softplus', 'mish',
            'softsign', 'hardtanh', 'isnan', 'isinf', 'add', 'sub', 'mul', 'div', 'pow', 'maximum', 'minimum', 'where',
-           'eq', 'ne', 'lt', 'le', 'gt', 'ge', 'sum', 'mean', 'amax', 'amin', 'prod', 'argmax', 'argmin', 'var', 'std',
-           'logsumexp', 'cumsum', 'norm', 'reshape', 'flatten', 'squeeze', 'unsqueeze', 'permute', 'transpose',
-           'expand', 'contiguous', 'cat', 'stack', 'split', 'pad', 'flip', 'repeat', 'tril', 'triu', 'index_select',
-           'gather', 'index_add', 'masked_fill', 'one_hot', 'matmul', 'einsum', 'tensor']
+           'eq', 'ne', 'lt', 'le', 'gt', 'ge', 'sum', 'mean', 'amax', 'amin', 'prod', 'argmax', 'argmin', 'any', 'all',
+           'var', 'std', 'logsumexp', 'cumsum', 'norm', 'reshape', 'flatten', 'squeeze', 'unsqueeze', 'permute',
+           'transpose', 'expand', 'contiguous', 'cat', 'stack', 'split', 'pad', 'flip', 'repeat', 'tril', 'triu',
+           'index_select', 'gather', 'scatter', 'scatter_add', 'index_add', 'index_put', 'masked_fill', 'one_hot',
+           'matmul', 'einsum', 'tensor']
 
 # %% ../nbs/15_functional.ipynb #12d8ddfe
 def _size(size, name="size") -> tuple:

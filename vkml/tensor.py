@@ -104,7 +104,7 @@ def _lowerable(base, new: Node) -> bool:
     cands, n = [], base.node
     while n.buf is None and n.op is Op.ASSIGN: cands.append(n); n = n.srcs[0]
     if n.buf is None or not get_backend(n.device).exclusive(n): return False
-    cands.append(n)
+    cands.append(n); m = None
     expect = {id(c): 0 for c in cands}
     members = _members(base)
     for v in members[1:]:                             # the views' own nodes, down to the base's

@@ -42,6 +42,20 @@ def _inplace(name: str):
     f.__doc__ = f"`{name}`, in place (PyTorch's `{name}_`): writes into this tensor, seen by its views."
     return f
 
+def _inplace_binary(name: str):
+    "The in-place form of the binary method `name`: the other operand must broadcast to this tensor's shape."
+    def f(self, other, *args, **kw):
+        shp = getattr(other, "shape", None)
+        if shp is not None and tuple(shp) != self.shape:
+            try: ok = broadcast_shapes(tuple(shp), self.shape) == self.shape
+            except ShapeError: ok = False
+            if not ok: raise ShapeError(f"{name}_: an operand of shape {tuple(shp)} does not broadcast to the tensor's "
+                                        f"shape {self.shape}: an in-place op cannot change its tensor's shape")
+        return self._write(getattr(self, name)(other, *args, **kw), f"{name}_")
+    f.__name__ = f.__qualname__ = name + "_"
+    f.__doc__ = f"`{name}`, in place (PyTorch's `{name}_`): writes into this tensor, seen by its views."
+    return f
+
 class UnaryMath(TensorBase):
     "One-input math and activations."
     __slots__ = ()
@@ -197,7 +211,7 @@ class Arithmetic(TensorBase):
     def __ge__(self, y): return self.ge(y) if _known(y) else NotImplemented
     __hash__ = TensorBase.__hash__   # defining __eq__ would otherwise remove it
 
-    add_, sub_, mul_, div_, pow_ = (_inplace(n) for n in ("add", "sub", "mul", "div", "pow"))
+    add_, sub_, mul_, div_, pow_ = (_inplace_binary(n) for n in ("add", "sub", "mul", "div", "pow"))
     def __iadd__(self, y): return self.add_(y) if _known(y) else NotImplemented    # x += y is in place, as PyTorch's
     def __isub__(self, y): return self.sub_(y) if _known(y) else NotImplemented
     def __imul__(self, y): return self.mul_(y) if _known(y) else NotImplemented
@@ -209,6 +223,7 @@ class MathOps(Casts, UnaryMath, Arithmetic):
     __slots__ = ()
 
 # %% ../nbs/08_tensor_math.ipynb #4486bfe4
+@with_out
 def where(condition, input, other):
     "`input` where `condition` is true, else `other`, all broadcast."
     need_tensor("where", condition)

@@ -10,7 +10,8 @@ from .dtypes import *
 from .ops import Op, ACCEPTED_DTYPES, ALL
 from .graph import Node, check_same_device, get_backend
 from .operands import (TensorBase, ArgumentError, IndexingError, need_tensor, check_dtype, mixed_dtypes,
-                           scalar_as, is_scalar, common_operands, lift, expand_to, reshape_to, const_like, reduce_axes)
+                           scalar_as, is_scalar, common_operands, lift, expand_to, reshape_to, const_like, reduce_axes,
+                           with_out)
 
 # %% auto #0
 __all__ = ['reshape', 'flatten', 'squeeze', 'unsqueeze', 'permute', 'transpose', 'expand', 'contiguous', 'split', 'pad', 'flip',
@@ -30,7 +31,7 @@ class Views(TensorBase):
     def reshape(self, *shape):
         "The same elements in row-major order at `shape` (one dim may be -1)."
         shape = _varargs(shape)
-        if any(not isinstance(d, (int, np.integer)) or d < -1 for d in shape) or list(shape).count(-1) > 1:
+        if builtins.any(not isinstance(d, (int, np.integer)) or d < -1 for d in shape) or list(shape).count(-1) > 1:
             raise ShapeError(f"reshape takes ints >= 0 and at most one -1, got {shape}")
         n, known = self.numel(), math.prod(d for d in shape if d != -1)
         if -1 in shape:
@@ -85,7 +86,7 @@ class Views(TensorBase):
         check_rank(sizes, "expand target")
         k = len(sizes) - self.ndim
         if k < 0: raise ShapeError(f"expand: target {sizes} has fewer dims than the tensor {self.shape}")
-        if any(s == -1 for s in sizes[:k]): raise ShapeError(f"expand: -1 is not allowed for a new dim, got {sizes}")
+        if builtins.any(s == -1 for s in sizes[:k]): raise ShapeError(f"expand: -1 is not allowed for a new dim, got {sizes}")
         shape = tuple(sizes[:k]) + tuple(d if s == -1 else s for d, s in zip(self.shape, sizes[k:]))
         for d, s in zip(self.shape, shape[k:]):
             if d != s and d != 1 or s < 0:
@@ -133,10 +134,10 @@ class Copies(TensorBase):
             if n + b + a < 0: raise ShapeError(f"pad {pad} crops more than {self.shape} holds")
         x = self
         crop = tuple((builtins.max(0, -b), n - builtins.max(0, -a), 1) for n, (b, a) in zip(self.shape, widths))
-        if any(c != (0, n, 1) for c, n in zip(crop, self.shape)):
+        if builtins.any(c != (0, n, 1) for c, n in zip(crop, self.shape)):
             x = self._apply(Op.SLICE, self, arg=tuple(c if c[1] > c[0] else (0, 0, 1) for c in crop))
         grow = tuple((builtins.max(0, b), builtins.max(0, a)) for b, a in widths)
-        return x if not any(b or a for b, a in grow) else x._apply(Op.PAD, x, arg=(grow, v))
+        return x if not builtins.any(b or a for b, a in grow) else x._apply(Op.PAD, x, arg=(grow, v))
 
     def flip(self, dims):
         "Reversed along `dims`."
@@ -181,8 +182,9 @@ def _check_group(name, tensors):
         raise ArgumentError(f"{name} takes a non-empty list of tensors")
     for t in tensors: need_tensor(name, t)
     check_same_device([t.node for t in tensors], name)
-    if any(t.dtype is not tensors[0].dtype for t in tensors): raise mixed_dtypes(name, [t.dtype for t in tensors])
+    if builtins.any(t.dtype is not tensors[0].dtype for t in tensors): raise mixed_dtypes(name, [t.dtype for t in tensors])
 
+@with_out
 def cat(tensors, dim: int = 0):
     "`tensors` joined along `dim` (other dims equal)."
     _check_group("cat", tensors)
@@ -190,10 +192,11 @@ def cat(tensors, dim: int = 0):
     if t0.ndim == 0: raise ShapeError("cat cannot join 0-d tensors: use `stack`")
     axis = normalize_axis(dim, t0.ndim)
     for t in tensors[1:]:
-        if t.ndim != t0.ndim or any(a != b for i, (a, b) in enumerate(zip(t.shape, t0.shape)) if i != axis):
+        if t.ndim != t0.ndim or builtins.any(a != b for i, (a, b) in enumerate(zip(t.shape, t0.shape)) if i != axis):
             raise ShapeError(f"cat along dim {dim} needs the other dims equal, got {t0.shape} and {t.shape}")
     return t0._apply(Op.CONCAT, *tensors, arg=axis)
 
+@with_out
 def stack(tensors, dim: int = 0):
     "`tensors` (all one shape) joined along a new dim."
     _check_group("stack", tensors)
@@ -237,16 +240,25 @@ def _norm_slice(s: slice, n: int) -> tuple:
     start, stop, step = slice(*(None if v is None else int(v) for v in (s.start, s.stop, s.step))).indices(n)
     return (start, stop, step) if len(range(start, stop, step)) else (0, 0, 1)
 
-def _host_index(x, data) -> TensorBase:
-    "A list, tuple or numpy array used as an index: an int64 (or, from bools, bool) tensor on `x`'s device."
+def _host_array(data) -> np.ndarray:
+    "A list, tuple or numpy array used as an index, as an int64 (or, from bools, bool) array."
     try: a = np.asarray(data)
     except ValueError: raise IndexingError(f"a ragged list cannot be an index: {data!r}") from None
-    if a.dtype == np.bool_: dt = bool_
-    elif a.dtype.kind in "iu" or a.size == 0: dt = int64
+    if a.dtype == np.bool_: a = a.astype(np.bool_)
+    elif a.dtype.kind in "iu" or a.size == 0: a = a.astype(np.int64)
     else: raise IndexingError(f"an index list holds ints or bools, got {a.dtype} values: {data!r}")
-    a = np.array(a, dtype=dt.np, order="C")
     check_rank(a.shape, "index")
-    return x._wrap(Node(Op.INPUT, (), None, a.shape, dt, x.device, buf=get_backend(x.device).from_numpy(a)))
+    return np.array(a, order="C")
+
+def _host_index(x, a: np.ndarray) -> TensorBase:
+    "A host index array as a tensor on `x`'s device."
+    a = np.array(a, order="C")
+    return x._wrap(Node(Op.INPUT, (), None, a.shape, to_dtype(a.dtype), x.device, buf=get_backend(x.device).from_numpy(a)))
+
+def _is_mask(it) -> bool:
+    return (isinstance(it, TensorBase) and it.dtype is bool_) or (isinstance(it, np.ndarray) and it.dtype == np.bool_)
+
+def _is_adv(it) -> bool: return isinstance(it, (TensorBase, np.ndarray))
 
 def _items(x, idx) -> list:
     "`idx` as a list, one item per dim of `x` (after ... is expanded): int, slice, None, Python bool, Tensor."
@@ -261,16 +273,18 @@ def _items(x, idx) -> list:
                 raise IndexingError(f"tensors used as indices must be int64, int32 or bool, got {it.dtype.name}: use `.long()`")
             check_same_device([x.node, it.node], "indexing")
             out.append(bool(it.item()) if it.dtype is bool_ and it.ndim == 0 else it)   # a 0-d mask is a Python bool
-        elif isinstance(it, (list, tuple, np.ndarray)): out.append(_host_index(x, it))
+        elif isinstance(it, (list, tuple, np.ndarray)):
+            a = _host_array(it)
+            out.append(bool(a) if a.dtype == np.bool_ and a.ndim == 0 else a)
         else:
             raise IndexingError(f"vkML indexes with ints, slices, None, ..., bools, lists and int64 or bool tensors; "
                                 f"got {type(it).__name__}")
-    if out.count(Ellipsis) > 1: raise IndexingError("an index can have only one ellipsis (...)")
-    used = builtins.sum(it.ndim if isinstance(it, TensorBase) and it.dtype is bool_ else 1
-                        for it in out if it is not None and it is not Ellipsis and not isinstance(it, bool))
+    ells = [i for i, it in enumerate(out) if it is Ellipsis]     # (by identity: an index array has no truth value)
+    if len(ells) > 1: raise IndexingError("an index can have only one ellipsis (...)")
+    used = builtins.sum(it.ndim if _is_mask(it) else 1 for it in out if it is not None and it is not Ellipsis and not isinstance(it, bool))
     if used > x.ndim: raise IndexingError(f"too many indices ({used}) for a tensor of rank {x.ndim}")
     fill = [slice(None)] * (x.ndim - used)
-    if Ellipsis in out: k = out.index(Ellipsis); out[k:k + 1] = fill
+    if ells: out[ells[0]:ells[0] + 1] = fill
     else: out += fill
     return out
 
@@ -278,12 +292,12 @@ def _unmask(x, items) -> list:
     "Bool masks replaced by the int64 indices of their true elements: a mask's result shape depends on its values, so this reads it."
     out, ax = [], 0
     for it in items:
-        if isinstance(it, TensorBase) and it.dtype is bool_:
+        if _is_mask(it):
             dims = x.shape[ax:ax + it.ndim]
-            if it.shape != dims:
-                raise IndexingError(f"the mask's shape {it.shape} does not match the indexed dims {dims} "
+            if tuple(it.shape) != dims:
+                raise IndexingError(f"the mask's shape {tuple(it.shape)} does not match the indexed dims {dims} "
                                     f"(dims {ax}..{ax + it.ndim - 1} of {x.shape})")
-            out += [_host_index(x, a) for a in np.nonzero(it.numpy())]
+            out += list(np.nonzero(it if isinstance(it, np.ndarray) else it.numpy()))
             ax += it.ndim
         else:
             out.append(it)
@@ -312,13 +326,13 @@ class Indexing(TensorBase):
             n = self.shape[ax]; ax += 1
             if isinstance(it, slice):
                 s = _norm_slice(it, n); slices.append(s); shape.append(len(range(*s)))
-            elif isinstance(it, TensorBase):
+            elif _is_adv(it):
                 slices.append((0, n, 1)); adv.append((len(shape), it)); shape.append(n)
             else:
                 if not -n <= it < n: raise IndexOutOfRangeError(f"index {it} is out of range for dim {ax - 1} of size {n}")
                 i = it % n; slices.append((i, i + 1, 1))
         y = self
-        if any(s != (0, n, 1) for s, n in zip(slices, self.shape)): y = self._apply(Op.SLICE, y, arg=tuple(slices))
+        if builtins.any(s != (0, n, 1) for s, n in zip(slices, self.shape)): y = self._apply(Op.SLICE, y, arg=tuple(slices))
         y = reshape_to(y, check_rank(tuple(shape), "indexing result"))
         if empty: y = y._apply(Op.SLICE, y, arg=tuple((0, 0, 1) if i in empty else (0, d, 1) for i, d in enumerate(y.shape)))
         return self._as_view(y), adv
@@ -328,14 +342,16 @@ class Indexing(TensorBase):
         dims, ts = [d for d, _ in adv], [t for _, t in adv]
         sizes = [self.shape[d] for d in dims]
         bshape = broadcast_shapes(*(t.shape for t in ts))
-        hs = [host_values(t) for t in ts]
-        if builtins.all(h is not None for h in hs):     # data: checked and combined on the host
+        hs = [t if isinstance(t, np.ndarray) else host_values(t) for t in ts]
+        for d, n, h in zip(dims, sizes, hs):           # data: checked (and negatives wrapped) on the host
+            if h is None: continue
+            bad = (h < -n) | (h >= n)
+            if bad.any(): raise IndexOutOfRangeError(f"index {int(h[bad].flat[0])} is out of range for dim {d} of size {n}")
+        if builtins.all(h is not None for h in hs):
             flat = np.zeros(bshape, np.int64)
-            for d, n, h in zip(dims, sizes, hs):
-                bad = (h < -n) | (h >= n)
-                if bad.any(): raise IndexOutOfRangeError(f"index {int(h[bad].flat[0])} is out of range for dim {d} of size {n}")
-                flat = flat * n + np.where(h < 0, h + n, h)
+            for n, h in zip(sizes, hs): flat = flat * n + np.where(h < 0, h + n, h)
             return dims, bshape, _host_index(self, flat.reshape(-1))
+        ts = [_host_index(self, t) if isinstance(t, np.ndarray) else t for t in ts]
         flat = None                                     # computed indices: combined on the device (unchecked)
         for n, t in zip(sizes, ts):
             t = expand_to(t, bshape)
@@ -362,7 +378,7 @@ class Indexing(TensorBase):
     def __getitem__(self, idx):
         "x[idx]: ints, slices, None, ..., bools, lists, int64 tensors and bool masks, with NumPy's and PyTorch's rules."
         items = _items(self, idx)
-        if builtins.any(isinstance(it, TensorBase) and it.dtype is bool_ for it in items): items = _unmask(self, items)
+        if builtins.any(_is_mask(it) for it in items): items = _unmask(self, items)
         y, adv = self._basic(items)
         return y._advanced(adv) if adv else y
 
@@ -396,13 +412,14 @@ class Indexing(TensorBase):
     def _put(self, idx, value, accumulate: bool, what: str):
         "Write (or add) `value` at `idx`, in place: the engine of `x[idx] = value` and `index_put_`."
         items = _items(self, idx)
-        masks = [it for it in items if isinstance(it, TensorBase) and it.dtype is bool_]
+        masks = [it for it in items if _is_mask(it)]
         if (not accumulate and len(masks) == 1 and _scalar_value(value)
                 and builtins.all(it is masks[0] or (isinstance(it, slice) and it == slice(None)) for it in items)):
             ax = next(i for i, it in enumerate(items) if it is masks[0])       # no host read: a WHERE
             m = masks[0]
-            if m.shape != self.shape[ax:ax + m.ndim]:
-                raise IndexingError(f"the mask's shape {m.shape} does not match the indexed dims {self.shape[ax:ax + m.ndim]}")
+            if tuple(m.shape) != self.shape[ax:ax + m.ndim]:
+                raise IndexingError(f"the mask's shape {tuple(m.shape)} does not match the indexed dims {self.shape[ax:ax + m.ndim]}")
+            if isinstance(m, np.ndarray): m = _host_index(self, m)
             m = expand_to(reshape_to(m, (1,) * ax + m.shape + (1,) * (self.ndim - ax - m.ndim)), self.shape)
             v = self._value_as(value if is_scalar(value) else reshape_to(value, ()), self.shape, what)
             return self._write(self._apply(Op.WHERE, m, v, self), what)
@@ -431,9 +448,9 @@ class Indexing(TensorBase):
     def index_select(self, dim: int, index):
         "The slices at positions `index` (1-D or 0-d int64) along `dim`."
         _index_tensor("index_select", self, index)
+        axis = normalize_axis(dim, builtins.max(self.ndim, 1))
+        check_index_values("index_select", index, self.shape[axis] if self.ndim else 1, dim)
         x = self if self.ndim else reshape_to(self, (1,))
-        axis = normalize_axis(dim, x.ndim)
-        check_index_values("index_select", index, x.shape[axis], dim)
         y = x._index_select(axis, index if index.ndim else reshape_to(index, (1,)))
         return reshape_to(y, index.shape) if self.ndim == 0 else y
 
@@ -443,10 +460,10 @@ class Indexing(TensorBase):
         check_same_device([self.node, index.node], name)
         if index.ndim != self.ndim: raise ShapeError(f"{name}: index {index.shape} must have the rank of {self.shape}")
         axis = normalize_axis(dim, builtins.max(self.ndim, 1))
-        x, i = (self, index) if self.ndim else (reshape_to(self, (1,)), reshape_to(index, (1,)))
-        if builtins.any(a > b for d, (a, b) in enumerate(zip(i.shape, x.shape)) if d != axis):
+        if builtins.any(a > b for d, (a, b) in enumerate(zip(index.shape, self.shape)) if d != axis):
             raise ShapeError(f"{name}: index {index.shape} must be no larger than {self.shape} off dim {dim}")
-        check_index_values(name, i, x.shape[axis], dim)
+        check_index_values(name, index, self.shape[axis] if self.ndim else 1, dim)
+        x, i = (self, index) if self.ndim else (reshape_to(self, (1,)), reshape_to(index, (1,)))
         return x, i, axis
 
     def gather(self, dim: int, index):
@@ -516,6 +533,9 @@ class Indexing(TensorBase):
                            expand_to(self, shape))
     def masked_fill_(self, mask, value):
         "`masked_fill`, in place (the mask must broadcast to this tensor's shape)."
+        need_tensor("masked_fill_", mask)
+        if broadcast_shapes(mask.shape, self.shape) != self.shape:
+            raise ShapeError(f"masked_fill_: a mask of shape {mask.shape} does not broadcast to the tensor's shape {self.shape}")
         return self._write(self.masked_fill(mask, value), "masked_fill_")
 
 def _host_array_value(x, a: np.ndarray) -> TensorBase:
@@ -555,5 +575,6 @@ def _function(name, cls):
 reshape, flatten, squeeze, unsqueeze, permute, transpose, expand, contiguous = (_function(n, Views) for n in
     ("reshape", "flatten", "squeeze", "unsqueeze", "permute", "transpose", "expand", "contiguous"))
 split, pad, flip, repeat, tril, triu = (_function(n, Copies) for n in ("split", "pad", "flip", "repeat", "tril", "triu"))
-index_select, gather, scatter, scatter_add, index_add, index_put, masked_fill = (_function(n, Indexing) for n in
-    ("index_select", "gather", "scatter", "scatter_add", "index_add", "index_put", "masked_fill"))
+index_select, gather = (with_out(_function(n, Indexing)) for n in ("index_select", "gather"))
+scatter, scatter_add, index_add, index_put, masked_fill = (_function(n, Indexing) for n in
+    ("scatter", "scatter_add", "index_add", "index_put", "masked_fill"))

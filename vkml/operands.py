@@ -77,9 +77,24 @@ def _layout(shape, steps):
         elif op is Op.SLICE: v = v.slice(arg)
         elif op is Op.EXPAND: v = v.expand(sh)
         elif op is Op.RESHAPE:
-            v = v.reshape(sh) if v.numel else View.contiguous(sh)
-            if v is None: return None
+            st = _view_strides(v.shape, v.strides, tuple(sh))
+            if st is None: return None
+            v = View(tuple(sh), st, v.offset)
     return v
+
+def _view_strides(old, strides, new):
+    "The strides that show `old` (with `strides`) as `new` without a copy, or None (PyTorch's `computeStride`)."
+    if prod(old) == 0 or not old: return contiguous_strides(new)
+    out, vd, base = [0] * len(new), len(new) - 1, strides[-1]
+    tn = vn = 1
+    for td in range(len(old) - 1, -1, -1):
+        tn *= old[td]
+        if td == 0 or (old[td - 1] != 1 and strides[td - 1] != tn * base):   # the end of a chunk of contiguous dims
+            while vd >= 0 and (vn < tn or new[vd] == 1):
+                out[vd] = vn * base; vn *= new[vd]; vd -= 1
+            if vn != tn: return None
+            if td > 0: base, tn, vn = strides[td - 1], 1, 1
+    return tuple(out) if vd == -1 else None
 
 def is_tensor(x) -> bool: return isinstance(x, TensorBase)
 

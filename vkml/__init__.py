@@ -28,6 +28,8 @@ from .functional import (zeros, ones, full, zeros_like, ones_like, full_like, ar
 from .nn.functional import matmul, softmax, log_softmax
 import vkml.vulkan   # registers the "vulkan" backend (touches no device)
 from . import registry, nn, optim, io, data
+from .capture import jit, Jit
+from .graph import JitError
 from .io import save, load
 from .vulkan import devices, stats, reset_stats, memory_stats, reset_peak_memory_stats, profile, close   # touch no device until called
 

@@ -65,7 +65,12 @@ def _reshape(x, shape):
     return x if tuple(shape) == x.shape else _apply(Op.RESHAPE, x, shape=tuple(shape), dtype=x.dtype)
 def _expand(x, shape):
     return x if tuple(shape) == x.shape else _apply(Op.EXPAND, x, shape=tuple(shape), dtype=x.dtype)
-def _permute(x, perm): return _apply(Op.PERMUTE, x, arg=tuple(perm))
+def _permute(x, perm):
+    "A PERMUTE view; a permute of a permute is one view of the source (none at all when they cancel)."
+    perm = tuple(int(p) for p in perm)
+    if x.node.op is Op.PERMUTE:
+        perm, x = tuple(x.node.arg[p] for p in perm), x._wrap(x.node.srcs[0])
+    return x if perm == tuple(range(len(perm))) else _apply(Op.PERMUTE, x, arg=perm)
 def _slice(x, arg): return _apply(Op.SLICE, x, arg=tuple(arg))
 def _sum(x, axes, keepdim=True): return _apply(Op.SUM, x, arg=(tuple(sorted(axes)), keepdim))
 
@@ -192,10 +197,19 @@ def _scatter_vjp(node, g, srcs):
 vjp_rules[Op.SCATTER] = _scatter_vjp
 
 # %% ../nbs/13_autograd.ipynb #fc28a951
+_T = (0, 2, 1)   # the transpose of a batch of matrices
+
 def _matmul_vjp(node, g, srcs):
     "g@bᵀ, aᵀ@g"
     a, b = srcs
-    return (_apply(Op.MATMUL, g, _permute(b, (0, 2, 1))), _apply(Op.MATMUL, _permute(a, (0, 2, 1)), g))
+    # an operand that is itself a transposed view (linear's `w.T`) gets its gradient transposed too,
+    # (gᵀ@a)ᵀ rather than aᵀ@g: the same numbers, but contiguous in the layout of the tensor under the
+    # view, so the optimiser's flat gradient can be written in place (see the schedule's placement)
+    da = _permute(_apply(Op.MATMUL, b, _permute(g, _T)), _T) if a.node.op is Op.PERMUTE and a.node.arg == _T \
+        else _apply(Op.MATMUL, g, _permute(b, _T))
+    db = _permute(_apply(Op.MATMUL, _permute(g, _T), a), _T) if b.node.op is Op.PERMUTE and b.node.arg == _T \
+        else _apply(Op.MATMUL, _permute(a, _T), g)
+    return da, db
 vjp_rules[Op.MATMUL] = _matmul_vjp
 
 def _crop(x, h, w):

@@ -9,7 +9,7 @@ import numpy as np
 from .dtypes import *
 from .dtypes import FLOATS
 from .ops import Op, ACCEPTED_DTYPES, NUMERIC
-from .graph import Node, canonical_device
+from .graph import Node, canonical_device, note_rand
 from .operands import (ArgumentError, EinsumError, IndexingError, need_tensor, check_dtype, scalar_as, is_scalar,
                            scalar_dtype, expand_to, INT_RANGE)
 from .tensor import Tensor, tensor, apply
@@ -167,12 +167,10 @@ def rand(*size, generator: Generator | None = None, dtype=None, device="cpu", re
     "Uniform samples from [0, 1)."
     size, dtype, device = _size(size), to_dtype(dtype or float32), canonical_device(device)
     check_dtype("rand", dtype, ACCEPTED_DTYPES[Op.RAND])
-    gen = generator or default_generator
-    t = _source(Op.RAND, gen.take(math.prod(size)), size, dtype, device, requires_grad)
-    for hook in _rand_hooks: hook(t.node, gen)
+    gen, n = generator or default_generator, math.prod(size)
+    t = _source(Op.RAND, gen.take(n), size, dtype, device, requires_grad)
+    note_rand(t.node, gen, n)          # a replayed step (vkml.jit) draws these numbers again
     return t
-
-_rand_hooks: list = []   # called with each new RAND node and its generator (a capturing `vkml.jit` listens)
 
 def randn(*size, generator: Generator | None = None, dtype=None, device="cpu", requires_grad=False) -> Tensor:
     "Standard normal samples (Box–Muller over two uniform draws)."

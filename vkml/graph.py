@@ -12,7 +12,8 @@ import vkml.elementwise   # defines the elementwise ops, so every Op exists once
 
 # %% auto #0
 __all__ = ['Node', 'is_grad_enabled', 'no_grad', 'Backend', 'references', 'register_backend', 'canonical_device', 'get_backend',
-           'check_same_device', 'make_node', 'toposort', 'defer', 'take_deferred']
+           'check_same_device', 'make_node', 'toposort', 'defer', 'take_deferred', 'JitError', 'CaptureNotes',
+           'capture_in_progress', 'note_refresh', 'note_rand']
 
 # %% ../nbs/04_graph.ipynb #ae69abc4
 class Node:
@@ -52,6 +53,7 @@ class Backend:
     name: str = "?"
     impl: dict = {}
     fuses: bool = False      # does it run fused kernels (the schedule fuses only for backends that do)
+    can_capture: bool = False  # can it record a step and replay it (`capture`, for vkml.jit)
     def from_numpy(self, arr: np.ndarray): raise NotImplementedError
     def to_numpy(self, node: Node) -> np.ndarray: raise NotImplementedError
     def peek(self, node: Node):
@@ -66,6 +68,14 @@ class Backend:
     def exclusive(self, node: Node) -> bool:
         "Is realized `node` the only holder of its memory (so a write into it changes no other buffer)?"
         return False
+    def alias(self, buf, shape, offset: int):
+        "A buffer of `shape` over `buf`'s memory, starting `offset` elements in (contiguous): a view that shares it."
+        raise NotImplementedError
+    def capture(self, inputs: list, run, notes=None):
+        """Run `run(static INPUT nodes)` once, recording it to be replayed: `(replayable, run's result)`, whose
+        `replayable.replay(inputs)` runs it again on new inputs; `notes` collects the host work to redo
+        (see `vkml.jit`). None: this backend cannot capture."""
+        return None
 
 def references(x) -> int:
     "How many references to `x` exist besides the caller's one local variable (CPython's reference count)."
@@ -153,3 +163,32 @@ def defer(*tensors) -> None:
 def take_deferred(device: str) -> list:
     "The nodes deferred on `device` (whose tensors are still alive), forgetting them."
     return [t.node for r in _deferred.pop(device, ()) if (t := r()) is not None]
+
+# %% ../nbs/04_graph.ipynb #4d2694b1
+class JitError(VkmlError, RuntimeError):
+    "A function given to `vkml.jit` does something a replay cannot repeat (reads a value on the host, uses two devices...)."
+
+class CaptureNotes:
+    "What the host does inside a captured step that a replay must redo."
+    def __init__(self, device: str):
+        self.device = device
+        self.refresh = []   # (INPUT node, values()): data uploaded for the step, recomputed at each replay
+        self.rands = []     # (RAND node, generator, n): random numbers, drawn again at each replay
+
+class _Capturing(threading.local):
+    current = None
+_capturing = _Capturing()
+
+def capture_in_progress():
+    "The capture a `vkml.jit` is recording on this thread, or None."
+    return _capturing.current
+
+def note_refresh(node: Node, values) -> None:
+    "Tell a capture in progress that INPUT `node`'s data comes from `values()`, to be called again at each replay."
+    c = _capturing.current
+    if c is not None: c.refresh.append((node, values))
+
+def note_rand(node: Node, generator, n: int) -> None:
+    "Tell a capture in progress that RAND `node` drew `n` numbers from `generator` (a replay draws them again)."
+    c = _capturing.current
+    if c is not None: c.rands.append((node, generator, n))

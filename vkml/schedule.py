@@ -12,8 +12,8 @@ from .elementwise import ELEMENTWISE
 from .graph import Node, toposort
 
 # %% auto #0
-__all__ = ['FUSED_REDUCE', 'MAX_FUSED_OPS', 'MAX_FUSED_BUFFERS', 'RECOMPUTE_OPS', 'READBACK_BYTES', 'ScheduleError', 'order',
-           'Kernel', 'constant_value', 'fusion_default', 'Schedule', 'schedule']
+__all__ = ['FUSED_REDUCE', 'MAX_FUSED_OPS', 'MAX_FUSED_BUFFERS', 'RECOMPUTE_OPS', 'PLACEABLE_OPS', 'READBACK_BYTES',
+           'ScheduleError', 'order', 'Kernel', 'constant_value', 'fusion_default', 'Schedule', 'schedule']
 
 # %% ../nbs/05_schedule.ipynb #22db6109
 class ScheduleError(VkmlError, RuntimeError):
@@ -147,6 +147,24 @@ def _kind(nodes) -> str:
     if not any(n.op in FUSED_REDUCE for n in nodes): return "fused"
     return "reduce" if len(nodes) > 1 else "op"   # a bare reduction runs the hand-written kernels
 
+def _const_base(n: Node) -> Node:
+    while n.op in VIEW_OPS and n.buf is None: n = n.srcs[0]
+    return n
+
+def _stored_constants(nodes, consumers, needed) -> set:
+    "ids of the constants that need memory: asked for, or read (through views) by a kernel that takes no value."
+    out = set()
+    for n in nodes:
+        if n.op not in (Op.CONST, Op.FULL) or n.buf is not None: continue
+        stack = [n]
+        while stack:
+            m = stack.pop()
+            if id(m) in needed: out.add(id(n)); break
+            for c in consumers[id(m)]:
+                if c.op in VIEW_OPS and c.op is not Op.DETACH: stack.append(c)   # (see `constant_value`)
+                elif c.op not in ELEMENTWISE or c.op is Op.DETACH: out.add(id(n)); stack = []; break
+    return out
+
 def _kernels(nodes, consumers, needed, fuse) -> list:
     "Cut the ordered `nodes` into kernels (see above)."
     if not fuse:
@@ -155,12 +173,14 @@ def _kernels(nodes, consumers, needed, fuse) -> list:
     taken = {}                                        # id(s) -> how many readers inline it
     for c in nodes:
         for s in inlined.get(id(c), ()): taken[id(s)] = taken.get(id(s), 0) + 1
+    stored = _stored_constants(nodes, consumers, needed)
     ks = []
     for n in nodes:
         if n.op in VIEW_OPS:
-            if constant_value(n) is None: ks.append(Kernel("view", [n]))
+            if constant_value(n) is None or id(_const_base(n)) in stored: ks.append(Kernel("view", [n]))
             continue
-        if n.op in (Op.CONST, Op.FULL) and id(n) not in needed and all(c.op in VIEW_OPS for c in consumers[id(n)]):
+        if (n.op in (Op.CONST, Op.FULL) and id(n) not in stored
+                and all(c.op in VIEW_OPS for c in consumers[id(n)])):
             continue                                  # a constant only read through views: inlined as a value
         if _fusable(n):
             if id(n) not in needed and consumers[id(n)] and taken.get(id(n), 0) == len(consumers[id(n)]): continue
@@ -205,8 +225,8 @@ def _inlines(c: Node, s: Node, where: dict) -> bool:
     ks = where.get(id(c), ())
     return bool(ks) and all(id(s) in k_ids for k_ids in ks)
 
-def _plan(ks, consumers, needed) -> None:
-    "Fill each kernel's `stores` and `frees`."
+def _plan(ks, consumers, needed) -> dict:
+    "Fill each kernel's `stores` and `frees`; return the placements (see below)."
     ids = [{id(n) for n in k.nodes} for k in ks]
     where = {}                                        # id(node) -> node-id sets of the kernels computing it
     for k, s in zip(ks, ids):
@@ -217,10 +237,12 @@ def _plan(ks, consumers, needed) -> None:
         k.stores = [n for n in k.nodes if n.op is Op.ASSIGN or id(n) in needed
                     or any(id(c) not in inside and not _inlines(c, n, where) for c in consumers[id(n)])]
         if k.kind in ("reduce", "op") and k.nodes[-1] not in k.stores: k.stores.append(k.nodes[-1])
-    owner = {}                                        # id(node) -> the stored node whose memory it is
+    owner, aliases = {}, {}                           # id(node) -> the stored node whose memory it is; its views
     for k in ks:
         for n in k.stores: owner[id(n)] = n
-        if k.kind == "view" and id(k.nodes[0].srcs[0]) in owner: owner[id(k.nodes[0])] = owner[id(k.nodes[0].srcs[0])]
+        if k.kind == "view" and id(k.nodes[0].srcs[0]) in owner:
+            o = owner[id(k.nodes[0])] = owner[id(k.nodes[0].srcs[0])]
+            aliases.setdefault(id(o), []).append(k.nodes[0])
     last, kept = {}, set()
     for i, (k, inside) in enumerate(zip(ks, ids)):
         for n in k.nodes:
@@ -229,7 +251,32 @@ def _plan(ks, consumers, needed) -> None:
                 if id(s) in owner and id(s) not in inside: last[id(owner[id(s)])] = i
     for i, k in enumerate(ks):
         for n in k.stores:
-            if n.op is not Op.ASSIGN and id(n) not in kept and id(n) in last: ks[last[id(n)]].frees.append(n)
+            if n.op is not Op.ASSIGN and id(n) not in kept and id(n) in last:
+                ks[last[id(n)]].frees.extend([n] + aliases.get(id(n), []))
+    return _placements(ks, owner)
+
+# %% ../nbs/05_schedule.ipynb #ba9bd549
+PLACEABLE_OPS = frozenset({Op.MATMUL, Op.SUM, Op.MEAN, Op.MAX, Op.MIN})   # hand-written kernels that write at an offset
+
+def _placements(ks, owner) -> dict:
+    "Where the inputs of each CONCAT can be written directly (see above)."
+    placed, kind = {}, {id(n): k.kind for k in ks for n in k.stores}
+    for k in ks:
+        if k.kind != "op" or k.nodes[0].op is not Op.CONCAT: continue
+        c = k.nodes[0]
+        axis, off = c.arg, 0
+        if prod(c.shape[:axis]) != 1: continue          # a slab is contiguous only when the dims before the axis are 1
+        inner = prod(c.shape[axis + 1:])
+        for s in c.srcs:
+            q = s
+            while q.op is Op.RESHAPE and owner.get(id(q)) is not q: q = q.srcs[0]   # a reshape of fresh memory keeps its order
+            size = prod(s.shape)
+            if (id(q) in owner and owner[id(q)] is q and q.op is not Op.ASSIGN and id(q) not in placed
+                    and (kind.get(id(q)) in ("fused", "reduce") or q.op in PLACEABLE_OPS)
+                    and not any(id(m) in placed for m in (q,))):
+                placed[id(q)] = (c, off)
+            off += s.shape[axis] * inner
+    return placed
 
 # %% ../nbs/05_schedule.ipynb #2e2b0fe7
 READBACK_BYTES = 64 * 1024   # asked-for outputs this small are copied back in the same submission
@@ -248,7 +295,7 @@ class Schedule:
         self.keep = needed
         consumers = _consumers(self.nodes)
         self.kernels = _kernels(self.nodes, consumers, needed, self.fuse)
-        _plan(self.kernels, consumers, needed)
+        self.placed = _plan(self.kernels, consumers, needed)
         self.readback = [n for n in self.outputs if n.buf is None and (read or prod(n.shape) * n.dtype.itemsize <= READBACK_BYTES)]
 
     def __len__(self): return len(self.kernels)
@@ -276,16 +323,23 @@ class Schedule:
             b = _base(n)
             if id(b) not in names: names[id(b)] = f"in{nin[0]}"; nin[0] += 1
             return names[id(b)]
-        for i, n in enumerate(s for k in self.kernels for s in k.stores): names[id(n)] = f"b{i}"
+        for n in (s for k in self.kernels for s in k.stores if s.op is not Op.ASSIGN): names[id(n)] = f"b{len(names)}"
+        def written(n):     # an ASSIGN writes its target; a placed node its slab of a concatenation
+            if n.op is Op.ASSIGN: return f"{name(n)} {n.shape}"
+            if id(n) in self.placed:
+                c, off = self.placed[id(n)]
+                return f"{names[id(c)]}[{off}:{off + prod(n.shape)}]"
+            return f"{names[id(n)]} {n.shape}"
         rows = [f"{'#':>3}  {'kernel':<34} {'writes':<26} reads"]
         for i, k in enumerate(self.kernels):
             if k.kind == "view": continue
             ops = " ".join(n.op.name for n in k.nodes)
             what = f"{k.kind}: {ops}" if k.kind != "op" else ops
             if len(what) > 34: what = what[:31] + "..."
-            writes = ", ".join(f"{names[id(n)]} {n.shape}" for n in k.stores)
+            writes = ", ".join(written(n) for n in k.stores)
             reads = ", ".join(name(s) for s in k.inputs())
-            free = f"  (frees {', '.join(names[id(n)] for n in k.frees)})" if k.frees else ""
+            freed = [names[id(n)] for n in k.frees if id(n) in names]        # (the views of a freed buffer go with it)
+            free = f"  (frees {', '.join(freed)})" if freed else ""
             rows.append(f"{i:>3}  {what:<34} {writes:<26} {reads}{free}")
         return "\n".join(rows)
 

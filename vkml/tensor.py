@@ -29,10 +29,10 @@ def schedule(*tensors, read=False) -> Schedule:
     backend = get_backend(nodes[0].device)
     return Schedule(nodes, read=read, fuse=fusion_default() and backend.fuses, memory_of=backend.memory_of)
 
-def realize(*tensors, read=False) -> None:
-    "Compute every tensor in `tensors` together: one schedule (and one submission on Vulkan) per device."
+def realize(*tensors, read=False, deferred=True) -> None:
+    "Compute every tensor in `tensors` together, and the work deferred on their devices: one schedule (and one submission on Vulkan) per device."
     nodes = [t.node if isinstance(t, TensorBase) else t for t in tensors]
-    deferred = [n for d in {n.device for n in nodes} for n in take_deferred(d)]
+    deferred = [n for d in {n.device for n in nodes} for n in take_deferred(d)] if deferred else []
     by_device: dict = {}
     for n in nodes + deferred:
         if not n.realized: by_device.setdefault(n.device, []).append(n)

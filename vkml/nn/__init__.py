@@ -7,8 +7,8 @@ from __future__ import annotations
 import collections, math, weakref
 import numpy as np
 from ..dtypes import *
-from ..ops import Op
-from ..graph import Node, no_grad, defer, canonical_device
+from ..ops import Op, VIEW_OPS
+from ..graph import Node, no_grad, defer, canonical_device, make_node
 from ..tensor import Tensor, realize, from_numpy_node, tensor
 from ..operands import ArgumentError
 import vkml.functional as VF
@@ -36,6 +36,13 @@ def assign(t: Tensor, value: Tensor) -> Tensor:
     rg = t.requires_grad
     node = value.node
     if node is t.node: return t
+    if t.node.realized and t.node.op not in VIEW_OPS:
+        # t has memory of its own: write the value into it (an ASSIGN), so that whatever binds that memory
+        # (an optimiser's flat buffer, a replayed step) sees the new value
+        node = make_node(Op.ASSIGN, (t.node, value.detach().node if value.requires_grad else value.node))
+        t.node, node.tref = node, weakref.ref(t)
+        node.requires_grad, node.leaf_of = rg, (weakref.ref(t) if rg else None)
+        return t
     owner = node.tref() if node.tref is not None else None
     if node.requires_grad or (owner is not None and owner is not value):
         node = value.detach().node   # never hijack a node that another tensor or the graph owns
@@ -233,6 +240,7 @@ def _load_state_dict(self: Module, state_dict: dict, strict: bool = True, assign
         raise StateDictError(f"Error(s) in loading state_dict for {type(self).__name__}:\n\t" + "\n\t".join(errors))
     with no_grad():               # everything checked: now change the module, in place (views of a parameter see it)
         for k, a in arrays.items(): own[k]._write(Tensor(from_numpy_node(a, own[k].device)), "load_state_dict")
+    if arrays: realize(*(own[k] for k in arrays))   # at once, as PyTorch's copy_: one schedule per device
     return _IncompatibleKeys(missing, unexpected)
 Module.load_state_dict = _load_state_dict
 

@@ -460,14 +460,22 @@ def _class_dim(x, target, what):
 
 def _picked(x, target, cls, ignore_index, weight):
     "Per target: (x at the target class, its class weight), and the not-ignored mask."
+    if weight is not None and weight.shape != (x.shape[cls],):
+        raise ShapeError(f"the class weight must have shape ({x.shape[cls]},), got {weight.shape}")
     valid = target != ignore_index
-    safe = vf.where(valid, target, 0)
     ushape = target.shape[:cls] + (1,) + target.shape[cls:]
+    if host_values(target) is not None:
+        # checked targets: pick with a one-hot comparison, `Σ_c [t = c]·x_c`, which fuses into the reductions
+        # around it (and its gradient into one elementwise kernel) where a gather and its scatter-add would not
+        wshape = tuple(x.shape[cls] if i == cls else 1 for i in range(x.ndim))
+        hit = vf.reshape(target, ushape) == vf.reshape(vf.arange(x.shape[cls], dtype=target.dtype, device=x.device), wshape)
+        picked = vf.sum(vf.where(hit, x, 0.0), cls)
+        w = None if weight is None else vf.sum(vf.where(hit, vf.reshape(weight, wshape), 0.0), cls)
+        return picked, w, valid
+    # computed targets: a gather, whose kernel checks every index it reads
+    safe = vf.where(valid, target, 0)
     picked = vf.reshape(vf.gather(x, cls, vf.reshape(safe, ushape)), target.shape)
-    w = None
-    if weight is not None:
-        if weight.shape != (x.shape[cls],): raise ShapeError(f"the class weight must have shape ({x.shape[cls]},), got {weight.shape}")
-        w = vf.reshape(vf.index_select(weight, 0, vf.reshape(safe, (target.numel(),))), target.shape)
+    w = None if weight is None else vf.reshape(vf.index_select(weight, 0, vf.reshape(safe, (target.numel(),))), target.shape)
     return picked, w, valid
 
 def _picked_total(valid, w, dtype):

@@ -254,14 +254,15 @@ class Device:
         # the timeline
         self.submitted = 0         # serial of the last submission
         self.completed = 0         # every serial <= this has finished
-        self._inflight = deque()   # (serial, fence, cb, on_done)
+        self._inflight = deque()   # (serial, fence, cb or None, on_done): a kept (replayed) cb is not recycled
         self._fences, self._cbs = [], []
         self._wait_fence = self.ffi.new("VkFence[1]")
         self._submit_info = self.ffi.new("VkSubmitInfo*", {"sType": vk.VK_STRUCTURE_TYPE_SUBMIT_INFO, "commandBufferCount": 1})
-        self._submit_cb = self.ffi.new("VkCommandBuffer[1]")
+        self._submit_cb = self.ffi.new("VkCommandBuffer[64]")
         self._submit_info.pCommandBuffers = self._submit_cb
         self._begin = self.ffi.new("VkCommandBufferBeginInfo*", {"sType": vk.VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
                                                                 "flags": vk.VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT})
+        self._begin_kept = self.ffi.new("VkCommandBufferBeginInfo*", {"sType": vk.VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO})
 
     def _create(self, vk, info):
         f = info.features
@@ -296,36 +297,49 @@ class Device:
         self._closers.append((what, fn))
 
     # --- command buffers and the submission timeline ---
-    def command_buffer(self):
-        "A command buffer in the recording state."
+    def command_buffer(self, kept: bool = False):
+        "A command buffer in the recording state (`kept`: it will be submitted again, by a replay)."
         self.check_open()
         if self._cbs: cb = self._cbs.pop()
         else:
             vk = self.vk
             cb = vk.vkAllocateCommandBuffers(self.handle, vk.VkCommandBufferAllocateInfo(
                 commandPool=self.pool, level=vk.VK_COMMAND_BUFFER_LEVEL_PRIMARY, commandBufferCount=1))[0]
-        self.lib.vkBeginCommandBuffer(cb, self._begin)
+        self.lib.vkBeginCommandBuffer(cb, self._begin_kept if kept else self._begin)
         return cb
 
     def discard(self, cb):
-        "Give back a command buffer that was recorded but will not be submitted."
+        "Give back a command buffer that was recorded but will not be submitted (again)."
         self.lib.vkResetCommandBuffer(cb, 0)
         self._cbs.append(cb)
 
-    def submit(self, cb, on_done=None) -> int:
-        "End `cb`, submit it with a fence, return its serial. `on_done()` runs when it has finished."
-        lib = self.lib
-        r = lib.vkEndCommandBuffer(cb)
+    def submit(self, cb, on_done=None, then=(), kept: bool = False) -> int:
+        "End `cb`, submit it (and the recorded command buffers `then`, in order) with a fence; return its serial."
+        r = self.lib.vkEndCommandBuffer(cb)
         if r: raise DeviceError(f"vkEndCommandBuffer failed ({r})")
+        try: return self._queue((cb, *then), None if kept else cb, on_done)
+        except DeviceError:
+            if not kept: self.discard(cb)
+            raise
+
+    def resubmit(self, cbs, on_done=None) -> int:
+        "Submit command buffers recorded before (a replay) with a fence; return the serial."
+        return self._queue(tuple(cbs), None, on_done)
+
+    def _queue(self, cbs, recycle, on_done) -> int:
+        if len(cbs) > len(self._submit_cb):
+            self._submit_cb = self.ffi.new("VkCommandBuffer[]", 2 * len(cbs))
+            self._submit_info.pCommandBuffers = self._submit_cb
+        for i, cb in enumerate(cbs): self._submit_cb[i] = cb
+        self._submit_info.commandBufferCount = len(cbs)
         fence = self._fences.pop() if self._fences else self.vk.vkCreateFence(self.handle, self.vk.VkFenceCreateInfo(), None)
-        self._submit_cb[0] = cb
-        r = lib.vkQueueSubmit(self.queue, 1, self._submit_info, fence)
+        r = self.lib.vkQueueSubmit(self.queue, 1, self._submit_info, fence)
         if r:
-            self._fences.append(fence); self.discard(cb)
+            self._fences.append(fence)
             raise DeviceError(f"vkQueueSubmit failed with VkResult {r} on {self.info.name}")
         STATS["submissions"] += 1
         self.submitted += 1
-        self._inflight.append((self.submitted, fence, cb, on_done))
+        self._inflight.append((self.submitted, fence, recycle, on_done))
         return self.submitted
 
     def _retire(self):
@@ -333,8 +347,9 @@ class Device:
         self._wait_fence[0] = fence
         self.lib.vkResetFences(self.handle, 1, self._wait_fence)
         self._fences.append(fence)
-        self.lib.vkResetCommandBuffer(cb, 0)
-        self._cbs.append(cb)
+        if cb is not None:
+            self.lib.vkResetCommandBuffer(cb, 0)
+            self._cbs.append(cb)
         self.completed = serial
         if on_done is not None: on_done()
 

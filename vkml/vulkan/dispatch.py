@@ -11,7 +11,7 @@ import numpy as np
 from ..dtypes import *
 from ..ops import Op, VIEW_OPS
 from ..elementwise import ELEMENTWISE
-from ..graph import Backend, Node, references
+from ..graph import Backend, Node, JitError, capture_in_progress, references
 from ..schedule import Kernel
 from .device import Device, get_device, STATS, stats, reset_stats, vk_module, devices, check_index
 from .memory import memory, Alloc
@@ -266,6 +266,7 @@ class Runtime:
         self.mem = memory(device)
         self.pipelines = Pipelines(device)
         self.pending = []   # (staging alloc, tensor alloc, nbytes) uploads for the next submission
+        self.capture = None # the step being captured for replay (vkml.jit), if any
         self.programs = {}  # (desc, form) -> pipeline name of a generated kernel
         self._pc1 = ffi.new("uint32_t[32]")
         self.push_data = {}   # push words -> their cdata (see `push_cdata`)
@@ -316,7 +317,9 @@ class Recorder:
     def __init__(self, rt: Runtime):
         self.rt, self.dev = rt, rt.dev
         dev, lib = self.dev, self.dev.lib
-        self.cb = dev.command_buffer()
+        self.capture = cap = rt.capture    # a captured recording is kept, to be submitted again
+        self.touched = None if cap is None else cap.touched
+        self.cb = dev.command_buffer(kept=cap is not None)
         self.serial = dev.submitted + 1   # the serial this command buffer will get
         self.planner = BarrierPlanner()
         self.bound = None
@@ -324,8 +327,8 @@ class Recorder:
         self.args = None                  # the current argument chunk: (binding, uint32 view, next free word)
         self.n = 0                        # commands recorded (an empty recording is not submitted)
         self.qpool, self.names = None, []
-        self.profiles = list(_profiles)
-        if dev.submitted:                 # make earlier submissions' writes visible to this one
+        self.profiles = list(_profiles) if cap is None else []
+        if dev.submitted or cap is not None:   # make earlier submissions' writes visible to this one
             src, dst, b = rt.lead
             lib.vkCmdPipelineBarrier(self.cb, src, dst, 0, 1, b, 0, dev.ffi.NULL, 0, dev.ffi.NULL)
         if self.profiles:
@@ -373,12 +376,13 @@ class Recorder:
         self.n += 1
         self.dev.lib.vkCmdCopyBuffer(self.cb, src.block.buffer, dst.block.buffer, 1, region)
         src.use[0] = dst.use[0] = self.serial
+        if self.touched is not None: self.touched += (src, dst)
 
     def record(self, d: Dispatch, scratch: dict):
         "Record one dispatch (the hot path)."
         gx, gy, gz = d.groups
         if gx == 0 or gy == 0 or gz == 0: return
-        rt, serial = self.rt, self.serial
+        rt, serial, touched = self.rt, self.serial, self.touched
         nb = len(d.bindings)
         pipe = rt.pipelines.pipes.get((d.shader, nb)) or rt.pipelines.get(d.shader, nb)
         infos, writes_ix = pipe.infos, d.writes
@@ -395,6 +399,7 @@ class Recorder:
             bi.buffer, bi.offset, bi.range = a.block.buffer, a.offset, a.size
             (writes if i in writes_ix else reads).append((a.block.id, a.offset, a.offset + a.size))
             a.use[0] = serial
+            if touched is not None: touched.append(a)
         bar = self.planner.step("compute", reads, writes)
         if bar: self._barrier(bar)
         lib, cb = self.dev.lib, self.cb
@@ -444,20 +449,24 @@ class Recorder:
                     for p in profiles: p.add(name, us)
             dev.vk.vkDestroyQueryPool(dev.handle, qpool, None)
 
-    def submit(self) -> int:
+    def submit(self, then=()) -> int:
+        "Submit the recording (followed by the recorded command buffers `then`); its serial."
         src, dst, b = self.rt.tail
         ffi = self.dev.ffi
         self.dev.lib.vkCmdPipelineBarrier(self.cb, src, dst, 0, 1, b, 0, ffi.NULL, 0, ffi.NULL)
         args = (self.qpool, self.names, self.profiles, self.keep)
         on_done = lambda: self._done(*args)   # holds `keep` (the cdata the command buffer read) until the fence
-        s = self.dev.submit(self.cb, on_done)
+        cap = self.capture
+        s = self.dev.submit(self.cb, on_done, then, kept=cap is not None)
         assert s == self.serial
+        if cap is not None: cap.recorded(self)
         self.rt.mem.tensors.end_recording(s)
         del self.rt.pending[:len(self.uploads)]
         return s
 
     def abort(self):
         "Throw the recording away (an error happened while recording)."
+        self.touched = None
         self.rt.mem.tensors.end_recording(self.serial)
         self.dev.discard(self.cb)
         if self.qpool is not None: self.dev.vk.vkDestroyQueryPool(self.dev.handle, self.qpool, None)
@@ -483,6 +492,7 @@ def contiguous_view(shape) -> View:
 class VulkanBackend(Backend):
     "Runs schedules on one Vulkan device."
     name = "vulkan"
+    can_capture = True
     def __init__(self, index: int):
         self.index = index
         self._dev = None
@@ -532,7 +542,10 @@ class VulkanBackend(Backend):
         t = node.buf
         dev = t.device
         dev.check_open()
-        if t.host is not None: return np.array(t.host, copy=True)
+        if t.host is not None and not t.alloc.dirty: return np.array(t.host, copy=True)
+        if runtime(dev).capture is not None:
+            raise JitError("a function captured by vkml.jit read a tensor's value on the host (.item(), .numpy(), "
+                           "print...): a replay would not read it again. Return the tensor and read it after the call")
         if t.fetch is not None:
             serial, get = t.fetch
             dev.wait(serial)
@@ -555,10 +568,23 @@ class VulkanBackend(Backend):
         a = buf.alloc          # no other view of the allocation, no pending upload into it
         return references(a) == 1
 
+    def capture(self, inputs: list, run, notes=None):
+        "Record `run` into command buffers kept for replay (see the replay notebook)."
+        from vkml.vulkan.replay import capture
+        return capture(self, inputs, run, notes)
+
+    def alias(self, buf, shape, offset) -> VkTensor:
+        "A contiguous view of `shape` over `buf`'s memory, `offset` elements in (its memory may now be written in place)."
+        buf.alloc.dirty = True          # host copies of it are no longer to be trusted
+        return VkTensor(buf.alloc, View(tuple(shape), contiguous_view(tuple(shape)).strides, buf.view.offset + offset), buf.dtype)
+
     def peek(self, node: Node):
         "The value when reading it costs no submission: a host copy, a recorded readback, or directly readable memory."
         t = node.buf
-        if t.host is not None or t.fetch is not None or runtime(t.device).mem.direct_readback: return self.to_numpy(node)
+        if t.host is not None and not t.alloc.dirty: return np.array(t.host, copy=True)
+        if runtime(t.device).capture is not None: return None      # (a captured step reads nothing back)
+        if t.fetch is not None or runtime(t.device).mem.direct_readback:
+            return self.to_numpy(node)
         return None
 
     # --- running a schedule ---
@@ -601,8 +627,12 @@ class VulkanBackend(Backend):
         "Record the schedule into one command buffer and submit it once (the host does not wait)."
         dev = self.device
         rt = runtime(dev)
+        if rt.capture is None and capture_in_progress() is not None:
+            raise JitError(f"a function captured by vkml.jit realized tensors on two devices ({dev.name} too): "
+                           f"a captured step runs on one device")
         launchers = self._check(dev, schedule)
         rec = Recorder(rt)
+        self._placed = schedule.placed
         done = []
         try:
             for k, launch in zip(schedule.kernels, launchers):
@@ -621,6 +651,7 @@ class VulkanBackend(Backend):
             rec.abort(); return
         s = rec.submit()
         for n, get in gets: n.buf.fetch = (s, get)
+        if rt.capture is not None: rt.capture.fetches += [(n.buf, get) for n, get in gets]
 
     def _view(self, rec, n: Node):
         "A view node: new strides over its source's memory (a copy first for RESHAPE of a strided view)."
@@ -633,13 +664,28 @@ class VulkanBackend(Backend):
             s, v = c.buf, View.contiguous(n.shape)
         n.buf = VkTensor(s.alloc, v, s.dtype)          # a view keeps its source's dtype
 
+    def _out(self, rec, n: Node) -> VkTensor:
+        "Fresh contiguous memory for node `n`, or its slab of a concatenation's result (the schedule's placement)."
+        p = self._placed.get(id(n))
+        if p is None: return VkTensor(rec.rt.mem.tensors.alloc(prod(n.shape) * n.dtype.itemsize), contiguous_view(n.shape), n.dtype)
+        c, off = p
+        if c.buf is None: c.buf = VkTensor(rec.rt.mem.tensors.alloc(prod(c.shape) * c.dtype.itemsize), contiguous_view(c.shape), c.dtype)
+        return VkTensor(c.buf.alloc, View(n.shape, contiguous_view(n.shape).strides, c.buf.view.offset + off), n.dtype)
+
     def _op(self, rec, kernel, n: Node):
         "A node run by its hand-written kernel."
-        out = VkTensor(rec.rt.mem.tensors.alloc(prod(n.shape) * n.dtype.itemsize), contiguous_view(n.shape), n.dtype)
+        if n.op is Op.CONCAT and n.buf is not None: return self._concat_rest(rec, kernel, n)
+        out = self._out(rec, n)
         ds = kernel(n, out, *(s.buf for s in n.srcs))
         scratch = {}          # id(Scratch) -> its allocation, made by `record` when first bound
         for d in ds: rec.record(d, scratch)
         n.buf = out           # (scratch goes when this returns: its range is the recording's to reuse)
+
+    def _concat_rest(self, rec, kernel, n: Node):
+        "A CONCAT whose result some inputs were written into already (placed): copy only the others."
+        placed = {id(s.buf.alloc) for s in n.srcs if s.buf is not None and s.buf.alloc is n.buf.alloc}
+        ds = [d for d in kernel(n, n.buf, *(s.buf for s in n.srcs)) if id(d.bindings[1].alloc) not in placed]
+        for d in ds: rec.record(d, {})
 
     def _fused(self, rec, k: Kernel):
         "A fused (or reduce) kernel: its generated shader over its operands, layout and parameters in the argument buffer."
@@ -651,8 +697,7 @@ class VulkanBackend(Backend):
             kk = prod(rnode.srcs[0].shape[a] for a in rnode.arg[0])
             if -(-kk // codegen.LOCAL) > LOOP_BUDGET: return self._unfused(rec, k)   # lavapipe's loop budget
         for n in k.stores:
-            if n.op is Op.ASSIGN: continue
-            n.buf = VkTensor(rt.mem.tensors.alloc(prod(n.shape) * n.dtype.itemsize), contiguous_view(n.shape), n.dtype)
+            if n.op is not Op.ASSIGN: n.buf = self._out(rec, n)
         bufs = [node.buf for _, node in prog.operands]
         views = [b.view for b in bufs]
         if r is None:
@@ -669,6 +714,9 @@ class VulkanBackend(Backend):
             if name not in _extra_spirv: register_shader(name, codegen.spirv_for(src))
             rt.programs[(prog.desc, form)] = name
         args, base = rec.write_args(words + codegen.param_words(prog.params))
+        if prog.rand_params and rt.capture is not None:     # a replay writes new counters into these words
+            for node, first in prog.rand_params:
+                rt.capture.rand_words(node, rec.args[1], base + len(words) + len(codegen.param_words(prog.params[:first])))
         threads = n // 4 if form == "vec4" else n * codegen.LOCAL if form == "group" else n
         nout = sum(1 for role, _ in prog.operands if role == "out")
         rec.record(Dispatch(name, (args, *bufs), (base,), groups_1d(threads, codegen.LOCAL),
@@ -680,7 +728,8 @@ class VulkanBackend(Backend):
         for n in k.stores:
             if n.op is Op.ASSIGN:                       # an ASSIGN's value is its target's memory, now rewritten:
                 t = n.buf = n.srcs[0].buf
-                t.host = t.fetch = None                 # a host copy or readback of the old value is stale
+                t.alloc.dirty = True                    # host copies of the old value, in any view, are stale
+                t.fetch = None
 
     def _unfused(self, rec, k: Kernel):
         "Run kernel `k` node by node (each elementwise node alone, a reduction by its hand-written kernel)."

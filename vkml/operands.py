@@ -28,7 +28,7 @@ class IndexingError(VkmlError, IndexError):
 # %% ../nbs/07_operands.ipynb #b31fdfd1
 class TensorBase:
     "A lazily computed n-dimensional array on one device: the node and what is read from it."
-    __slots__ = ("node", "grad", "_base", "_steps", "_views", "_vc", "__weakref__")
+    __slots__ = ("node", "grad", "_base", "_steps", "_views", "_vc", "__weakref__")   # (the last three: set when used)
     __array_priority__ = 1000  # numpy defers `ndarray + Tensor` to us
     __array_ufunc__ = None     # ... for every operator: `array @ tensor` is ours to refuse or compute
 
@@ -55,32 +55,41 @@ class TensorBase:
     def _as_view(self, out: "TensorBase") -> "TensorBase":
         "Make `out`, built from this tensor by view ops alone, a view of its storage (returns `out`)."
         if out is self or not isinstance(out, TensorBase): return out
-        steps, n = [], out.node
-        while n is not self.node:
+        steps, n, mine = [], out.node, self.node
+        while n is not mine:
             if n.op not in VIEW_OPS or not n.srcs or n.buf is not None: return out   # not a pure view: a copy
             steps.append((n.op, n.arg, n.shape, n.dtype)); n = n.srcs[0]
-        base = self._base if self._base is not None else self
-        steps = self._steps + tuple(reversed(steps))
-        if _layout(base.shape, steps) is None: return out   # PyTorch's reshape copies here: so does vkML
+        base = self._base
+        if base is None: base, steps = self, tuple(reversed(steps))
+        else: steps = self._steps + tuple(reversed(steps))
+        if not _viewable(base.node.shape, steps): return out   # PyTorch's reshape copies here: so does vkML
         out._base, out._steps = base, steps
-        if base._views is None: base._views = []
-        refs = base._views
-        if len(refs) >= 32 and len(refs) & (len(refs) - 1) == 0: refs[:] = [r for r in refs if r() is not None]
+        refs = getattr(base, "_views", None)
+        if refs is None: refs = base._views = []
+        elif len(refs) >= 32 and len(refs) & (len(refs) - 1) == 0: refs[:] = [r for r in refs if r() is not None]
         refs.append(weakref.ref(out))
         return out
 
-def _layout(shape, steps):
-    "The `View` that `steps` (view ops) make of a contiguous `shape`, or None where a RESHAPE needs a copy."
-    v = View.contiguous(shape)
-    for op, arg, sh, _ in steps:
-        if op is Op.PERMUTE: v = v.permute(arg)
-        elif op is Op.SLICE: v = v.slice(arg)
-        elif op is Op.EXPAND: v = v.expand(sh)
-        elif op is Op.RESHAPE:
-            st = _view_strides(v.shape, v.strides, tuple(sh))
-            if st is None: return None
-            v = View(tuple(sh), st, v.offset)
-    return v
+def _viewable(shape, steps) -> bool:
+    "Can `steps` (view ops) show a contiguous `shape` without a copy (only a RESHAPE of some layouts cannot)?"
+    sh, st = tuple(shape), None                       # st None: still contiguous (the common case costs nothing)
+    for op, arg, nsh, _ in steps:
+        if op is Op.RESHAPE:
+            if st is not None:
+                st = _view_strides(sh, st, tuple(nsh))
+                if st is None: return False
+        elif op is Op.SLICE:
+            if st is None and all(a == (0, n, 1) for a, n in zip(arg, sh)): pass
+            else: st = tuple(s * step for s, (_, _, step) in zip(st or contiguous_strides(sh), arg))
+        elif op is Op.PERMUTE:
+            if st is not None or any(p != i and sh[p] != 1 for i, p in enumerate(arg)):
+                st = st or contiguous_strides(sh); st = tuple(st[p] for p in arg)
+        elif op is Op.EXPAND:
+            st = st or contiguous_strides(sh)
+            k = len(nsh) - len(sh)
+            st = (0,) * k + tuple(0 if d == 1 and n != 1 else s for d, n, s in zip(sh, nsh[k:], st))
+        sh = tuple(nsh)
+    return True
 
 def _view_strides(old, strides, new):
     "The strides that show `old` (with `strides`) as `new` without a copy, or None (PyTorch's `computeStride`)."

@@ -49,7 +49,7 @@ def realize(*tensors, read=False, deferred=True) -> None:
 # %% ../nbs/12_tensor.ipynb #40ccce79
 def _members(base) -> list:
     "The base and its live views."
-    return [base] + [v for r in (base._views or ()) if (v := r()) is not None and v is not base]
+    return [base] + [v for r in (getattr(base, "_views", None) or ()) if (v := r()) is not None and v is not base]
 
 def _shapes(base_shape, steps) -> list:
     "The shape before each view step, and the last one's result."
@@ -142,7 +142,7 @@ class Tensor(MathOps, ReduceOps, Statistics, ShapeOps, LinalgOps):
     __slots__ = ()
 
     def __init__(self, node: Node):
-        self.node, self.grad, self._base, self._steps, self._views, self._vc = node, None, None, (), None, 0
+        self.node, self.grad, self._base = node, None, None
         if node.tref is None or node.tref() is None: node.tref = weakref.ref(self)
     @staticmethod
     def _wrap(node: Node) -> "Tensor": return Tensor(node)
@@ -201,7 +201,7 @@ class Tensor(MathOps, ReduceOps, Statistics, ShapeOps, LinalgOps):
     @property
     def _version(self) -> int:
         "How many in-place writes this tensor's storage has had (shared with its views, as PyTorch's)."
-        return (self if self._base is None else self._base)._vc
+        return getattr(self if self._base is None else self._base, "_vc", 0)
     def _write(self, value, what: str = "in-place op") -> "Tensor":
         "Make this tensor hold `value` (a fresh lazy tensor of its shape, dtype and device), seen by every view."
         if value.shape != self.shape:
@@ -216,17 +216,18 @@ class Tensor(MathOps, ReduceOps, Statistics, ShapeOps, LinalgOps):
             who = "a leaf tensor" if base is self else "a view of a leaf tensor"
             raise InplaceError(f"{what}: {who} that requires grad is being used in an in-place operation (PyTorch "
                                f"refuses it too): do it under `with vkml.no_grad():`, or on a copy (`.clone()`)")
-        if _overlapping(base.shape, self._steps):
+        steps = self._steps if self._base is not None else ()
+        if _overlapping(base.shape, steps):
             raise ShapeError(f"{what}: more than one element of the written-to tensor refers to a single memory location "
                              f"(it is an expanded view): write into a copy (`.clone()`) instead")
         if self.numel():
-            new = _embed(base.node, self._steps, value.node)
+            new = _embed(base.node, steps, value.node)
             if _lowerable(base, new): new = make_node(Op.ASSIGN, (base.node, new))
             views = _members(base)[1:]
             grads = [v.node.requires_grad for v in views]
             _rebind(base, new)
             for v, g in zip(views, grads): _rebind(v, _replay(v._steps, base.node, g or base.requires_grad))
-        base._vc += 1
+        base._vc = getattr(base, "_vc", 0) + 1
         return self
     def copy_(self, src, non_blocking: bool = False) -> "Tensor":
         "Copy `src` (broadcast to this shape; cast and moved here, explicitly) into this tensor, in place."

@@ -138,6 +138,27 @@ def test_leaves_and_views_of_leaves_refuse_in_place_ops_outside_no_grad():
     np.testing.assert_allclose(w.grad.numpy(), [8.0, 2.0, 4.0])
 
 
+def test_a_detached_view_of_a_leaf_may_be_written():
+    "PyTorch: `x.detach()` shares x's storage but does not require grad, so writing into it is allowed (and x sees it)."
+    x = T([1.0, 2.0], requires_grad=True)
+    x.detach().mul_(3)
+    assert x.tolist() == [3.0, 6.0] and x.is_leaf and x.requires_grad and x._version == 1
+    (x * x).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), [6.0, 12.0])
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_overlapping_copies_read_before_they_write(device):
+    "x[1:] = x[:-1] shifts, as numpy's (and PyTorch's) copy of overlapping memory does."
+    a = np.arange(6, dtype=np.float32)
+    x = T(a, device); x.realize()
+    x[1:] = x[:-1]; a[1:] = a[:-1].copy()
+    np.testing.assert_array_equal(x.numpy(), a)
+    y = T(np.arange(6, dtype=np.float32).reshape(2, 3), device); y.realize()
+    y.T.add_(y.T)                                            # a write through a transpose reading it
+    np.testing.assert_array_equal(y.numpy(), 2 * np.arange(6).reshape(2, 3))
+
+
 def test_backward_refuses_a_saved_value_that_was_overwritten():
     "PyTorch: 'one of the variables needed for gradient computation has been modified by an inplace operation'."
     x = T([0.5, 1.5], requires_grad=True)

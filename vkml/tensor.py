@@ -212,7 +212,7 @@ class Tensor(MathOps, ReduceOps, Statistics, ShapeOps, LinalgOps):
                              f"an in-place op keeps its tensor's dtype (vkML never promotes)")
         check_same_device([self.node, value.node], what)
         base = self if self._base is None else self._base
-        if is_grad_enabled() and base.requires_grad and base.is_leaf:
+        if is_grad_enabled() and base.requires_grad and base.is_leaf and self.requires_grad:   # (not a detach()ed view)
             who = "a leaf tensor" if base is self else "a view of a leaf tensor"
             raise InplaceError(f"{what}: {who} that requires grad is being used in an in-place operation (PyTorch "
                                f"refuses it too): do it under `with vkml.no_grad():`, or on a copy (`.clone()`)")

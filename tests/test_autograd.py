@@ -99,6 +99,12 @@ CASES = {
     Op.CONV_TRANSPOSE2D: [(convt(((1, 1), (0, 0), (0, 0), (1, 1), 1)), [r(1, 2, 3, 3), r(2, 3, 2, 2, seed=1)]),
                           (convt(((2, 1), (1, 0), (1, 0), (1, 1), 2)), [r(1, 4, 2, 2), r(4, 1, 2, 2, seed=1)]),
                           (convt(((1, 1), (0, 0), (1, 1), (2, 2), 1)), [r(1, 1, 3, 3), r(1, 2, 2, 2, seed=1)])],  # op ≥ stride
+    Op.CONV2D_WEIGHT: [(lambda g, x: apply(Op.CONV2D_WEIGHT, g, x, arg=((3, 3), (1, 1), (1, 1), (1, 1), 1)),
+                        [r(2, 3, 4, 4), r(2, 2, 4, 4, seed=1)]),
+                       (lambda g, x: apply(Op.CONV2D_WEIGHT, g, x, arg=((2, 2), (2, 1), (1, 0), (1, 1), 2)),
+                        [r(1, 2, 3, 2), r(1, 4, 5, 3, seed=1)]),     # groups, stride drops a row
+                       (lambda g, x: apply(Op.CONV2D_WEIGHT, g, x, arg=((2, 2), (1, 1), (0, 0), (2, 2), 1)),
+                        [r(1, 1, 2, 2), r(1, 2, 5, 5, seed=1)])],    # dilation; x has a window more than g covers
     Op.IM2COL: [(u(Op.IM2COL, ((2, 2), (1, 1), (1, 0), (2, 1))), [r(1, 2, 3, 3)]),
                 (u(Op.IM2COL, ((2, 2), (2, 1), (1, 1), (1, 2))), [r(2, 1, 4, 4)])],
     Op.COL2IM: [(u(Op.COL2IM, ((3, 3), (2, 2), (1, 1), (0, 0), (1, 1))), [r(1, 4, 4)]),

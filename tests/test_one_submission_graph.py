@@ -60,3 +60,11 @@ def test_constants_read_through_views_by_hand_written_kernels(device):
     np.testing.assert_array_equal((vkml.zeros(3, 4, **d).T @ vkml.ones(3, 2, **d)).numpy(), np.zeros((4, 2)))
     assert vkml.zeros(3, **d).reshape(3, 1).numpy().shape == (3, 1)
     np.testing.assert_array_equal(vkml.full((3,), 2.0, **d).expand(2, 3).numpy(), np.full((2, 3), 2.0))
+
+
+def test_matmul_gradient_of_a_sum():
+    "Regression: the gradient of sum() is a constant seen through an EXPAND; matmul's backward bound it as memory."
+    w = vkml.tensor(np.ones((3, 8), np.float32), device="vulkan", requires_grad=True)
+    x = vkml.tensor(np.ones((4, 8), np.float32), device="vulkan")
+    (x @ w.T).sum().backward()
+    np.testing.assert_array_equal(w.grad.numpy(), np.full((3, 8), 4.0))

@@ -217,40 +217,36 @@ def _crop(x, h, w):
     if x.shape[2:] == (h, w): return x
     return _slice(x, [(0, x.shape[0], 1), (0, x.shape[1], 1), (0, h, 1), (0, w, 1)])
 
-def _grouped_weight_grad(a, cols, groups, wshape):
-    "Σ over batch and positions of a[n, k·A + i, l]·cols[n, k·B + j, l], per group k, reshaped to `wshape`."
-    N, A, L = a.shape[0], a.shape[1] // groups, cols.shape[2]
-    B = cols.shape[1] // groups
-    am = _reshape(_permute(_reshape(a, (N, groups, A, L)), (1, 2, 0, 3)), (groups, A, N * L))
-    cm = _reshape(_permute(_reshape(cols, (N, groups, B, L)), (1, 0, 3, 2)), (groups, N * L, B))
-    return _reshape(_apply(Op.MATMUL, am, cm), wshape)
+def _conv2d_input_grad(g, w, xshape, stride, padding, dilation, groups):
+    "conv2d's input gradient: ConvTranspose2d(g, w), cropped to x's size"
+    H, W = xshape[2:]
+    full = [(ho - 1) * s - 2 * p + d * (k - 1) + 1
+            for ho, s, p, d, k in zip(g.shape[2:], stride, padding, dilation, w.shape[2:])]
+    opad = tuple(max(0, n - f) for n, f in zip((H, W), full))  # the rows/columns the stride dropped
+    return _crop(_apply(Op.CONV_TRANSPOSE2D, g, w, arg=(stride, padding, opad, dilation, groups)), H, W)
 
 def _conv2d_vjp(node, g, srcs):
-    "dx = ConvTranspose2d(g, w), dw = MatMul(g, Im2Col(x)ᵀ) per group"
+    "dx = ConvTranspose2d(g, w), dw = Conv2dWeight(g, x): Σ over images of g times x's windows"
     (stride, padding, dilation, groups), (x, w) = node.arg, srcs
-    N, C, H, W = x.shape
-    kh, kw = w.shape[2:]
-    full = [(ho - 1) * s - 2 * p + d * (k - 1) + 1
-            for ho, s, p, d, k in zip(g.shape[2:], stride, padding, dilation, (kh, kw))]
-    opad = tuple(max(0, n - f) for n, f in zip((H, W), full))  # the rows/columns the stride dropped
-    dx = _apply(Op.CONV_TRANSPOSE2D, g, w, arg=(stride, padding, opad, dilation, groups))
-    cols = _apply(Op.IM2COL, x, arg=((kh, kw), dilation, padding, stride))  # (N, C·kh·kw, Ho·Wo)
-    gm = _reshape(g, (N, g.shape[1], g.shape[2] * g.shape[3]))
-    return (_crop(dx, H, W), _grouped_weight_grad(gm, cols, groups, w.shape))
+    dw = _apply(Op.CONV2D_WEIGHT, g, x, arg=(tuple(w.shape[2:]), stride, padding, dilation, groups))
+    return (_conv2d_input_grad(g, w, x.shape, stride, padding, dilation, groups), dw)
 vjp_rules[Op.CONV2D] = _conv2d_vjp
 
+def _conv2d_weight_vjp(node, h, srcs):
+    "dg = Conv2d(x, h) (cropped to g), dx = ConvTranspose2d(g, h): the weight gradient is bilinear in (g, x)"
+    (_, stride, padding, dilation, groups), (g, x) = node.arg, srcs
+    dg = _crop(_apply(Op.CONV2D, x, h, arg=(stride, padding, dilation, groups)), *g.shape[2:])
+    return (dg, _conv2d_input_grad(g, h, x.shape, stride, padding, dilation, groups))
+vjp_rules[Op.CONV2D_WEIGHT] = _conv2d_weight_vjp
+
 def _conv_transpose2d_vjp(node, g, srcs):
-    "dx = Conv2d(g, w), dw = MatMul(x, Im2Col(g)ᵀ) per group"
+    "dx = Conv2d(g, w), dw = Conv2dWeight(x, g): Σ over images of x times g's windows"
     (stride, padding, _, dilation, groups), (x, w) = node.arg, srcs
     N, Cin, H, W = x.shape
     kh, kw = w.shape[2:]
     dx = _crop(_apply(Op.CONV2D, g, w, arg=(stride, padding, dilation, groups)), H, W)
-    cols = _apply(Op.IM2COL, g, arg=((kh, kw), dilation, padding, stride))  # one window per input position
-    oh, ow = [(n + 2 * p - d * (k - 1) - 1) // s + 1
-              for n, k, s, p, d in zip(g.shape[2:], (kh, kw), stride, padding, dilation)]
-    if (oh, ow) != (H, W):  # an output_padding of a stride or more adds windows that no input position had
-        cols = _reshape(_crop(_reshape(cols, (N, cols.shape[1], oh, ow)), H, W), (N, cols.shape[1], H * W))
-    return (dx, _grouped_weight_grad(_reshape(x, (N, Cin, H * W)), cols, groups, w.shape))
+    # one window of g per input position (an output_padding of a stride or more adds windows no input had)
+    return (dx, _apply(Op.CONV2D_WEIGHT, x, g, arg=((kh, kw), stride, padding, dilation, groups)))
 vjp_rules[Op.CONV_TRANSPOSE2D] = _conv_transpose2d_vjp
 
 def _im2col_vjp(node, g, srcs):

@@ -325,6 +325,19 @@ def _conv2d(n, x, w):
     out = _mm(w.reshape(g, O // g, Cg * kh * kw), cols, n.dtype)  # (N, g, O/g, L)
     return out.reshape(n.shape)
 
+@impl(Op.CONV2D_WEIGHT)
+def _conv2d_weight(n, g, x):
+    k, stride, padding, dilation, G = n.arg
+    N, O, Ho, Wo = g.shape
+    C = x.shape[1]
+    cols = im2col(x, k, dilation, padding, stride)   # (N, C·kh·kw, L'), L' >= Ho·Wo windows
+    oh = conv_out(x.shape[2], k[0], stride[0], padding[0], dilation[0])
+    ow = conv_out(x.shape[3], k[1], stride[1], padding[1], dilation[1])
+    cols = cols.reshape(N, G, (C // G) * k[0] * k[1], oh, ow)[..., :Ho, :Wo].reshape(N, G, -1, Ho * Wo)
+    gm = g.reshape(N, G, O // G, Ho * Wo)
+    dw = _mm(gm, np.swapaxes(cols, 2, 3), n.dtype).sum(axis=0)   # (G, O/g, C/g·kh·kw)
+    return dw.reshape(n.shape)
+
 @impl(Op.CONV_TRANSPOSE2D)
 def _conv_t2d(n, x, w):
     stride, padding, output_padding, dilation, g = n.arg

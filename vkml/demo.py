@@ -15,7 +15,7 @@ from .graph import defer, canonical_device
 from .data import DataLoader, digits_split
 
 # %% auto #0
-__all__ = ['PARITY_RTOL', 'PARITY_ATOL', 'build_model', 'digits', 'train_step', 'evaluate', 'first_step_parity',
+__all__ = ['PARITY_RTOL', 'PARITY_ATOL', 'build_model', 'digits', 'make_step', 'train_step', 'evaluate', 'first_step_parity',
            'save_checkpoint', 'load_checkpoint', 'plot_history', 'device_name', 'train', 'parse_args', 'main']
 
 # %% ../nbs/35_demo.ipynb #ddf9250f
@@ -37,15 +37,22 @@ def digits(kind: str = "cnn"):
     return xtr, ytr, xte, yte
 
 # %% ../nbs/35_demo.ipynb #1f4e96a4
+def make_step(model, opt):
+    "The training step on a batch (x, y), returning (loss, correct) as tensors: capturable by `vkml.jit`."
+    def step(x, y):
+        out = model(x)
+        loss = nn.functional.cross_entropy(out, y)
+        correct = VF.sum(VF.argmax(out.detach(), 1) == y)
+        opt.zero_grad()
+        loss.backward()
+        defer(loss, correct)   # computed by the optimiser's realize: no submission of their own
+        opt.step()
+        return loss, correct
+    return step
+
 def train_step(model, opt, x, y):
     "One step on the batch (x, y): returns (loss, correct) as Python numbers."
-    out = model(x)
-    loss = nn.functional.cross_entropy(out, y)
-    correct = VF.sum(VF.argmax(out.detach(), 1) == y)
-    opt.zero_grad()
-    loss.backward()
-    defer(loss, correct)   # computed by the optimiser's realize: no submission of their own
-    opt.step()
+    loss, correct = make_step(model, opt)(x, y)
     return loss.item(), int(correct.item())
 
 def evaluate(model, x: np.ndarray, y: np.ndarray, device) -> float:
@@ -107,11 +114,12 @@ def device_name(device: str) -> str:
     info = V.devices()[int(device.partition(":")[2])]
     return f"{device} ({info.name}, {info.driver})"
 
-def train(model, opt, x, y, xte, yte, device, epochs, batch_size, seed=0, progress=True, log=print):
-    "Train for `epochs`; returns the history (per-step loss, per-epoch accuracies, submissions, timings)."
+def train(model, opt, x, y, xte, yte, device, epochs, batch_size, seed=0, progress=True, log=print, jit=True):
+    "Train for `epochs` (replaying the step with `vkml.jit` unless `jit=False`); returns the history (per-step loss, per-epoch accuracies, submissions, timings)."
     from tqdm.auto import tqdm
     vk = device.startswith("vulkan")
     if vk: import vkml.vulkan as V
+    step = vkml.jit(make_step(model, opt), enabled=jit)
     loader = DataLoader(x, y, batch_size=batch_size, shuffle=True, seed=seed, device=device)
     hist = dict(step_loss=[], train_loss=[], train_acc=[], test_acc=[], epoch_s=[], steps=0, submissions=0)
     for e in range(1, epochs + 1):
@@ -119,7 +127,8 @@ def train(model, opt, x, y, xte, yte, device, epochs, batch_size, seed=0, progre
         bar = tqdm(loader, desc=f"epoch {e}/{epochs}", unit="batch", file=sys.stderr, disable=not progress, leave=False)
         for xb, yb in bar:
             if vk: s0 = V.stats()["submissions"]
-            loss, c = train_step(model, opt, xb, yb)
+            loss, c = step(xb, yb)
+            loss, c = loss.item(), int(c.item())
             if vk: hist["submissions"] += V.stats()["submissions"] - s0
             n = len(yb); seen += n; right += c; total += loss * n
             hist["step_loss"].append(loss); hist["steps"] += 1
@@ -143,6 +152,7 @@ def parse_args(argv=None):
     ap.add_argument("--lr", type=float, default=1e-2)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--no-progress", action="store_true", help="no progress bar")
+    ap.add_argument("--no-jit", action="store_true", help="build and record every step (no replay with vkml.jit)")
     return ap.parse_args(argv)
 
 def main(argv=None) -> dict:
@@ -168,7 +178,8 @@ def main(argv=None) -> dict:
     print(f"first-step loss: {device} {dev:.6f} | cpu {ref:.6f} | |diff| {abs(dev - ref):.1e} "
           f"{'<=' if ok else '>'} bound {bound:.1e}: {'ok' if ok else 'MISMATCH'}")
     t1 = time.perf_counter()
-    hist = train(model, opt, xtr, ytr, xte, yte, device, a.epochs, a.batch_size, a.seed, progress=not a.no_progress)
+    hist = train(model, opt, xtr, ytr, xte, yte, device, a.epochs, a.batch_size, a.seed, progress=not a.no_progress,
+                 jit=not a.no_jit)
     train_s = time.perf_counter() - t1
     if device.startswith("vulkan"):
         print(f"submissions per training step: {hist['submissions'] / max(1, hist['steps']):.2f} "

@@ -37,6 +37,7 @@ class Elementwise:
     tol: tuple | None = None              # f32 Vulkan parity (rtol, atol) where the default 1e-5 is too tight
     data_input: int = 0                   # which input's dtype `dtypes` constrains (WHERE: 1)
     helpers: Callable | None = None       # (in_dtypes, out_dtype) -> GLSL functions the expression calls, or ""
+    example_arg: object = None            # an `arg` the derived tests and docs use (for ops that take one)
 
     @property
     def name(self) -> str: return self.op.name
@@ -200,16 +201,16 @@ elementwise("RELU", 1, lambda n, x: np.maximum(x, x.dtype.type(0)),
             {"f": "(isnan({a}) ? {a} : max({a}, 0.0))", "i": "({a} < {T}(0) ? {T}(0) : {a})"},
             vjp=lambda g, y, x: (g.where(x > 0, 0.0),), dtypes=NUMERIC, **_KINK0)
 elementwise("GELU", 1, _gelu, _gelu_glsl, vjp=_gelu_vjp, variant=lambda arg: arg,
-            arg_doc="'none' (exact, erf) or 'tanh'")
+            arg_doc="'none' (exact, erf) or 'tanh'", example_arg="tanh")
 elementwise("SILU", 1, lambda n, x: x * _sigmoid(x), "({a} / (1.0 + vexp(-{a})))", vjp=_silu_vjp)
 elementwise("LEAKY_RELU", 1, lambda n, x: np.where(x > 0, x, x * n.arg), "({a} > 0.0 ? {a} : {a} * {p0})",
             vjp=lambda g, y, x: (g.where(x > 0, g * y.node.arg),), params=lambda arg, dt: (arg,), param_types="f",
-            arg_doc="negative_slope", **_KINK0)
+            arg_doc="negative_slope", example_arg=0.1, **_KINK0)
 elementwise("ELU", 1, lambda n, x: np.where(x > 0, x, n.arg * np.expm1(x)), "({a} > 0.0 ? {a} : {p0} * vexpm1({a}))",
             vjp=lambda g, y, x: (g.where(x > 0, g * (y + y.node.arg)),), params=lambda arg, dt: (arg,),
-            param_types="f", arg_doc="alpha", **_KINK0)
+            param_types="f", arg_doc="alpha", example_arg=0.7, **_KINK0)
 elementwise("SOFTPLUS", 1, _softplus, "vsoftplus({a}, {p0}, {p1})", vjp=_softplus_vjp,
-            params=lambda arg, dt: arg, param_types="ff", arg_doc="(beta, threshold)")
+            params=lambda arg, dt: arg, param_types="ff", arg_doc="(beta, threshold)", example_arg=(2.0, 3.0))
 
 # %% ../nbs/03_elementwise.ipynb #68ab2741
 _INT_LIMITS = {int32: (-2**31, 2**31 - 1), int64: (-2**63, 2**63 - 1)}
@@ -242,7 +243,7 @@ elementwise("SIGN", 1, lambda n, x: np.sign(x),
             no_grad=(Category.BY_DESIGN, "piecewise constant: zero derivative off zero, undefined at it"))
 elementwise("CLAMP", 1, _clamp, {"f": "vclamp({a}, {p0}, {p1})", "i": "min(max({a}, {p0}), {p1})"},
             vjp=_clamp_vjp, dtypes=NUMERIC, params=_clamp_params, param_types="TT",
-            arg_doc="(lo, hi): Python scalars or None")
+            arg_doc="(lo, hi): Python scalars or None", example_arg=(-1, 2), kinks=(-1.0, 2.0))
 
 # %% ../nbs/03_elementwise.ipynb #f10e2d67
 def _pow_vjp(g, y, a, b):

@@ -14,12 +14,12 @@ from .ops import Op, Category, NO_GRAD_REASONS
 from .registry import OPERATORS, BACKENDS, backend_impl, vjp_rules, try_trace, counts
 
 # %% auto #0
-__all__ = ['MEANING', 'DONE', 'BACKEND_GAPS', 'RESULTS', 'EINSUM_CASES', 'LINALG', 'label', 'md_table', 'legend', 'headline',
-           'no_grad_rows', 'breakdown', 'no_grad_table', 'backend_gap', 'off_backend_rows', 'off_backend_table',
-           'vulkan_reason', 'vulkan_device', 'results', 'mixed_devices_row', 'rank_row', 'float64_row', 'multi_gpu_row',
-           'fusion_row', 'lazy_detach_row', 'gpu_wins_row', 'higher_order_row', 'nonleaf_grad_row', 'einsum_row',
-           'mask_index_row', 'inplace_row', 'linalg_row', 'threading_row', 'index_check_row', 'feature_rows',
-           'feature_table', 'summary', 'provenance']
+__all__ = ['MEANING', 'DONE', 'BACKEND_GAPS', 'RESULTS', 'FUSION_FEATURE', 'FUSION_LIVE', 'EINSUM_CASES', 'LINALG', 'label',
+           'md_table', 'legend', 'headline', 'no_grad_rows', 'breakdown', 'no_grad_table', 'backend_gap',
+           'off_backend_rows', 'off_backend_table', 'vulkan_reason', 'vulkan_device', 'results', 'mixed_devices_row',
+           'rank_row', 'float64_row', 'multi_gpu_row', 'fusion_row', 'lazy_detach_row', 'gpu_wins_row',
+           'higher_order_row', 'nonleaf_grad_row', 'einsum_row', 'mask_index_row', 'inplace_row', 'linalg_row',
+           'threading_row', 'index_check_row', 'feature_rows', 'feature_table', 'summary', 'provenance']
 
 # %% ../nbs/50_limitations.ipynb #884355cd
 MEANING = {
@@ -188,13 +188,55 @@ def multi_gpu_row(vk_why):
                 "ADR 0008, ROADMAP")
 
 # %% ../nbs/50_limitations.ipynb #5a93bf08
+FUSION_FEATURE = "kernel fusion (elementwise chains; a reduction with its elementwise prologue and epilogue)"
+FUSION_LIVE = (32, 256)        # rows x cols of the measurement this page makes on the device at hand
+_fusion_cache: dict = {}
+
+def _fusion_ratios(res: dict) -> str:
+    "The range over workloads of each saving (unfused / fused), and one workload spelled out."
+    ws = res["workloads"]
+    def span(key):
+        v = [r["saved"][key] for r in ws]
+        return f"{min(v):.2g}–{max(v):.2g}" if f"{min(v):.2g}" != f"{max(v):.2g}" else f"{min(v):.2g}"
+    ln = next((r for r in ws if r["name"] == "layer_norm"), ws[0])
+    return (f"unfused/fused over {len(ws)} workloads ({', '.join(r['name'] for r in ws)}): dispatches {span('dispatches')}, "
+            f"bytes moved {span('bytes_moved')}, GPU time {span('gpu_us')}, host time {span('host_us')}; e.g. {ln['name']}: "
+            f"{ln['unfused']['dispatches']} → {ln['fused']['dispatches']} dispatches, bytes "
+            f"{ln['unfused']['bytes_moved'] / ln['unfused']['bytes_ideal']:.2g}× → {ln['fused']['bytes_moved'] / ln['fused']['bytes_ideal']:.2g}× "
+            f"a single pass, GPU {ln['unfused']['gpu_us']:,.0f} → {ln['fused']['gpu_us']:,.0f} µs")
+
+def _fusion_here() -> str:
+    "The measurement made now on the default Vulkan device (cached), or the schedules' kernel counts where there is none."
+    if "here" in _fusion_cache: return _fusion_cache["here"]
+    from vkml.experiments import fusion as FX
+    from vkml.graph import get_backend, canonical_device
+    rows, cols = FUSION_LIVE
+    try: backend = get_backend(canonical_device("vulkan")); backend.device
+    except (VkmlError, OSError, ImportError) as e:
+        if os.environ.get("VKML_REQUIRE_VULKAN", "").strip().lower() not in ("", "0", "false", "no"): raise
+        counts = FX.kernel_counts(rows, cols)
+        text = (f"no Vulkan device here ({type(e).__name__}), so only the schedules' kernels are counted: "
+                + ", ".join(f"{n} {off} → {on}" for n, (off, on) in counts.items()))
+    else:
+        from vkml.vulkan import codegen
+        if not backend.fuses: text = f"nothing fuses here: {codegen.compiler()[1]}"
+        else:
+            res = FX.run(rows, cols, repeats=2)
+            text = f"measured now on {res['provenance']['device'].split(' (')[0]} at {rows}×{cols} float32, {_fusion_ratios(res)}"
+    _fusion_cache["here"] = text
+    return text
+
 def fusion_row():
-    found = results("fusion_h200.json")
-    if not found:
-        return _row("fusion of elementwise chains", Category.WAITING_MEASUREMENT,
-                    "not yet measured: bench/results/fusion_h200.json does not exist; every op is its own dispatch", "ROADMAP")
-    path, d = found[0]
-    return _row("fusion of elementwise chains", Category.WAITING_MEASUREMENT, f"measured in {path}: {_numbers(d)}", path)
+    "Kernel fusion, with what it saves: on the H200 (from its results file, when it holds this measurement) and here."
+    from vkml.experiments.fusion import current
+    found = [(p, d) for p, d in results("fusion_h200.json") if current(d)]
+    parts, see = [], "nbs/42_experiment_fusion.ipynb"
+    for path, d in found[:1]:
+        parts.append(f"on the {d['provenance']['device']} at {d['rows']}×{d['cols']} float32 ({path}), {_fusion_ratios(d)}")
+        see += f", {path}"
+    if not found: parts.append("not yet measured on the H200 (`python bench/fusion.py --out bench/results/fusion_h200.json`)")
+    parts.append(_fusion_here())
+    return _row(FUSION_FEATURE, DONE, "one generated kernel per fused region, `VKML_FUSION=0` turns it off; " + "; ".join(parts), see)
 
 # %% ../nbs/50_limitations.ipynb #aa145e38
 def _steps(device, eager=False, steps=4, batch=32):
@@ -317,7 +359,7 @@ def inplace_row():
                 f"a view {'sees' if seen else 'does NOT see'} a write into its base; a realized tensor nothing else reads is "
                 f"written {'in its own buffer (ASSIGN)' if lowered else 'functionally'}, and a value built before the write "
                 f"{'keeps the old one (the write is functional then)' if kept else 'does NOT keep it'}; a write into a region "
-                f"of a tensor still costs a pass over the whole tensor", "ADR 0016, nbs/12_tensor.ipynb")
+                f"of a tensor still costs a pass over the whole tensor", "ADR 0022, nbs/12_tensor.ipynb")
 
 LINALG = ("cholesky", "det", "logdet", "eigh")
 

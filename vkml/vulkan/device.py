@@ -35,8 +35,10 @@ STATS = dict(submissions=0, dispatches=0, waits=0, barriers=0, bytes_uploaded=0,
              pipelines_created=0)
 
 def stats() -> dict:
-    "Counts since the last `reset_stats()`: submissions, dispatches, waits, barriers, bytes moved."
-    return dict(STATS)
+    "Counts since the last `reset_stats()` (submissions, dispatches, waits, barriers, bytes moved), and whether kernels fuse."
+    from vkml.vulkan.codegen import compiler      # (the code generator comes later; it needs no device)
+    glslc, why = compiler()
+    return dict(STATS, fusion="on" if glslc else f"off: {why}; every op runs its own prebuilt kernel")
 
 def reset_stats():
     "Zero the counters of `stats()`."
@@ -118,7 +120,7 @@ class DeviceInfo:
     driver: str
     api_version: str
     limits: dict
-    features: dict          # f16, i64, storage8, storage16, int8, push_descriptor, cooperative_matrix, timestamps...
+    features: dict          # f16, i64, storage8, storage16, int8, push_descriptor, cooperative_matrix, coopmat_f16, timestamps...
     subgroup_size: int
     memory: dict            # heaps and the properties of the memory types vkML uses
     missing: list = field(default_factory=list)  # minimum requirements this device fails
@@ -174,6 +176,7 @@ def _query(vk, index, pd) -> DeviceInfo:
         push_descriptor="VK_KHR_push_descriptor" in exts,
         cooperative_matrix=bool({"VK_KHR_cooperative_matrix", "VK_NV_cooperative_matrix"} & exts),
         timestamps=ts)
+    features["coopmat_f16"] = _coopmat_f16(vk, pd, exts, sub.subgroupSize, bool(ok12 and f12.vulkanMemoryModel))
     mem = vk.vkGetPhysicalDeviceMemoryProperties(pd)
     types = [(mem.memoryTypes[i].propertyFlags, mem.memoryTypes[i].heapIndex) for i in range(mem.memoryTypeCount)]
     heaps = [(mem.memoryHeaps[i].size, mem.memoryHeaps[i].flags) for i in range(mem.memoryHeapCount)]
@@ -190,6 +193,31 @@ def _query(vk, index, pd) -> DeviceInfo:
                       limits=limits, features=features, subgroup_size=sub.subgroupSize,
                       memory=dict(heaps=heaps, types=types), missing=missing, handle=pd, extensions=exts,
                       pipeline_cache_uuid=bytes(props.pipelineCacheUUID), vendor_id=props.vendorID, device_id=props.deviceID)
+
+def _coopmat_f16(vk, pd, exts, subgroup_size, memory_model) -> bool:
+    "Can vkML's tensor-core kernels run: KHR cooperative matrices with 16x16x16 f16 x f16 + f32 per subgroup of 32?"
+    if "VK_KHR_cooperative_matrix" not in exts or not memory_model or subgroup_size != 32: return False
+    ffi = vk.ffi
+    cm = ffi.new("VkPhysicalDeviceCooperativeMatrixFeaturesKHR*",
+                 {"sType": vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_KHR})
+    f2 = ffi.new("VkPhysicalDeviceFeatures2*", {"sType": vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, "pNext": cm})
+    vk.lib.vkGetPhysicalDeviceFeatures2(pd, f2)
+    if not cm.cooperativeMatrix: return False
+    # an instance-level extension function: fetched through the instance (the binding's own wrapper
+    # leaves the output structs' sType unset, so the call is made by hand)
+    name = "vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR"
+    fp = vk.lib.vkGetInstanceProcAddr(instance().handle, name.encode())
+    if fp == ffi.NULL: return False
+    get = ffi.cast("PFN_" + name, fp)
+    n = ffi.new("uint32_t*")
+    if get(pd, n, ffi.NULL) != 0 or n[0] == 0: return False
+    props = ffi.new("VkCooperativeMatrixPropertiesKHR[]", n[0])
+    for i in range(n[0]): props[i].sType = vk.VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_KHR
+    if get(pd, n, props) not in (0, 5): return False   # 5 = VK_INCOMPLETE
+    props = [props[i] for i in range(n[0])]
+    F16, F32, SUB = vk.VK_COMPONENT_TYPE_FLOAT16_KHR, vk.VK_COMPONENT_TYPE_FLOAT32_KHR, vk.VK_SCOPE_SUBGROUP_KHR
+    return any((p.MSize, p.NSize, p.KSize, p.AType, p.BType, p.CType, p.ResultType, p.scope) == (16, 16, 16, F16, F16, F32, F32, SUB)
+               for p in props)
 
 _infos = None
 def devices() -> list:
@@ -269,10 +297,16 @@ class Device:
         f11 = vk.VkPhysicalDeviceVulkan11Features(storageBuffer16BitAccess=f["storage16"])
         f12 = vk.VkPhysicalDeviceVulkan12Features(pNext=f11, storageBuffer8BitAccess=True, shaderFloat16=f["f16"],
                                                   shaderInt8=f["int8"])
+        exts = ["VK_KHR_push_descriptor"]
+        if f.get("coopmat_f16"):   # the tensor-core kernels: the extension, its feature and the Vulkan memory model
+            f12.vulkanMemoryModel = True
+            f11.pNext = vk.ffi.new("VkPhysicalDeviceCooperativeMatrixFeaturesKHR*", {
+                "sType": vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_KHR, "cooperativeMatrix": True})
+            self._keep_cm = f11.pNext
+            exts.append("VK_KHR_cooperative_matrix")
         core = vk.VkPhysicalDeviceFeatures(shaderInt64=f["i64"])
         feats = vk.VkPhysicalDeviceFeatures2(pNext=f12, features=core)
         qinfo = vk.VkDeviceQueueCreateInfo(queueFamilyIndex=self.family, queueCount=1, pQueuePriorities=[1.0])
-        exts = ["VK_KHR_push_descriptor"]
         dinfo = vk.VkDeviceCreateInfo(pNext=feats, queueCreateInfoCount=1, pQueueCreateInfos=[qinfo],
                                       enabledExtensionCount=len(exts), ppEnabledExtensionNames=exts)
         return vk.vkCreateDevice(info.handle, dinfo, None)
@@ -313,10 +347,14 @@ class Device:
         self.lib.vkResetCommandBuffer(cb, 0)
         self._cbs.append(cb)
 
-    def submit(self, cb, on_done=None, then=(), kept: bool = False) -> int:
-        "End `cb`, submit it (and the recorded command buffers `then`, in order) with a fence; return its serial."
+    def end(self, cb):
+        "Finish recording `cb`."
         r = self.lib.vkEndCommandBuffer(cb)
         if r: raise DeviceError(f"vkEndCommandBuffer failed ({r})")
+
+    def submit(self, cb, on_done=None, then=(), kept: bool = False) -> int:
+        "End `cb`, submit it (and the recorded command buffers `then`, in order) with a fence; return its serial."
+        self.end(cb)
         try: return self._queue((cb, *then), None if kept else cb, on_done)
         except DeviceError:
             if not kept: self.discard(cb)

@@ -434,7 +434,8 @@ class Recorder:
         rb = self.rt.mem.pool("readback").alloc((hi - lo) * isz)
         self.copy(t.alloc, lo * isz, rb, 0, (hi - lo) * isz)
         STATS["bytes_downloaded"] += t.view.numel * isz
-        return lambda: _host_array(rb.block.host, rb.offset, t.view, t.dtype, lo)
+        view, dtype = t.view, t.dtype     # (not `t`: the getter is kept in t.fetch, and a cycle would free t only at a gc)
+        return lambda: _host_array(rb.block.host, rb.offset, view, dtype, lo)
 
     def _done(self, qpool, names, profiles, keep):
         "Runs when the submission has finished: read the timestamps."
@@ -457,7 +458,11 @@ class Recorder:
         args = (self.qpool, self.names, self.profiles, self.keep)
         on_done = lambda: self._done(*args)   # holds `keep` (the cdata the command buffer read) until the fence
         cap = self.capture
-        s = self.dev.submit(self.cb, on_done, then, kept=cap is not None)
+        if cap is not None and cap.prologue is not None:      # a capture's input copies go first, in the same submission
+            pro, cap.prologue = cap.prologue, None
+            self.dev.end(self.cb)
+            s = pro.submit(then=(self.cb, *then))
+        else: s = self.dev.submit(self.cb, on_done, then, kept=cap is not None)
         assert s == self.serial
         if cap is not None: cap.recorded(self)
         self.rt.mem.tensors.end_recording(s)

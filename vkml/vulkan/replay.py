@@ -26,6 +26,7 @@ class Captured:
         self.inputs = []         # the static input buffers (VkTensor), one per tensor argument
         self.refresh, self.rands = [], []   # (VkTensor, values()), (node, generator, n): from the capture's notes
         self.pools = None        # the capture's own memory pools
+        self.prologue = None     # the capture call's input copies, submitted with its first recording
         self.last = 0            # the serial of this step's last submission
         self.commands = 0        # commands recorded (dispatches and copies)
         self._keys, self._staging = {}, {}
@@ -62,12 +63,13 @@ def capture(backend, inputs: list, run, notes: CaptureNotes = None):
             cap.pools = pools
             cap.inputs = [VkTensor(rt.mem.tensors.alloc(prod(n.shape) * n.dtype.itemsize), contiguous_view(n.shape), n.dtype)
                           for n in inputs]
-            cap._copy_inputs(inputs)
+            cap.prologue = cap._copies(inputs)
             statics = [Node(Op.INPUT, (), None, n.shape, n.dtype, n.device, buf=t) for n, t in zip(inputs, cap.inputs)]
             notes = notes or CaptureNotes(inputs[0].device if inputs else "vulkan")
             rt.capture, _capturing.current = cap, notes
             try: result = run(statics)
             finally: rt.capture = _capturing.current = None
+            if cap.prologue is not None: cap.prologue.submit()   # nothing was recorded: the copies alone
         cap._finish(notes)
     except BaseException:
         cap.release()
@@ -99,8 +101,8 @@ def _write(self, t: VkTensor, values):
         st.block.host[st.offset:st.offset + raw.nbytes] = raw
     if t.host is not None: t.host = arr
 
-def _copy_inputs(self, inputs, then=()) -> int:
-    "Copy the caller's input buffers into the static ones, in one submission (followed by `then`)."
+def _copies(self, inputs) -> Recorder:
+    "A recording (not yet submitted) of the copies of the caller's input buffers into the static ones."
     rec = Recorder(self.rt)
     try:
         for n, dst in zip(inputs, self.inputs):
@@ -109,7 +111,7 @@ def _copy_inputs(self, inputs, then=()) -> int:
             rec.copy(src.alloc, src.view.offset * isz, dst.alloc, 0, src.view.numel * isz)
     except BaseException:
         rec.abort(); raise
-    return rec.submit(then)
+    return rec
 
 def replay(self, inputs: list) -> int:
     "Run the step again on `inputs` (realized, contiguous nodes of the captured shapes); the submission's serial."
@@ -124,7 +126,7 @@ def replay(self, inputs: list) -> int:
         if keys is None: keys = self._keys[seed] = rand_keys(seed)
         for words, i in self.rand_slots.get(id(node), ()):
             words[i], words[i + 1], words[i + 2] = keys[0], keys[1], off & 0xFFFFFFFF
-    s = self._copy_inputs(inputs, self.cbs)
+    s = self._copies(inputs).submit(self.cbs)
     for a in self.touched: a.use[0] = s
     for t, get in self.fetches: t.fetch = (s, get)
     self.last = s
@@ -143,5 +145,5 @@ def release(self):
     self.inputs, self.uploads, self._staging, self.rand_slots = [], [], {}, {}
     if not dev.closed: self.rt.mem.sweep()
 
-Captured._write, Captured._copy_inputs, Captured.replay, Captured.release = _write, _copy_inputs, replay, release
+Captured._write, Captured._copies, Captured.replay, Captured.release = _write, _copies, replay, release
 Captured.__del__ = lambda self: self.release() if not getattr(self, "released", True) else None

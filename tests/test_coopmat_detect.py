@@ -45,3 +45,22 @@ def test_coopmat_f16_detection():
     assert detect([good], feature=0) is False
     assert detect([good], exts=frozenset()) is False
     assert info.features["coopmat_f16"] is False or info.type != "cpu"  # lavapipe: the plain kernels
+
+
+def test_the_feature_chain_owns_what_it_points_to():
+    "Regression: the cooperative-matrix feature struct was built in place in `pNext` and freed at once (the H200's"
+    " vkCreateDevice crashed reading it); every struct of the chain must be kept by the device."
+    import gc
+    vk = D.vk_module()
+    f = dict(D.devices()[0].features, coopmat_f16=True)
+    feats, exts, owners = D.device_features(vk, f)
+    gc.collect()
+    ffi = vk.ffi
+    f12 = ffi.cast("VkPhysicalDeviceVulkan12Features*", feats.pNext)
+    f11 = ffi.cast("VkPhysicalDeviceVulkan11Features*", f12.pNext)
+    cm = ffi.cast("VkPhysicalDeviceCooperativeMatrixFeaturesKHR*", f11.pNext)
+    addr = lambda o: ffi.cast("void*", ffi.addressof(o) if ffi.typeof(o).kind == "struct" else o)
+    owning = [o for o in owners if "owning" in repr(o)]
+    assert any(addr(o) == ffi.cast("void*", cm) for o in owning)
+    assert cm.sType == vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_KHR and cm.cooperativeMatrix
+    assert f12.vulkanMemoryModel and "VK_KHR_cooperative_matrix" in exts

@@ -957,6 +957,7 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                                                                       'vkml/vulkan/device.py'),
                                     'vkml.vulkan.device.close': ('vulkan_device.html#close', 'vkml/vulkan/device.py'),
                                     'vkml.vulkan.device.default_index': ('vulkan_device.html#default_index', 'vkml/vulkan/device.py'),
+                                    'vkml.vulkan.device.device_features': ('vulkan_device.html#device_features', 'vkml/vulkan/device.py'),
                                     'vkml.vulkan.device.devices': ('vulkan_device.html#devices', 'vkml/vulkan/device.py'),
                                     'vkml.vulkan.device.get_device': ('vulkan_device.html#get_device', 'vkml/vulkan/device.py'),
                                     'vkml.vulkan.device.instance': ('vulkan_device.html#instance', 'vkml/vulkan/device.py'),

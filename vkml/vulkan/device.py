@@ -13,7 +13,7 @@ from ..dtypes import DTYPES
 # %% auto #0
 __all__ = ['INSTALL_HINT', 'STATS', 'DEVICE_TYPES', 'TYPE_PREFERENCE', 'vk_module', 'stats', 'reset_stats', 'validation_messages',
            'clear_validation_messages', 'Instance', 'instance', 'DeviceInfo', 'devices', 'default_index', 'check_index',
-           'Device', 'get_device', 'close']
+           'device_features', 'Device', 'get_device', 'close']
 
 # %% ../../nbs/21_vulkan_device.ipynb #d7a25ecc
 INSTALL_HINT = ("install the Vulkan loader and a driver: `apt-get install libvulkan1 mesa-vulkan-drivers` "
@@ -257,6 +257,25 @@ def check_index(idx: str) -> int:
     return int(idx)
 
 # %% ../../nbs/21_vulkan_device.ipynb #a6fda164
+def device_features(vk, f: dict) -> tuple:
+    "(VkPhysicalDeviceFeatures2 chain, extension names, the structs the chain points to) to create a device with features `f`."
+    f11 = vk.VkPhysicalDeviceVulkan11Features(storageBuffer16BitAccess=f["storage16"])
+    f12 = vk.VkPhysicalDeviceVulkan12Features(pNext=f11, storageBuffer8BitAccess=True, shaderFloat16=f["f16"],
+                                              shaderInt8=f["int8"])
+    exts, owners = ["VK_KHR_push_descriptor"], [f11, f12]
+    if f.get("coopmat_f16"):   # the tensor-core kernels: the extension, its feature and the Vulkan memory model
+        f12.vulkanMemoryModel = True
+        # keep the owning cdata: a pointer stored in `pNext` does not keep its struct alive, and the driver
+        # would read freed memory (it crashed the H200's vkCreateDevice)
+        cm = vk.ffi.new("VkPhysicalDeviceCooperativeMatrixFeaturesKHR*", {
+            "sType": vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_KHR, "cooperativeMatrix": True})
+        f11.pNext = cm
+        owners.append(cm)
+        exts.append("VK_KHR_cooperative_matrix")
+    core = vk.VkPhysicalDeviceFeatures(shaderInt64=f["i64"])
+    feats = vk.VkPhysicalDeviceFeatures2(pNext=f12, features=core)
+    return feats, exts, owners + [feats]
+
 class Device:
     "A logical device with one compute queue; owns everything created on it, released by `close()`."
     def __init__(self, index: int):
@@ -293,19 +312,7 @@ class Device:
         self._begin_kept = self.ffi.new("VkCommandBufferBeginInfo*", {"sType": vk.VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO})
 
     def _create(self, vk, info):
-        f = info.features
-        f11 = vk.VkPhysicalDeviceVulkan11Features(storageBuffer16BitAccess=f["storage16"])
-        f12 = vk.VkPhysicalDeviceVulkan12Features(pNext=f11, storageBuffer8BitAccess=True, shaderFloat16=f["f16"],
-                                                  shaderInt8=f["int8"])
-        exts = ["VK_KHR_push_descriptor"]
-        if f.get("coopmat_f16"):   # the tensor-core kernels: the extension, its feature and the Vulkan memory model
-            f12.vulkanMemoryModel = True
-            f11.pNext = vk.ffi.new("VkPhysicalDeviceCooperativeMatrixFeaturesKHR*", {
-                "sType": vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_KHR, "cooperativeMatrix": True})
-            self._keep_cm = f11.pNext
-            exts.append("VK_KHR_cooperative_matrix")
-        core = vk.VkPhysicalDeviceFeatures(shaderInt64=f["i64"])
-        feats = vk.VkPhysicalDeviceFeatures2(pNext=f12, features=core)
+        feats, exts, self._feature_structs = device_features(vk, info.features)
         qinfo = vk.VkDeviceQueueCreateInfo(queueFamilyIndex=self.family, queueCount=1, pQueuePriorities=[1.0])
         dinfo = vk.VkDeviceCreateInfo(pNext=feats, queueCreateInfoCount=1, pQueueCreateInfos=[qinfo],
                                       enabledExtensionCount=len(exts), ppEnabledExtensionNames=exts)

@@ -1,4 +1,4 @@
-"""Shader variants of the nn kernels: matmul, convolution helpers, pooling, gather, index_add.
+"""Shader variants of the nn kernels: matmul, convolution helpers, pooling, gather, index_add, scatter.
 
 `VARIANTS_NN` rows are `(name, file, defines)`; `shaders/variants.py` imports and appends them, and
 `shaders/build.py` compiles each row with `glslc --target-env=vulkan1.2 -O -D<k>=<v> ...` into
@@ -68,6 +68,8 @@ def _rows():
         rows.append((f"gather_{s}", "gather.comp", {_T[s]: "1"}))
     for s in ("f32", "f16", "i32", "i64"):
         rows.append((f"index_add_{s}", "index_add.comp", {_T[s]: "1"}))
+    for s in ("f32", "f16", "i32", "i64", "b8"):
+        rows.append((f"scatter_{s}", "index_add.comp", {_T[s]: "1", "SET": "1"}))
     return rows
 
 

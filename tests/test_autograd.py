@@ -88,6 +88,10 @@ CASES = {
                 (lambda x, i: apply(Op.GATHER, x, i, arg=0), [r(3, 3), np.array([[2, 0], [2, 2]])])],  # smaller index
     Op.INDEX_ADD: [(lambda d, i, s: apply(Op.INDEX_ADD, d, i, s, arg=1), [r(2, 3), IDX, r(2, 3, seed=1)]),
                    (lambda d, i, s: apply(Op.INDEX_ADD, d, i, s, arg=0), [r(2, 3), np.array([[1, 1, 0]]), r(1, 3, seed=1)])],
+    Op.SCATTER: [(lambda d, i, s: apply(Op.SCATTER, d, i, s, arg=1), [r(2, 3), np.array([[2, 0], [1, 0]]), r(2, 2, seed=1)]),
+                 (lambda d, i, s: apply(Op.SCATTER, d, i, s, arg=0), [r(3, 2), np.array([[2, 0]]), r(1, 2, seed=1)])],
+    Op.SLICE_BACKWARD: [(lambda g: apply(Op.SLICE_BACKWARD, g, arg=((1, 4, 2), (2, -1, -1)), shape=(5, 3), dtype=g.dtype),
+                         [r(2, 3)])],
     Op.MATMUL: [(b(Op.MATMUL), [r(2, 2, 3), r(2, 3, 4, seed=1)])],
     Op.CONV2D: [(conv(((1, 1), (0, 0), (1, 1), 1)), [r(2, 2, 4, 4), r(3, 2, 3, 3, seed=1)]),
                 (conv(((2, 1), (1, 0), (1, 1), 2)), [r(1, 4, 5, 3), r(2, 2, 2, 2, seed=1)]),     # groups, stride drops a row

@@ -15,7 +15,8 @@ from .operands import TensorBase as Tensor
 import weakref
 
 # %% auto #0
-__all__ = ['vjp_rules', 'EAGER_DETACH', 'vjp_rule', 'backward', 'RemovableHandle', 'register_post_accumulate_grad_hook', 'detach']
+__all__ = ['vjp_rules', 'overwritten', 'EAGER_DETACH', 'vjp_rule', 'mark_overwritten', 'backward', 'RemovableHandle',
+           'register_post_accumulate_grad_hook', 'detach']
 
 # %% ../nbs/13_autograd.ipynb #275eddb6
 def _apply(op: Op, *srcs: Tensor, arg=None, shape=None, dtype=None) -> Tensor:
@@ -159,6 +160,11 @@ def _pad_vjp(node, g, srcs):
     return (_slice(g, [(b, b + d, 1) for (b, _), d in zip(widths, srcs[0].shape)]),)
 vjp_rules[Op.PAD] = _pad_vjp
 
+def _slice_backward_vjp(node, g, srcs):
+    "Slice(g): the part the slice wrote (an in-place write into a slice of a tensor goes through it)"
+    return (_slice(g, node.arg),)
+vjp_rules[Op.SLICE_BACKWARD] = _slice_backward_vjp
+
 def _concat_vjp(node, g, srcs):
     "Slice(g) per input"
     axis, start, out = node.arg, 0, []
@@ -183,6 +189,12 @@ def _index_add_vjp(node, g, srcs):
     dst, idx, src = srcs
     return (g, None, _apply(Op.GATHER, g, idx, arg=node.arg))
 vjp_rules[Op.INDEX_ADD] = _index_add_vjp
+
+def _scatter_vjp(node, g, srcs):
+    "Scatter(g, idx, 0): g where nothing was written; —; Gather(g, idx) (PyTorch's rule: repeated indices each get g)"
+    dst, idx, src = srcs
+    return (_apply(Op.SCATTER, g, idx, _full(src.shape, 0.0, g), arg=node.arg), None, _apply(Op.GATHER, g, idx, arg=node.arg))
+vjp_rules[Op.SCATTER] = _scatter_vjp
 
 # %% ../nbs/13_autograd.ipynb #fc28a951
 _T = (0, 2, 1)   # the transpose of a batch of matrices
@@ -301,6 +313,29 @@ def _initial_grad(t: Tensor, gradient) -> Tensor:
                         f"got {gradient.shape}, {gradient.dtype.name} on {gradient.device}")
     return gradient
 
+overwritten = weakref.WeakSet()
+"Nodes an in-place op replaced (their tensor holds a new node now): no gradient rule may read them."
+
+def mark_overwritten(node: Node) -> None:
+    "Record that an in-place op replaced `node` (PyTorch bumps a version counter; see `vkml.tensor`)."
+    overwritten.add(node)
+
+def _check_saved(node: Node, g: Tensor, grads) -> None:
+    "Raise InplaceError when the gradients a rule built read an overwritten input or output of `node`."
+    hit = {id(n): n for n in (node, *node.srcs) if n in overwritten}
+    if not hit: return
+    stack = [gs.node for gs, s in zip(grads, node.srcs) if gs is not None and s.requires_grad]
+    stop, seen = {id(g.node), id(node), *(id(s) for s in node.srcs)}, set()
+    while stack:
+        n = stack.pop()
+        if id(n) in hit:
+            what = "output" if n is node else f"input {node.srcs.index(n)}"
+            raise InplaceError(f"one of the variables needed for gradient computation has been modified by an inplace "
+                               f"operation: the {what} of {node.op.name} ({n.shape} {n.dtype.name}), which its gradient "
+                               f"reads: call backward before the in-place op, or apply the op to a copy (`.clone()`)")
+        if id(n) in seen or id(n) in stop or n.buf is not None: continue
+        seen.add(id(n)); stack.extend(n.srcs)
+
 def backward(tensor: Tensor, gradient=None) -> None:
     "Accumulate d(tensor)/d(leaf) into every leaf's `.grad`, lazily; `gradient` defaults to 1 for one element."
     root = tensor.node
@@ -325,7 +360,9 @@ def backward(tensor: Tensor, gradient=None) -> None:
             rule = vjp_rule(node.op)
             if rule is None:
                 raise GradError(f"cannot differentiate through {node.op.name}: {_reason(node.op)}")
-            for src, gs in zip(node.srcs, rule(node, g, tuple(wrap(s) for s in node.srcs))):
+            out = rule(node, g, tuple(wrap(s) for s in node.srcs))
+            if overwritten: _check_saved(node, g, out)
+            for src, gs in zip(node.srcs, out):
                 if gs is None or not src.requires_grad: continue
                 prev = grads.get(id(src))
                 grads[id(src)] = gs if prev is None else prev + gs

@@ -11,7 +11,7 @@ from .dtypes import DTYPES, FLOATS
 from .ops import *
 from .ops import conv_out, SHAPE_RULES
 from .elementwise import ELEMENTWISE
-from .graph import Backend, Node, register_backend, _backends
+from .graph import Backend, Node, register_backend, _backends, references
 
 # %% auto #0
 __all__ = ['numpy_impl', 'impl', 'float64_mode', 'out_np', 'acc_np', 'CPUBackend', 'compute', 'to_slices', 'im2col', 'col2im']
@@ -74,6 +74,14 @@ class CPUBackend(Backend):
         n = prod(shape)
         return buf.reshape(-1)[offset:offset + n].reshape(shape)
     def peek(self, node): return node.buf
+    def exclusive(self, node):
+        buf = node.buf
+        if not isinstance(buf, np.ndarray) or not buf.flags.writeable or references(buf) != 1: return False
+        b = buf.base
+        while b is not None:                 # a view of an array that nothing else holds is ours too
+            if not isinstance(b, np.ndarray) or references(b) != 1: return False
+            b = b.base
+        return True
     def run(self, schedule):
         with np.errstate(all="ignore"):
             for k in schedule.kernels:
@@ -226,6 +234,20 @@ def _gather(n, x, idx):
     _check_fits(idx, x, axis, "gather")
     _check_index(idx, x.shape[axis], axis, "gather")
     return x[_grid(idx, axis)]
+
+@impl(Op.SCATTER)
+def _scatter(n, dst, idx, src):
+    axis = n.arg
+    if dst.ndim == 0: dst, idx, src = dst.reshape(1), idx.reshape(1), src.reshape(1)
+    _check_fits(idx, dst, axis, "scatter")
+    _check_index(idx, dst.shape[axis], axis, "scatter")
+    out = np.array(dst, copy=True, order="C")
+    if idx.size == 0: return out
+    flat = np.ravel_multi_index(tuple(np.broadcast_to(g, idx.shape) for g in _grid(idx, axis)), dst.shape).reshape(-1)
+    _, last = np.unique(flat[::-1], return_index=True)   # where an index repeats, the last entry (in C order) wins
+    keep = flat.size - 1 - last
+    out.reshape(-1)[flat[keep]] = src.reshape(-1)[keep]
+    return out
 
 @impl(Op.INDEX_ADD)
 def _index_add(n, dst, idx, src):

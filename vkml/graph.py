@@ -4,14 +4,14 @@
 
 # %% ../nbs/04_graph.ipynb #6acb12e0
 from __future__ import annotations
-import threading, weakref, contextlib
+import sys, threading, weakref, contextlib
 import numpy as np
 from .dtypes import *
 from .ops import Op, SHAPE_RULES, CALLER_SHAPED, ACCEPTED_DTYPES
 import vkml.elementwise   # defines the elementwise ops, so every Op exists once the graph does
 
 # %% auto #0
-__all__ = ['Node', 'is_grad_enabled', 'no_grad', 'Backend', 'register_backend', 'canonical_device', 'get_backend',
+__all__ = ['Node', 'is_grad_enabled', 'no_grad', 'Backend', 'references', 'register_backend', 'canonical_device', 'get_backend',
            'check_same_device', 'make_node', 'toposort', 'defer', 'take_deferred', 'JitError', 'CaptureNotes',
            'capture_in_progress', 'note_refresh', 'note_rand']
 
@@ -66,6 +66,9 @@ class Backend:
     def memory_of(self, buf):
         "The identity of the memory `buf` lives in (two views of one buffer give the same)."
         return id(buf)
+    def exclusive(self, node: Node) -> bool:
+        "Is realized `node` the only holder of its memory (so a write into it changes no other buffer)?"
+        return False
     def alias(self, buf, shape, offset: int):
         "A buffer of `shape` over `buf`'s memory, starting `offset` elements in (contiguous): a view that shares it."
         raise NotImplementedError
@@ -74,6 +77,15 @@ class Backend:
         `replayable.replay(inputs)` runs it again on new inputs; `notes` collects the host work to redo
         (see `vkml.jit`). None: this backend cannot capture."""
         return None
+
+def references(x) -> int:
+    "How many references to `x` exist besides the caller's one local variable (CPython's reference count)."
+    return sys.getrefcount(x) - _SELF_REFS
+_SELF_REFS = 0
+def _probe():
+    o = object()
+    return references(o)
+_SELF_REFS = _probe()
 
 _FACTORIES: dict = {}   # "cpu" / "vulkan" -> a factory with .canonical(index str) and __call__(device name)
 _backends: dict = {}

@@ -18,8 +18,8 @@ __all__ = ['MEANING', 'DONE', 'BACKEND_GAPS', 'RESULTS', 'FUSION_FEATURE', 'FUSI
            'md_table', 'legend', 'headline', 'no_grad_rows', 'breakdown', 'no_grad_table', 'backend_gap',
            'off_backend_rows', 'off_backend_table', 'vulkan_reason', 'vulkan_device', 'results', 'mixed_devices_row',
            'rank_row', 'float64_row', 'multi_gpu_row', 'fusion_row', 'lazy_detach_row', 'gpu_wins_row',
-           'higher_order_row', 'nonleaf_grad_row', 'einsum_row', 'linalg_row', 'threading_row', 'index_check_row',
-           'feature_rows', 'feature_table', 'summary', 'provenance']
+           'higher_order_row', 'nonleaf_grad_row', 'einsum_row', 'mask_index_row', 'inplace_row', 'linalg_row',
+           'threading_row', 'index_check_row', 'feature_rows', 'feature_table', 'summary', 'provenance']
 
 # %% ../nbs/50_limitations.ipynb #884355cd
 MEANING = {
@@ -317,7 +317,8 @@ def nonleaf_grad_row():
                 + ("" if hasattr(vkml.Tensor, "retain_grad") else "; there is no retain_grad()"), "nbs/13_autograd.ipynb")
 
 # %% ../nbs/50_limitations.ipynb #5129ff19
-EINSUM_CASES = ("ij,jk->ik", "bij,bjk->bik", "ij->ji", "i,i->", "ij,jk", "ii->i", "...ij->...ji", "ij,jk,kl->il")
+EINSUM_CASES = ("ij,jk->ik", "bij,bjk->bik", "ij->ji", "i,i->", "ij,jk", "ii->i", "ii", "...ij->...ji", "...ij->ij",
+                "ij,jk,kl->il")
 
 def _operands(eq):
     "Ones of extent 2 with the rank each input term of `eq` names (an ellipsis counts one axis)."
@@ -331,6 +332,34 @@ def einsum_row():
     return _row("einsum beyond one or two operands with an explicit output", Category.NOT_YET if refused else DONE,
                 f"runs {', '.join(f'`{e}`' for e in ok)}; raises EinsumError for {', '.join(f'`{e}`' for e in refused) or 'none'}",
                 "nbs/11_tensor_linalg.ipynb")
+
+def mask_index_row():
+    "Boolean-mask indexing needs the mask's values on the host: probed by counting realizes."
+    x = vkml.tensor(np.arange(6, dtype=np.float32))
+    m = (x + 0) > 2                                    # a lazy mask
+    x[m]
+    read = m.node.realized
+    m2 = (x + 0) > 2
+    x[m2] = 0.0
+    written = m2.node.realized
+    return _row("boolean-mask indexing", Category.BY_DESIGN,
+                f"`x[mask]` has as many elements as the mask has true ones, so it reads the mask on the host "
+                f"({'it realized the lazy mask' if read else 'NOT realized?'}: on Vulkan a wait); `x[mask] = v` with a number "
+                f"and `masked_fill` are a WHERE and {'realized it too' if written else 'did not realize it'}", "nbs/10_tensor_shape.ipynb")
+
+def inplace_row():
+    "In-place ops: PyTorch's view semantics, and when the write goes into the existing buffer."
+    x = vkml.tensor(np.zeros(4, np.float32)); v = x[1:]
+    x.add_(1)
+    seen, lowered = v.tolist() == [1.0, 1.0, 1.0], x.node.op is Op.ASSIGN
+    y = vkml.tensor(np.zeros(4, np.float32)); pending = y * 2
+    y.add_(1)
+    kept = pending.tolist() == [0.0] * 4 and y.node.op is not Op.ASSIGN
+    return _row("in-place ops and views", DONE if seen and kept else Category.NOT_YET,
+                f"a view {'sees' if seen else 'does NOT see'} a write into its base; a realized tensor nothing else reads is "
+                f"written {'in its own buffer (ASSIGN)' if lowered else 'functionally'}, and a value built before the write "
+                f"{'keeps the old one (the write is functional then)' if kept else 'does NOT keep it'}; a write into a region "
+                f"of a tensor still costs a pass over the whole tensor", "ADR 0022, nbs/12_tensor.ipynb")
 
 LINALG = ("cholesky", "det", "logdet", "eigh")
 
@@ -371,7 +400,8 @@ def index_check_row(vk_why):
 def feature_rows(vk_why=None) -> list:
     "Every feature row, probed now (`vk_why`: why Vulkan is unavailable, or None)."
     return [mixed_devices_row(), rank_row(), float64_row(), multi_gpu_row(vk_why), fusion_row(), lazy_detach_row(vk_why),
-            higher_order_row(), nonleaf_grad_row(), einsum_row(), linalg_row(), threading_row(), index_check_row(vk_why),
+            higher_order_row(), nonleaf_grad_row(), einsum_row(), mask_index_row(), inplace_row(), linalg_row(),
+            threading_row(), index_check_row(vk_why),
             gpu_wins_row(vk_why)]
 
 def feature_table(rows) -> str:

@@ -58,7 +58,7 @@ def _define(kind, names):
 _define("input", "INPUT")
 _define("reduce", "SUM MEAN MAX MIN PROD ARGMAX ARGMIN CUMSUM")
 _define("movement", "RESHAPE PERMUTE EXPAND SLICE PAD CONCAT SLICE_BACKWARD")
-_define("indexing", "GATHER INDEX_ADD")
+_define("indexing", "GATHER INDEX_ADD SCATTER")
 _define("contraction", "MATMUL CONV2D CONV_TRANSPOSE2D IM2COL COL2IM MAXPOOL2D MAXPOOL2D_BACKWARD AVGPOOL2D CONV2D_WEIGHT")
 _define("autograd", "DETACH")
 
@@ -84,6 +84,7 @@ ARG_DOC = {
     Op.CONCAT: "axis", Op.SLICE_BACKWARD: "the SLICE arg whose gradient this is (node shape = source shape)",
     Op.GATHER: "axis: out[i][j] = x[i][idx[i][j]] (torch.gather); srcs (x, idx)",
     Op.INDEX_ADD: "axis: torch.scatter_add; srcs (dst, idx, src), idx has src's shape",
+    Op.SCATTER: "axis: torch.scatter; srcs (dst, idx, src), idx has src's shape; a repeated index: the last entry wins",
     Op.MATMUL: "None: srcs (B,M,K) and (B,K,N) -> (B,M,N)",
     Op.CONV2D: "(stride, padding, dilation, groups), each a pair but groups; srcs (x NCHW, w O,C/g,kh,kw)",
     Op.CONV_TRANSPOSE2D: "(stride, padding, output_padding, dilation, groups); srcs (x, w Cin,Cout/g,kh,kw)",
@@ -105,7 +106,7 @@ ACCEPTED_DTYPES: dict[Op, tuple] = {op: NUMERIC for op in Op}
 "The dtypes each op accepts for its (data) inputs."
 ACCEPTED_DTYPES.update({op: FLOATS for op in (Op.MEAN, Op.MATMUL, Op.CONV2D, Op.CONV_TRANSPOSE2D, Op.IM2COL,
                                              Op.COL2IM, Op.MAXPOOL2D, Op.MAXPOOL2D_BACKWARD, Op.AVGPOOL2D, Op.CONV2D_WEIGHT)})
-ACCEPTED_DTYPES.update({op: ALL for op in MOVEMENT_OPS | {Op.INPUT, Op.GATHER, Op.DETACH, Op.SUM, Op.CUMSUM}})
+ACCEPTED_DTYPES.update({op: ALL for op in MOVEMENT_OPS | {Op.INPUT, Op.GATHER, Op.SCATTER, Op.DETACH, Op.SUM, Op.CUMSUM}})
 
 # %% ../nbs/02_ops.ipynb #45a6bb6b
 class Category(enum.Enum):
@@ -120,7 +121,6 @@ NO_GRAD_REASONS: dict[Op, tuple[Category, str]] = {
     Op.INPUT: (Category.BY_DESIGN, "a leaf: gradients accumulate here"),
     Op.ARGMAX: (Category.BY_DESIGN, "returns integer indices"), Op.ARGMIN: (Category.BY_DESIGN, "returns integer indices"),
     Op.MAXPOOL2D_BACKWARD: (Category.BY_DESIGN, "already a backward op: a rule would be a second derivative"),
-    Op.SLICE_BACKWARD: (Category.BY_DESIGN, "already a backward op: a rule would be a second derivative"),
     Op.DETACH: (Category.BY_DESIGN, "where gradients stop"),
 }
 "Ops that have no gradient rule, with the category and the reason. Autograd fills in the rest."
@@ -198,6 +198,12 @@ def _index_add(axis, dst, idx, src):
     if idx.shape != src.shape: raise ShapeError(f"scatter index {idx.shape} and source {src.shape} differ")
     _index_shape("index_add", axis, idx, dst)
     if dst.dtype != src.dtype: raise DTypeError(f"index_add's destination is {dst.dtype} and source {src.dtype}")
+    return dst.shape, dst.dtype
+@shape_rule(Op.SCATTER)
+def _scatter(axis, dst, idx, src):
+    if idx.shape != src.shape: raise ShapeError(f"scatter index {idx.shape} and source {src.shape} differ")
+    _index_shape("scatter", axis, idx, dst)
+    if dst.dtype != src.dtype: raise DTypeError(f"scatter's destination is {dst.dtype} and source {src.dtype}")
     return dst.shape, dst.dtype
 @shape_rule(Op.MATMUL)
 def _matmul(arg, a, b):

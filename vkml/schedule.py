@@ -244,8 +244,11 @@ def _merge(ks) -> list:
             k_inside = {id(n) for n in k.nodes}
             both = (reads - k_inside) | _reads(k.nodes, k_inside | inside)
             views = out[p + 1:]                                   # recorded since prev: they cost nothing
-            if (len(both) < MAX_FUSED_BUFFERS and not any(id(_base(v.nodes[0])) in inside for v in views)
-                    and not any(id(_base(s)) in inside and s.op in VIEW_OPS for n in k.nodes for s in n.srcs)):
+            written = inside | {id(_base(n)) for n in prev.nodes if n.op is Op.ASSIGN}   # (memory prev writes in place)
+            def mine(x): return id(_base(x, through_assign=False)) in inside or id(_base(x)) in written
+            if (len(both) < MAX_FUSED_BUFFERS and not any(mine(v.nodes[0]) for v in views)
+                    and not any(mine(s) and s.op in VIEW_OPS for n in k.nodes for s in n.srcs)
+                    and not _overwrites_read(k, prev)):
                 prev.nodes = prev.nodes + [n for n in k.nodes if id(n) not in inside]
                 inside, reads = inside | k_inside, both
                 out[p:] = views + [prev]                          # the views k reads now come before the merged kernel
@@ -257,6 +260,11 @@ def _merge(ks) -> list:
             inside = {id(n) for n in k.nodes}
             reads = _reads(k.nodes, inside) if k.kind == "fused" else None
     return out
+
+def _overwrites_read(k: Kernel, prev: Kernel) -> bool:
+    "Does `k` write (ASSIGN) memory that `prev` reads through a view (so one kernel would read what another thread writes)?"
+    targets = {id(_base(n)) for n in k.nodes if n.op is Op.ASSIGN}
+    return bool(targets) and any(s.op in VIEW_OPS and id(_base(s)) in targets for n in prev.nodes for s in n.srcs)
 
 # %% ../nbs/05_schedule.ipynb #e892c649
 def _inlines(c: Node, s: Node, where: dict) -> bool:

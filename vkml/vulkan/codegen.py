@@ -62,10 +62,13 @@ def _reduce_first(nodes) -> list:
             if id(s) in ids and id(s) not in pro: pro.add(id(s)); stack.append(s)
     return [n for n in nodes if id(n) in pro] + [r] + [n for n in nodes if id(n) not in pro and n is not r]
 
-def describe(k: Kernel) -> Program:
-    "The program of fused (or reduce) kernel `k`: its structure worked out once per kernel of a remembered plan."
-    recipe = k.memo.get("program")
-    if recipe is None: recipe = k.memo["program"] = _recipe(k)
+def describe(k: Kernel, remember: bool = True) -> Program:
+    """The program of fused (or reduce) kernel `k`: its structure worked out once per kernel of a remembered plan.
+    `remember=False` for a look before the run (a constant an earlier kernel of the run stores is a buffer then)."""
+    recipe = k.memo.get("program") if remember else None
+    if recipe is None:
+        recipe = _recipe(k)
+        if remember: k.memo["program"] = recipe
     return _instantiate(recipe, k)
 
 def _recipe(k: Kernel) -> tuple:
@@ -81,8 +84,14 @@ def _recipe(k: Kernel) -> tuple:
         key = (id(node), role)
         if key not in op_index: op_index[key] = len(operands); operands.append((role, ref, node.dtype.name))
         return op_index[key]
+    def target(i, n):
+        "(node, ref) whose memory a stored `n` goes to: an ASSIGN's target (through ASSIGNs this kernel computes too)."
+        if n.op is not Op.ASSIGN: return n, ("n", i)
+        while n.srcs[0].op is Op.ASSIGN and id(n.srcs[0]) in inside: n = n.srcs[0]
+        t = n.srcs[0]
+        return t, (("n", inside[id(t)]) if id(t) in inside else ("t", inside[id(n)]))
     for i, n in enumerate(nodes_in):     # outputs first: their bindings come first in every kernel
-        if id(n) in stored: operand(n.srcs[0], ("t", i), "out") if n.op is Op.ASSIGN else operand(n, ("n", i), "out")
+        if id(n) in stored: operand(*target(i, n), "out")
     for i, n in enumerate(nodes_in):
         role = "pin" if r is not None and i <= r else "in"
         refs = []
@@ -104,7 +113,7 @@ def _recipe(k: Kernel) -> tuple:
             nodes.append((n.op.name, variant, tuple(s.dtype.name for s in n.srcs), n.dtype.name, tuple(refs),
                           tuple(range(first, len(params)))))
         if id(n) in stored:
-            stores.append((len(nodes) - 1, op_index[(id(n.srcs[0] if n.op is Op.ASSIGN else n), "out")]))
+            stores.append((len(nodes) - 1, op_index[(id(target(i, n)[0]), "out")]))
     desc = (tuple((role, dt) for role, _, dt in operands), tuple(t for _, t in params), tuple(nodes), tuple(stores), r)
     return ([pos[id(n)] for n in nodes_in], desc, [(role, ref) for role, ref, _ in operands],
             [ref for ref, _ in params], stores, rand_params)
@@ -167,12 +176,22 @@ def _node_expr(name, variant, ins, out, refs, pidx, pnames, operand_ref, index) 
 
 FORMS = ("scalar", "vec4", "group", "thread")   # elementwise: one or four elements per invocation; reduce: a workgroup or a thread per output
 
+def _helpers(nodes) -> list:
+    "The GLSL functions the nodes' expressions call (a row's `helpers`), each once, in order."
+    out = []
+    for name, _, ins, o, _, _ in nodes:
+        row = ELEMENTWISE.get(Op[name])
+        if row is None or row.helpers is None: continue
+        h = row.helpers([to_dtype(d) for d in ins], to_dtype(o))
+        if h and h not in out: out.append(h)
+    return out
+
 def write_glsl(desc, form: str = "scalar") -> str:
     "The GLSL compute shader of a program's description in `form` (see `FORMS`)."
     if desc[4] is not None: return write_reduce_glsl(desc, form)
     vec4 = form == "vec4"
     operands, ptypes, nodes, stores, _ = desc
-    lines = [_PREAMBLE, f"layout(local_size_x = {LOCAL}) in;",
+    lines = [_PREAMBLE, *_helpers(nodes), f"layout(local_size_x = {LOCAL}) in;",
              "layout(push_constant) uniform PC { uint base; } pc;",
              "layout(std430, set = 0, binding = 0) readonly buffer Args { uint args[]; };"]
     written = {j for _, j in stores}
@@ -261,7 +280,7 @@ def write_reduce_glsl(desc, form: str = "group") -> str:
     rop, rarg, (rin,), rout, rrefs, _ = nodes[r]
     acc_t = COMPUTE[rout]
     group = form == "group"
-    lines = [_PREAMBLE, f"layout(local_size_x = {LOCAL}) in;",
+    lines = [_PREAMBLE, *_helpers(nodes), f"layout(local_size_x = {LOCAL}) in;",
              "layout(push_constant) uniform PC { uint base; } pc;",
              "layout(std430, set = 0, binding = 0) readonly buffer Args { uint args[]; };"]
     for j, (role, dt) in enumerate(operands):

@@ -19,7 +19,7 @@ __all__ = ['MATMUL_TILES', 'FILL_GROUPS', 'MIN_TILE_USE', 'SMALL_MAX_MN', 'SPLIT
            'matmul_dispatch', 'matmul_kernel', 'merged_stride', 'im2col_dispatch', 'im2col_kernel', 'implicit_conv',
            'conv2d_weight_kernel', 'conv2d_kernel', 'taps', 'check_trips', 'col2im_dispatch', 'conv_transpose2d_kernel',
            'col2im_kernel', 'window_trips', 'maxpool2d_kernel', 'avgpool2d_kernel', 'maxpool2d_backward_kernel',
-           'gather_kernel', 'index_add_kernel']
+           'gather_kernel', 'index_add_kernel', 'scatter_kernel']
 
 # %% ../../nbs/26_kernels_nn.ipynb #c9c940c7
 MATMUL_TILES = {"matmul128": (128, 128, 8), "matmul128x64": (128, 64, 16), "matmul64x128": (64, 128, 16),
@@ -446,6 +446,15 @@ INDEX_ADD_CHUNK = 8 * (LOOP_BUDGET - 16)   # index entries one dispatch scans (8
 @kernel(Op.INDEX_ADD)
 def index_add_kernel(node, out, dst, idx, src):
     "torch.scatter_add, deterministic: each output scans the index entries along `axis`."
+    return _scan_dispatches("index_add", node, out, dst, idx, src)
+
+@kernel(Op.SCATTER)
+def scatter_kernel(node, out, dst, idx, src):
+    "torch.scatter, deterministic: each output scans the index entries along `axis`; the last match wins."
+    return _scan_dispatches("scatter", node, out, dst, idx, src)
+
+def _scan_dispatches(kind, node, out, dst, idx, src) -> list:
+    "The dispatches of index_add.comp (`kind` 'index_add', or 'scatter': its SET variant)."
     axis, r = node.arg, len(dst.view.shape)
     total = out.view.numel
     if total == 0: return []
@@ -454,7 +463,7 @@ def index_add_kernel(node, out, dst, idx, src):
     sp = _p4(src) if src is not dst else (0,) * 5
     ishape = pad4(idx.view.shape) if idx is not dst else (0,) * 4
     a4, n = axis + 4 - r, ishape[axis + 4 - r]
-    name, groups = f"index_add_{sfx(node.dtype)}", groups_1d(total)
+    name, groups = f"{kind}_{sfx(node.dtype)}", groups_1d(total)
     if n <= INDEX_ADD_CHUNK:
         return [Dispatch(name, (out, dst, idx, src), (total, *pad4(dst.view.shape), *_p4(dst), *ishape, *ip, *sp, a4), groups)]
     # Longer scans than lavapipe's loop budget allows: one dispatch per chunk of index entries, each

@@ -843,6 +843,7 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                     'vkml.vulkan.device._listing': ('vulkan_device.html#_listing', 'vkml/vulkan/device.py'),
                                     'vkml.vulkan.device._query': ('vulkan_device.html#_query', 'vkml/vulkan/device.py'),
                                     'vkml.vulkan.device._version': ('vulkan_device.html#_version', 'vkml/vulkan/device.py'),
+                                    'vkml.vulkan.device._virtual': ('vulkan_device.html#_virtual', 'vkml/vulkan/device.py'),
                                     'vkml.vulkan.device.check_index': ('vulkan_device.html#check_index', 'vkml/vulkan/device.py'),
                                     'vkml.vulkan.device.clear_validation_messages': ( 'vulkan_device.html#clear_validation_messages',
                                                                                       'vkml/vulkan/device.py'),

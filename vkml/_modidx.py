@@ -373,6 +373,8 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                   'vkml.limitations.float64_row': ('limitations.html#float64_row', 'vkml/limitations.py'),
                                   'vkml.limitations.fusion_row': ('limitations.html#fusion_row', 'vkml/limitations.py'),
                                   'vkml.limitations.gpu_wins_row': ('limitations.html#gpu_wins_row', 'vkml/limitations.py'),
+                                  'vkml.limitations.gradient_exchange_row': ( 'limitations.html#gradient_exchange_row',
+                                                                              'vkml/limitations.py'),
                                   'vkml.limitations.headline': ('limitations.html#headline', 'vkml/limitations.py'),
                                   'vkml.limitations.higher_order_row': ('limitations.html#higher_order_row', 'vkml/limitations.py'),
                                   'vkml.limitations.index_check_row': ('limitations.html#index_check_row', 'vkml/limitations.py'),

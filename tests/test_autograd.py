@@ -472,6 +472,28 @@ def test_backward_defers_its_output_to_the_next_realize():
     assert loss.node.realized          # the loss was computed in the same schedule
 
 
+def test_post_accumulate_grad_hooks_run_once_per_backward_after_the_output_is_deferred():
+    "Each hooked leaf's hook runs once per backward, with the whole accumulated .grad; a hook that realizes a"
+    "gradient computes the deferred loss in the same schedule; a removed hook stops."
+    a = tensor([1.0, 2.0], requires_grad=True)
+    b = tensor([3.0], requires_grad=True)
+    y = apply(Op.MUL, a, a)                            # a is used twice: two contributions, one accumulation
+    loss = apply(Op.ADD, total(apply(Op.MUL, y, a)), total(b))
+    calls = []
+    def on_a(p):
+        calls.append("a")
+        realize(p.grad)
+        assert loss.node.realized                      # backward deferred the loss before calling the hooks
+    ha = a.register_post_accumulate_grad_hook(on_a)
+    b.register_post_accumulate_grad_hook(lambda p: calls.append("b"))
+    loss.backward()
+    assert sorted(calls) == ["a", "b"]
+    np.testing.assert_allclose(a.grad.numpy(), 3 * np.array([1.0, 4.0]))
+    ha.remove()
+    total(apply(Op.MUL, a, a)).backward()              # b takes no part and a's hook is gone
+    assert sorted(calls) == ["a", "b"]
+
+
 def test_backward_of_an_integer_output_is_refused():
     x = tensor([1.5, -2.0], requires_grad=True)
     n = apply(Op.CAST, x, shape=(2,), dtype=int64)

@@ -27,7 +27,7 @@ from .functional import (zeros, ones, full, zeros_like, ones_like, full_like, ar
     EinsumError, IndexingError)
 from .nn.functional import matmul, softmax, log_softmax
 import vkml.vulkan   # registers the "vulkan" backend (touches no device)
-from . import registry, nn, optim, io, data
+from . import registry, nn, optim, io, data, distributed   # distributed loads MPI only in init_process_group()
 from .capture import jit, Jit
 from .graph import JitError
 from .io import save, load

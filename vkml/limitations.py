@@ -17,9 +17,9 @@ from .registry import OPERATORS, BACKENDS, backend_impl, vjp_rules, try_trace, c
 __all__ = ['MEANING', 'DONE', 'BACKEND_GAPS', 'RESULTS', 'FUSION_FEATURE', 'FUSION_LIVE', 'EINSUM_CASES', 'LINALG', 'label',
            'md_table', 'legend', 'headline', 'no_grad_rows', 'breakdown', 'no_grad_table', 'backend_gap',
            'off_backend_rows', 'off_backend_table', 'vulkan_reason', 'vulkan_device', 'results', 'mixed_devices_row',
-           'rank_row', 'float64_row', 'multi_gpu_row', 'fusion_row', 'lazy_detach_row', 'gpu_wins_row',
-           'higher_order_row', 'nonleaf_grad_row', 'einsum_row', 'mask_index_row', 'inplace_row', 'linalg_row',
-           'threading_row', 'index_check_row', 'feature_rows', 'feature_table', 'summary', 'provenance']
+           'rank_row', 'float64_row', 'multi_gpu_row', 'gradient_exchange_row', 'fusion_row', 'lazy_detach_row',
+           'gpu_wins_row', 'higher_order_row', 'nonleaf_grad_row', 'einsum_row', 'mask_index_row', 'inplace_row',
+           'linalg_row', 'threading_row', 'index_check_row', 'feature_rows', 'feature_table', 'summary', 'provenance']
 
 # %% ../nbs/50_limitations.ipynb #884355cd
 MEANING = {
@@ -179,13 +179,25 @@ def float64_row():
                 "nbs/06_cpu.ipynb, nbs/13_autograd.ipynb")
 
 def multi_gpu_row(vk_why):
-    import vkml.nn
+    import vkml.nn, vkml.distributed
     n = 0 if vk_why else len(__import__("vkml.vulkan", fromlist=["devices"]).devices())
-    api = [a for a in ("DataParallel", "DistributedDataParallel") if hasattr(vkml.nn, a)]
-    return _row("several GPUs", DONE if api else Category.WAITING_ARCHITECTURE,
-                f"{n} Vulkan device(s) visible; 'vulkan:N' names one, a graph runs on one device, and nothing splits a "
-                f"graph or a batch across devices" + (f" ({', '.join(api)} exist)" if api else ""),
-                "ADR 0008, ROADMAP")
+    api = [f"{m.__name__}.{a}" for m in (vkml.nn, vkml.distributed) for a in ("DataParallel", "DistributedDataParallel")
+           if hasattr(m, a)]
+    mpi = vkml.distributed.is_available()
+    return _row("several GPUs", DONE if api and mpi else Category.WAITING_ARCHITECTURE,
+                f"{n} Vulkan device(s) visible; 'vulkan:N' names one and a graph runs on one device; "
+                + (f"data-parallel training over MPI splits each batch across processes, one device each ({', '.join(api)}"
+                   f"{'' if mpi else '; mpi4py is not installed here'})" if api else "nothing splits a batch across devices"),
+                "nbs/37_distributed.ipynb, ADR 0024")
+
+def gradient_exchange_row():
+    import vkml.distributed as D
+    staged = ".numpy()" in inspect.getsource(D.DistributedDataParallel._average)   # buckets read back to the host
+    return _row("gradient exchange overlapped with backward, device to device", Category.WAITING_ARCHITECTURE if staged else DONE,
+                "DistributedDataParallel reads every gradient bucket back once the whole backward is realized, sums it "
+                "across the ranks with MPI on the host and uploads the average: nothing overlaps the computation, and "
+                "with several ranks the step runs eagerly (a vkml.jit replay cannot repeat the host exchange)"
+                if staged else "the buckets no longer pass through the host", "nbs/37_distributed.ipynb, ADR 0024")
 
 # %% ../nbs/50_limitations.ipynb #5a93bf08
 FUSION_FEATURE = "kernel fusion (elementwise chains; a reduction with its elementwise prologue and epilogue)"
@@ -399,7 +411,7 @@ def index_check_row(vk_why):
 # %% ../nbs/50_limitations.ipynb #a03729fd
 def feature_rows(vk_why=None) -> list:
     "Every feature row, probed now (`vk_why`: why Vulkan is unavailable, or None)."
-    return [mixed_devices_row(), rank_row(), float64_row(), multi_gpu_row(vk_why), fusion_row(), lazy_detach_row(vk_why),
+    return [mixed_devices_row(), rank_row(), float64_row(), multi_gpu_row(vk_why), gradient_exchange_row(), fusion_row(), lazy_detach_row(vk_why),
             higher_order_row(), nonleaf_grad_row(), einsum_row(), mask_index_row(), inplace_row(), linalg_row(),
             threading_row(), index_check_row(vk_why),
             gpu_wins_row(vk_why)]

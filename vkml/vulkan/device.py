@@ -6,7 +6,7 @@
 from __future__ import annotations
 import os, sys, time, atexit, threading
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from ..dtypes import *
 from ..dtypes import DTYPES
 
@@ -129,12 +129,14 @@ class DeviceInfo:
     pipeline_cache_uuid: bytes = field(default=b"", repr=False)
     vendor_id: int = 0
     device_id: int = 0
+    physical: int | None = None   # with VKML_VIRTUAL_DEVICES: the index of the physical device this one is over
     def summary(self) -> str:
         yes = [k for k, v in self.features.items() if v is True]
         no = [k for k, v in self.features.items() if v is False]
         return (f"{self.index}: {self.name} ({self.type}, {self.driver}, Vulkan {self.api_version}) "
                 f"subgroup {self.subgroup_size}; has {' '.join(yes)}" + (f"; lacks {' '.join(no)}" if no else "")
-                + (f"; UNUSABLE: {', '.join(self.missing)}" if self.missing else ""))
+                + (f"; UNUSABLE: {', '.join(self.missing)}" if self.missing else "")
+                + (f"; a logical device over physical device {self.physical}" if self.physical is not None else ""))
 
 def _version(v: int) -> str: return f"{v >> 22}.{(v >> 12) & 0x3ff}.{v & 0xfff}"
 
@@ -221,12 +223,21 @@ def _coopmat_f16(vk, pd, exts, subgroup_size, memory_model) -> bool:
 
 _infos = None
 def devices() -> list:
-    "Every Vulkan physical device, as `DeviceInfo`s (index = the N of 'vulkan:N')."
+    "Every Vulkan physical device, as `DeviceInfo`s (index = the N of 'vulkan:N'); see `VKML_VIRTUAL_DEVICES`."
     global _infos
     if _infos is None:
         vk, inst = vk_module(), instance()
-        _infos = [_query(vk, i, pd) for i, pd in enumerate(vk.vkEnumeratePhysicalDevices(inst.handle))]
+        _infos = _virtual([_query(vk, i, pd) for i, pd in enumerate(vk.vkEnumeratePhysicalDevices(inst.handle))])
     return _infos
+
+# %% ../../nbs/21_vulkan_device.ipynb #62f84764
+def _virtual(infos: list) -> list:
+    "`infos` with every physical device listed VKML_VIRTUAL_DEVICES times (default once)."
+    v = os.environ.get("VKML_VIRTUAL_DEVICES", "").strip()
+    if not v: return infos
+    if not v.isdigit() or int(v) < 1:
+        raise DeviceError(f"VKML_VIRTUAL_DEVICES={v!r}: give the number of logical devices per physical device (1, 2, ...)")
+    return [replace(d, index=i * int(v) + j, physical=i) for i, d in enumerate(infos) for j in range(int(v))]
 
 # %% ../../nbs/21_vulkan_device.ipynb #92565266
 def _listing(infos) -> str:

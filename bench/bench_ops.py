@@ -1,7 +1,7 @@
 """Bandwidth of a few operators on the current Vulkan device, from GPU timestamps.
 
     python bench/bench_ops.py                  # small sizes (lavapipe-friendly)
-    python bench/bench_ops.py --big --json bench/results/ops_h200.json   # the ROADMAP's sizes (H200)
+    python bench/bench_ops.py --big --json bench/results/ops_h200.json   # the H200's sizes
 
 For each case the graph is realized once to warm up, then `reps` times inside `vkml.vulkan.profile()`;
 the GPU time is the sum of the case's kernels per realize (median), and GB/s counts the bytes an
@@ -20,7 +20,7 @@ import vkml.vulkan as vkv
 
 
 def cases(big: bool):
-    n = 256 << 20 if big else 1 << 20            # a + b: 256M elements on the H200 (ROADMAP)
+    n = 256 << 20 if big else 1 << 20            # a + b: 256M elements on the H200
     r, c = (16384, 16384) if big else (512, 512)  # sum over the last axis
     s = (4096, 4096) if big else (256, 256)       # softmax / norms
     b4 = (64, 64, 128, 128) if big else (4, 8, 32, 32)

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Everything vkML measures on the H200 in ONE device call (see ../shared/GPU.md for the kit):
+# Everything vkML measures on the H200 in ONE device call:
 #     . .gpu/setup.sh && bash bench/h200_session.sh $OUT
 # 1. the Vulkan test suites (parity against the CPU oracle, runtime, autograd, nn, demo, experiments);
 # 2. the experiments' measurements (bench/h200_all.sh: prod, submission cost, fusion);

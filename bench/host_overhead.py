@@ -1,4 +1,4 @@
-"""Host cost per op: building the lazy graph and realizing it, phase by phase (ROADMAP: <= 10 us per op).
+"""Host cost per op: building the lazy graph and realizing it, phase by phase (the goal: <= 10 us per op).
 
     python bench/host_overhead.py                       # N = 1000 and 100, print a table
     python bench/host_overhead.py --json out.json       # also write the figures as JSON

@@ -15,7 +15,7 @@ pytestmark = pytest.mark.skipif(not dist.is_available(), reason="mpi4py is not i
 
 STEPS = 12
 LR, K = 1e-2, 32 * 64            # the demo's learning rate; the longest sum behind a gradient (batch 32 x 8 x 8)
-RTOL = 1e-5 * math.sqrt(K)       # the parity bound of a reduction over K terms, as SPEC's: 1e-5 scaled by sqrt(K)
+RTOL = 1e-5 * math.sqrt(K)       # the parity bound of a reduction over K terms, as tests/oracle.py's: 1e-5 scaled by sqrt(K)
 ATOL = RTOL * LR                 # for parameters near zero: the same fraction of one step's size
 
 

@@ -155,7 +155,7 @@ def test_feature_rows_probe_the_library(tmp_path, monkeypatch):
     assert rows["rank > 4"]["category"] is Category.BY_DESIGN
     assert rows["float64"]["category"] is Category.BY_DESIGN
     assert rows["higher-order gradients"]["category"] is Category.NOT_YET
-    assert "no Vulkan device" in rows["when a GPU beats the CPU"]["state"]
+    assert "no Vulkan device" in rows[L.GPU_ROW]["state"]
     assert rows["several GPUs"]["category"] == L.DONE and "vkml.distributed.DistributedDataParallel" in rows["several GPUs"]["state"]
     exchange = rows["gradient exchange overlapped with backward, device to device"]
     assert exchange["category"] is Category.WAITING_ARCHITECTURE and "MPI on the host" in exchange["state"]

@@ -2,7 +2,7 @@
 (vkml.vulkan.kernels): every op x dtype it accepts, over layouts that exercise the strided reads
 (broadcast, permuted, flipped, offset, size-1, size-0, rank 0-4).
 
-Bounds (SPEC "Parity bounds"), per element, |vk - cpu| <= atol + rtol*|cpu|:
+Bounds (tests/oracle.py, the parity bound), per element, |vk - cpu| <= atol + rtol*|cpu|:
 - f32: rtol 1e-5, atol 1e-6. f16: rtol 1e-3, atol 1e-4 (one f16 ulp is <= 2^-10 relative: the oracle
   rounds float64 results to f16, the GPU rounds float32 ones, so they may differ by one ulp).
 - reductions over k terms: atol + rtol*sqrt(k)*sum|terms| (MEAN: divided by k); MAX/MIN exact.

@@ -4,7 +4,7 @@ lavapipe (llvmpipe's gallivm, LP_MAX_TGSI_LOOP_ITERATIONS = 65,535) silently sto
 after 65,535 loop iterations, counted over ALL its loops together (nesting does not help; only
 unrolled loops are free). Before the fix, (1 x k) @ (k x 1) of ones returned 65535 for any k >= 65,536
 and index_add with 70,000 entries returned 65535. Each case here crosses that budget in the old kernels.
-Bounds (SPEC.md, parity): sums over k terms within atol + 1e-5 * sqrt(k) * sum|terms| (f32);
+Bounds (tests/oracle.py, the parity bound): sums over k terms within atol + 1e-5 * sqrt(k) * sum|terms| (f32);
 integer sums, maxima, indices exact.
 """
 import numpy as np

@@ -2,7 +2,7 @@
 max/avg pooling, max-pool backward, gather, index_add.
 
 Each case builds the same graph (graph ops through `apply`, views included) on "cpu" and on "vulkan".
-Bounds (SPEC.md, parity): a contraction over k terms may differ by
+Bounds (tests/oracle.py, the parity bound): a contraction over k terms may differ by
     atol + 1e-5 * sqrt(k) * sum|terms|               (f32; sum|terms| = the op applied to |inputs|)
 and f16 results, rounded to f16 from an f32 accumulator on both sides, by one more f16 rounding:
     + 2^-10 * |cpu|.

@@ -509,7 +509,7 @@ def test_reference(name, i):
         _run(CASES[name][i], np.random.default_rng([zlib.crc32(name.encode()), i]))
 
 def test_every_category_is_covered():
-    "The SPEC's categories owned by vkml.functional: 12 + 15 + 10 + 8 + 8 + 14 + 26 + einsum."
+    "The registry's categories owned by vkml.functional: 12 + 15 + 10 + 8 + 8 + 14 + 26 + einsum."
     spec = {"tensor zeros ones full zeros_like ones_like full_like arange linspace eye rand randn",
             "neg abs sign exp log sqrt rsqrt reciprocal sin cos tanh sigmoid erf erfc clamp",
             "relu leaky_relu elu selu gelu silu mish softplus softsign hardtanh",

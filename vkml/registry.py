@@ -40,7 +40,7 @@ _F, _NNF = _Module("vkml.functional"), _Module("vkml.nn.functional")
 class Operator:
     "A public operator: its name, category, the function, and a zero-arg example returning lazy output(s)."
     name: str          # PyTorch's name
-    category: str      # 'creation', 'unary math', ... (the SPEC's groups)
+    category: str      # 'creation', 'unary math', ... (the groups of the table below)
     fn: Callable       # what users call
     example: Callable  # () -> Tensor or tuple of Tensors, built on small CPU inputs, not realized
 

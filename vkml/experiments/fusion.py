@@ -214,6 +214,7 @@ def measure(w: Workload, rows: int, cols: int, fuse: bool, repeats: int = 5, dev
     us = np.median(np.array(passes), axis=0) if log else np.zeros(0)
     per = [dict(shader=s, bytes=nb, us=float(t)) for (s, nb), t in zip(log, us)]
     med = lambda v: float(np.median(v)) * 1e6
+    assert min(min(build), min(real), min(sub), min(wait), min(np.subtract(real, sub))) >= 0, "a negative time: a clock went wrong"
     return dict(fuse=fuse, kernels=kernels, dispatches=counts["dispatches"], barriers=counts["barriers"],
                 submissions=counts["submissions"], bytes_moved=sum(p["bytes"] for p in per), bytes_ideal=ideal,
                 gpu_us=float(sum(p["us"] for p in per)), build_us=med(build), realize_us=med(real), submit_us=med(sub),

@@ -1,0 +1,61 @@
+"""Prose is self-contained: every file the notebooks, the README, the docs, the ADRs, the benchmarks and
+the tests name is in the repository, and none cites documents that live elsewhere (a spec, a GPU kit,
+a roadmap). State the fact, not where someone else wrote it down.
+"""
+import json, re, subprocess
+from pathlib import Path
+import pytest
+from conftest import ROOT
+
+ELSEWHERE = re.compile(r"\bSPEC\b|SPEC\.md|GPU\.md|TOOLING|ROADMAP|\.\./shared|\bshared/[A-Z]")
+FILE = re.compile(r"(?<![\w/.$<{*-])((?:[\w.-]+/)*[\w-]+(?:\.[\w-]+)*\.(?:md|ipynb|py|json|sh|toml|yml|yaml|glsl|comp|spv))\b")
+# Files a text names that are made when it runs, by a user, or elsewhere on purpose (not the repository's).
+MADE = {"setup.py", "results.json", "model.safetensors", "x.json", "out.json", "step.json", "_modidx.py",
+        "mkdocs.yml", "llms.txt", "conf.py", "__main__.py", "settings.json", "pytest.ini",
+        "script.py"}   # a placeholder in a command line
+
+
+def repo_files() -> set:
+    out = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True).stdout.split()
+    if not out: out = [str(p.relative_to(ROOT)) for p in ROOT.rglob("*") if p.is_file() and ".venv" not in p.parts]
+    return set(out)
+
+
+def texts(prose_only=False):
+    "(name, text) of every piece of prose (Markdown cells and files) and, unless `prose_only`, code the check reads."
+    for nb in sorted((ROOT / "nbs").glob("*.ipynb")):
+        for i, c in enumerate(json.loads(nb.read_text(encoding="utf-8"))["cells"]):
+            if c["cell_type"] == "markdown" or not prose_only: yield f"{nb.name} cell {i}", "".join(c["source"])
+    pats = ("README.md", "adr/*.md", "docs/*.md") if prose_only else (
+        "README.md", "CHANGELOG.md", "adr/*.md", "docs/*", "bench/*.py", "bench/*.sh", "scripts/*", "tests/*.py")
+    for pat in pats:
+        for f in sorted(ROOT.glob(pat)):
+            if f.is_file() and f.name != Path(__file__).name: yield str(f.relative_to(ROOT)), f.read_text(encoding="utf-8")
+
+
+def resolves(ref: str, files: set, names: set) -> bool:
+    ref = ref.lstrip("./")
+    return (ref.startswith("_") or ref in files or ref.split("/")[-1] in names or ref in MADE
+            or any(f.endswith("/" + ref) for f in files) or (ROOT / ref).exists())
+
+
+def test_no_document_from_elsewhere():
+    bad = [f"{name}: {m.group(0)!r} in {text[max(0, m.start() - 50):m.end() + 30]!r}"
+           for name, text in texts() if not name.startswith("CHANGELOG") for m in ELSEWHERE.finditer(text)]
+    assert not bad, "prose cites documents that are not in the repository:\n" + "\n".join(bad)
+
+
+def test_every_named_file_exists():
+    files = repo_files()
+    names = {f.split("/")[-1] for f in files}
+    bad = sorted({f"{name}: {m.group(1)}" for name, text in texts(prose_only=True)
+                  for m in FILE.finditer(text) if not resolves(m.group(1), files, names)})
+    assert not bad, "prose names files that are not in the repository:\n" + "\n".join(bad)
+
+
+def test_the_check_catches_a_missing_file():
+    files = repo_files()
+    names = {f.split("/")[-1] for f in files}
+    assert resolves("nbs/06_cpu.ipynb", files, names) and resolves("vkml/graph.py", files, names)
+    assert not resolves("docs/NOWHERE.md", files, names)
+    assert ELSEWHERE.search("as the SPEC says") and not ELSEWHERE.search("SPECIAL values")

@@ -10,9 +10,9 @@ import math, sys
 import numpy as np
 import pytest
 import vkml
-import vkml.functional as F
+import vkml.functional as VF
 import vkml.nn as nn
-import vkml.nn.functional as NF
+import vkml.nn.functional as F
 from vkml.dtypes import (ShapeError, DTypeError, GradError, InplaceError, IndexOutOfRangeError, CheckpointError,
                          float32, float16, int32, int64, bool_)
 from vkml.functional import ArgumentError, IndexingError, EinsumError
@@ -193,15 +193,15 @@ def test_gradients_through_writes(device):
 
 def test_out_writes_into_a_tensor_and_follows_pytorchs_rules():
     out = T(np.zeros((2, 2), np.float32)); view = out[0]
-    r = F.matmul(T(np.eye(2, dtype=np.float32)), T([[1.0, 2.0], [3.0, 4.0]]), out=out)
+    r = VF.matmul(T(np.eye(2, dtype=np.float32)), T([[1.0, 2.0], [3.0, 4.0]]), out=out)
     assert r is out and view.tolist() == [1.0, 2.0]
-    F.sum(T([[1.0, 2.0], [3.0, 4.0]]), 0, out=view)
+    VF.sum(T([[1.0, 2.0], [3.0, 4.0]]), 0, out=view)
     assert out.tolist() == [[4.0, 6.0], [3.0, 4.0]]
-    F.cat([T([1]), T([2])], out=(i := T([0, 0])))
+    VF.cat([T([1]), T([2])], out=(i := T([0, 0])))
     assert i.tolist() == [1, 2]
-    with pytest.raises(ShapeError, match="does not resize"): F.exp(T([1.0, 2.0]), out=T([0.0]))
-    with pytest.raises(DTypeError, match="never casts"): F.add(T([1, 2]), 1, out=T([0.0, 0.0]))
-    with pytest.raises(InplaceError, match="automatic differentiation"): F.exp(T([1.0], requires_grad=True), out=T([0.0]))
+    with pytest.raises(ShapeError, match="does not resize"): VF.exp(T([1.0, 2.0]), out=T([0.0]))
+    with pytest.raises(DTypeError, match="never casts"): VF.add(T([1, 2]), 1, out=T([0.0, 0.0]))
+    with pytest.raises(InplaceError, match="automatic differentiation"): VF.exp(T([1.0], requires_grad=True), out=T([0.0]))
 
 
 # ---------------------------------------------------------------- indexing: reads and writes, every device
@@ -289,11 +289,11 @@ def test_einsum_in_full(device):
     a, b, c = (r.standard_normal(s).astype(np.float32) for s in ((2, 3, 3), (3, 4), (4, 2)))
     for eq, ops in [("bii->bi", (a,)), ("bii", (a,)), ("...ij,jk", (a, b)), ("bij,jk,kl->bil", (a, b, c)), ("ij,ij", (b, b)),
                     ("ji", (b,))]:
-        got = F.einsum(eq, *(T(o, device) for o in ops)).numpy()
+        got = VF.einsum(eq, *(T(o, device) for o in ops)).numpy()
         np.testing.assert_allclose(got, np.einsum(eq, *ops), rtol=1e-4, atol=1e-5)
     # PyTorch, unlike NumPy, sums the dims an ellipsis covers when the explicit output leaves it out
-    np.testing.assert_allclose(F.einsum("...j->j", T(a, device)).numpy(), a.sum((0, 1)), rtol=1e-5)
-    with pytest.raises(EinsumError): F.einsum("ij->ii", T(b, device))
+    np.testing.assert_allclose(VF.einsum("...j->j", T(a, device)).numpy(), a.sum((0, 1)), rtol=1e-5)
+    with pytest.raises(EinsumError): VF.einsum("ij->ii", T(b, device))
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -328,10 +328,10 @@ def test_embedding_padding_idx_gets_no_gradient(device):
 
 def test_pool_arguments_are_typed_errors():
     x = T(np.zeros((1, 1, 4, 4), np.float32))
-    for bad in [lambda: NF.max_pool2d("x", 2), lambda: NF.max_pool2d(x, 2, padding=-1), lambda: NF.max_pool2d(x, 2, dilation=0),
-                lambda: NF.max_pool2d(x, 2, ceil_mode="yes"), lambda: NF.avg_pool2d(x, 2, divisor_override=1.5),
-                lambda: NF.adaptive_avg_pool2d(x, "2"), lambda: NF.adaptive_max_pool2d(x, (2,)), lambda: NF.max_pool2d(x, (2, 2, 2)),
-                lambda: NF.max_unpool2d(x, T(np.zeros((1, 1, 4, 4), np.int32)), 2), lambda: NF.max_unpool2d(x, x.long(), 2, output_size=(99, 99))]:
+    for bad in [lambda: F.max_pool2d("x", 2), lambda: F.max_pool2d(x, 2, padding=-1), lambda: F.max_pool2d(x, 2, dilation=0),
+                lambda: F.max_pool2d(x, 2, ceil_mode="yes"), lambda: F.avg_pool2d(x, 2, divisor_override=1.5),
+                lambda: F.adaptive_avg_pool2d(x, "2"), lambda: F.adaptive_max_pool2d(x, (2,)), lambda: F.max_pool2d(x, (2, 2, 2)),
+                lambda: F.max_unpool2d(x, T(np.zeros((1, 1, 4, 4), np.int32)), 2), lambda: F.max_unpool2d(x, x.long(), 2, output_size=(99, 99))]:
         with pytest.raises(vkml.VkmlError): bad()
 
 

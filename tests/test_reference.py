@@ -17,7 +17,7 @@ from hypothesis import given, settings, assume, HealthCheck, strategies as st
 from hypothesis.extra import numpy as hnp
 
 import vkml
-import vkml.functional as F
+import vkml.functional as VF
 from vkml.dtypes import float32, float16, int32, int64, bool_, RankError
 from vkml.tensor import Tensor, tensor
 
@@ -216,168 +216,168 @@ CASES: dict[str, list] = {
     # creation (inputs are ignored: dtypes=(None,))
     "tensor": [Case(lambda: tensor([[1.5, 2.0], [3.0, 4.0]]), lambda: np.array([[1.5, 2.0], [3.0, 4.0]]), [()], (None,), out=lambda _: float32),
                Case(lambda: tensor([1, 2, 3]), lambda: np.array([1, 2, 3]), [()], (None,), out=lambda _: int64)],
-    "zeros": [Case(lambda d=d: F.zeros(2, 3, dtype=d), lambda d=d: np.zeros((2, 3)), [()], (None,), out=lambda _, d=d: d) for d in ALL]
-             + [Case(lambda: F.zeros((0, 2)), lambda: np.zeros((0, 2)), [()], (None,), out=lambda _: float32)],
-    "ones": [Case(lambda d=d: F.ones((4,), dtype=d), lambda: np.ones(4), [()], (None,), out=lambda _, d=d: d) for d in ALL],
-    "full": [Case(lambda: F.full((2, 2), 7), lambda: np.full((2, 2), 7), [()], (None,), out=lambda _: int64),
-             Case(lambda: F.full((3,), -1.5), lambda: np.full(3, -1.5), [()], (None,), out=lambda _: float32),
-             Case(lambda: F.full((), True), lambda: np.array(True), [()], (None,), out=lambda _: bool_),
-             Case(lambda: F.full((2,), 2.5, dtype=float16), lambda: np.full(2, 2.5), [()], (None,), out=lambda _: float16)],
-    "zeros_like": [Case(lambda x: F.zeros_like(x), lambda x: np.zeros_like(x), [((2, 3),), ((),)], ALL)],
-    "ones_like": [Case(lambda x: F.ones_like(x), lambda x: np.ones_like(x), [((2, 3),), ((0, 2),)], ALL)],
-    "full_like": [Case(lambda x: F.full_like(x, 3), lambda x: np.full_like(x, 3), [((2, 3),), ((4,),)], NUM)],
-    "arange": [Case(lambda: F.arange(5), lambda: np.arange(5), [()], (None,), out=lambda _: int64),
-               Case(lambda: F.arange(2, 11, 3), lambda: np.arange(2, 11, 3), [()], (None,), out=lambda _: int64),
-               Case(lambda: F.arange(5, -4, -2), lambda: np.arange(5, -4, -2), [()], (None,), out=lambda _: int64),
-               Case(lambda: F.arange(0.0, 1.0, 0.1), lambda: np.arange(0.0, 1.0, 0.1), [()], (None,), out=lambda _: float32),
-               Case(lambda: F.arange(3, 3), lambda: np.arange(3, 3), [()], (None,), out=lambda _: int64),
-               Case(lambda: F.arange(4, dtype=int32), lambda: np.arange(4), [()], (None,), out=lambda _: int32),
-               Case(lambda: F.arange(6, dtype=float16), lambda: np.arange(6), [()], (None,), out=lambda _: float16)],
-    "linspace": [Case(lambda n=n: F.linspace(-2.0, 3.0, n), lambda n=n: np.linspace(-2.0, 3.0, n), [()], (None,),
+    "zeros": [Case(lambda d=d: VF.zeros(2, 3, dtype=d), lambda d=d: np.zeros((2, 3)), [()], (None,), out=lambda _, d=d: d) for d in ALL]
+             + [Case(lambda: VF.zeros((0, 2)), lambda: np.zeros((0, 2)), [()], (None,), out=lambda _: float32)],
+    "ones": [Case(lambda d=d: VF.ones((4,), dtype=d), lambda: np.ones(4), [()], (None,), out=lambda _, d=d: d) for d in ALL],
+    "full": [Case(lambda: VF.full((2, 2), 7), lambda: np.full((2, 2), 7), [()], (None,), out=lambda _: int64),
+             Case(lambda: VF.full((3,), -1.5), lambda: np.full(3, -1.5), [()], (None,), out=lambda _: float32),
+             Case(lambda: VF.full((), True), lambda: np.array(True), [()], (None,), out=lambda _: bool_),
+             Case(lambda: VF.full((2,), 2.5, dtype=float16), lambda: np.full(2, 2.5), [()], (None,), out=lambda _: float16)],
+    "zeros_like": [Case(lambda x: VF.zeros_like(x), lambda x: np.zeros_like(x), [((2, 3),), ((),)], ALL)],
+    "ones_like": [Case(lambda x: VF.ones_like(x), lambda x: np.ones_like(x), [((2, 3),), ((0, 2),)], ALL)],
+    "full_like": [Case(lambda x: VF.full_like(x, 3), lambda x: np.full_like(x, 3), [((2, 3),), ((4,),)], NUM)],
+    "arange": [Case(lambda: VF.arange(5), lambda: np.arange(5), [()], (None,), out=lambda _: int64),
+               Case(lambda: VF.arange(2, 11, 3), lambda: np.arange(2, 11, 3), [()], (None,), out=lambda _: int64),
+               Case(lambda: VF.arange(5, -4, -2), lambda: np.arange(5, -4, -2), [()], (None,), out=lambda _: int64),
+               Case(lambda: VF.arange(0.0, 1.0, 0.1), lambda: np.arange(0.0, 1.0, 0.1), [()], (None,), out=lambda _: float32),
+               Case(lambda: VF.arange(3, 3), lambda: np.arange(3, 3), [()], (None,), out=lambda _: int64),
+               Case(lambda: VF.arange(4, dtype=int32), lambda: np.arange(4), [()], (None,), out=lambda _: int32),
+               Case(lambda: VF.arange(6, dtype=float16), lambda: np.arange(6), [()], (None,), out=lambda _: float16)],
+    "linspace": [Case(lambda n=n: VF.linspace(-2.0, 3.0, n), lambda n=n: np.linspace(-2.0, 3.0, n), [()], (None,),
                       out=lambda _: float32) for n in (0, 1, 2, 5, 50)]
-                + [Case(lambda: F.linspace(0, 1, 11, dtype=float16), lambda: np.linspace(0, 1, 11), [()], (None,), out=lambda _: float16)],
-    "eye": [Case(lambda: F.eye(3), lambda: np.eye(3), [()], (None,), out=lambda _: float32),
-            Case(lambda: F.eye(2, 4, dtype=int64), lambda: np.eye(2, 4), [()], (None,), out=lambda _: int64),
-            Case(lambda: F.eye(3, 2, dtype=bool_), lambda: np.eye(3, 2).astype(bool), [()], (None,), out=lambda _: bool_),
-            Case(lambda: F.eye(0), lambda: np.eye(0), [()], (None,), out=lambda _: float32)],
-    "rand": [Case(lambda: (F.manual_seed(7), F.rand(2, 3))[1], lambda: ref_uniform(7, 0, (2, 3)), [()], (None,),
+                + [Case(lambda: VF.linspace(0, 1, 11, dtype=float16), lambda: np.linspace(0, 1, 11), [()], (None,), out=lambda _: float16)],
+    "eye": [Case(lambda: VF.eye(3), lambda: np.eye(3), [()], (None,), out=lambda _: float32),
+            Case(lambda: VF.eye(2, 4, dtype=int64), lambda: np.eye(2, 4), [()], (None,), out=lambda _: int64),
+            Case(lambda: VF.eye(3, 2, dtype=bool_), lambda: np.eye(3, 2).astype(bool), [()], (None,), out=lambda _: bool_),
+            Case(lambda: VF.eye(0), lambda: np.eye(0), [()], (None,), out=lambda _: float32)],
+    "rand": [Case(lambda: (VF.manual_seed(7), VF.rand(2, 3))[1], lambda: ref_uniform(7, 0, (2, 3)), [()], (None,),
                   out=lambda _: float32, tol=0),
-             Case(lambda: (F.manual_seed(2**40 + 5), F.rand(4), F.rand(3, dtype=float16))[2],
+             Case(lambda: (VF.manual_seed(2**40 + 5), VF.rand(4), VF.rand(3, dtype=float16))[2],
                   lambda: ref_uniform(2**40 + 5, 4, (3,), float16), [()], (None,), out=lambda _: float16, tol=0)],
-    "randn": [Case(lambda: (F.manual_seed(3), F.randn(2, 5))[1],
+    "randn": [Case(lambda: (VF.manual_seed(3), VF.randn(2, 5))[1],
                    lambda: np.sqrt(-2 * np.log(1 - ref_uniform(3, 0, (2, 5)))) * np.cos(2 * np.pi * ref_uniform(3, 10, (2, 5))),
                    [()], (None,), out=lambda _: float32, tol=20)],
     # unary math
-    "neg": [unary(F.neg, np.negative, NUM), unary(lambda x: -x, np.negative, FLOAT, "special")],
-    "abs": [unary(F.abs, np.abs, NUM), unary(lambda x: abs(x), np.abs, FLOAT, "special")],
-    "sign": [unary(F.sign, np.sign, NUM), unary(F.sign, np.sign, FLOAT, "ties")],
-    "exp": [unary(F.exp, np.exp, tol=2), unary(lambda x: x.exp(), np.exp, tol=2)],
-    "log": [unary(F.log, np.log, domain="pos")],
-    "sqrt": [unary(F.sqrt, np.sqrt, domain="pos")],
-    "rsqrt": [unary(F.rsqrt, lambda x: 1 / np.sqrt(x), domain="pos")],
-    "reciprocal": [unary(F.reciprocal, lambda x: 1 / x, domain="nz")],
-    "sin": [unary(F.sin, np.sin)], "cos": [unary(F.cos, np.cos)], "tanh": [unary(F.tanh, np.tanh)],
-    "sigmoid": [unary(F.sigmoid, sigmoid)],
-    "erf": [unary(F.erf, special.erf)], "erfc": [unary(F.erfc, special.erfc)],
-    "clamp": [unary(lambda x: F.clamp(x, -1, 2), lambda x: np.clip(x, -1, 2), NUM),
-              unary(lambda x: F.clamp(x, min=0.5), lambda x: np.maximum(x, 0.5)),
+    "neg": [unary(VF.neg, np.negative, NUM), unary(lambda x: -x, np.negative, FLOAT, "special")],
+    "abs": [unary(VF.abs, np.abs, NUM), unary(lambda x: abs(x), np.abs, FLOAT, "special")],
+    "sign": [unary(VF.sign, np.sign, NUM), unary(VF.sign, np.sign, FLOAT, "ties")],
+    "exp": [unary(VF.exp, np.exp, tol=2), unary(lambda x: x.exp(), np.exp, tol=2)],
+    "log": [unary(VF.log, np.log, domain="pos")],
+    "sqrt": [unary(VF.sqrt, np.sqrt, domain="pos")],
+    "rsqrt": [unary(VF.rsqrt, lambda x: 1 / np.sqrt(x), domain="pos")],
+    "reciprocal": [unary(VF.reciprocal, lambda x: 1 / x, domain="nz")],
+    "sin": [unary(VF.sin, np.sin)], "cos": [unary(VF.cos, np.cos)], "tanh": [unary(VF.tanh, np.tanh)],
+    "sigmoid": [unary(VF.sigmoid, sigmoid)],
+    "erf": [unary(VF.erf, special.erf)], "erfc": [unary(VF.erfc, special.erfc)],
+    "clamp": [unary(lambda x: VF.clamp(x, -1, 2), lambda x: np.clip(x, -1, 2), NUM),
+              unary(lambda x: VF.clamp(x, min=0.5), lambda x: np.maximum(x, 0.5)),
               unary(lambda x: x.clamp(max=-0.25), lambda x: np.minimum(x, -0.25)),
-              unary(lambda x: F.clamp(x, -1.0, 1.0), lambda x: np.clip(x, -1, 1), domain="special"),
-              binary(lambda x, lo: F.clamp(x, lo, 1.0), lambda x, lo: np.minimum(np.maximum(x, lo), 1.0), FLOAT,
+              unary(lambda x: VF.clamp(x, -1.0, 1.0), lambda x: np.clip(x, -1, 1), domain="special"),
+              binary(lambda x, lo: VF.clamp(x, lo, 1.0), lambda x, lo: np.minimum(np.maximum(x, lo), 1.0), FLOAT,
                      shapes=[((2, 3), (3,)), ((4,), ())])],
     # activations
-    "relu": [unary(F.relu, lambda x: np.maximum(x, 0), NUM), unary(lambda x: x.relu(), lambda x: np.maximum(x, 0), domain="special")],
-    "leaky_relu": [unary(F.leaky_relu, lambda x: np.where(x > 0, x, 0.01 * x)),
-                   unary(lambda x: F.leaky_relu(x, 0.2), lambda x: np.where(x > 0, x, 0.2 * x))],
-    "elu": [unary(F.elu, lambda x: np.where(x > 0, x, np.expm1(x))),
-            unary(lambda x: F.elu(x, 0.5), lambda x: np.where(x > 0, x, 0.5 * np.expm1(x)))],
-    "selu": [unary(F.selu, lambda x: SELU_S * np.where(x > 0, x, SELU_A * np.expm1(x)), tol=2)],
-    "gelu": [unary(F.gelu, lambda x: 0.5 * x * (1 + special.erf(x / np.sqrt(2)))),
-             unary(lambda x: F.gelu(x, approximate="tanh"),
+    "relu": [unary(VF.relu, lambda x: np.maximum(x, 0), NUM), unary(lambda x: x.relu(), lambda x: np.maximum(x, 0), domain="special")],
+    "leaky_relu": [unary(VF.leaky_relu, lambda x: np.where(x > 0, x, 0.01 * x)),
+                   unary(lambda x: VF.leaky_relu(x, 0.2), lambda x: np.where(x > 0, x, 0.2 * x))],
+    "elu": [unary(VF.elu, lambda x: np.where(x > 0, x, np.expm1(x))),
+            unary(lambda x: VF.elu(x, 0.5), lambda x: np.where(x > 0, x, 0.5 * np.expm1(x)))],
+    "selu": [unary(VF.selu, lambda x: SELU_S * np.where(x > 0, x, SELU_A * np.expm1(x)), tol=2)],
+    "gelu": [unary(VF.gelu, lambda x: 0.5 * x * (1 + special.erf(x / np.sqrt(2)))),
+             unary(lambda x: VF.gelu(x, approximate="tanh"),
                    lambda x: 0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x ** 3))), tol=2)],
-    "silu": [unary(F.silu, lambda x: x * sigmoid(x))],
-    "mish": [unary(F.mish, lambda x: x * np.tanh(softplus(x)), tol=3)],
-    "softplus": [unary(F.softplus, softplus),
-                 unary(lambda x: F.softplus(x, beta=2.0, threshold=3.0), lambda x: softplus(x, 2.0, 3.0))],
-    "softsign": [unary(F.softsign, lambda x: x / (1 + np.abs(x)), tol=2)],
-    "hardtanh": [unary(F.hardtanh, lambda x: np.clip(x, -1, 1)),
-                 unary(lambda x: F.hardtanh(x, -2, 3), lambda x: np.clip(x, -2, 3), NUM)],
+    "silu": [unary(VF.silu, lambda x: x * sigmoid(x))],
+    "mish": [unary(VF.mish, lambda x: x * np.tanh(softplus(x)), tol=3)],
+    "softplus": [unary(VF.softplus, softplus),
+                 unary(lambda x: VF.softplus(x, beta=2.0, threshold=3.0), lambda x: softplus(x, 2.0, 3.0))],
+    "softsign": [unary(VF.softsign, lambda x: x / (1 + np.abs(x)), tol=2)],
+    "hardtanh": [unary(VF.hardtanh, lambda x: np.clip(x, -1, 1)),
+                 unary(lambda x: VF.hardtanh(x, -2, 3), lambda x: np.clip(x, -2, 3), NUM)],
     # binary
-    "add": [binary(F.add, np.add), binary(lambda a, b: a + b, np.add, FLOAT),
-            binary(lambda a, b: F.add(a, b, alpha=2), lambda a, b: a + 2 * b),
+    "add": [binary(VF.add, np.add), binary(lambda a, b: a + b, np.add, FLOAT),
+            binary(lambda a, b: VF.add(a, b, alpha=2), lambda a, b: a + 2 * b),
             unary(lambda x: x + 1, lambda x: x + 1, NUM), unary(lambda x: 1 + x, lambda x: x + 1, NUM),
             unary(lambda x: x + np.ones(x.shape[-1:], x.dtype.np), lambda x: x + 1, NUM, shapes=U[1:])],
-    "sub": [binary(F.sub, np.subtract), binary(lambda a, b: F.sub(a, b, alpha=3), lambda a, b: a - 3 * b),
+    "sub": [binary(VF.sub, np.subtract), binary(lambda a, b: VF.sub(a, b, alpha=3), lambda a, b: a - 3 * b),
             unary(lambda x: 2 - x, lambda x: 2 - x, NUM), unary(lambda x: x - 0.5, lambda x: x - 0.5)],
-    "mul": [binary(F.mul, np.multiply), binary(lambda a, b: a * b, np.multiply, FLOAT),
+    "mul": [binary(VF.mul, np.multiply), binary(lambda a, b: a * b, np.multiply, FLOAT),
             unary(lambda x: x * 2, lambda x: x * 2, NUM), unary(lambda x: 0.5 * x, lambda x: 0.5 * x)],
-    "div": [binary(F.div, np.divide, FLOAT, "nz"), binary(lambda a, b: a / b, np.divide, FLOAT, "nz"),
+    "div": [binary(VF.div, np.divide, FLOAT, "nz"), binary(lambda a, b: a / b, np.divide, FLOAT, "nz"),
             unary(lambda x: 2 / x, lambda x: 2 / x, domain="nz"), unary(lambda x: x / 4, lambda x: x / 4)],
-    "pow": [binary(F.pow, np.power, FLOAT, "pos", tol=4), unary(lambda x: x ** 2, np.square),
+    "pow": [binary(VF.pow, np.power, FLOAT, "pos", tol=4), unary(lambda x: x ** 2, np.square),
             unary(lambda x: 2 ** x, lambda x: 2.0 ** x, tol=2), unary(lambda x: x ** 0.5, np.sqrt, domain="pos")],
-    "maximum": [binary(F.maximum, np.maximum), binary(F.maximum, np.maximum, FLOAT, "special"),
+    "maximum": [binary(VF.maximum, np.maximum), binary(VF.maximum, np.maximum, FLOAT, "special"),
                 unary(lambda x: x.maximum(x * 0), lambda x: np.maximum(x, 0))],
-    "minimum": [binary(F.minimum, np.minimum), binary(F.minimum, np.minimum, FLOAT, "special")],
-    "where": [binary(lambda a, b: F.where(a > 0, a, b), lambda a, b: np.where(a > 0, a, b), ALL[:4]),
-              binary(lambda a, b: F.where(tensor(MASK3), a, b), lambda a, b: np.where(MASK3, a, b), ALL,
+    "minimum": [binary(VF.minimum, np.minimum), binary(VF.minimum, np.minimum, FLOAT, "special")],
+    "where": [binary(lambda a, b: VF.where(a > 0, a, b), lambda a, b: np.where(a > 0, a, b), ALL[:4]),
+              binary(lambda a, b: VF.where(tensor(MASK3), a, b), lambda a, b: np.where(MASK3, a, b), ALL,
                      shapes=[((2, 3), (3,)), ((3,), ()), ((1, 3), (2, 1))]),
-              unary(lambda x: F.where(x > 0, x, 0.0), lambda x: np.where(x > 0, x, 0.0)),
+              unary(lambda x: VF.where(x > 0, x, 0.0), lambda x: np.where(x > 0, x, 0.0)),
               unary(lambda x: x.where(x < 0, 1), lambda x: np.where(x < 0, x, 1), NUM),
-              unary(lambda x: F.where(x > 0, 1.0, -1.0), lambda x: np.where(x > 0, 1.0, -1.0), out=lambda _: float32),
-              unary(lambda x: F.where(x > 0, 2, 0), lambda x: np.where(x > 0, 2, 0), out=lambda _: int64)],
+              unary(lambda x: VF.where(x > 0, 1.0, -1.0), lambda x: np.where(x > 0, 1.0, -1.0), out=lambda _: float32),
+              unary(lambda x: VF.where(x > 0, 2, 0), lambda x: np.where(x > 0, 2, 0), out=lambda _: int64)],
     # comparison
-    **{name: [binary(getattr(F, name), ref, ALL, "ties", out=_bool_out), binary(getattr(F, name), ref, FLOAT, "special", out=_bool_out),
-              unary(lambda x, name=name: getattr(F, name)(x, 0), lambda x, ref=ref: ref(x, 0), NUM, "ties", out=_bool_out)]
+    **{name: [binary(getattr(VF, name), ref, ALL, "ties", out=_bool_out), binary(getattr(VF, name), ref, FLOAT, "special", out=_bool_out),
+              unary(lambda x, name=name: getattr(VF, name)(x, 0), lambda x, ref=ref: ref(x, 0), NUM, "ties", out=_bool_out)]
        for name, ref in [("eq", np.equal), ("ne", np.not_equal), ("lt", np.less), ("le", np.less_equal),
                          ("gt", np.greater), ("ge", np.greater_equal)]},
-    "isnan": [unary(F.isnan, np.isnan, FLOAT, "special", out=_bool_out), unary(F.isnan, np.isnan, INT + (bool_,), out=_bool_out)],
-    "isinf": [unary(F.isinf, np.isinf, FLOAT, "special", out=_bool_out), unary(F.isinf, np.isinf, INT + (bool_,), out=_bool_out)],
+    "isnan": [unary(VF.isnan, np.isnan, FLOAT, "special", out=_bool_out), unary(VF.isnan, np.isnan, INT + (bool_,), out=_bool_out)],
+    "isinf": [unary(VF.isinf, np.isinf, FLOAT, "special", out=_bool_out), unary(VF.isinf, np.isinf, INT + (bool_,), out=_bool_out)],
     # reductions
-    "sum": reduction(F.sum, lambda x, a, k: np.sum(x, axis=a, keepdims=k), R + R_EMPTY + R_NONEMPTY_OF_EMPTY, ALL, out=_widen, tol=3)
+    "sum": reduction(VF.sum, lambda x, a, k: np.sum(x, axis=a, keepdims=k), R + R_EMPTY + R_NONEMPTY_OF_EMPTY, ALL, out=_widen, tol=3)
            + [unary(lambda x: x.sum(), np.sum, ALL, out=_widen, tol=3),
               unary(lambda x: x.sum(-1, dtype=float32), lambda x: np.sum(x, -1), FLOAT + INT, out=lambda _: float32, shapes=U[1:])],
-    "mean": reduction(F.mean, lambda x, a, k: np.mean(x, axis=a, keepdims=k), R + R_NONEMPTY_OF_EMPTY, tol=3),
-    "amax": reduction(F.amax, amax_ref, R, NUM + (bool_,)) + reduction(F.amax, amax_ref, R_EMPTY + R_NONEMPTY_OF_EMPTY, FLOAT)
-            + reduction(F.amax, amax_ref, [((3, 4), 1), ((6,), None)], FLOAT, domain="special", keepdims=(False,)),
-    "amin": reduction(F.amin, amin_ref, R, NUM) + reduction(F.amin, amin_ref, R_EMPTY, FLOAT)
-            + reduction(F.amin, amin_ref, R, (bool_,)),   # over bools: all (PyTorch's amin of bool)
+    "mean": reduction(VF.mean, lambda x, a, k: np.mean(x, axis=a, keepdims=k), R + R_NONEMPTY_OF_EMPTY, tol=3),
+    "amax": reduction(VF.amax, amax_ref, R, NUM + (bool_,)) + reduction(VF.amax, amax_ref, R_EMPTY + R_NONEMPTY_OF_EMPTY, FLOAT)
+            + reduction(VF.amax, amax_ref, [((3, 4), 1), ((6,), None)], FLOAT, domain="special", keepdims=(False,)),
+    "amin": reduction(VF.amin, amin_ref, R, NUM) + reduction(VF.amin, amin_ref, R_EMPTY, FLOAT)
+            + reduction(VF.amin, amin_ref, R, (bool_,)),   # over bools: all (PyTorch's amin of bool)
     # any/all: PyTorch tests "nonzero" for every dtype (NaN is nonzero); an empty extent gives False / True
-    "any": reduction(F.any, lambda x, a, k: np.any(x != 0, axis=a, keepdims=k), R + R_EMPTY + R_NONEMPTY_OF_EMPTY, ALL, out=_bool_out)
-           + reduction(F.any, lambda x, a, k: np.any(x != 0, axis=a, keepdims=k), [((3, 4), 1)], FLOAT, out=_bool_out, domain="special"),
-    "all": reduction(F.all, lambda x, a, k: np.all(x != 0, axis=a, keepdims=k), R + R_EMPTY + R_NONEMPTY_OF_EMPTY, ALL, out=_bool_out, domain="ties")
-           + reduction(F.all, lambda x, a, k: np.all(x != 0, axis=a, keepdims=k), [((3, 4), 1)], FLOAT, out=_bool_out, domain="special"),
-    "prod": reduction(F.prod, lambda x, a, k: np.prod(x, axis=a, keepdims=k), R + R_EMPTY, NUM, out=_widen, domain="unit", tol=3)
-            + reduction(F.prod, lambda x, a, k: np.prod(x, axis=a, keepdims=k), [((2, 3), 1)], (bool_,), out=_widen),
-    "argmax": reduction(F.argmax, lambda x, a, k: argref(np.argmax, x, a, k),
+    "any": reduction(VF.any, lambda x, a, k: np.any(x != 0, axis=a, keepdims=k), R + R_EMPTY + R_NONEMPTY_OF_EMPTY, ALL, out=_bool_out)
+           + reduction(VF.any, lambda x, a, k: np.any(x != 0, axis=a, keepdims=k), [((3, 4), 1)], FLOAT, out=_bool_out, domain="special"),
+    "all": reduction(VF.all, lambda x, a, k: np.all(x != 0, axis=a, keepdims=k), R + R_EMPTY + R_NONEMPTY_OF_EMPTY, ALL, out=_bool_out, domain="ties")
+           + reduction(VF.all, lambda x, a, k: np.all(x != 0, axis=a, keepdims=k), [((3, 4), 1)], FLOAT, out=_bool_out, domain="special"),
+    "prod": reduction(VF.prod, lambda x, a, k: np.prod(x, axis=a, keepdims=k), R + R_EMPTY, NUM, out=_widen, domain="unit", tol=3)
+            + reduction(VF.prod, lambda x, a, k: np.prod(x, axis=a, keepdims=k), [((2, 3), 1)], (bool_,), out=_widen),
+    "argmax": reduction(VF.argmax, lambda x, a, k: argref(np.argmax, x, a, k),
                         [((2, 3), None), ((2, 3), 1), ((4,), 0), ((), None), ((3, 1, 4), 0), ((2, 3, 2, 2), -1), ((0, 3), 1)],
                         NUM, out=lambda _: int64, domain="ties"),
-    "argmin": reduction(F.argmin, lambda x, a, k: argref(np.argmin, x, a, k),
+    "argmin": reduction(VF.argmin, lambda x, a, k: argref(np.argmin, x, a, k),
                         [((2, 3), None), ((2, 3), 0), ((5,), -1), ((2, 3, 4), 2)], NUM, out=lambda _: int64, domain="ties"),
-    "var": reduction(lambda x, d, k: F.var(x, d, keepdim=k), lambda x, a, k: np.var(x, axis=a, keepdims=k, ddof=1), [r for r in R if r[0] not in ((), (4,))], tol=5)
-           + [unary(lambda x: F.var(x, 1, correction=0), lambda x: np.var(x, axis=1), shapes=[((3, 4),), ((2, 5, 2),)], tol=5),
+    "var": reduction(lambda x, d, k: VF.var(x, d, keepdim=k), lambda x, a, k: np.var(x, axis=a, keepdims=k, ddof=1), [r for r in R if r[0] not in ((), (4,))], tol=5)
+           + [unary(lambda x: VF.var(x, 1, correction=0), lambda x: np.var(x, axis=1), shapes=[((3, 4),), ((2, 5, 2),)], tol=5),
               unary(lambda x: x.var(0, unbiased=False, keepdim=True), lambda x: np.var(x, axis=0, keepdims=True), shapes=[((4, 2),)], tol=5)],
-    "std": reduction(lambda x, d, k: F.std(x, d, keepdim=k), lambda x, a, k: np.std(x, axis=a, keepdims=k, ddof=1), [((2, 3), 1), ((3, 4), None), ((2, 3, 4), (0, 2))], tol=5),
-    "logsumexp": reduction(F.logsumexp, ref_logsumexp, R + R_EMPTY, tol=3)
-                 + [unary(lambda x: F.logsumexp(x * 100, 1), lambda x: special.logsumexp(x * 100, axis=1), shapes=[((3, 4),)], tol=5),
-                    unary(lambda x: F.logsumexp(x, 0), lambda x: special.logsumexp(x, axis=0), domain="special", shapes=[((6,),)])],
-    "cumsum": [Case(lambda x, d=d: F.cumsum(x, d), lambda x, d=d: np.cumsum(x, axis=d), [(s,)], ALL, out=_widen, tol=3)
+    "std": reduction(lambda x, d, k: VF.std(x, d, keepdim=k), lambda x, a, k: np.std(x, axis=a, keepdims=k, ddof=1), [((2, 3), 1), ((3, 4), None), ((2, 3, 4), (0, 2))], tol=5),
+    "logsumexp": reduction(VF.logsumexp, ref_logsumexp, R + R_EMPTY, tol=3)
+                 + [unary(lambda x: VF.logsumexp(x * 100, 1), lambda x: special.logsumexp(x * 100, axis=1), shapes=[((3, 4),)], tol=5),
+                    unary(lambda x: VF.logsumexp(x, 0), lambda x: special.logsumexp(x, axis=0), domain="special", shapes=[((6,),)])],
+    "cumsum": [Case(lambda x, d=d: VF.cumsum(x, d), lambda x, d=d: np.cumsum(x, axis=d), [(s,)], ALL, out=_widen, tol=3)
                for s, d in [((5,), 0), ((2, 3), 1), ((2, 3), -2), ((2, 0, 3), 2), ((2, 3, 2, 2), 2)]]
-              + [Case(lambda x: F.cumsum(x, 0), lambda x: np.cumsum(x.reshape(1)).reshape(()), [((),)], NUM, out=_widen)],
-    "norm": [Case(lambda x, p=p, d=d: F.norm(x, p, d), lambda x, p=p, d=d: ref_norm(x, p, d, False), [(s,)], tol=3)
+              + [Case(lambda x: VF.cumsum(x, 0), lambda x: np.cumsum(x.reshape(1)).reshape(()), [((),)], NUM, out=_widen)],
+    "norm": [Case(lambda x, p=p, d=d: VF.norm(x, p, d), lambda x, p=p, d=d: ref_norm(x, p, d, False), [(s,)], tol=3)
              for p in (2, "fro", 1, math.inf, -math.inf, 0, 3, 0.5, -1, -2.5) for s, d in [((2, 3), None), ((3, 4), 1), ((2, 2, 3), (0, 2))]]
-            + [Case(lambda x: F.norm(x, -2, 1), lambda x: ref_norm(x, -2, 1, False), [((3, 4),)], domain="ties", tol=3)]   # zeros: the norm is 0
+            + [Case(lambda x: VF.norm(x, -2, 1), lambda x: ref_norm(x, -2, 1, False), [((3, 4),)], domain="ties", tol=3)]   # zeros: the norm is 0
             + [Case(lambda x: x.norm(dim=0, keepdim=True), lambda x: ref_norm(x, 2, 0, True), [((4, 2),)], tol=3)],
     # shape / indexing
-    "reshape": [Case(lambda x, t=t: F.reshape(x, t), lambda x, t=t: np.reshape(x, t), [(s,)], ALL)
+    "reshape": [Case(lambda x, t=t: VF.reshape(x, t), lambda x, t=t: np.reshape(x, t), [(s,)], ALL)
                 for s, t in [((2, 3), (3, 2)), ((2, 3), (-1,)), ((6,), (1, 2, 1, 3)), ((), (1, 1)), ((2, 0), (0, 5)), ((4, 3), (2, -1))]]
                + [Case(lambda x: x.reshape(3, 2), lambda x: x.reshape(3, 2), [((2, 3),)], NUM),
                   Case(lambda x: x.view(-1), lambda x: x.reshape(-1), [((2, 3),)], NUM)],
-    "flatten": [Case(lambda x, a=a: F.flatten(x, *a), lambda x, a=a, s=s: x.reshape(s[:a[0] % max(1, len(s))] + (-1,) + s[(a[1] % max(1, len(s))) + 1:]) if s else x.reshape(1),
+    "flatten": [Case(lambda x, a=a: VF.flatten(x, *a), lambda x, a=a, s=s: x.reshape(s[:a[0] % max(1, len(s))] + (-1,) + s[(a[1] % max(1, len(s))) + 1:]) if s else x.reshape(1),
                      [(s,)], ALL) for s, a in [((2, 3, 4), (0, -1)), ((2, 3, 4), (1, 2)), ((2, 3, 4, 5), (1, 2)), ((), (0, -1)), ((3,), (0, 0))]],
-    "squeeze": [Case(lambda x: F.squeeze(x), np.squeeze, [((1, 3, 1),), ((1,),), ((2, 3),)], ALL),
+    "squeeze": [Case(lambda x: VF.squeeze(x), np.squeeze, [((1, 3, 1),), ((1,),), ((2, 3),)], ALL),
                 Case(lambda x: x.squeeze(0), lambda x: np.squeeze(x, 0), [((1, 3, 1),)], ALL),
                 Case(lambda x: x.squeeze(1), lambda x: x, [((2, 3),)], NUM),
                 Case(lambda x: x.squeeze((0, 2)), lambda x: np.squeeze(x, (0, 2)), [((1, 3, 1),)], NUM)],
-    "unsqueeze": [Case(lambda x, d=d: F.unsqueeze(x, d), lambda x, d=d: np.expand_dims(x, d), [(s,)], ALL)
+    "unsqueeze": [Case(lambda x, d=d: VF.unsqueeze(x, d), lambda x, d=d: np.expand_dims(x, d), [(s,)], ALL)
                   for s, d in [((2, 3), 0), ((2, 3), -1), ((2, 3), 1), ((), 0), ((2, 0, 3), 3)]],
-    "permute": [Case(lambda x, p=p: F.permute(x, p), lambda x, p=p: np.transpose(x, p), [(s,)], ALL)
+    "permute": [Case(lambda x, p=p: VF.permute(x, p), lambda x, p=p: np.transpose(x, p), [(s,)], ALL)
                 for s, p in [((2, 3), (1, 0)), ((2, 3, 4), (2, 0, 1)), ((2, 3, 4, 5), (3, 1, 0, 2)), ((2, 3, 4), (-1, 0, 1)), ((), ())]]
                + [Case(lambda x: x.permute(1, 2, 0), lambda x: np.transpose(x, (1, 2, 0)), [((2, 0, 3),)], NUM)],
-    "transpose": [Case(lambda x: F.transpose(x, 0, 1), lambda x: np.swapaxes(x, 0, 1), [((2, 3),), ((2, 3, 4),)], ALL),
+    "transpose": [Case(lambda x: VF.transpose(x, 0, 1), lambda x: np.swapaxes(x, 0, 1), [((2, 3),), ((2, 3, 4),)], ALL),
                   Case(lambda x: x.transpose(-1, 1), lambda x: np.swapaxes(x, -1, 1), [((2, 3, 4, 5),)], NUM),
                   Case(lambda x: x.T, lambda x: x.T, [((2, 3),), ((4,),)], NUM),
                   Case(lambda x: x.t(), lambda x: x.T, [((2, 3),)], NUM)],
-    "expand": [Case(lambda x, t=t: F.expand(x, t), lambda x, t=t, s=s: np.broadcast_to(x, tuple(d if d != -1 else s[i - (len(t) - len(s))] for i, d in enumerate(t))), [(s,)], ALL)
+    "expand": [Case(lambda x, t=t: VF.expand(x, t), lambda x, t=t, s=s: np.broadcast_to(x, tuple(d if d != -1 else s[i - (len(t) - len(s))] for i, d in enumerate(t))), [(s,)], ALL)
                for s, t in [((1, 3), (2, 3)), ((3,), (4, 3)), ((), (2, 2)), ((2, 1), (-1, 4)), ((1, 1), (2, 0, 5)), ((2, 1, 3), (2, 2, 4, 3))]]
               + [Case(lambda x: x.expand(3, -1, 2), lambda x: np.broadcast_to(x, (3, 2, 2)), [((2, 1),)], NUM)],
-    "contiguous": [Case(lambda x: F.contiguous(x), lambda x: x, U, ALL), Case(lambda x: x.permute(1, 0).contiguous(), lambda x: x.T, [((2, 3),)], NUM)],
-    "cat": [Case(lambda a, b, d=d: F.cat([a, b], d), lambda a, b, d=d: np.concatenate([a, b], d), [(sa, sb)], ALL)
+    "contiguous": [Case(lambda x: VF.contiguous(x), lambda x: x, U, ALL), Case(lambda x: x.permute(1, 0).contiguous(), lambda x: x.T, [((2, 3),)], NUM)],
+    "cat": [Case(lambda a, b, d=d: VF.cat([a, b], d), lambda a, b, d=d: np.concatenate([a, b], d), [(sa, sb)], ALL)
             for sa, sb, d in [((2, 3), (1, 3), 0), ((2, 3), (2, 4), 1), ((2, 3), (2, 0), -1), ((4,), (4,), 0), ((1, 2, 3, 4), (1, 2, 1, 4), 2)]]
-           + [Case(lambda a: F.cat([a, a, a], 1), lambda a: np.concatenate([a, a, a], 1), [((2, 2),)], NUM),
-              Case(lambda a: F.cat([a]), lambda a: a, [((3,),)], NUM)],
-    "stack": [Case(lambda a, b, d=d: F.stack([a, b], d), lambda a, b, d=d: np.stack([a, b], d), [(s, s)], ALL)
+           + [Case(lambda a: VF.cat([a, a, a], 1), lambda a: np.concatenate([a, a, a], 1), [((2, 2),)], NUM),
+              Case(lambda a: VF.cat([a]), lambda a: a, [((3,),)], NUM)],
+    "stack": [Case(lambda a, b, d=d: VF.stack([a, b], d), lambda a, b, d=d: np.stack([a, b], d), [(s, s)], ALL)
               for s, d in [((2, 3), 0), ((2, 3), 2), ((2, 3), -1), ((), 0), ((0, 3), 1), ((2, 3, 4), 1)]],
-    "split": [Case(lambda x, a=a, d=d: F.split(x, a, d), lambda x, a=a, d=d: tuple(np.split(x, np.cumsum(a)[:-1], d)) if isinstance(a, list)
+    "split": [Case(lambda x, a=a, d=d: VF.split(x, a, d), lambda x, a=a, d=d: tuple(np.split(x, np.cumsum(a)[:-1], d)) if isinstance(a, list)
                    else tuple(np.split(x, range(a, x.shape[d], a), d)), [(s,)], ALL)
               for s, a, d in [((5, 2), 2, 0), ((6,), 3, 0), ((2, 7), [1, 4, 2], 1), ((3, 4), [0, 3], 0), ((2, 3), 5, 1)]]
              + [Case(lambda x: x.split(1, -1), lambda x: tuple(np.split(x, 3, -1)), [((2, 3),)], NUM)],
@@ -401,49 +401,49 @@ CASES: dict[str, list] = {
                       Case(lambda x: x[x > 0], lambda x: x[x > 0], [((2, 3),), ((4,),)], FLOAT),
                       Case(lambda x: x[True], lambda x: x[None], [((2, 3),)], NUM),                    # PyTorch: a new dim of 1
                       Case(lambda x: x[:, False], lambda x: x[:, None][:, :0], [((2, 3),)], NUM)],     # ... or of 0
-    "pad": [Case(lambda x, p=p, v=v: F.pad(x, p, value=v), lambda x, p=p, v=v: ref_pad(x, p, v), [(s,)], NUM)
+    "pad": [Case(lambda x, p=p, v=v: VF.pad(x, p, value=v), lambda x, p=p, v=v: ref_pad(x, p, v), [(s,)], NUM)
             for s, p, v in [((2, 3), (1, 2), 0), ((2, 3), (0, 1, 2, 0), 5), ((4,), (-1, 2), 0), ((2, 3, 4), (1, -2, 0, 0, 2, 1), 1),
                             ((2, 3), (0, 0), 0), ((0, 3), (1, 1, 1, 1), 2), ((2, 3), (-3, 1), 0)]]
-           + [Case(lambda x: F.pad(x, (1, 1), value=-1.5), lambda x: ref_pad(x, (1, 1), -1.5), [((2, 2),)], FLOAT),
-              Case(lambda x: F.pad(x, (1, 0), value=True), lambda x: ref_pad(x, (1, 0), True), [((2, 2),)], (bool_,))],
-    "flip": [Case(lambda x, d=d: F.flip(x, d), lambda x, d=d: np.flip(x, d), [(s,)], ALL)
+           + [Case(lambda x: VF.pad(x, (1, 1), value=-1.5), lambda x: ref_pad(x, (1, 1), -1.5), [((2, 2),)], FLOAT),
+              Case(lambda x: VF.pad(x, (1, 0), value=True), lambda x: ref_pad(x, (1, 0), True), [((2, 2),)], (bool_,))],
+    "flip": [Case(lambda x, d=d: VF.flip(x, d), lambda x, d=d: np.flip(x, d), [(s,)], ALL)
              for s, d in [((5,), 0), ((2, 3), (0, 1)), ((2, 3, 4), (-1,)), ((2, 0, 3), 1), ((2, 3), [1]), ((2, 3, 4, 2), (0, 3))]],
-    "repeat": [Case(lambda x, r=r: F.repeat(x, r), lambda x, r=r: np.tile(x, r), [(s,)], ALL)
+    "repeat": [Case(lambda x, r=r: VF.repeat(x, r), lambda x, r=r: np.tile(x, r), [(s,)], ALL)
                for s, r in [((2, 3), (2, 1)), ((2, 3), (1, 3)), ((3,), (2, 2)), ((2, 3), (2, 1, 2)), ((), (3,)), ((2, 1, 2), (1, 0, 2)),
                             ((2, 2), (2, 2, 2, 2))]]
               + [Case(lambda x: x.repeat(2, 3), lambda x: np.tile(x, (2, 3)), [((2, 2),)], NUM)],
-    "tril": [Case(lambda x, k=k: F.tril(x, k), lambda x, k=k: np.tril(x, k), [(s,)], ALL)
+    "tril": [Case(lambda x, k=k: VF.tril(x, k), lambda x, k=k: np.tril(x, k), [(s,)], ALL)
              for s, k in [((3, 3), 0), ((3, 4), 1), ((4, 3), -1), ((2, 3, 3), 0), ((2, 2, 3, 4), 2), ((0, 3), 0)]],
-    "triu": [Case(lambda x, k=k: F.triu(x, k), lambda x, k=k: np.triu(x, k), [(s,)], ALL)
+    "triu": [Case(lambda x, k=k: VF.triu(x, k), lambda x, k=k: np.triu(x, k), [(s,)], ALL)
              for s, k in [((3, 3), 0), ((3, 4), 1), ((4, 3), -1), ((2, 3, 3), 0), ((2, 2, 3, 4), -2)]]
             + [Case(lambda x: x.triu(), np.triu, [((3, 3),)], NUM)],
-    "index_select": [Case(lambda x, d=d: F.index_select(x, d, tensor(IDX3)), lambda x, d=d: np.take(x, IDX3, d), [(s,)], ALL)
+    "index_select": [Case(lambda x, d=d: VF.index_select(x, d, tensor(IDX3)), lambda x, d=d: np.take(x, IDX3, d), [(s,)], ALL)
                      for s, d in [((3,), 0), ((3, 2), 0), ((2, 3), 1), ((2, 3, 4), 1), ((2, 2, 3, 2), -2)]]
                     + [Case(lambda x: x.index_select(0, tensor(np.zeros(0, np.int64))), lambda x: x[:0], [((3, 2),)], NUM)],
-    "gather": [Case(lambda x: F.gather(x, 1, tensor(GIDX)), lambda x: np.take_along_axis(x, GIDX, 1), [((3, 4),), ((3, 5),)], ALL),
+    "gather": [Case(lambda x: VF.gather(x, 1, tensor(GIDX)), lambda x: np.take_along_axis(x, GIDX, 1), [((3, 4),), ((3, 5),)], ALL),
                Case(lambda x: x.gather(0, tensor(GIDX[:, :1] % 3)), lambda x: np.take_along_axis(x[:, :1], GIDX[:, :1] % 3, 0), [((3, 3),)], NUM)],
-    "index_add": [Case(lambda x, s, d=d: F.index_add(x, d, tensor(IDX3), s), lambda x, s, d=d: ref_index_add(x, d, IDX3, s), [(sx, ss)], NUM)
+    "index_add": [Case(lambda x, s, d=d: VF.index_add(x, d, tensor(IDX3), s), lambda x, s, d=d: ref_index_add(x, d, IDX3, s), [(sx, ss)], NUM)
                   for sx, ss, d in [((3,), (4,), 0), ((3, 2), (4, 2), 0), ((2, 3), (2, 4), 1), ((2, 3, 2), (2, 4, 2), 1)]]
                  + [Case(lambda x, s: x.index_add(0, tensor(IDX3), s, alpha=2), lambda x, s: ref_index_add(x, 0, IDX3, s, 2), [((3, 2), (4, 2))], NUM)],
     # scatter: torch.scatter writes src[i][j] at [i][index[i][j]] (dim 1); the cases hold no repeated index
-    "scatter": [Case(lambda x, s, d=d: F.scatter(x, d, tensor(SIDX), s), lambda x, s, d=d: ref_scatter(x, d, SIDX, s, False), [(sx, ss)], ALL)
+    "scatter": [Case(lambda x, s, d=d: VF.scatter(x, d, tensor(SIDX), s), lambda x, s, d=d: ref_scatter(x, d, SIDX, s, False), [(sx, ss)], ALL)
                 for sx, ss, d in [((3, 4), (3, 3), 1), ((4, 3), (3, 3), 0)]]
                + [Case(lambda x: x.scatter(1, tensor(SIDX), value=2), lambda x: ref_scatter(x, 1, SIDX, np.full(SIDX.shape, 2), False), [((3, 4),)], NUM)],
-    "scatter_add": [Case(lambda x, s, d=d: F.scatter_add(x, d, tensor(SIDX % 2), s), lambda x, s, d=d: ref_scatter(x, d, SIDX % 2, s, True), [(sx, ss)], NUM)
+    "scatter_add": [Case(lambda x, s, d=d: VF.scatter_add(x, d, tensor(SIDX % 2), s), lambda x, s, d=d: ref_scatter(x, d, SIDX % 2, s, True), [(sx, ss)], NUM)
                     for sx, ss, d in [((3, 4), (3, 3), 1), ((2, 3), (3, 3), 0)]],
     # index_put: torch.index_put(x, indices, values, accumulate) is x[indices] = values (or += with repeats adding up)
-    "index_put": [Case(lambda x, v: F.index_put(x, (tensor([0, 2]), tensor([1, 3])), v), lambda x, v: ref_put(x, ([0, 2], [1, 3]), v, False), [((3, 4), (2,)), ((3, 4), ())], ALL),
-                  Case(lambda x, v: F.index_put(x, (tensor([0, 0, 2]),), v, accumulate=True), lambda x, v: ref_put(x, ([0, 0, 2],), v, True), [((3, 4), (3, 4)), ((3, 4), (4,))], NUM),
-                  Case(lambda x: x.index_put((tensor(MASK23),), F.zeros(())), lambda x: ref_put(x, (MASK23,), 0, False), [((2, 3),)], FLOAT)],
-    "masked_fill": [Case(lambda x: F.masked_fill(x, tensor(MASK23), 0), lambda x: np.where(MASK23, 0, x), [((2, 3),)], NUM),
+    "index_put": [Case(lambda x, v: VF.index_put(x, (tensor([0, 2]), tensor([1, 3])), v), lambda x, v: ref_put(x, ([0, 2], [1, 3]), v, False), [((3, 4), (2,)), ((3, 4), ())], ALL),
+                  Case(lambda x, v: VF.index_put(x, (tensor([0, 0, 2]),), v, accumulate=True), lambda x, v: ref_put(x, ([0, 0, 2],), v, True), [((3, 4), (3, 4)), ((3, 4), (4,))], NUM),
+                  Case(lambda x: x.index_put((tensor(MASK23),), VF.zeros(())), lambda x: ref_put(x, (MASK23,), 0, False), [((2, 3),)], FLOAT)],
+    "masked_fill": [Case(lambda x: VF.masked_fill(x, tensor(MASK23), 0), lambda x: np.where(MASK23, 0, x), [((2, 3),)], NUM),
                     Case(lambda x: x.masked_fill(tensor(MASK3), -2.5), lambda x: np.where(MASK3, -2.5, x), [((2, 3),), ((4, 2, 3),)], FLOAT),
                     Case(lambda x: x.masked_fill(tensor(MASK3), False), lambda x: np.where(MASK3, False, x), [((2, 3),)], (bool_,)),
-                    Case(lambda x: x.masked_fill(x > 0, F.zeros(())), lambda x: np.where(x > 0, 0, x), [((2, 3),)], (float32,)),
+                    Case(lambda x: x.masked_fill(x > 0, VF.zeros(())), lambda x: np.where(x > 0, 0, x), [((2, 3),)], (float32,)),
                     # out of place, PyTorch broadcasts the tensor and the mask together (expand_outplace)
                     Case(lambda x: x.masked_fill(tensor(MASK23), 1), lambda x: np.where(MASK23, 1, x), [((3,),), ((1, 3),)], NUM)],
-    "one_hot": [Case(lambda: F.one_hot(tensor([0, 2, 1, 2]), 4), lambda: np.eye(4)[[0, 2, 1, 2]], [()], (None,), out=lambda _: int64),
-                Case(lambda: F.one_hot(tensor([[1, 0], [2, 2]])), lambda: np.eye(3)[[[1, 0], [2, 2]]], [()], (None,), out=lambda _: int64),
-                Case(lambda: F.one_hot(tensor(np.zeros(0, np.int64)), 2), lambda: np.zeros((0, 2)), [()], (None,), out=lambda _: int64)],
+    "one_hot": [Case(lambda: VF.one_hot(tensor([0, 2, 1, 2]), 4), lambda: np.eye(4)[[0, 2, 1, 2]], [()], (None,), out=lambda _: int64),
+                Case(lambda: VF.one_hot(tensor([[1, 0], [2, 2]])), lambda: np.eye(3)[[[1, 0], [2, 2]]], [()], (None,), out=lambda _: int64),
+                Case(lambda: VF.one_hot(tensor(np.zeros(0, np.int64)), 2), lambda: np.zeros((0, 2)), [()], (None,), out=lambda _: int64)],
     "to": [Case(lambda x, d=d: x.to(d), lambda x, d=d: x.astype(d.np), U, NUM, out=lambda _, d=d: d) for d in ALL]
           + [Case(lambda x: x.to("cpu"), lambda x: x, [((2, 3),)], ALL),
              Case(lambda x: x.float(), lambda x: x, [((2, 3),)], ALL, out=lambda _: float32),
@@ -451,28 +451,28 @@ CASES: dict[str, list] = {
              Case(lambda x: x.int(), lambda x: x, [((2, 3),)], INT + (bool_,), out=lambda _: int32),
              Case(lambda x: x.long(), lambda x: np.trunc(x), [((2, 3),)], ALL, out=lambda _: int64),
              Case(lambda x: x.bool(), lambda x: x != 0, [((2, 3),)], ALL, out=lambda _: bool_),
-             Case(lambda x: F.cast(x, "int32"), lambda x: np.trunc(x), [((2, 3),)], FLOAT, out=lambda _: int32)],
+             Case(lambda x: VF.cast(x, "int32"), lambda x: np.trunc(x), [((2, 3),)], FLOAT, out=lambda _: int32)],
     # einsum
-    "einsum": [Case(lambda a, b, e=e: F.einsum(e, a, b), lambda a, b, e=e: np.einsum(e, a, b), [(sa, sb)], NUM, tol=5)
+    "einsum": [Case(lambda a, b, e=e: VF.einsum(e, a, b), lambda a, b, e=e: np.einsum(e, a, b), [(sa, sb)], NUM, tol=5)
                for e, sa, sb in [("ij,jk->ik", (2, 3), (3, 4)), ("bij,bjk->bik", (2, 3, 4), (2, 4, 5)), ("i,i->", (5,), (5,)),
                                  ("ij,kj->ki", (2, 3), (4, 3)), ("i,j->ij", (3,), (4,)), ("ij,ij->ij", (2, 3), (2, 3)),
                                  ("abc,cd->dba", (2, 3, 4), (4, 2)), ("ij,jk->", (2, 3), (3, 2)), ("ij,k->ik", (2, 3), (4,)),
                                  ("ij,jk->ik", (2, 0), (0, 3)), ("bij,jk->bik", (2, 3, 1), (1, 5))]]
-              + [Case(lambda a, e=e: F.einsum(e, a), lambda a, e=e: np.einsum(e, a), [(s,)], NUM, tol=5)
+              + [Case(lambda a, e=e: VF.einsum(e, a), lambda a, e=e: np.einsum(e, a), [(s,)], NUM, tol=5)
                  for e, s in [("ij->ji", (2, 3)), ("ij->", (2, 3)), ("ijk->kj", (2, 3, 4)), ("ij->ij", (2, 3)), ("i->", (0,))]]
-              + [Case(lambda a, e=e: F.einsum(e, a), lambda a, e=e: np.einsum(e, a), [(s,)], NUM, tol=5)   # diagonals, traces, implicit, ...
+              + [Case(lambda a, e=e: VF.einsum(e, a), lambda a, e=e: np.einsum(e, a), [(s,)], NUM, tol=5)   # diagonals, traces, implicit, ...
                  for e, s in [("ii->i", (3, 3)), ("ii", (3, 3)), ("iji->j", (2, 3, 2)), ("ji", (2, 3)), ("...ij->...ji", (2, 3, 4)),
                               ("i...", (2, 3, 4)), ("bii->bi", (2, 3, 3)), ("a...a", (2, 3, 2))]]
-              + [Case(lambda a, b, e=e: F.einsum(e, a, b), lambda a, b, e=e: np.einsum(e, a, b), [(sa, sb)], NUM, tol=5)
+              + [Case(lambda a, b, e=e: VF.einsum(e, a, b), lambda a, b, e=e: np.einsum(e, a, b), [(sa, sb)], NUM, tol=5)
                  for e, sa, sb in [("ij,jk", (2, 3), (3, 4)), ("ij,jh", (2, 3), (3, 4)), ("...ij,...jk->...ik", (2, 2, 3), (2, 3, 4)),
                                    ("...ij,jk", (2, 2, 3), (3, 4)), ("ij,ij->i", (2, 3), (2, 3)), ("ii,i->i", (3, 3), (3,))]]
-              + [Case(lambda a, b, c: F.einsum("ij,jk,kl->il", a, b, c), lambda a, b, c: np.einsum("ij,jk,kl->il", a, b, c), [((2, 3), (3, 4), (4, 2))], NUM, tol=10),
-                 Case(lambda a, b, c: F.einsum("i,i,i", a, b, c), lambda a, b, c: np.einsum("i,i,i", a, b, c), [((4,), (4,), (4,))], NUM, tol=10),
-                 Case(lambda a, b, c: F.einsum("bi,bj,bk->bijk", a, b, c), lambda a, b, c: np.einsum("bi,bj,bk->bijk", a, b, c), [((2, 2), (2, 3), (2, 2))], NUM, tol=10),
+              + [Case(lambda a, b, c: VF.einsum("ij,jk,kl->il", a, b, c), lambda a, b, c: np.einsum("ij,jk,kl->il", a, b, c), [((2, 3), (3, 4), (4, 2))], NUM, tol=10),
+                 Case(lambda a, b, c: VF.einsum("i,i,i", a, b, c), lambda a, b, c: np.einsum("i,i,i", a, b, c), [((4,), (4,), (4,))], NUM, tol=10),
+                 Case(lambda a, b, c: VF.einsum("bi,bj,bk->bijk", a, b, c), lambda a, b, c: np.einsum("bi,bj,bk->bijk", a, b, c), [((2, 2), (2, 3), (2, 2))], NUM, tol=10),
                  # PyTorch (unlike NumPy) sums the dims an ellipsis covers when the explicit output leaves it out
-                 Case(lambda a: F.einsum("...ij->ij", a), lambda a: a.sum(0), [((2, 3, 4),)], NUM, tol=5)]
-              + [Case(lambda a, b: F.einsum("ij,jk->ik", [a, b]), lambda a, b: a @ b, [((1, 3), (3, 3))], FLOAT, tol=5),
-                 Case(lambda a, b: F.einsum("ij,jk->ik", a, b), lambda a, b: np.broadcast_to(a, (2, 3)) @ b, [((2, 1), (3, 2))], FLOAT, tol=5)],
+                 Case(lambda a: VF.einsum("...ij->ij", a), lambda a: a.sum(0), [((2, 3, 4),)], NUM, tol=5)]
+              + [Case(lambda a, b: VF.einsum("ij,jk->ik", [a, b]), lambda a, b: a @ b, [((1, 3), (3, 3))], FLOAT, tol=5),
+                 Case(lambda a, b: VF.einsum("ij,jk->ik", a, b), lambda a, b: np.broadcast_to(a, (2, 3)) @ b, [((2, 1), (3, 2))], FLOAT, tol=5)],
 }
 
 TESTED_OPERATORS = frozenset(CASES)
@@ -543,7 +543,7 @@ def test_broadcasting_matches_numpy(shapes, op, dt):
     rng = np.random.default_rng(0)
     a, b = (gen(s, dt, "ties", rng) for s in shapes.input_shapes)
     ref = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "maximum": np.maximum, "lt": np.less}[op](a, b)
-    out = getattr(F, op)(tensor(a), tensor(b)).numpy()
+    out = getattr(VF, op)(tensor(a), tensor(b)).numpy()
     assert out.shape == ref.shape; np.testing.assert_array_equal(out, ref)
 
 @HYP
@@ -554,10 +554,10 @@ def test_reductions_over_random_dims(data):
     kd = data.draw(st.booleans())
     a = np.random.default_rng(len(shape)).standard_normal(shape).astype(np.float32)
     x, ax = tensor(a), tuple(dims)
-    np.testing.assert_allclose(F.sum(x, dims, kd).numpy(), a.astype(np.float64).sum(ax, keepdims=kd), rtol=1e-5, atol=1e-5)
-    np.testing.assert_allclose(F.mean(x, dims, kd).numpy(), a.astype(np.float64).mean(ax, keepdims=kd), rtol=1e-5, atol=1e-6)
-    np.testing.assert_array_equal(F.amax(x, dims, kd).numpy(), a.max(ax, keepdims=kd))
-    np.testing.assert_allclose(F.logsumexp(x, dims, kd).numpy(), special.logsumexp(a.astype(np.float64), ax, keepdims=kd), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(VF.sum(x, dims, kd).numpy(), a.astype(np.float64).sum(ax, keepdims=kd), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(VF.mean(x, dims, kd).numpy(), a.astype(np.float64).mean(ax, keepdims=kd), rtol=1e-5, atol=1e-6)
+    np.testing.assert_array_equal(VF.amax(x, dims, kd).numpy(), a.max(ax, keepdims=kd))
+    np.testing.assert_allclose(VF.logsumexp(x, dims, kd).numpy(), special.logsumexp(a.astype(np.float64), ax, keepdims=kd), rtol=1e-5, atol=1e-5)
 
 @HYP
 @given(st.data())
@@ -582,24 +582,24 @@ def test_einsum_random_two_operand(data):
     a = rng.standard_normal([size[c] for c in sa]).astype(np.float32)
     b = rng.standard_normal([size[c] for c in sb]).astype(np.float32)
     eq = f"{sa},{sb}->{out}"
-    got = F.einsum(eq, tensor(a), tensor(b)).numpy()
+    got = VF.einsum(eq, tensor(a), tensor(b)).numpy()
     np.testing.assert_allclose(got, np.einsum(eq, a.astype(np.float64), b.astype(np.float64)), rtol=1e-4, atol=1e-4)
 
 # --- semantics worth their own test ------------------------------------------------------------------
 
 def test_rand_seed_and_offsets():
     "manual_seed resets the offset; each RAND node advances it by its element count; randn takes two draws."
-    F.manual_seed(11)
-    a, b = F.rand(3, 2), F.rand(5)
-    c = F.randn(4)
-    d = F.rand(1)
+    VF.manual_seed(11)
+    a, b = VF.rand(3, 2), VF.rand(5)
+    c = VF.randn(4)
+    d = VF.rand(1)
     assert [t.node.arg for t in (a, b, d)] == [(11, 0), (11, 6), (11, 19)]
     np.testing.assert_array_equal(b.numpy(), ref_uniform(11, 6, (5,)).astype(np.float32))
-    F.manual_seed(11)
-    np.testing.assert_array_equal(F.rand(3, 2).numpy(), a.numpy())
-    g = F.Generator(11)
-    np.testing.assert_array_equal(F.rand(3, 2, generator=g).numpy(), a.numpy())
-    u = F.rand(100_000).numpy()
+    VF.manual_seed(11)
+    np.testing.assert_array_equal(VF.rand(3, 2).numpy(), a.numpy())
+    g = VF.Generator(11)
+    np.testing.assert_array_equal(VF.rand(3, 2, generator=g).numpy(), a.numpy())
+    u = VF.rand(100_000).numpy()
     assert 0 <= u.min() and u.max() < 1 and abs(u.mean() - 0.5) < 0.01
 
 def test_reused_node_and_long_chain():

@@ -761,10 +761,10 @@ def test_parity_covers_every_operator():
 
 @pytest.mark.parametrize("name", sorted(PARITY))
 def test_vulkan_matches_cpu(name, vulkan):
-    import vkml.functional as vf
+    import vkml.functional as VF
     outs = {}
     for dev in ("cpu", vulkan):
-        vf.manual_seed(11)          # dropout draws the same bits on both devices
+        VF.manual_seed(11)          # dropout draws the same bits on both devices
         cases = _parity_cases()     # the same inputs for both
         ts = cases[name](lambda a: tensor(a, device=dev))
         outs[dev] = [t.numpy() for t in ts]
@@ -779,7 +779,7 @@ def _grad_cases():
     r = np.random.default_rng(3)
     f = lambda *s: r.standard_normal(s)
     u = lambda *s: r.uniform(0.1, 0.9, s)
-    import vkml.functional as vf
+    import vkml.functional as VF
     T = lambda a: tensor(a)
     tg = np.array([0, 3, -100, 2], np.int64)
     return {
@@ -800,7 +800,7 @@ def _grad_cases():
         "rms_norm": (lambda x, w: F.rms_norm(x, 4, w), [f(3, 4), f(4)]),
         "batch_norm": (lambda x, w, b: F.batch_norm(x, None, None, w, b, training=True), [f(4, 3), f(3), f(3)]),
         "group_norm": (lambda x, w, b: F.group_norm(x, 2, w, b), [f(2, 4, 2), f(4), f(4)]),
-        "dropout": (lambda x: (vf.manual_seed(5), F.dropout(x, 0.4))[1], [f(4, 5)]),
+        "dropout": (lambda x: (VF.manual_seed(5), F.dropout(x, 0.4))[1], [f(4, 5)]),
         "embedding": (lambda w: F.embedding(T(np.array([[0, 2], [2, 1]])), w), [f(3, 2)]),
         "scaled_dot_product_attention": (lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True), [f(3, 2), f(3, 2), f(3, 2)]),
         "cross_entropy": (lambda x, w: F.cross_entropy(x, T(tg), w, label_smoothing=0.2), [f(4, 5), u(5)]),

@@ -30,11 +30,11 @@ class _Ref:
     def __repr__(self): return f"{self.module}.{self.qualname}"
 
 class _Module:
-    "Attribute access gives `_Ref`s: `_F.relu` is vkml.functional.relu, resolved when called."
+    "Attribute access gives `_Ref`s: `_VF.relu` is vkml.functional.relu, resolved when called."
     def __init__(self, module: str): self._module = module
     def __getattr__(self, name): return _Ref(self._module, name)
 
-_F, _NNF = _Module("vkml.functional"), _Module("vkml.nn.functional")
+_VF, _F = _Module("vkml.functional"), _Module("vkml.nn.functional")
 
 @dataclass(frozen=True)
 class Operator:
@@ -63,80 +63,80 @@ def _ops(category, module, rows):
 
 _T = "vkml.tensor"
 _OPERATORS = [
-    *_ops("creation", _F, [
-        ("zeros", lambda: _F.zeros((2, 3))), ("ones", lambda: _F.ones((2, 3))), ("full", lambda: _F.full((2, 3), 1.5)),
-        ("zeros_like", lambda: _F.zeros_like(_x(2, 3))), ("ones_like", lambda: _F.ones_like(_x(2, 3))),
-        ("full_like", lambda: _F.full_like(_x(2, 3), 2.0)), ("arange", lambda: _F.arange(0, 5)),
-        ("linspace", lambda: _F.linspace(0.0, 1.0, 5)), ("eye", lambda: _F.eye(3)),
-        ("rand", lambda: _F.rand((2, 3))), ("randn", lambda: _F.randn((2, 3)))]),
+    *_ops("creation", _VF, [
+        ("zeros", lambda: _VF.zeros((2, 3))), ("ones", lambda: _VF.ones((2, 3))), ("full", lambda: _VF.full((2, 3), 1.5)),
+        ("zeros_like", lambda: _VF.zeros_like(_x(2, 3))), ("ones_like", lambda: _VF.ones_like(_x(2, 3))),
+        ("full_like", lambda: _VF.full_like(_x(2, 3), 2.0)), ("arange", lambda: _VF.arange(0, 5)),
+        ("linspace", lambda: _VF.linspace(0.0, 1.0, 5)), ("eye", lambda: _VF.eye(3)),
+        ("rand", lambda: _VF.rand((2, 3))), ("randn", lambda: _VF.randn((2, 3)))]),
     Operator("tensor", "creation", _Ref(_T, "tensor"), lambda: _Ref(_T, "tensor")([[1.0, 2.0], [3.0, 4.0]])),
-    *_ops("unary math", _F, [(n, (lambda n=n: getattr(_F, n)(_x(2, 3)))) for n in
+    *_ops("unary math", _VF, [(n, (lambda n=n: getattr(_VF, n)(_x(2, 3)))) for n in
           ("neg", "abs", "sign", "exp", "sin", "cos", "tanh", "sigmoid", "erf", "erfc")]),
-    *_ops("unary math", _F, [(n, (lambda n=n: getattr(_F, n)(_pos(2, 3)))) for n in ("log", "sqrt", "rsqrt", "reciprocal")]),
-    *_ops("unary math", _F, [("clamp", lambda: _F.clamp(_x(2, 3), -0.5, 0.5))]),
-    *_ops("activations", _F, [(n, (lambda n=n: getattr(_F, n)(_x(2, 3)))) for n in
+    *_ops("unary math", _VF, [(n, (lambda n=n: getattr(_VF, n)(_pos(2, 3)))) for n in ("log", "sqrt", "rsqrt", "reciprocal")]),
+    *_ops("unary math", _VF, [("clamp", lambda: _VF.clamp(_x(2, 3), -0.5, 0.5))]),
+    *_ops("activations", _VF, [(n, (lambda n=n: getattr(_VF, n)(_x(2, 3)))) for n in
           ("relu", "leaky_relu", "elu", "selu", "gelu", "silu", "mish", "softplus", "softsign", "hardtanh")]),
-    *_ops("binary", _F, [(n, (lambda n=n: getattr(_F, n)(_pos(2, 3), _pos(3)))) for n in
+    *_ops("binary", _VF, [(n, (lambda n=n: getattr(_VF, n)(_pos(2, 3), _pos(3)))) for n in
           ("add", "sub", "mul", "div", "pow", "maximum", "minimum")]),
-    *_ops("binary", _F, [("where", lambda: _F.where(_mask(2, 3), _x(2, 3), _pos(2, 3)))]),
-    *_ops("comparison", _F, [(n, (lambda n=n: getattr(_F, n)(_x(2, 3), _x(3)))) for n in ("eq", "ne", "lt", "le", "gt", "ge")]),
-    *_ops("comparison", _F, [(n, (lambda n=n: getattr(_F, n)(_x(2, 3)))) for n in ("isnan", "isinf")]),
-    *_ops("reductions", _F, [(n, (lambda n=n: getattr(_F, n)(_x(2, 3), dim=1))) for n in
+    *_ops("binary", _VF, [("where", lambda: _VF.where(_mask(2, 3), _x(2, 3), _pos(2, 3)))]),
+    *_ops("comparison", _VF, [(n, (lambda n=n: getattr(_VF, n)(_x(2, 3), _x(3)))) for n in ("eq", "ne", "lt", "le", "gt", "ge")]),
+    *_ops("comparison", _VF, [(n, (lambda n=n: getattr(_VF, n)(_x(2, 3)))) for n in ("isnan", "isinf")]),
+    *_ops("reductions", _VF, [(n, (lambda n=n: getattr(_VF, n)(_x(2, 3), dim=1))) for n in
           ("sum", "mean", "amax", "amin", "prod", "argmax", "argmin", "any", "all", "var", "std", "logsumexp", "cumsum")]),
-    *_ops("reductions", _F, [("norm", lambda: _F.norm(_x(2, 3)))]),
-    *_ops("shape / indexing", _F, [
-        ("reshape", lambda: _F.reshape(_x(2, 3), (3, 2))), ("flatten", lambda: _F.flatten(_x(2, 3))),
-        ("squeeze", lambda: _F.squeeze(_x(2, 1, 3), 1)), ("unsqueeze", lambda: _F.unsqueeze(_x(2, 3), 0)),
-        ("permute", lambda: _F.permute(_x(2, 3), (1, 0))), ("transpose", lambda: _F.transpose(_x(2, 3), 0, 1)),
-        ("expand", lambda: _F.expand(_x(1, 3), (2, 3))),
-        ("contiguous", lambda: _F.contiguous(_F.permute(_x(2, 3), (1, 0)))),
-        ("cat", lambda: _F.cat([_x(2, 3), _x(1, 3)], 0)), ("stack", lambda: _F.stack([_x(2, 3), _x(2, 3)], 0)),
-        ("split", lambda: tuple(_F.split(_x(4, 3), 2, 0)))]),
+    *_ops("reductions", _VF, [("norm", lambda: _VF.norm(_x(2, 3)))]),
+    *_ops("shape / indexing", _VF, [
+        ("reshape", lambda: _VF.reshape(_x(2, 3), (3, 2))), ("flatten", lambda: _VF.flatten(_x(2, 3))),
+        ("squeeze", lambda: _VF.squeeze(_x(2, 1, 3), 1)), ("unsqueeze", lambda: _VF.unsqueeze(_x(2, 3), 0)),
+        ("permute", lambda: _VF.permute(_x(2, 3), (1, 0))), ("transpose", lambda: _VF.transpose(_x(2, 3), 0, 1)),
+        ("expand", lambda: _VF.expand(_x(1, 3), (2, 3))),
+        ("contiguous", lambda: _VF.contiguous(_VF.permute(_x(2, 3), (1, 0)))),
+        ("cat", lambda: _VF.cat([_x(2, 3), _x(1, 3)], 0)), ("stack", lambda: _VF.stack([_x(2, 3), _x(2, 3)], 0)),
+        ("split", lambda: tuple(_VF.split(_x(4, 3), 2, 0)))]),
     Operator("__getitem__", "shape / indexing", _Ref(_T, "Tensor.__getitem__", after=("vkml.functional",)),
              lambda: _Ref(_T, "Tensor.__getitem__", after=("vkml.functional",))(_x(3, 4), (slice(0, 2), 1))),
-    *_ops("shape / indexing", _F, [
-        ("pad", lambda: _F.pad(_x(2, 3), (1, 1))), ("flip", lambda: _F.flip(_x(2, 3), (1,))),
-        ("repeat", lambda: _F.repeat(_x(2, 3), (2, 1))), ("tril", lambda: _F.tril(_x(3, 3))), ("triu", lambda: _F.triu(_x(3, 3))),
-        ("index_select", lambda: _F.index_select(_x(3, 4), 0, _idx([2, 0]))),
-        ("gather", lambda: _F.gather(_x(3, 4), 1, _idx([[0, 1], [2, 3], [1, 1]]))),
-        ("scatter", lambda: _F.scatter(_x(3, 4), 1, _idx([[0, 1], [2, 3], [1, 0]]), _x(3, 2))),
-        ("scatter_add", lambda: _F.scatter_add(_x(3, 4), 1, _idx([[0, 1], [2, 3], [1, 1]]), _x(3, 2))),
-        ("index_add", lambda: _F.index_add(_x(3, 4), 0, _idx([2, 0]), _x(2, 4))),
-        ("index_put", lambda: _F.index_put(_x(3, 4), (_idx([0, 2]), _idx([1, 3])), _x(2))),
-        ("masked_fill", lambda: _F.masked_fill(_x(2, 3), _mask(2, 3), 0.0)),
-        ("one_hot", lambda: _F.one_hot(_idx([0, 2, 1]), 3))]),
+    *_ops("shape / indexing", _VF, [
+        ("pad", lambda: _VF.pad(_x(2, 3), (1, 1))), ("flip", lambda: _VF.flip(_x(2, 3), (1,))),
+        ("repeat", lambda: _VF.repeat(_x(2, 3), (2, 1))), ("tril", lambda: _VF.tril(_x(3, 3))), ("triu", lambda: _VF.triu(_x(3, 3))),
+        ("index_select", lambda: _VF.index_select(_x(3, 4), 0, _idx([2, 0]))),
+        ("gather", lambda: _VF.gather(_x(3, 4), 1, _idx([[0, 1], [2, 3], [1, 1]]))),
+        ("scatter", lambda: _VF.scatter(_x(3, 4), 1, _idx([[0, 1], [2, 3], [1, 0]]), _x(3, 2))),
+        ("scatter_add", lambda: _VF.scatter_add(_x(3, 4), 1, _idx([[0, 1], [2, 3], [1, 1]]), _x(3, 2))),
+        ("index_add", lambda: _VF.index_add(_x(3, 4), 0, _idx([2, 0]), _x(2, 4))),
+        ("index_put", lambda: _VF.index_put(_x(3, 4), (_idx([0, 2]), _idx([1, 3])), _x(2))),
+        ("masked_fill", lambda: _VF.masked_fill(_x(2, 3), _mask(2, 3), 0.0)),
+        ("one_hot", lambda: _VF.one_hot(_idx([0, 2, 1]), 3))]),
     Operator("to", "shape / indexing", _Ref(_T, "Tensor.to"), lambda: _Ref(_T, "Tensor.to")(_x(2, 3), "cpu")),
-    *_ops("matmul / conv / pool", _NNF, [
-        ("matmul", lambda: _NNF.matmul(_x(2, 3, 4), _x(4, 5))),
-        ("linear", lambda: _NNF.linear(_x(2, 4), _x(3, 4), _x(3))),
-        ("conv2d", lambda: _NNF.conv2d(_x(1, 2, 5, 5), _x(3, 2, 3, 3), _x(3), padding=1)),
-        ("conv_transpose2d", lambda: _NNF.conv_transpose2d(_x(1, 2, 3, 3), _x(2, 3, 3, 3), _x(3), stride=2)),
-        ("max_pool2d", lambda: _NNF.max_pool2d(_x(1, 2, 4, 4), 2)),
-        ("avg_pool2d", lambda: _NNF.avg_pool2d(_x(1, 2, 4, 4), 2)),
-        ("max_unpool2d", lambda: _NNF.max_unpool2d(*_NNF.max_pool2d(_x(1, 2, 4, 4), 2, return_indices=True), 2)),
-        ("adaptive_avg_pool2d", lambda: _NNF.adaptive_avg_pool2d(_x(1, 2, 5, 5), 3)),
-        ("adaptive_max_pool2d", lambda: _NNF.adaptive_max_pool2d(_x(1, 2, 5, 5), 3)),
-        ("unfold", lambda: _NNF.unfold(_x(1, 2, 4, 4), 2)),
-        ("fold", lambda: _NNF.fold(_x(1, 8, 9), (4, 4), 2))]),
-    *_ops("nn functional", _NNF, [
-        ("softmax", lambda: _NNF.softmax(_x(2, 3), -1)), ("log_softmax", lambda: _NNF.log_softmax(_x(2, 3), -1)),
-        ("layer_norm", lambda: _NNF.layer_norm(_x(2, 3), (3,), _pos(3), _x(3))),
-        ("rms_norm", lambda: _NNF.rms_norm(_x(2, 3), (3,), _pos(3))),
-        ("batch_norm", lambda: _NNF.batch_norm(_x(4, 3), _x(3), _pos(3), _pos(3), _x(3), training=True)),
-        ("group_norm", lambda: _NNF.group_norm(_x(2, 4, 3), 2, _pos(4), _x(4))),
-        ("dropout", lambda: _NNF.dropout(_x(2, 3), 0.5)),
-        ("embedding", lambda: _NNF.embedding(_idx([[0, 2], [1, 1]]), _x(3, 4))),
-        ("scaled_dot_product_attention", lambda: _NNF.scaled_dot_product_attention(_x(2, 3, 4), _x(2, 5, 4), _x(2, 5, 4), is_causal=False))]),
-    *_ops("losses", _NNF, [
-        ("cross_entropy", lambda: _NNF.cross_entropy(_x(3, 4), _idx([0, 3, 1]), label_smoothing=0.1)),
-        ("nll_loss", lambda: _NNF.nll_loss(_x(3, 4), _idx([0, 3, 1]))),
-        ("mse_loss", lambda: _NNF.mse_loss(_x(2, 3), _pos(2, 3))),
-        ("l1_loss", lambda: _NNF.l1_loss(_x(2, 3), _pos(2, 3))),
-        ("smooth_l1_loss", lambda: _NNF.smooth_l1_loss(_x(2, 3), _pos(2, 3))),
-        ("binary_cross_entropy", lambda: _NNF.binary_cross_entropy(_x(2, 3, lo=0.1, hi=0.9), _x(2, 3, lo=0.0, hi=1.0))),
-        ("binary_cross_entropy_with_logits", lambda: _NNF.binary_cross_entropy_with_logits(_x(2, 3), _x(2, 3, lo=0.0, hi=1.0))),
-        ("kl_div", lambda: _NNF.kl_div(_x(2, 3, lo=-2.0, hi=-0.5), _x(2, 3, lo=0.1, hi=0.5), reduction="batchmean"))]),
-    *_ops("einsum", _F, [("einsum", lambda: _F.einsum("ij,jk->ik", _x(2, 3), _x(3, 4)))]),
+    *_ops("matmul / conv / pool", _F, [
+        ("matmul", lambda: _F.matmul(_x(2, 3, 4), _x(4, 5))),
+        ("linear", lambda: _F.linear(_x(2, 4), _x(3, 4), _x(3))),
+        ("conv2d", lambda: _F.conv2d(_x(1, 2, 5, 5), _x(3, 2, 3, 3), _x(3), padding=1)),
+        ("conv_transpose2d", lambda: _F.conv_transpose2d(_x(1, 2, 3, 3), _x(2, 3, 3, 3), _x(3), stride=2)),
+        ("max_pool2d", lambda: _F.max_pool2d(_x(1, 2, 4, 4), 2)),
+        ("avg_pool2d", lambda: _F.avg_pool2d(_x(1, 2, 4, 4), 2)),
+        ("max_unpool2d", lambda: _F.max_unpool2d(*_F.max_pool2d(_x(1, 2, 4, 4), 2, return_indices=True), 2)),
+        ("adaptive_avg_pool2d", lambda: _F.adaptive_avg_pool2d(_x(1, 2, 5, 5), 3)),
+        ("adaptive_max_pool2d", lambda: _F.adaptive_max_pool2d(_x(1, 2, 5, 5), 3)),
+        ("unfold", lambda: _F.unfold(_x(1, 2, 4, 4), 2)),
+        ("fold", lambda: _F.fold(_x(1, 8, 9), (4, 4), 2))]),
+    *_ops("nn functional", _F, [
+        ("softmax", lambda: _F.softmax(_x(2, 3), -1)), ("log_softmax", lambda: _F.log_softmax(_x(2, 3), -1)),
+        ("layer_norm", lambda: _F.layer_norm(_x(2, 3), (3,), _pos(3), _x(3))),
+        ("rms_norm", lambda: _F.rms_norm(_x(2, 3), (3,), _pos(3))),
+        ("batch_norm", lambda: _F.batch_norm(_x(4, 3), _x(3), _pos(3), _pos(3), _x(3), training=True)),
+        ("group_norm", lambda: _F.group_norm(_x(2, 4, 3), 2, _pos(4), _x(4))),
+        ("dropout", lambda: _F.dropout(_x(2, 3), 0.5)),
+        ("embedding", lambda: _F.embedding(_idx([[0, 2], [1, 1]]), _x(3, 4))),
+        ("scaled_dot_product_attention", lambda: _F.scaled_dot_product_attention(_x(2, 3, 4), _x(2, 5, 4), _x(2, 5, 4), is_causal=False))]),
+    *_ops("losses", _F, [
+        ("cross_entropy", lambda: _F.cross_entropy(_x(3, 4), _idx([0, 3, 1]), label_smoothing=0.1)),
+        ("nll_loss", lambda: _F.nll_loss(_x(3, 4), _idx([0, 3, 1]))),
+        ("mse_loss", lambda: _F.mse_loss(_x(2, 3), _pos(2, 3))),
+        ("l1_loss", lambda: _F.l1_loss(_x(2, 3), _pos(2, 3))),
+        ("smooth_l1_loss", lambda: _F.smooth_l1_loss(_x(2, 3), _pos(2, 3))),
+        ("binary_cross_entropy", lambda: _F.binary_cross_entropy(_x(2, 3, lo=0.1, hi=0.9), _x(2, 3, lo=0.0, hi=1.0))),
+        ("binary_cross_entropy_with_logits", lambda: _F.binary_cross_entropy_with_logits(_x(2, 3), _x(2, 3, lo=0.0, hi=1.0))),
+        ("kl_div", lambda: _F.kl_div(_x(2, 3, lo=-2.0, hi=-0.5), _x(2, 3, lo=0.1, hi=0.5), reduction="batchmean"))]),
+    *_ops("einsum", _VF, [("einsum", lambda: _VF.einsum("ij,jk->ik", _x(2, 3), _x(3, 4)))]),
 ]
 
 OPERATORS: dict[str, Operator] = {o.name: o for o in _OPERATORS}

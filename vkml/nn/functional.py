@@ -12,7 +12,7 @@ from ..ops import Op, conv_out
 from ..tensor import Tensor, apply
 from ..tensor_shape import host_values, check_index_values
 from ..tensor_linalg import matmul
-import vkml.functional as vf
+import vkml.functional as VF
 from ..operands import ArgumentError, check_dtype
 
 # %% auto #0
@@ -50,8 +50,8 @@ def linear(x: Tensor, w: Tensor, b: Tensor = None) -> Tensor:
     _matmul_dtypes(x, w, "linear")
     lead, (o, k) = x.shape[:-1], w.shape
     # w.T as a view of (1, out, in) permuted: no copy, whatever the rank of x
-    wt = vf.permute(vf.reshape(w, (1, o, k)), (0, 2, 1))
-    y = vf.reshape(_mm(vf.reshape(x, (1, prod(lead), k)), wt), lead + (o,))
+    wt = VF.permute(VF.reshape(w, (1, o, k)), (0, 2, 1))
+    y = VF.reshape(_mm(VF.reshape(x, (1, prod(lead), k)), wt), lead + (o,))
     if b is not None:
         if b.shape != (w.shape[0],): raise ShapeError(f"linear's bias must be ({w.shape[0]},), got {b.shape}")
         y = y + b
@@ -60,11 +60,11 @@ def linear(x: Tensor, w: Tensor, b: Tensor = None) -> Tensor:
 # %% ../../nbs/17_nn_functional.ipynb #c18dfb80
 def _batched(x, what, rank=4):
     "Accept a tensor of `rank` dims or one without the batch dim; return (batched, unbatched?)."
-    if x.ndim == rank - 1: return vf.reshape(x, (1,) + x.shape), True
+    if x.ndim == rank - 1: return VF.reshape(x, (1,) + x.shape), True
     if x.ndim != rank: raise ShapeError(f"{what} expects a {rank}-D (batched) or {rank - 1}-D (unbatched) input, got {x.shape}")
     return x, False
 
-def _unbatch(y, unbatched): return vf.reshape(y, y.shape[1:]) if unbatched else y
+def _unbatch(y, unbatched): return VF.reshape(y, y.shape[1:]) if unbatched else y
 
 def _check_weights(x, w, what):
     if w.dtype != x.dtype: raise DTypeError(f"{what}: input is {x.dtype.name} and weight {w.dtype.name}: cast one with `.to(...)`")
@@ -74,7 +74,7 @@ def _check_weights(x, w, what):
 def _add_channel_bias(y, bias, what):
     if bias is None: return y
     if bias.shape != (y.shape[1],): raise ShapeError(f"{what}'s bias must be ({y.shape[1]},), got {bias.shape}")
-    return y + vf.reshape(bias, (1, y.shape[1], 1, 1))
+    return y + VF.reshape(bias, (1, y.shape[1], 1, 1))
 
 def conv2d(x, w, bias=None, stride=1, padding=0, dilation=1, groups=1) -> Tensor:
     "2-D cross-correlation of NCHW `x` with `w` (out, in/groups, kh, kw)."
@@ -92,7 +92,7 @@ def conv2d(x, w, bias=None, stride=1, padding=0, dilation=1, groups=1) -> Tensor
             th, tw = dh * (kh - 1), dw * (kw - 1)   # total padding per axis
             padding = (th // 2, tw // 2)
             if th % 2 or tw % 2:  # the odd extra row/column goes at the bottom/right
-                x = vf.pad(x, (0, tw % 2, 0, th % 2))
+                x = VF.pad(x, (0, tw % 2, 0, th % 2))
         else: raise ArgumentError(f"padding must be an int, a pair, 'same' or 'valid', got {padding!r}")
     ph, pw = _pair(padding, "padding")
     ho, wo = conv_out(x.shape[2], kh, sh, ph, dh), conv_out(x.shape[3], kw, sw, pw, dw)
@@ -144,18 +144,18 @@ def _window_positions(H, W, k, s, p, d, oh, ow) -> np.ndarray:
 
 def _host(x, a: np.ndarray) -> Tensor:
     "A host array as a tensor on `x`'s device."
-    return vf.tensor(a, device=x.device)
+    return VF.tensor(a, device=x.device)
 
 def _argmax_positions(x, pos: np.ndarray, out_hw) -> Tensor:
     "For NCHW `x` and taps `pos` (K, L): the flat position of each window's first maximum (NaN counts as one), (N, C, *out_hw)."
     N, C, H, W = x.shape
     K, L = pos.shape
-    if N * C * H * W * K * L == 0: return vf.zeros((N, C) + tuple(out_hw), dtype=int64, device=x.device)
-    xf = vf.reshape(x.detach(), (N, C, H * W))
-    cols = vf.reshape(vf.gather(xf, 2, vf.expand(_host(x, pos.reshape(1, 1, K * L)), (N, C, K * L))), (N, C, K, L))
-    first = vf.argmax(cols, 2, keepdim=True)                                            # (N, C, 1, L), the tap
-    where = vf.gather(vf.expand(_host(x, pos.reshape(1, 1, K, L)), (N, C, K, L)), 2, first)
-    return vf.reshape(where, (N, C) + tuple(out_hw))
+    if N * C * H * W * K * L == 0: return VF.zeros((N, C) + tuple(out_hw), dtype=int64, device=x.device)
+    xf = VF.reshape(x.detach(), (N, C, H * W))
+    cols = VF.reshape(VF.gather(xf, 2, VF.expand(_host(x, pos.reshape(1, 1, K * L)), (N, C, K * L))), (N, C, K, L))
+    first = VF.argmax(cols, 2, keepdim=True)                                            # (N, C, 1, L), the tap
+    where = VF.gather(VF.expand(_host(x, pos.reshape(1, 1, K, L)), (N, C, K, L)), 2, first)
+    return VF.reshape(where, (N, C) + tuple(out_hw))
 
 def max_pool2d(x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
     "The maximum over each window (NCHW or CHW); with `return_indices`, also each maximum's flat position h·W + w."
@@ -189,8 +189,8 @@ def max_unpool2d(x, indices, kernel_size, stride=None, padding=0, output_size=No
         want = [int(n) for n in o]
     Ho, Wo = want
     check_index_values("max_unpool2d", indices, Ho * Wo, "H*W")
-    out = vf.zeros((N, C, Ho * Wo), dtype=x.dtype, device=x.device)
-    y = vf.reshape(out.scatter(2, vf.reshape(indices, (N, C, H * W)), vf.reshape(x, (N, C, H * W))), (N, C, Ho, Wo))
+    out = VF.zeros((N, C, Ho * Wo), dtype=x.dtype, device=x.device)
+    y = VF.reshape(out.scatter(2, VF.reshape(indices, (N, C, H * W)), VF.reshape(x, (N, C, H * W))), (N, C, Ho, Wo))
     return _unbatch(y, unb)
 
 def avg_pool2d(x, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True, divisor_override=None) -> Tensor:
@@ -226,8 +226,8 @@ def _adaptive_axis(x, axis, out):
     "Average `x` along `axis` into `out` windows of PyTorch's adaptive bounds."
     n = x.shape[axis]
     win = lambda i: slice((i * n) // out, -(-((i + 1) * n) // out))   # floor(i*n/out) .. ceil((i+1)*n/out)
-    parts = [vf.mean(x[(slice(None),) * axis + (win(i),)], axis, keepdim=True) for i in range(out)]
-    return vf.cat(parts, axis)
+    parts = [VF.mean(x[(slice(None),) * axis + (win(i),)], axis, keepdim=True) for i in range(out)]
+    return VF.cat(parts, axis)
 
 def adaptive_avg_pool2d(x, output_size) -> Tensor:
     "Average pooling to a fixed output size (an int, a pair; None keeps that extent); any size, larger than the input too."
@@ -261,7 +261,7 @@ def adaptive_max_pool2d(x, output_size, return_indices=False):
         out = max_pool2d(x, (H // oh, W // ow), return_indices=True)
     else:
         i = _argmax_positions(x, _adaptive_positions(H, W, oh, ow), (oh, ow))
-        y = vf.reshape(vf.gather(vf.reshape(x, (N, C, H * W)), 2, vf.reshape(i, (N, C, oh * ow))), (N, C, oh, ow))
+        y = VF.reshape(VF.gather(VF.reshape(x, (N, C, H * W)), 2, VF.reshape(i, (N, C, oh * ow))), (N, C, oh, ow))
         out = (y, i)
     y, i = (_unbatch(t, unb) for t in out)
     return (y, i) if _flag(return_indices, "return_indices", "adaptive_max_pool2d") else y
@@ -289,31 +289,31 @@ def fold(x, output_size, kernel_size, dilation=1, padding=0, stride=1) -> Tensor
 # %% ../../nbs/17_nn_functional.ipynb #dec31424
 def _shifted(x, dim):
     "x minus its (detached) maximum along `dim`."
-    return x - apply(Op.DETACH, vf.amax(x, dim, keepdim=True))
+    return x - apply(Op.DETACH, VF.amax(x, dim, keepdim=True))
 
 def softmax(x: Tensor, dim: int = -1) -> Tensor:
     "exp(x) / sum(exp(x)) along `dim`, stable for large logits."
     _float(x, "softmax")
-    e = vf.exp(_shifted(x, dim))
-    return e / vf.sum(e, dim, keepdim=True)
+    e = VF.exp(_shifted(x, dim))
+    return e / VF.sum(e, dim, keepdim=True)
 
 def log_softmax(x: Tensor, dim: int = -1) -> Tensor:
     "x - logsumexp(x) along `dim`, stable for large logits."
     _float(x, "log_softmax")
     z = _shifted(x, dim)
-    return z - vf.log(vf.sum(vf.exp(z), dim, keepdim=True))
+    return z - VF.log(VF.sum(VF.exp(z), dim, keepdim=True))
 
 # %% ../../nbs/17_nn_functional.ipynb #b1b5dc09
 def _normalize(x, dims, eps):
     "(x - mean) / sqrt(var + eps) over `dims`, and the (mean, biased var)."
-    mu = vf.mean(x, dims, keepdim=True)
+    mu = VF.mean(x, dims, keepdim=True)
     xc = x - mu
-    var = vf.mean(xc * xc, dims, keepdim=True)
-    return xc * vf.rsqrt(var + eps), mu, var
+    var = VF.mean(xc * xc, dims, keepdim=True)
+    return xc * VF.rsqrt(var + eps), mu, var
 
 def _affine(y, weight, bias, shape):
-    if weight is not None: y = y * vf.reshape(weight, shape)
-    if bias is not None: y = y + vf.reshape(bias, shape)
+    if weight is not None: y = y * VF.reshape(weight, shape)
+    if bias is not None: y = y + VF.reshape(bias, shape)
     return y
 
 def _norm_shape(x, normalized_shape, what):
@@ -338,7 +338,7 @@ def rms_norm(x, normalized_shape, weight=None, eps=None) -> Tensor:
     ns, dims = _norm_shape(x, normalized_shape, "rms_norm")
     _check_param(weight, ns, "rms_norm", "weight")
     eps = float(np.finfo(x.dtype.np).eps) if eps is None else eps
-    y = x * vf.rsqrt(vf.mean(x * x, dims, keepdim=True) + eps)
+    y = x * VF.rsqrt(VF.mean(x * x, dims, keepdim=True) + eps)
     return _affine(y, weight, None, ns)
 
 def _channel_shape(x, what):
@@ -355,7 +355,7 @@ def batch_norm_stats(x, weight=None, bias=None, eps=1e-5):
     if n < 2: raise ShapeError(f"batch_norm in training needs more than 1 value per channel, got input {x.shape}")
     y, mu, var = _normalize(x, dims, eps)
     c = (x.shape[1],)
-    return _affine(y, weight, bias, cs), vf.reshape(mu, c), vf.reshape(var * (n / (n - 1)), c)
+    return _affine(y, weight, bias, cs), VF.reshape(mu, c), VF.reshape(var * (n / (n - 1)), c)
 
 def batch_norm(x, running_mean, running_var, weight=None, bias=None, training=False, momentum=0.1, eps=1e-5) -> Tensor:
     "Normalise each channel by the batch's statistics (training) or the running ones (eval)."
@@ -366,7 +366,7 @@ def batch_norm(x, running_mean, running_var, weight=None, bias=None, training=Fa
     cs = _channel_shape(x, "batch_norm")
     for p, nm in ((running_mean, "running_mean"), (running_var, "running_var"), (weight, "weight"), (bias, "bias")):
         _check_param(p, (x.shape[1],), "batch_norm", nm)
-    y = (x - vf.reshape(running_mean, cs)) * vf.rsqrt(vf.reshape(running_var, cs) + eps)
+    y = (x - VF.reshape(running_mean, cs)) * VF.rsqrt(VF.reshape(running_var, cs) + eps)
     return _affine(y, weight, bias, cs)
 
 def group_norm(x, num_groups, weight=None, bias=None, eps=1e-5) -> Tensor:
@@ -376,8 +376,8 @@ def group_norm(x, num_groups, weight=None, bias=None, eps=1e-5) -> Tensor:
     n, c = x.shape[:2]
     if num_groups < 1 or c % num_groups: raise ShapeError(f"group_norm: {c} channels do not split into {num_groups} groups")
     for p, nm in ((weight, "weight"), (bias, "bias")): _check_param(p, (c,), "group_norm", nm)
-    g = vf.reshape(x, (n, num_groups, prod(x.shape) // (n * num_groups)))
-    return _affine(vf.reshape(_normalize(g, (2,), eps)[0], x.shape), weight, bias, cs)
+    g = VF.reshape(x, (n, num_groups, prod(x.shape) // (n * num_groups)))
+    return _affine(VF.reshape(_normalize(g, (2,), eps)[0], x.shape), weight, bias, cs)
 
 # %% ../../nbs/17_nn_functional.ipynb #abd03a10
 def dropout(x, p=0.5, training=True) -> Tensor:
@@ -386,8 +386,8 @@ def dropout(x, p=0.5, training=True) -> Tensor:
     _float(x, "dropout")
     if not training or p == 0: return x
     if p == 1: return x * 0.0
-    keep = vf.rand(x.shape, device=x.device) >= p   # float32 uniforms whatever x's dtype: p keeps its precision
-    return vf.where(keep, x * (1.0 / (1.0 - p)), 0.0)
+    keep = VF.rand(x.shape, device=x.device) >= p   # float32 uniforms whatever x's dtype: p keeps its precision
+    return VF.where(keep, x * (1.0 / (1.0 - p)), 0.0)
 
 def _padding_index(padding_idx, num_embeddings: int):
     "`padding_idx` (None, or an int in [-num, num)) as an index in [0, num), or None (PyTorch's check)."
@@ -409,16 +409,16 @@ def embedding(idx, weight, padding_idx=None, max_norm=None, norm_type=2.0, scale
     if (h := host_values(idx)) is not None and h.size and (h.min() < 0 or h.max() >= v):
         bad = h[(h < 0) | (h >= v)].flat[0]
         raise IndexOutOfRangeError(f"embedding: index {bad} is out of range for {v} embeddings (valid: 0 .. {v - 1})")
-    flat = vf.reshape(vf.cast(idx, int64), (idx.numel(),))
-    rows = vf.index_select(weight, 0, flat)
+    flat = VF.reshape(VF.cast(idx, int64), (idx.numel(),))
+    rows = VF.index_select(weight, 0, flat)
     if pad is not None and rows.requires_grad:   # the padding row's value, with no gradient (as PyTorch's)
-        rows = vf.where(vf.reshape(flat == pad, (idx.numel(), 1)), rows.detach(), rows)
-    return vf.reshape(rows, idx.shape + (d,))
+        rows = VF.where(VF.reshape(flat == pad, (idx.numel(), 1)), rows.detach(), rows)
+    return VF.reshape(rows, idx.shape + (d,))
 
 # %% ../../nbs/17_nn_functional.ipynb #0ef4fa58
 def _causal_mask(L, S, device):
     "Bool (L, S): key j is visible to query i when j <= i."
-    return vf.reshape(vf.arange(S, device=device), (1, S)) <= vf.reshape(vf.arange(L, device=device), (L, 1))
+    return VF.reshape(VF.arange(S, device=device), (1, S)) <= VF.reshape(VF.arange(L, device=device), (L, 1))
 
 def scaled_dot_product_attention(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None) -> Tensor:
     "softmax(q @ k.T * scale + mask) @ v over the last two dims (PyTorch's argument order)."
@@ -426,19 +426,19 @@ def scaled_dot_product_attention(q, k, v, attn_mask=None, dropout_p=0.0, is_caus
     if q.ndim < 2 or k.shape[-1] != q.shape[-1] or k.shape[-2] != v.shape[-2]:
         raise ShapeError(f"scaled_dot_product_attention: q {q.shape}, k {k.shape}, v {v.shape} do not fit (..., L, E), (..., S, E), (..., S, Ev)")
     L, S = q.shape[-2], k.shape[-2]
-    s = matmul(q, vf.transpose(k, -2, -1)) * (1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale))
+    s = matmul(q, VF.transpose(k, -2, -1)) * (1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale))
     if is_causal:
         if attn_mask is not None: raise ArgumentError("pass either attn_mask or is_causal=True, not both (as PyTorch)")
-        s = vf.where(_causal_mask(L, S, q.device), s, -math.inf)
+        s = VF.where(_causal_mask(L, S, q.device), s, -math.inf)
     if attn_mask is not None:
-        s = vf.where(attn_mask, s, -math.inf) if attn_mask.dtype == bool_ else s + attn_mask
+        s = VF.where(attn_mask, s, -math.inf) if attn_mask.dtype == bool_ else s + attn_mask
     return matmul(dropout(softmax(s, -1), dropout_p, training=dropout_p > 0), v)
 
 # %% ../../nbs/17_nn_functional.ipynb #5b3a3e77
 def _reduce_loss(l, reduction, what):
     if reduction == "none": return l
-    if reduction == "sum": return vf.sum(l)
-    if reduction == "mean": return vf.mean(l)
+    if reduction == "sum": return VF.sum(l)
+    if reduction == "mean": return VF.mean(l)
     raise ArgumentError(f"{what}: reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
 
 def _check_targets(target, c, ignore_index, what):
@@ -468,19 +468,19 @@ def _picked(x, target, cls, ignore_index, weight):
         # checked targets: pick with a one-hot comparison, `Σ_c [t = c]·x_c`, which fuses into the reductions
         # around it (and its gradient into one elementwise kernel) where a gather and its scatter-add would not
         wshape = tuple(x.shape[cls] if i == cls else 1 for i in range(x.ndim))
-        hit = vf.reshape(target, ushape) == vf.reshape(vf.arange(x.shape[cls], dtype=target.dtype, device=x.device), wshape)
-        picked = vf.sum(vf.where(hit, x, 0.0), cls)
-        w = None if weight is None else vf.sum(vf.where(hit, vf.reshape(weight, wshape), 0.0), cls)
+        hit = VF.reshape(target, ushape) == VF.reshape(VF.arange(x.shape[cls], dtype=target.dtype, device=x.device), wshape)
+        picked = VF.sum(VF.where(hit, x, 0.0), cls)
+        w = None if weight is None else VF.sum(VF.where(hit, VF.reshape(weight, wshape), 0.0), cls)
         return picked, w, valid
     # computed targets: a gather, whose kernel checks every index it reads
-    safe = vf.where(valid, target, 0)
-    picked = vf.reshape(vf.gather(x, cls, vf.reshape(safe, ushape)), target.shape)
-    w = None if weight is None else vf.reshape(vf.index_select(weight, 0, vf.reshape(safe, (target.numel(),))), target.shape)
+    safe = VF.where(valid, target, 0)
+    picked = VF.reshape(VF.gather(x, cls, VF.reshape(safe, ushape)), target.shape)
+    w = None if weight is None else VF.reshape(VF.index_select(weight, 0, VF.reshape(safe, (target.numel(),))), target.shape)
     return picked, w, valid
 
 def _picked_total(valid, w, dtype):
     "What a 'mean' divides by: the number of kept targets, or the sum of their weights."
-    return vf.sum(vf.cast(valid, dtype)) if w is None else vf.sum(vf.where(valid, w, 0.0))
+    return VF.sum(VF.cast(valid, dtype)) if w is None else VF.sum(VF.where(valid, w, 0.0))
 
 def nll_loss(input, target, weight=None, ignore_index=-100, reduction="mean") -> Tensor:
     "Negative log-likelihood of log-probabilities `input` (N, C, ...) at class indices `target`."
@@ -488,8 +488,8 @@ def nll_loss(input, target, weight=None, ignore_index=-100, reduction="mean") ->
     cls = _class_dim(input, target, "nll_loss")
     _check_targets(target, input.shape[cls], ignore_index, "nll_loss")
     picked, w, valid = _picked(input, target, cls, ignore_index, weight)
-    l = vf.where(valid, -(picked if w is None else picked * w), 0.0)
-    if reduction == "mean": return vf.sum(l) / _picked_total(valid, w, input.dtype)
+    l = VF.where(valid, -(picked if w is None else picked * w), 0.0)
+    if reduction == "mean": return VF.sum(l) / _picked_total(valid, w, input.dtype)
     return _reduce_loss(l, reduction, "nll_loss")
 
 def cross_entropy(input, target, weight=None, ignore_index=-100, reduction="mean", label_smoothing=0.0) -> Tensor:
@@ -503,17 +503,17 @@ def cross_entropy(input, target, weight=None, ignore_index=-100, reduction="mean
     if target.dtype.is_float:  # class probabilities
         if target.shape != input.shape: raise ShapeError(f"cross_entropy: probability targets must have the input's shape {input.shape}, got {target.shape}")
         if label_smoothing: target = target * (1 - label_smoothing) + label_smoothing / c
-        t = logp * target if weight is None else logp * target * vf.reshape(weight, wshape)
-        l = -vf.sum(t, cls)
-        if reduction == "mean": return vf.sum(l) / float(input.numel() // c)   # per sample, not per weight
+        t = logp * target if weight is None else logp * target * VF.reshape(weight, wshape)
+        l = -VF.sum(t, cls)
+        if reduction == "mean": return VF.sum(l) / float(input.numel() // c)   # per sample, not per weight
         return _reduce_loss(l, reduction, "cross_entropy")
     nll = nll_loss(logp, target, weight, ignore_index, reduction)
     if not label_smoothing: return nll
     # label smoothing: a share of the loss spread uniformly over the classes, as PyTorch
-    smooth = -vf.sum(logp if weight is None else logp * vf.reshape(weight, wshape), cls)
+    smooth = -VF.sum(logp if weight is None else logp * VF.reshape(weight, wshape), cls)
     _, w, valid = _picked(logp, target, cls, ignore_index, weight)
-    smooth = vf.where(valid, smooth, 0.0)
-    if reduction == "mean": smooth = vf.sum(smooth) / _picked_total(valid, w, input.dtype)
+    smooth = VF.where(valid, smooth, 0.0)
+    if reduction == "mean": smooth = VF.sum(smooth) / _picked_total(valid, w, input.dtype)
     else: smooth = _reduce_loss(smooth, reduction, "cross_entropy")
     return nll * (1 - label_smoothing) + smooth * (label_smoothing / c)
 
@@ -525,21 +525,21 @@ def mse_loss(input, target, reduction="mean") -> Tensor:
 
 def l1_loss(input, target, reduction="mean") -> Tensor:
     "Absolute error."
-    return _reduce_loss(vf.abs(input - target), reduction, "l1_loss")
+    return _reduce_loss(VF.abs(input - target), reduction, "l1_loss")
 
 def smooth_l1_loss(input, target, reduction="mean", beta=1.0) -> Tensor:
     "Squared error (halved, over beta) below `beta`, absolute error minus beta/2 above it."
     if beta < 0: raise ArgumentError(f"smooth_l1_loss: beta must be >= 0, got {beta}")
     if beta == 0: return l1_loss(input, target, reduction)
-    d = vf.abs(input - target)
-    l = vf.where(d < beta, d * d * (0.5 / beta), d - 0.5 * beta)
+    d = VF.abs(input - target)
+    l = VF.where(d < beta, d * d * (0.5 / beta), d - 0.5 * beta)
     return _reduce_loss(l, reduction, "smooth_l1_loss")
 
 def binary_cross_entropy(input, target, weight=None, reduction="mean") -> Tensor:
     "Binary cross entropy of probabilities `input`, each log clamped at -100."
     _float(input, "binary_cross_entropy")
     if target.shape != input.shape: raise ShapeError(f"binary_cross_entropy: target {target.shape} must have the input's shape {input.shape}")
-    log = lambda t: vf.clamp(vf.log(t), min=-100.0)
+    log = lambda t: VF.clamp(VF.log(t), min=-100.0)
     l = -(target * log(input) + (1.0 - target) * log(1.0 - input))
     if weight is not None: l = l * weight
     return _reduce_loss(l, reduction, "binary_cross_entropy")
@@ -548,24 +548,24 @@ def binary_cross_entropy_with_logits(input, target, weight=None, reduction="mean
     "Binary cross entropy of logits, stable for any logit: max(x,0) - x*y + log1p(exp(-|x|))."
     _float(input, "binary_cross_entropy_with_logits")
     if target.shape != input.shape: raise ShapeError(f"binary_cross_entropy_with_logits: target {target.shape} must have the input's shape {input.shape}")
-    sp = vf.softplus(-vf.abs(input))   # log(1 + e^-|x|): its argument is <= 0, never overflows
+    sp = VF.softplus(-VF.abs(input))   # log(1 + e^-|x|): its argument is <= 0, never overflows
     if pos_weight is None:
-        l = vf.relu(input) - input * target + sp
+        l = VF.relu(input) - input * target + sp
     else:  # (1 - y) x + (1 + (pw - 1) y) (log(1 + e^-|x|) + max(-x, 0))
         lw = (pos_weight - 1.0) * target + 1.0
-        l = (1.0 - target) * input + lw * (sp + vf.relu(-input))
+        l = (1.0 - target) * input + lw * (sp + VF.relu(-input))
     if weight is not None: l = l * weight
     return _reduce_loss(l, reduction, "binary_cross_entropy_with_logits")
 
 def kl_div(input, target, reduction="mean", log_target=False) -> Tensor:
     "KL(target || exp(input)) pointwise, with `input` log-probabilities; reduction may be 'batchmean'."
     _float(input, "kl_div")
-    if log_target: l = vf.exp(target) * (target - input)
+    if log_target: l = VF.exp(target) * (target - input)
     else:  # xlogy(t, t) - t * input, with 0 log 0 = 0
-        safe = vf.where(target == 0.0, 1.0, target)
-        l = target * vf.log(safe) - target * input
+        safe = VF.where(target == 0.0, 1.0, target)
+        l = target * VF.log(safe) - target * input
     if reduction == "batchmean":
-        return vf.sum(l) / float(input.shape[0] if input.ndim else 1)
+        return VF.sum(l) / float(input.shape[0] if input.ndim else 1)
     return _reduce_loss(l, reduction, "kl_div")
 
 # %% ../../nbs/17_nn_functional.ipynb #f9ee8688

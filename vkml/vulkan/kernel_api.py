@@ -10,13 +10,14 @@ from ..dtypes import *
 from ..dtypes import DTYPES
 
 # %% auto #0
-__all__ = ['MAX_PUSH_WORDS', 'MAX_GROUPS', 'LOOP_BUDGET', 'vk_kernels', 'DTYPE_SUFFIX', 'Scratch', 'Dispatch', 'kernel', 'sfx',
-           'f32_bits', 'pad4', 'groups_1d']
+__all__ = ['MAX_PUSH_WORDS', 'MAX_GROUPS', 'LOOP_LIMIT', 'LOOP_BUDGET', 'vk_kernels', 'DTYPE_SUFFIX', 'Scratch', 'Dispatch',
+           'kernel', 'sfx', 'f32_bits', 'pad4', 'groups_1d']
 
 # %% ../../nbs/23_kernel_api.ipynb #0714b756
 MAX_PUSH_WORDS = 32      # 128 bytes: the push-constant size every Vulkan device guarantees
 MAX_GROUPS = 65535       # workgroups per dimension lavapipe launches (the spec's minimum)
-LOOP_BUDGET = 60_000     # loop trips one invocation may run: lavapipe silently stops at 65,535 (all loops together)
+LOOP_LIMIT = 65_535      # lavapipe silently stops an invocation's loops after this many trips (all loops together)
+LOOP_BUDGET = 60_000     # loop trips one invocation may run: LOOP_LIMIT less a margin; every kernel's host checks this one number
 
 @dataclass(frozen=True)
 class Scratch:

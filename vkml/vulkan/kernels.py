@@ -9,7 +9,7 @@ import numpy as np
 from ..dtypes import *
 from ..dtypes import prod, contiguous_strides
 from ..ops import Op
-from .kernel_api import Dispatch, Scratch, kernel, sfx, f32_bits, pad4, groups_1d, vk_kernels, LOOP_BUDGET
+from .kernel_api import Dispatch, Scratch, kernel, sfx, f32_bits, pad4, groups_1d, vk_kernels, LOOP_BUDGET, LOOP_LIMIT
 
 # %% auto #0
 __all__ = ['MASK', 'PLAN_CACHE_SIZE', 'REDUCE_CODE', 'ROW_MIN_K', 'ROW_FEW_OUTPUTS', 'SPLIT_GROUPS', 'SPLIT_CHUNK',
@@ -261,7 +261,7 @@ def argreduce_kernel(node, out, x):
     push = words(n, k, ARG_CODE[node.op], osh4, ost4, strides[axis], x.view.offset, out.view.offset)
     if k > ARG_MAX_K:   # only a broadcast view gets here: 2^26 f16 terms fill a 128 MiB binding
         raise BackendError(f"{node.op.name.lower()} over {k:,} terms: a thread of a row would loop past lavapipe's "
-                           f"silent limit of 65,535 iterations (at most {ARG_MAX_K:,} terms); make the input "
+                           f"silent limit of {LOOP_LIMIT:,} iterations (at most {ARG_MAX_K:,} terms); make the input "
                            f"contiguous in shorter rows, or reduce in two steps")
     if use_cols(k, n, ost, (strides[axis],)) and k <= ARG_COLS_MAX_K:
         return [Dispatch(f"argreduce_cols_{sfx(x.dtype)}", (out, x), push, groups_1d(-(-n // 32) * 256))]
@@ -282,7 +282,7 @@ def cumsum_kernel(node, out, x):
     k = shape[axis]
     push = words(n, k, l4, xst4, strides[axis], x.view.offset, zst4, zst[axis], out.view.offset)
     if k > CUMSUM_MAX_K:   # only bool lines this long fit a 128 MiB binding
-        raise BackendError(f"cumsum over {k:,} terms: the scan would loop past lavapipe's silent limit of 65,535 "
+        raise BackendError(f"cumsum over {k:,} terms: the scan would loop past lavapipe's silent limit of {LOOP_LIMIT:,} "
                            f"iterations (at most {CUMSUM_MAX_K:,} terms); cumsum int32 chunks and add the carries")
     if k >= CUMSUM_ROW_MIN_K: return [Dispatch(f"cumsum_row_{sfx(x.dtype)}", (out, x), push, groups_1d(n * 256))]
     return [Dispatch(f"cumsum_{sfx(x.dtype)}", (out, x), push, groups_1d(n))]

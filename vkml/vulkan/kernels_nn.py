@@ -8,7 +8,7 @@ import math, os
 from ..dtypes import *
 from ..dtypes import prod, contiguous_strides
 from ..ops import Op, conv_out
-from .kernel_api import Dispatch, Scratch, kernel, sfx, pad4, groups_1d, MAX_GROUPS, MAX_PUSH_WORDS, LOOP_BUDGET
+from .kernel_api import Dispatch, Scratch, kernel, sfx, pad4, groups_1d, MAX_GROUPS, MAX_PUSH_WORDS, LOOP_BUDGET, LOOP_LIMIT
 from .kernels import fill_dispatch, copy_dispatch
 from types import SimpleNamespace as NS
 
@@ -143,7 +143,7 @@ def matmul_dispatch(dtype, c, a, b, M, N, K, B1, B2, A, B, C, c_f32=False) -> li
     rows = nb * M * N
     if not _contiguous_c(M, N, B1, B2, C) or (name != "matmul_small" and matmul_trips(name, M, N, K, nb, parts) > LOOP_BUDGET):
         raise BackendError(f"matmul of ({M}x{K}) @ ({K}x{N}) x {nb}: one shader invocation would loop past "
-                           f"lavapipe's 65,535 iterations; split the product along K (sum of smaller matmuls)")
+                           f"lavapipe's {LOOP_LIMIT:,} iterations; split the product along K (sum of smaller matmuls)")
     slabs = Scratch(parts * rows * 4)
     pname = f"{name}_{sfx(dtype)}" + ("_f32" if dtype == float16 else "")   # partials always in f32
     slab_c = (0, B2 * M * N, M * N, N, 1)
@@ -313,7 +313,7 @@ def check_trips(trips: int, what: str, instead: str):
     "Refuse a launch whose invocations would loop past lavapipe's budget (it would stop them silently)."
     if trips > LOOP_BUDGET:
         raise BackendError(f"{what}: one shader invocation needs ~{trips:,} loop trips, past lavapipe's silent "
-                           f"limit of 65,535 (LP_MAX_TGSI_LOOP_ITERATIONS); use {instead}")
+                           f"limit of {LOOP_LIMIT:,} (LP_MAX_TGSI_LOOP_ITERATIONS); use {instead}")
 
 def col2im_dispatch(dtype, y, y_off, x, xp, N, C, OH, OW, k, s, p, d, BH, BW, x_f32=False) -> Dispatch:
     "Fold columns x (offset and 3 strides `xp`) of BH*BW blocks into y[y_off:] as contiguous (N, C, OH, OW)."

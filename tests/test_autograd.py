@@ -9,7 +9,8 @@ from vkml.autograd import vjp_rules, vjp_rule
 from vkml.gradcheck import gradcheck, GradcheckError
 from vkml.dtypes import GradError, DTypeError, float32, float16, int64
 from vkml.ops import Op, NO_GRAD_REASONS
-from vkml.tensor import apply, tensor, realize, toposort, no_grad, schedule
+from vkml.tensor import apply, tensor, realize, toposort, schedule
+from vkml.graph import no_grad
 
 
 # --- small inputs away from kinks --------------------------------------------------------------------

@@ -12,7 +12,8 @@ import vkml.nn as nn
 from vkml.gradcheck import gradcheck
 from vkml.dtypes import DTypeError, CheckpointError, ShapeError, float32, int64
 from vkml.ops import Op
-from vkml.tensor import tensor, toposort, no_grad
+from vkml.tensor import tensor, toposort
+from vkml.graph import no_grad
 
 RNG = np.random.default_rng(0)
 

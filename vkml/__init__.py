@@ -13,7 +13,8 @@ from .dtypes import (VkmlError, DTypeError, ShapeError, RankError, AxisError, De
                          VulkanUnavailableError, FeatureError, OutOfMemoryError, EmptyReductionError, GradError,
                          InplaceError, IndexOutOfRangeError, CheckpointError, DType, float32, float16, int32, int64, bool_,
                          MAX_DIMS)
-from .tensor import Tensor, tensor, realize, no_grad, is_grad_enabled, schedule
+from .tensor import Tensor, tensor, realize, is_grad_enabled, schedule
+from .graph import no_grad
 import vkml.cpu
 import vkml.autograd
 from .gradcheck import gradcheck, GradcheckError

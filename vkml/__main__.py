@@ -6,8 +6,6 @@
 __all__ = ['main']
 
 # %% ../nbs/98_main.ipynb #57d87cfa
-import sys
-
 def main():
     "Print vkML's version, the Vulkan devices and what each backend implements."
     import vkml

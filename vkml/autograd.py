@@ -4,7 +4,6 @@
 
 # %% ../nbs/13_autograd.ipynb #8dbb5864
 from __future__ import annotations
-import math
 import numpy as np
 from .dtypes import *
 from .ops import *
@@ -186,13 +185,13 @@ vjp_rules[Op.GATHER] = _gather_vjp
 
 def _index_add_vjp(node, g, srcs):
     "g, —, Gather(g, idx)"
-    dst, idx, src = srcs
+    _dst, idx, _src = srcs
     return (g, None, _apply(Op.GATHER, g, idx, arg=node.arg))
 vjp_rules[Op.INDEX_ADD] = _index_add_vjp
 
 def _scatter_vjp(node, g, srcs):
     "Scatter(g, idx, 0): g where nothing was written; —; Gather(g, idx) (PyTorch's rule: repeated indices each get g)"
-    dst, idx, src = srcs
+    _dst, idx, src = srcs
     return (_apply(Op.SCATTER, g, idx, _full(src.shape, 0.0, g), arg=node.arg), None, _apply(Op.GATHER, g, idx, arg=node.arg))
 vjp_rules[Op.SCATTER] = _scatter_vjp
 
@@ -242,7 +241,7 @@ vjp_rules[Op.CONV2D_WEIGHT] = _conv2d_weight_vjp
 def _conv_transpose2d_vjp(node, g, srcs):
     "dx = Conv2d(g, w), dw = Conv2dWeight(x, g): Σ over images of x times g's windows"
     (stride, padding, _, dilation, groups), (x, w) = node.arg, srcs
-    N, Cin, H, W = x.shape
+    _N, _Cin, H, W = x.shape
     kh, kw = w.shape[2:]
     dx = _crop(_apply(Op.CONV2D, g, w, arg=(stride, padding, dilation, groups)), H, W)
     # one window of g per input position (an output_padding of a stride or more adds windows no input had)

@@ -4,10 +4,9 @@
 
 # %% ../nbs/06_cpu.ipynb #daefa86a
 from __future__ import annotations
-import contextlib, math, threading
+import contextlib, threading
 import numpy as np
 from .dtypes import *
-from .dtypes import DTYPES, FLOATS
 from .ops import *
 from .ops import conv_out, SHAPE_RULES
 from .elementwise import ELEMENTWISE
@@ -149,7 +148,7 @@ impl(Op.MIN)(_extreme(np.min, np.inf, "amin"))
 # %% ../nbs/06_cpu.ipynb #d5347d7f
 @impl(Op.PROD)
 def _prod(n, x):
-    axes, keep = n.arg; x, axes = _rank1(x, axes)
+    axes, _keep = n.arg; x, axes = _rank1(x, axes)
     m = _moved(x.astype(acc_np(n.dtype)), axes)
     if m.shape[-1] == 0: return np.ones(m.shape[:-1], m.dtype)
     return np.cumprod(m, axis=-1)[..., -1]   # a running product: left to right, in index order, at C speed
@@ -340,7 +339,7 @@ def _conv2d_weight(n, g, x):
 
 @impl(Op.CONV_TRANSPOSE2D)
 def _conv_t2d(n, x, w):
-    stride, padding, output_padding, dilation, g = n.arg
+    stride, padding, _output_padding, dilation, g = n.arg
     Cin, Cog, kh, kw = w.shape
     _check_groups(x, w, g, 0, "conv_transpose2d")
     if Cin % g: raise ShapeError(f"conv_transpose2d: {Cin} input channels are not divisible by groups={g}")

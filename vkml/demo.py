@@ -4,13 +4,13 @@
 
 # %% ../nbs/35_demo.ipynb #10c58ef2
 from __future__ import annotations
-import argparse, math, os, sys, time
+import argparse, os, sys, time
 import numpy as np
 import vkml
 import vkml.autograd  # Tensor.backward
 import vkml.functional as VF
-import vkml.nn as nn
-import vkml.optim as optim
+from . import nn
+from . import optim
 from .graph import defer, canonical_device
 from .data import DataLoader, digits_split
 

@@ -11,7 +11,7 @@ import numpy as np
 from .dtypes import VkmlError, DTypeError
 from .graph import no_grad, capture_in_progress, JitError
 from .tensor import Tensor, tensor, realize
-import vkml.autograd   # Tensor.backward and its post-accumulate hooks
+import vkml.autograd  # noqa: F401 (Tensor.backward and its post-accumulate hooks)
 import vkml.functional as VF
 from .nn import Module, assign
 

@@ -161,21 +161,21 @@ class View:
     offset: int = 0
 
     @staticmethod
-    def contiguous(shape: Shape) -> "View": return View(tuple(shape), contiguous_strides(shape), 0)
+    def contiguous(shape: Shape) -> View: return View(tuple(shape), contiguous_strides(shape), 0)
     @property
     def is_contiguous(self) -> bool:
         return all(st == cs for st, cs, d in zip(self.strides, contiguous_strides(self.shape), self.shape) if d != 1)
     @property
     def numel(self) -> int: return prod(self.shape)
 
-    def permute(self, perm) -> "View":
+    def permute(self, perm) -> View:
         return View(tuple(self.shape[p] for p in perm), tuple(self.strides[p] for p in perm), self.offset)
-    def expand(self, shape: Shape) -> "View":
+    def expand(self, shape: Shape) -> View:
         pad = len(shape) - len(self.shape)
         st = (0,) * pad + self.strides
         sh = (1,) * pad + self.shape
         return View(tuple(shape), tuple(0 if (d == 1 and n != 1) else s for d, n, s in zip(sh, shape, st)), self.offset)
-    def slice(self, slices) -> "View":
+    def slice(self, slices) -> View:
         "`slices`: one (start, stop, step) per axis, already normalised (step may be negative)."
         off, shape, strides = self.offset, [], []
         for (start, stop, step), st in zip(slices, self.strides):

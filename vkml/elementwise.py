@@ -5,11 +5,11 @@
 # %% ../nbs/03_elementwise.ipynb #760bcd77
 from __future__ import annotations
 import math
-from dataclasses import dataclass, field
-from typing import Callable
+from dataclasses import dataclass
+from collections.abc import Callable
 import numpy as np
 from .dtypes import *
-from .dtypes import DTYPES, FLOATS
+from .dtypes import FLOATS
 from .ops import (Op, ARG_DOC, ACCEPTED_DTYPES, NO_GRAD_REASONS, SHAPE_RULES, CALLER_SHAPED, Category,
                       NUMERIC, ALL, same_shape_dtype)
 

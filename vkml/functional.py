@@ -145,7 +145,7 @@ def eye(n: int, m: int | None = None, *, dtype=None, device="cpu", requires_grad
 class Generator:
     "A counter-based random generator: a 64-bit seed and the offset of the next unused counter."
     def __init__(self, seed: int = 0): self.manual_seed(seed)
-    def manual_seed(self, seed: int) -> "Generator":
+    def manual_seed(self, seed: int) -> Generator:
         self.seed, self.offset = int(seed) & (2**64 - 1), 0
         return self
     def initial_seed(self) -> int: return self.seed

@@ -4,11 +4,12 @@
 
 # %% ../nbs/04_graph.ipynb #6acb12e0
 from __future__ import annotations
+from typing import ClassVar
 import sys, threading, weakref, contextlib
 import numpy as np
 from .dtypes import *
 from .ops import Op, SHAPE_RULES, CALLER_SHAPED, ACCEPTED_DTYPES
-import vkml.elementwise   # defines the elementwise ops, so every Op exists once the graph does
+import vkml.elementwise  # noqa: F401 (defines the elementwise ops, so every Op exists once the graph does)
 
 # %% auto #0
 __all__ = ['Node', 'is_grad_enabled', 'no_grad', 'Backend', 'references', 'register_backend', 'canonical_device', 'get_backend',
@@ -18,8 +19,19 @@ __all__ = ['Node', 'is_grad_enabled', 'no_grad', 'Backend', 'references', 'regis
 # %% ../nbs/04_graph.ipynb #ae69abc4
 class Node:
     "One operation of the lazy graph."
-    __slots__ = ("op", "srcs", "arg", "shape", "dtype", "device", "buf", "requires_grad", "leaf_of",
-                 "tref", "__weakref__")
+    __slots__ = (
+        "__weakref__",
+        "arg",
+        "buf",
+        "device",
+        "dtype",
+        "leaf_of",
+        "op",
+        "requires_grad",
+        "shape",
+        "srcs",
+        "tref",
+    )
     def __init__(self, op: Op, srcs: tuple, arg, shape, dtype: DType, device: str, buf=None, requires_grad=False):
         self.op, self.srcs, self.arg, self.dtype, self.device = op, srcs, arg, dtype, device
         self.shape = shape if type(shape) is tuple else tuple(shape)
@@ -52,14 +64,14 @@ def no_grad():
 class Backend:
     "What every backend provides. `impl` is the table of graph ops it implements, keyed by `Op`."
     name: str = "?"
-    impl: dict = {}
+    impl: ClassVar[dict] = {}
     fuses: bool = False      # does it run fused kernels (the schedule fuses only for backends that do)
     can_capture: bool = False  # can it record a step and replay it (`capture`, for vkml.jit)
     def from_numpy(self, arr: np.ndarray): raise NotImplementedError
     def to_numpy(self, node: Node) -> np.ndarray: raise NotImplementedError
     def peek(self, node: Node):
         "The realized node's value if the host can read it without a submission, else None."
-        return None
+        return
     def run(self, schedule) -> None:
         "Compute every kernel of `schedule` (a `vkml.schedule.Schedule`), leaving results in the nodes' `buf`."
         raise NotImplementedError
@@ -76,7 +88,7 @@ class Backend:
         """Run `run(static INPUT nodes)` once, recording it to be replayed: `(replayable, run's result)`, whose
         `replayable.replay(inputs)` runs it again on new inputs; `notes` collects the host work to redo
         (see `vkml.jit`). None: this backend cannot capture."""
-        return None
+        return
 
 def references(x) -> int:
     "How many references to `x` exist besides the caller's one local variable (CPython's reference count)."

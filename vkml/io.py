@@ -89,7 +89,7 @@ def load(path, device="cpu"):
             keys = list(f.keys())
             arrays = {k: _read(f, path, k) for k in keys}
     except (FileNotFoundError, CheckpointError): raise
-    except Exception as e:
+    except Exception as e:  # noqa: BLE001 (whatever the reader raised: the file is not a checkpoint)
         raise CheckpointError(f"{path} is not a readable safetensors file ({type(e).__name__}: {e})") from None
     if tree is None:   # a state dict saved elsewhere (PyTorch's `save_file(model.state_dict(), path)`): names to tensors
         return {k: vkml.tensor(arrays[k], device=device) for k in keys}

@@ -50,7 +50,7 @@ def legend() -> str:
                     {"category": "category", "meaning": "meaning"})
 
 # %% ../nbs/50_limitations.ipynb #b6bbb07f
-def headline(c: dict = None) -> list:
+def headline(c: dict | None = None) -> list:
     "The headline sentences, from `counts()`."
     c = c or counts()
     on, n = c["operators_on"], c["operators"]
@@ -82,9 +82,9 @@ def no_grad_table() -> str:
 # %% ../nbs/50_limitations.ipynb #0ddd4fd1
 BACKEND_GAPS = {
     ("vulkan", Op.PROD): (Category.BREAKS_GUARANTEE,
-        "a parallel product groups its factors by lane, and lane-strided partial products overflow (inf, or NaN from "
+        ("a parallel product groups its factors by lane, and lane-strided partial products overflow (inf, or NaN from "
         "inf·0) where the index-order product of the CPU oracle does not: a lane kernel would break parity with the "
-        "oracle, and a one-lane kernel is a serial chain of multiplies on one GPU thread",
+        "oracle, and a one-lane kernel is a serial chain of multiplies on one GPU thread"),
         "nbs/40_experiment_prod.ipynb, ADR 0005"),
 }
 "(backend, graph op) -> (category, reason, where the evidence is) for graph ops a backend leaves out on purpose."
@@ -223,7 +223,7 @@ def _fusion_here() -> str:
     from vkml.experiments import fusion as FX
     from vkml.graph import get_backend, canonical_device
     rows, cols = FUSION_LIVE
-    try: backend = get_backend(canonical_device("vulkan")); backend.device
+    try: backend = get_backend(canonical_device("vulkan")); _ = backend.device   # opens the device, or raises
     except (VkmlError, OSError, ImportError) as e:
         if os.environ.get("VKML_REQUIRE_VULKAN", "").strip().lower() not in ("", "0", "false", "no"): raise
         counts = FX.kernel_counts(rows, cols)
@@ -253,7 +253,8 @@ def fusion_row():
 # %% ../nbs/50_limitations.ipynb #aa145e38
 def _steps(device, eager=False, steps=4, batch=32):
     "(seconds per step, submissions per step) of `steps` digits-MLP steps after one warm-up, on `device`."
-    import vkml.autograd as A, vkml.optim as optim
+    import vkml.autograd as A
+    from vkml import optim
     from vkml.demo import build_model, train_step, digits
     x, y, _, _ = digits("mlp")
     count = (lambda: __import__("vkml.vulkan", fromlist=["stats"]).stats()["submissions"]) if device != "cpu" else (lambda: 0)
@@ -341,7 +342,7 @@ def _operands(eq):
 
 def einsum_row():
     import vkml.functional as VF
-    refused = [eq for eq in EINSUM_CASES if _raises(lambda: VF.einsum(eq, *_operands(eq)), VF.EinsumError)]
+    refused = [eq for eq in EINSUM_CASES if _raises(lambda eq=eq: VF.einsum(eq, *_operands(eq)), VF.EinsumError)]
     ok = [eq for eq in EINSUM_CASES if eq not in refused]
     return _row("einsum beyond one or two operands with an explicit output", Category.NOT_YET if refused else DONE,
                 f"runs {', '.join(f'`{e}`' for e in ok)}; raises EinsumError for {', '.join(f'`{e}`' for e in refused) or 'none'}",

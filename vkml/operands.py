@@ -4,11 +4,11 @@
 
 # %% ../nbs/07_operands.ipynb #0f9803ea
 from __future__ import annotations
-import math, weakref
+import weakref
 import numpy as np
 from .dtypes import *
 from .ops import Op, ACCEPTED_DTYPES, VIEW_OPS
-from .graph import Node, make_node, check_same_device, canonical_device, get_backend, is_grad_enabled
+from .graph import Node, make_node, check_same_device, get_backend, is_grad_enabled
 
 # %% auto #0
 __all__ = ['INT_RANGE', 'ArgumentError', 'EinsumError', 'IndexingError', 'TensorBase', 'is_tensor', 'reduce_axes', 'need_tensor',
@@ -28,12 +28,12 @@ class IndexingError(VkmlError, IndexError):
 # %% ../nbs/07_operands.ipynb #b31fdfd1
 class TensorBase:
     "A lazily computed n-dimensional array on one device: the node and what is read from it."
-    __slots__ = ("node", "grad", "_base", "_steps", "_views", "_vc", "__weakref__")   # (the last three: set when used)
+    __slots__ = ("__weakref__", "_base", "_steps", "_vc", "_views", "grad", "node")   # (the last three: set when used)
     __array_priority__ = 1000  # numpy defers `ndarray + Tensor` to us
     __array_ufunc__ = None     # ... for every operator: `array @ tensor` is ours to refuse or compute
 
     @staticmethod
-    def _wrap(node: Node) -> "TensorBase": raise NotImplementedError   # Tensor makes Tensors
+    def _wrap(node: Node) -> TensorBase: raise NotImplementedError   # Tensor makes Tensors
     shape = property(lambda self: self.node.shape)
     dtype = property(lambda self: self.node.dtype)
     device = property(lambda self: self.node.device)
@@ -47,12 +47,12 @@ class TensorBase:
         return self.shape[0]
     def __hash__(self): return id(self)   # == is elementwise, so tensors hash by identity (dict keys, sets)
 
-    def _apply(self, op: Op, *srcs: "TensorBase", arg=None, shape=None, dtype=None) -> "TensorBase":
+    def _apply(self, op: Op, *srcs: TensorBase, arg=None, shape=None, dtype=None) -> TensorBase:
         "The tensor of `op` over `srcs` (tensors), built without the public checks (the caller made them)."
         return self._wrap(make_node(op, tuple(s.node for s in srcs), arg, shape, dtype))
-    def _write(self, value: "TensorBase", what: str) -> "TensorBase":
+    def _write(self, value: TensorBase, what: str) -> TensorBase:
         raise NotImplementedError   # Tensor writes in place
-    def _as_view(self, out: "TensorBase") -> "TensorBase":
+    def _as_view(self, out: TensorBase) -> TensorBase:
         "Make `out`, built from this tensor by view ops alone, a view of its storage (returns `out`)."
         if out is self or not isinstance(out, TensorBase): return out
         steps, n, mine = [], out.node, self.node

@@ -4,8 +4,9 @@
 
 # %% ../nbs/02_ops.ipynb #f89c5b7b
 from __future__ import annotations
+from typing import ClassVar
 import enum
-from typing import Callable
+from collections.abc import Callable
 from .dtypes import *
 from .dtypes import DTYPES, FLOATS
 
@@ -20,12 +21,12 @@ class _OpSet(type):
     "Makes the class `Op` iterable and indexable by name, like an enum."
     def __iter__(cls): return iter(list(cls._members.values()))
     def __len__(cls): return len(cls._members)
-    def __getitem__(cls, name: str) -> "Op": return cls._members[name]
+    def __getitem__(cls, name: str) -> Op: return cls._members[name]
 
 class Op(metaclass=_OpSet):
     "One operation of the lazy graph: a named singleton of some `kind` (see `KINDS`)."
-    __slots__ = ("name", "kind")
-    _members: dict = {}
+    __slots__ = ("kind", "name")
+    _members: ClassVar[dict] = {}
     def __init__(self, name: str, kind: str): self.name, self.kind = name, kind
     def __repr__(self): return f"Op.{self.name}"
     def __reduce__(self): return (Op.__getitem__, (self.name,))   # pickles by name
@@ -33,7 +34,7 @@ class Op(metaclass=_OpSet):
     def __deepcopy__(self, memo): return self
 
     @staticmethod
-    def define(name: str, kind: str) -> "Op":
+    def define(name: str, kind: str) -> Op:
         "Add the op `name` (UPPER_CASE) of family `kind`; `Op.<name>` then names it (defining it again returns it)."
         if kind not in KINDS: raise ValueError(f"unknown op kind {kind!r}: one of {KINDS}")
         if not name.isidentifier() or name.upper() != name: raise ValueError(f"op names are UPPER_CASE identifiers, got {name!r}")
@@ -224,7 +225,7 @@ def _conv2d(arg, x, w):
     (sh, sw), (ph, pw), (dh, dw), g = arg
     _conv_check("conv2d", x, w, w.shape[1] * g if len(w.shape) == 4 else -1, g)
     if w.shape[0] % g: raise ShapeError(f"conv2d: {w.shape[0]} output channels are not divisible by groups={g}")
-    n, c, h, wd = x.shape
+    n, _c, h, wd = x.shape
     return (n, w.shape[0], conv_out(h, w.shape[2], sh, ph, dh), conv_out(wd, w.shape[3], sw, pw, dw)), x.dtype
 @shape_rule(Op.CONV_TRANSPOSE2D)
 def _conv_t2d(arg, x, w):
@@ -232,7 +233,7 @@ def _conv_t2d(arg, x, w):
     _conv_check("conv_transpose2d", x, w, w.shape[0] if len(w.shape) == 4 else -1, g)
     if oph >= max(sh, dh) or opw >= max(sw, dw):
         raise ShapeError(f"conv_transpose2d: output_padding {(oph, opw)} must be smaller than stride or dilation")
-    n, c, h, wd = x.shape
+    n, _c, h, wd = x.shape
     ho = (h - 1) * sh - 2 * ph + dh * (w.shape[2] - 1) + oph + 1
     wo = (wd - 1) * sw - 2 * pw + dw * (w.shape[3] - 1) + opw + 1
     return (n, w.shape[1] * g, ho, wo), x.dtype

@@ -11,7 +11,7 @@ from .ops import Op
 from .graph import Node, no_grad, get_backend, note_refresh
 from .tensor import Tensor, realize, tensor
 import vkml.functional as VF
-from .nn import Parameter, assign
+from .nn import assign
 
 # %% auto #0
 __all__ = ['rebind_leaf', 'FlatStore', 'OptimizerError', 'Optimizer', 'SGD', 'Adam', 'AdamW', 'RMSprop', 'LRScheduler', 'StepLR',
@@ -27,7 +27,7 @@ def rebind_leaf(p: Tensor, buf) -> None:
 
 class FlatStore:
     "Every parameter of an optimiser in one flat buffer (each a view of its slice), and each state tensor flat beside it."
-    def __init__(self, opt: "Optimizer"):
+    def __init__(self, opt: Optimizer):
         self.params = [p for g in opt.param_groups for p in g["params"]]
         self.device = self.params[0].device
         sizes = [p.numel() for p in self.params]

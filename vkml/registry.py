@@ -6,7 +6,7 @@
 from __future__ import annotations
 import importlib, importlib.util
 from dataclasses import dataclass
-from typing import Callable
+from collections.abc import Callable
 import numpy as np
 from .dtypes import *
 from .ops import Op, ACCEPTED_DTYPES, NO_GRAD_REASONS, SHAPE_RULES, CALLER_SHAPED
@@ -161,7 +161,7 @@ def trace(op: Operator | str) -> frozenset:
 def try_trace(op: Operator | str):
     "`trace(op)`, or the exception its example raised."
     try: return trace(op)
-    except Exception as e: return e
+    except Exception as e: return e  # noqa: BLE001 (the table reports any failure of an example)
 
 # %% ../nbs/16_registry.ipynb #2d851119
 VULKAN_RUNTIME_OPS = frozenset({Op.INPUT, Op.RESHAPE, Op.PERMUTE, Op.EXPAND, Op.SLICE, Op.DETACH})

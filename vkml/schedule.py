@@ -7,9 +7,9 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from .dtypes import *
-from .ops import Op, VIEW_OPS, REDUCE_OPS
+from .ops import Op, VIEW_OPS
 from .elementwise import ELEMENTWISE
-from .graph import Node, toposort
+from .graph import Node
 
 # %% auto #0
 __all__ = ['FUSED_REDUCE', 'MAX_FUSED_OPS', 'MAX_FUSED_BUFFERS', 'RECOMPUTE_OPS', 'PLACEABLE_OPS', 'PLAN_CACHE_SIZE',
@@ -245,7 +245,7 @@ def _merge(ks) -> list:
             both = (reads - k_inside) | _reads(k.nodes, k_inside | inside)
             views = out[p + 1:]                                   # recorded since prev: they cost nothing
             written = inside | {id(_base(n)) for n in prev.nodes if n.op is Op.ASSIGN}   # (memory prev writes in place)
-            def mine(x): return id(_base(x, through_assign=False)) in inside or id(_base(x)) in written
+            def mine(x, inside=inside, written=written): return id(_base(x, through_assign=False)) in inside or id(_base(x)) in written
             if (len(both) < MAX_FUSED_BUFFERS and not any(mine(v.nodes[0]) for v in views)
                     and not any(mine(s) and s.op in VIEW_OPS for n in k.nodes for s in n.srcs)
                     and not _overwrites_read(k, prev)):
@@ -317,7 +317,7 @@ def _placements(ks, owner) -> dict:
         for s in c.srcs:
             q = s
             while q.op is Op.RESHAPE and owner.get(id(q)) is not q: q = q.srcs[0]   # a reshape of fresh memory keeps its order
-            size = prod(s.shape)
+            prod(s.shape)
             if (id(q) in owner and owner[id(q)] is q and q.op is not Op.ASSIGN and id(q) not in placed
                     and (kind.get(id(q)) in ("fused", "reduce") or q.op in PLACEABLE_OPS)
                     and not any(id(m) in placed for m in (q,))):

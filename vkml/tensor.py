@@ -8,16 +8,16 @@ import sys, weakref
 import numpy as np
 from .dtypes import *
 from .ops import Op
-from .graph import (Node, make_node, canonical_device, get_backend, take_deferred, no_grad, is_grad_enabled,
-                        check_same_device, defer, toposort, _grad_mode)
+from .graph import (Node, make_node, canonical_device, get_backend, take_deferred, is_grad_enabled,
+                        check_same_device, toposort, _grad_mode)
 from .schedule import Schedule, fusion_default
 from .ops import VIEW_OPS
 from .operands import TensorBase, scalar_as, expand_to
 from .tensor_math import MathOps
 from .tensor_reduce import ReduceOps, Statistics
-from .tensor_shape import ShapeOps, host_values
+from .tensor_shape import ShapeOps
 from .tensor_linalg import LinalgOps
-import vkml.autograd as autograd
+from . import autograd
 
 # %% auto #0
 __all__ = ['schedule', 'realize', 'Tensor', 'from_numpy_node', 'tensor', 'wrap', 'apply']
@@ -145,9 +145,9 @@ class Tensor(MathOps, ReduceOps, Statistics, ShapeOps, LinalgOps):
         self.node, self.grad, self._base = node, None, None
         if node.tref is None or node.tref() is None: node.tref = weakref.ref(self)
     @staticmethod
-    def _wrap(node: Node) -> "Tensor": return Tensor(node)
+    def _wrap(node: Node) -> Tensor: return Tensor(node)
 
-    def realize(self) -> "Tensor":
+    def realize(self) -> Tensor:
         "Compute this tensor now (on Vulkan: record and submit; the host does not wait)."
         realize(self); return self
     def numpy(self) -> np.ndarray:
@@ -163,7 +163,7 @@ class Tensor(MathOps, ReduceOps, Statistics, ShapeOps, LinalgOps):
         a = self.numpy()
         return a if dtype is None else a.astype(dtype)
 
-    def to(self, device=None, dtype=None) -> "Tensor":
+    def to(self, device=None, dtype=None) -> Tensor:
         "This tensor on `device` and/or as `dtype` (`.to('vulkan')`, `.to(vkml.float16)`, `.to('cpu', 'float32')`)."
         if dtype is None and (dt := _as_dtype(device)) is not None: device, dtype = None, dt
         t = self if dtype is None else self.cast(_as_dtype(dtype) or to_dtype(dtype))
@@ -172,13 +172,13 @@ class Tensor(MathOps, ReduceOps, Statistics, ShapeOps, LinalgOps):
         if device == t.device: return t
         out = Tensor(from_numpy_node(t.numpy(), device))
         return out.requires_grad_() if t.requires_grad and t.is_leaf else out
-    def cpu(self) -> "Tensor": return self.to("cpu")
+    def cpu(self) -> Tensor: return self.to("cpu")
 
     @property
     def requires_grad(self) -> bool: return self.node.requires_grad
     @requires_grad.setter
     def requires_grad(self, v: bool): self.requires_grad_(v)
-    def requires_grad_(self, requires_grad: bool = True) -> "Tensor":
+    def requires_grad_(self, requires_grad: bool = True) -> Tensor:
         "Make this leaf tensor require gradients (floats only)."
         if requires_grad and not self.dtype.is_float:
             raise DTypeError(f"only float tensors can require grad, this one is {self.dtype.name}: use `.float()` first")
@@ -193,7 +193,7 @@ class Tensor(MathOps, ReduceOps, Statistics, ShapeOps, LinalgOps):
     def backward(self, gradient=None) -> None:
         "Accumulate d(self)/d(leaf) into every leaf's `.grad`, lazily (see `vkml.autograd`)."
         autograd.backward(self, gradient)
-    def detach(self) -> "Tensor":
+    def detach(self) -> Tensor:
         "This tensor's value as one that never requires grad (a lazy DETACH node; a view: it shares the storage)."
         return self._as_view(autograd.detach(self))
 
@@ -202,7 +202,7 @@ class Tensor(MathOps, ReduceOps, Statistics, ShapeOps, LinalgOps):
     def _version(self) -> int:
         "How many in-place writes this tensor's storage has had (shared with its views, as PyTorch's)."
         return getattr(self if self._base is None else self._base, "_vc", 0)
-    def _write(self, value, what: str = "in-place op") -> "Tensor":
+    def _write(self, value, what: str = "in-place op") -> Tensor:
         "Make this tensor hold `value` (a fresh lazy tensor of its shape, dtype and device), seen by every view."
         if value.shape != self.shape:
             raise ShapeError(f"{what}: the result has shape {value.shape} but the tensor written in place has {self.shape}: "
@@ -229,7 +229,7 @@ class Tensor(MathOps, ReduceOps, Statistics, ShapeOps, LinalgOps):
             for v, g in zip(views, grads): _rebind(v, _replay(v._steps, base.node, g or base.requires_grad))
         base._vc = getattr(base, "_vc", 0) + 1
         return self
-    def copy_(self, src, non_blocking: bool = False) -> "Tensor":
+    def copy_(self, src, non_blocking: bool = False) -> Tensor:
         "Copy `src` (broadcast to this shape; cast and moved here, explicitly) into this tensor, in place."
         if not isinstance(src, TensorBase):
             raise DTypeError(f"copy_ takes a Tensor, got {type(src).__name__}: use `fill_` for a number")
@@ -241,17 +241,17 @@ class Tensor(MathOps, ReduceOps, Statistics, ShapeOps, LinalgOps):
             if not ok: raise ShapeError(f"copy_: a source of shape {src.shape} does not broadcast to {self.shape}")
             src = expand_to(src, self.shape)
         return self._write(src._apply(Op.CONTIGUOUS, src), "copy_")
-    def fill_(self, value) -> "Tensor":
+    def fill_(self, value) -> Tensor:
         "Every element set to `value` (a number, or a 0-d tensor), in place."
         if isinstance(value, TensorBase):
             if value.ndim: raise ShapeError(f"fill_ takes a number or a 0-d tensor, got shape {value.shape}")
             return self.copy_(value)
         v = scalar_as(value, self.dtype, "fill_")
         return self._write(self._wrap(Node(Op.FULL, (), v, self.shape, self.dtype, self.device)), "fill_")
-    def zero_(self) -> "Tensor":
+    def zero_(self) -> Tensor:
         "Every element set to 0, in place."
         return self.fill_(False if self.dtype is bool_ else 0)
-    def clone(self) -> "Tensor":
+    def clone(self) -> Tensor:
         "A copy of this tensor's value with storage of its own (gradients flow back to this one)."
         return self._apply(Op.CONTIGUOUS, self)
     def register_post_accumulate_grad_hook(self, hook):
@@ -336,7 +336,7 @@ def tensor(data, dtype=None, device="cpu", requires_grad=False) -> Tensor:
 def _as_dtype(x):
     "`x` as a DType when it names one (a DType, numpy dtype or dtype name), else None."
     if isinstance(x, DType): return x
-    if isinstance(x, str) and (x.startswith("cpu") or x.startswith("vulkan")): return None
+    if isinstance(x, str) and (x.startswith(("cpu", "vulkan"))): return None
     try: return to_dtype(x)
     except DTypeError:
         try: np.dtype(x)   # a dtype numpy knows but vkML does not (int8, float64): say so

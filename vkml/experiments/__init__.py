@@ -32,9 +32,9 @@ def _commit() -> str:
     "The checkout's commit (+dirty), or $VKML_COMMIT where the tree has no .git (a copy on the GPU machine)."
     if os.environ.get("VKML_COMMIT"): return os.environ["VKML_COMMIT"]
     try:
-        r = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, timeout=10,
+        r = subprocess.run(["git", "rev-parse", "--short", "HEAD"], check=False, capture_output=True, text=True, timeout=10,
                            cwd=Path(vkml.__file__).resolve().parent)
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], capture_output=True,
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], check=False, capture_output=True,
                                text=True, timeout=10, cwd=Path(vkml.__file__).resolve().parent).stdout.strip()
         return r.stdout.strip() + ("+dirty" if dirty else "") if r.returncode == 0 else "unknown"
     except (OSError, subprocess.SubprocessError): return "unknown"

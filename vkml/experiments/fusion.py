@@ -6,13 +6,13 @@
 from __future__ import annotations
 import contextlib, gc, math, os, time
 from dataclasses import dataclass
-from typing import Callable
+from collections.abc import Callable
 import numpy as np
 import vkml
 import vkml.vulkan as vkv
-import vkml.nn as nn
+from .. import nn
 import vkml.nn.functional as F
-import vkml.optim as optim
+from .. import optim
 from ..dtypes import prod
 from ..graph import toposort
 from ..schedule import Schedule
@@ -20,7 +20,7 @@ from ..tensor import schedule
 from ..vulkan.device import Device
 from ..vulkan.dispatch import Recorder, ArgsBinding
 from ..vulkan.kernel_api import Scratch
-from . import provenance, load_result, show, _device
+from . import provenance, _device
 
 # %% auto #0
 __all__ = ['GATHER_SHADERS', 'WORKLOADS', 'SCHEMA', 'SAVED', 'fusion', 'view_bytes', 'dispatch_bytes', 'traced_dispatches',
@@ -200,10 +200,10 @@ def measure(w: Workload, rows: int, cols: int, fuse: bool, repeats: int = 5, dev
         build, real, sub, wait = [], [], [], []
         for _ in range(repeats):
             box = []
-            build.append(_timed(lambda: box.append(w.build(st))))
-            with _submit_clock() as spent: real.append(_timed(lambda: vkml.realize(*box[0])))
+            build.append(_timed(lambda box=box: box.append(w.build(st))))
+            with _submit_clock() as spent: real.append(_timed(lambda box=box: vkml.realize(*box[0])))
             sub.append(sum(spent))
-            wait.append(_timed(dev.wait)); del box
+            wait.append(_timed(dev.wait)); box.clear()
         passes = []
         for i in range(repeats):
             with traced_dispatches() as log, timed_dispatches() as times:
@@ -226,7 +226,7 @@ def measure(w: Workload, rows: int, cols: int, fuse: bool, repeats: int = 5, dev
 SCHEMA = "vkml.fusion/2"      # the results file's format (the file measured before fusion existed has none)
 SAVED = ("dispatches", "bytes_moved", "gpu_us", "host_us", "record_us", "wall_us")
 
-def measure_workload(w: Workload, rows: int, cols: int, repeats: int = 5, device: str = "vulkan", check_rows: int = None) -> dict:
+def measure_workload(w: Workload, rows: int, cols: int, repeats: int = 5, device: str = "vulkan", check_rows: int | None = None) -> dict:
     "Workload `w` measured fused and unfused; both must agree with the CPU oracle (on `check_rows` rows) within the parity bound."
     checked = min(rows, check_rows or rows) if w.rowwise else rows
     ref = reference(w, checked, cols)
@@ -236,7 +236,7 @@ def measure_workload(w: Workload, rows: int, cols: int, repeats: int = 5, device
     return dict(name=w.name, what=w.what, rows=rows, cols=cols, checked_rows=checked, fused=on, unfused=off,
                 saved={k: off[k] / on[k] if on[k] else float("nan") for k in SAVED})
 
-def run(rows: int = 4096, cols: int = 4096, repeats: int = 5, device: str = "vulkan", only=None, check_rows: int = None) -> dict:
+def run(rows: int = 4096, cols: int = 4096, repeats: int = 5, device: str = "vulkan", only=None, check_rows: int | None = None) -> dict:
     "Every workload (or those named in `only`) at (rows, cols) on `device`, fused and unfused, JSON-ready."
     ws = [w for w in WORKLOADS if only is None or w.name in only]
     if only is not None and len(ws) != len(set(only)):
@@ -305,7 +305,7 @@ def describe_device(res: dict) -> str:
             f"commit {pv['commit']}, {pv['date']}")
 
 # %% ../../nbs/42_experiment_fusion.ipynb #b27f289c
-def plot(res: dict, title: str = None):
+def plot(res: dict, title: str | None = None):
     "Per workload, unfused and fused: bytes moved over the ideal, GPU µs, host µs (build and record, then submit)."
     import matplotlib.pyplot as plt
     ws = res["workloads"]

@@ -11,7 +11,7 @@ from ..dtypes import View, float32
 from ..vulkan.device import STATS
 from ..vulkan.dispatch import runtime, Recorder, VkTensor
 from ..vulkan.kernel_api import Dispatch
-from . import median_s, provenance, load_result, show, _device
+from . import median_s, provenance, _device
 
 # %% auto #0
 __all__ = ['NS', 'ORIGINAL', 'STANDALONE_H200', 'StepChains', 'fit', 'measure', 'record_cost', 'eager_cost', 'chain', 'batching',
@@ -23,7 +23,7 @@ class StepChains:
     def __init__(self, device: str = "vulkan"):
         self.dev = dev = _device(device)
         self.rt = rt = runtime(dev)
-        vk, ffi, lib = dev.vk, dev.ffi, dev.lib
+        vk, ffi, _lib = dev.vk, dev.ffi, dev.lib
         dev.wait()                                        # nothing of the runtime's in flight while we time
         self.t = VkTensor(rt.mem.tensors.alloc(64 * 4), View.contiguous((64,)), float32)
         self.pipe = rt.pipelines.get("experiment_step", 1)
@@ -156,7 +156,7 @@ def batching(ns=(10, 30, 100), repeats: int = 3, device: str = "vulkan", numel: 
     x = vkml.tensor(np.ones(numel, np.float32), device=device)
     out = dict(ns=list(ns), numel=numel, ms={}, submissions={})
     for mode in ("once", "realize", "read"):
-        out["ms"][mode] = [median_s(lambda: chain(x, n, mode), repeats) * 1e3 for n in ns]
+        out["ms"][mode] = [median_s(lambda n=n, mode=mode: chain(x, n, mode), repeats) * 1e3 for n in ns]
         s0 = STATS["submissions"]; chain(x, ns[-1], mode)
         out["submissions"][mode] = STATS["submissions"] - s0
     return out

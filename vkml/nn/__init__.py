@@ -12,8 +12,7 @@ from ..graph import Node, no_grad, defer, canonical_device, make_node
 from ..tensor import Tensor, realize, from_numpy_node, tensor
 from ..operands import ArgumentError
 import vkml.functional as VF
-import vkml.autograd  # Tensor.backward and Tensor.detach, which state dicts and batch norm use
-from . import functional
+import vkml.autograd  # noqa: F401 (Tensor.backward and Tensor.detach, which state dicts and batch norm use)
 from . import functional as F
 
 # %% auto #0
@@ -120,7 +119,7 @@ class Module:
     def register_parameter(self, name: str, param: Parameter | None):
         self._parameters[name] = param
 
-    def add_module(self, name: str, module: "Module | None"): self._modules[name] = module
+    def add_module(self, name: str, module: Module | None): self._modules[name] = module
 
     # -- traversal
     def named_modules(self, prefix: str = "", memo=None):

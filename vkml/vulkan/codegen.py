@@ -6,13 +6,12 @@
 from __future__ import annotations
 import hashlib, os, shutil, subprocess, tempfile, importlib.resources
 from pathlib import Path
-import numpy as np
 from ..dtypes import *
-from ..ops import Op, VIEW_OPS
+from ..ops import Op
 from ..elementwise import ELEMENTWISE
 from ..graph import Node
 from ..schedule import Kernel, constant_value
-from .kernel_api import Dispatch, f32_bits, groups_1d
+from .kernel_api import f32_bits
 
 # %% auto #0
 __all__ = ['STORAGE', 'COMPUTE', 'VEC4', 'MASK', 'ARG_HEADER', 'ARG_OPERAND', 'LOCAL', 'FORMS', 'REDUCE_HEADER', 'THREAD_MAX_K',
@@ -37,7 +36,7 @@ def _store(dtype: DType, expr: str) -> str:
 # %% ../../nbs/24_codegen.ipynb #0aeb1438
 class Program:
     "A fused kernel described: `desc` determines its source; the rest is what a launch of it needs."
-    __slots__ = ("desc", "operands", "params", "shape", "stores", "rand_params", "_source")
+    __slots__ = ("_source", "desc", "operands", "params", "rand_params", "shape", "stores")
     def __init__(self, desc, operands, params, shape, stores, rand_params):
         self.desc, self.operands, self.params, self.shape, self.stores = desc, operands, params, shape, stores
         self.rand_params, self._source = rand_params, None
@@ -194,8 +193,8 @@ def write_glsl(desc, form: str = "scalar") -> str:
     lines = [_PREAMBLE, *_helpers(nodes), f"layout(local_size_x = {LOCAL}) in;",
              "layout(push_constant) uniform PC { uint base; } pc;",
              "layout(std430, set = 0, binding = 0) readonly buffer Args { uint args[]; };"]
-    written = {j for _, j in stores}
-    read = {j for (role, _), j in zip(operands, range(len(operands))) if role == "in"}
+    {j for _, j in stores}
+    {j for (role, _), j in zip(operands, range(len(operands))) if role == "in"}
     for j, (role, dt) in enumerate(operands):
         qual = "writeonly " if role == "out" else "readonly "
         elem = VEC4[dt] if vec4 else STORAGE[dt]
@@ -204,20 +203,19 @@ def write_glsl(desc, form: str = "scalar") -> str:
               "    uint m = args[o]; uint off = args[o + 1u];",
               "    if (m == 0u) return off + i;",
               "    if (m == 1u) return off;",
-              "    return uint(int(off) + int(c.x) * int(args[o + 2u]) + int(c.y) * int(args[o + 3u])"
-              " + int(c.z) * int(args[o + 4u]) + int(c.w) * int(args[o + 5u]));",
+              ("    return uint(int(off) + int(c.x) * int(args[o + 2u]) + int(c.y) * int(args[o + 3u])"
+              " + int(c.z) * int(args[o + 4u]) + int(c.w) * int(args[o + 5u]));"),
               "}", "void main() {",
               "    uint gid = GID;", "    uint base = pc.base;", "    uint n = args[base];"]
     pword, pnames = ARG_HEADER + ARG_OPERAND * len(operands), []
     for t in ptypes:
         pnames.append(f"q{len(pnames)}")
-        lines.append(f"    {COMPUTE[t] if t in COMPUTE else 'uint'} q{len(pnames) - 1} = {_param_expr(t, f'base + {pword}u')};")
+        lines.append(f"    {COMPUTE.get(t, 'uint')} q{len(pnames) - 1} = {_param_expr(t, f'base + {pword}u')};")
         pword += _param_word_count(t)
     def oword(j): return f"base + {ARG_HEADER + ARG_OPERAND * j}u"
     if not vec4:
         lines += ["    if (gid >= n) return;",
                   "    uvec4 c = args[base + 1u] != 0u ? coords4(gid, args[base + 3u], args[base + 4u], args[base + 5u]) : uvec4(0u);"]
-        loads = {}
         for j, (role, dt) in enumerate(operands):
             if role == "in":
                 lines.append(f"    {COMPUTE[dt]} a{j} = {_load(to_dtype(dt), f'b{j}[at({oword(j)}, gid, c)]')};")
@@ -277,7 +275,7 @@ def _split(var: str, index: str, want_reduced: bool) -> list:
 def write_reduce_glsl(desc, form: str = "group") -> str:
     "The GLSL of a reduce kernel (`form`: 'group', a workgroup per output, or 'thread', a thread per output)."
     operands, ptypes, nodes, stores, r = desc
-    rop, rarg, (rin,), rout, rrefs, _ = nodes[r]
+    rop, _rarg, (_rin,), rout, rrefs, _ = nodes[r]
     acc_t = COMPUTE[rout]
     group = form == "group"
     lines = [_PREAMBLE, *_helpers(nodes), f"layout(local_size_x = {LOCAL}) in;",
@@ -291,12 +289,12 @@ def write_reduce_glsl(desc, form: str = "group") -> str:
               "    uint m = args[o]; uint off = args[o + 1u];",
               "    if (m == 0u) return off + i;",
               "    if (m == 1u) return off;",
-              "    return uint(int(off) + int(c.x) * int(args[o + 2u]) + int(c.y) * int(args[o + 3u])"
-              " + int(c.z) * int(args[o + 4u]) + int(c.w) * int(args[o + 5u]));",
+              ("    return uint(int(off) + int(c.x) * int(args[o + 2u]) + int(c.y) * int(args[o + 3u])"
+              " + int(c.z) * int(args[o + 4u]) + int(c.w) * int(args[o + 5u]));"),
               "}",
               "uint atc(uint o, uvec4 c) {   // an operand of the input's shape: offset + coords . strides",
-              "    return uint(int(args[o + 1u]) + int(c.x) * int(args[o + 2u]) + int(c.y) * int(args[o + 3u])"
-              " + int(c.z) * int(args[o + 4u]) + int(c.w) * int(args[o + 5u]));",
+              ("    return uint(int(args[o + 1u]) + int(c.x) * int(args[o + 2u]) + int(c.y) * int(args[o + 3u])"
+              " + int(c.z) * int(args[o + 4u]) + int(c.w) * int(args[o + 5u]));"),
               "}",
               "void main() {", "    uint base = pc.base;",
               "    uint n = args[base]; uint k = args[base + 1u];",
@@ -307,7 +305,7 @@ def write_reduce_glsl(desc, form: str = "group") -> str:
     pword, pnames = REDUCE_HEADER + ARG_OPERAND * len(operands), []
     for t in ptypes:
         pnames.append(f"q{len(pnames)}")
-        lines.append(f"    {COMPUTE[t] if t in COMPUTE else 'uint'} q{len(pnames) - 1} = {_param_expr(t, f'base + {pword}u')};")
+        lines.append(f"    {COMPUTE.get(t, 'uint')} q{len(pnames) - 1} = {_param_expr(t, f'base + {pword}u')};")
         pword += _param_word_count(t)
     def oword(j): return f"base + {REDUCE_HEADER + ARG_OPERAND * j}u"
     lines.append("    uvec4 kept = uvec4(0u);")
@@ -346,8 +344,8 @@ def write_reduce_glsl(desc, form: str = "group") -> str:
 
 def reduce_words(prog: Program, views, in_shape) -> tuple:
     "(words, form) of a reduce program's launch over its operands' views; `in_shape` is the reduction's input shape."
-    operands, ptypes, nodes, stores, r = prog.desc
-    axes, keepdim = nodes[r][1]
+    operands, _ptypes, nodes, _stores, r = prog.desc
+    axes, _keepdim = nodes[r][1]
     out_shape = prog.shape
     k = prod(in_shape[a] for a in axes)
     n = prod(out_shape)
@@ -357,7 +355,7 @@ def reduce_words(prog: Program, views, in_shape) -> tuple:
     ops, strided = [], False
     for (role, _), v in zip(operands, views):
         if role == "pin":
-            sh, st = _pad4(v.shape, v.strides)
+            _sh, st = _pad4(v.shape, v.strides)
             ops.append((2, v.offset, *(s & MASK for s in st)))
         else:
             w = operand_words(v, out_shape); strided |= w[0] == 2; ops.append(w)
@@ -394,11 +392,11 @@ def compiler() -> tuple:
 
 _spirv: dict = {}   # hash -> SPIR-V, this process
 
-def compile_glsl(source: str, glslc: str = None) -> bytes:
+def compile_glsl(source: str, glslc: str | None = None) -> bytes:
     "Compile `source` with glslc (no cache)."
     glslc = glslc or compiler()[0]
     if glslc is None: raise CompilerError(f"cannot compile a generated kernel: {compiler()[1]}")
-    r = subprocess.run([glslc, *GLSLC_FLAGS, f"-I{GLSL_DIR}", "-o", "-", "-"], input=source.encode(), capture_output=True)
+    r = subprocess.run([glslc, *GLSLC_FLAGS, f"-I{GLSL_DIR}", "-o", "-", "-"], input=source.encode(), capture_output=True, check=False)
     if r.returncode != 0:
         raise CompilerError(f"glslc refused a generated kernel:\n{r.stderr.decode(errors='replace')}\n--- source:\n{source}")
     return r.stdout

@@ -4,11 +4,10 @@
 
 # %% ../../nbs/21_vulkan_device.ipynb #a76c116b
 from __future__ import annotations
-import os, sys, time, atexit, threading
+import os, time, atexit, threading
 from collections import deque
 from dataclasses import dataclass, field, replace
 from ..dtypes import *
-from ..dtypes import DTYPES
 
 # %% auto #0
 __all__ = ['INSTALL_HINT', 'STATS', 'DEVICE_TYPES', 'TYPE_PREFERENCE', 'vk_module', 'stats', 'reset_stats', 'validation_messages',
@@ -415,7 +414,7 @@ class Device:
         while self._inflight and lib.vkGetFenceStatus(h, self._inflight[0][1]) == 0: self._retire()
         return self.completed
 
-    def wait(self, serial: int = None, timeout_s: float = 600.0):
+    def wait(self, serial: int | None = None, timeout_s: float = 600.0):
         "Block until submission `serial` (default: the last) has finished."
         if serial is None: serial = self.submitted
         if serial <= self.completed or self.poll() >= serial: return
@@ -451,7 +450,7 @@ class Device:
 _open: dict = {}
 _lock = threading.Lock()
 
-def get_device(index: int = None) -> Device:
+def get_device(index: int | None = None) -> Device:
     "The open `Device` for `index` (default: the default device), created on first use."
     if index is None: index = default_index()
     d = _open.get(index)

@@ -4,7 +4,7 @@
 
 # %% ../../nbs/27_dispatch.ipynb #a923ca19
 from __future__ import annotations
-import os, struct, weakref, contextlib, tempfile, warnings, importlib.resources
+import os, struct, contextlib, tempfile, warnings, importlib.resources
 from bisect import bisect_left, bisect_right
 from pathlib import Path
 import numpy as np
@@ -13,7 +13,7 @@ from ..ops import Op, VIEW_OPS
 from ..elementwise import ELEMENTWISE
 from ..graph import Backend, Node, JitError, capture_in_progress, references
 from ..schedule import Kernel
-from .device import Device, get_device, STATS, stats, reset_stats, vk_module, devices, check_index
+from .device import Device, get_device, STATS
 from .memory import memory, Alloc
 from .kernel_api import Dispatch, Scratch, vk_kernels, MAX_PUSH_WORDS, LOOP_BUDGET, groups_1d
 from . import codegen
@@ -57,7 +57,7 @@ def cache_header_ok(data: bytes, info) -> bool:
 # %% ../../nbs/27_dispatch.ipynb #fd43f86d
 class Pipe:
     "A compute pipeline with its layout and reusable push-descriptor structs."
-    __slots__ = ("name", "handle", "layout", "nb", "infos", "writes")
+    __slots__ = ("handle", "infos", "layout", "name", "nb", "writes")
 
 class Pipelines:
     "Pipelines of one device, created on first use, with the on-disk VkPipelineCache."
@@ -108,7 +108,7 @@ class Pipelines:
         vk, ffi, h = self.dev.vk, self.dev.ffi, self.dev.handle
         code = load_spirv(name)
         module = vk.vkCreateShaderModule(h, vk.VkShaderModuleCreateInfo(codeSize=len(code), pCode=code), None)
-        dsl, layout = self._layout(nb)
+        _dsl, layout = self._layout(nb)
         stage = vk.VkPipelineShaderStageCreateInfo(stage=vk.VK_SHADER_STAGE_COMPUTE_BIT, module=module, pName="main")
         try:
             pipe = vk.vkCreateComputePipelines(h, self.cache, 1, [vk.VkComputePipelineCreateInfo(
@@ -202,7 +202,7 @@ def plan_barriers(steps) -> list:
 # %% ../../nbs/27_dispatch.ipynb #0976b676
 class VkTensor:
     "A view of an allocation: what kernels bind."
-    __slots__ = ("alloc", "view", "dtype", "host", "fetch")
+    __slots__ = ("alloc", "dtype", "fetch", "host", "view")
     def __init__(self, alloc: Alloc, view: View, dtype: DType, host=None):
         self.alloc, self.view, self.dtype, self.host = alloc, view, dtype, host
         self.fetch = None   # (serial, getter) of a readback recorded with the submission that wrote it
@@ -356,7 +356,7 @@ class Recorder:
         return a[0], base
 
     def _barrier(self, b):
-        hazard, src, dst = b
+        _hazard, src, dst = b
         s, d, cdata = self.rt.barriers[(src, dst)]
         ffi = self.dev.ffi
         self.dev.lib.vkCmdPipelineBarrier(self.cb, s, d, 0, 1, cdata, 0, ffi.NULL, 0, ffi.NULL)
@@ -606,8 +606,9 @@ class VulkanBackend(Backend):
                 launchers.append(f)
                 continue
             launchers.append(None)
-            if k.kind in ("fused", "reduce") and not can_compile:
-                if not codegen.has_spirv(codegen.describe(k, remember=False).source): uncompiled.append(k)
+            if (k.kind in ("fused", "reduce") and not can_compile
+                    and not codegen.has_spirv(codegen.describe(k, remember=False).source)):
+                uncompiled.append(k)
         if missing:
             raise BackendError(f"the Vulkan backend has no kernel for {', '.join(sorted(missing))}: compute "
                                f"{'it' if len(missing) == 1 else 'them'} on the CPU with `.to('cpu')`")

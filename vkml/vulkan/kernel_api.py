@@ -7,7 +7,6 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 from ..dtypes import *
-from ..dtypes import DTYPES
 
 # %% auto #0
 __all__ = ['MAX_PUSH_WORDS', 'MAX_GROUPS', 'LOOP_LIMIT', 'LOOP_BUDGET', 'vk_kernels', 'DTYPE_SUFFIX', 'Scratch', 'Dispatch',

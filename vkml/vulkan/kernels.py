@@ -9,7 +9,7 @@ import numpy as np
 from ..dtypes import *
 from ..dtypes import prod, contiguous_strides
 from ..ops import Op
-from .kernel_api import Dispatch, Scratch, kernel, sfx, f32_bits, pad4, groups_1d, vk_kernels, LOOP_BUDGET, LOOP_LIMIT
+from .kernel_api import Dispatch, Scratch, kernel, sfx, f32_bits, pad4, groups_1d, LOOP_BUDGET, LOOP_LIMIT
 
 # %% auto #0
 __all__ = ['MASK', 'PLAN_CACHE_SIZE', 'REDUCE_CODE', 'ROW_MIN_K', 'ROW_FEW_OUTPUTS', 'SPLIT_GROUPS', 'SPLIT_CHUNK',

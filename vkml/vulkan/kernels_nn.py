@@ -6,9 +6,9 @@
 from __future__ import annotations
 import math, os
 from ..dtypes import *
-from ..dtypes import prod, contiguous_strides
+from ..dtypes import contiguous_strides
 from ..ops import Op, conv_out
-from .kernel_api import Dispatch, Scratch, kernel, sfx, pad4, groups_1d, MAX_GROUPS, MAX_PUSH_WORDS, LOOP_BUDGET, LOOP_LIMIT
+from .kernel_api import Dispatch, Scratch, kernel, sfx, pad4, groups_1d, MAX_GROUPS, LOOP_BUDGET, LOOP_LIMIT
 from .kernels import fill_dispatch, copy_dispatch
 from types import SimpleNamespace as NS
 
@@ -388,7 +388,7 @@ def window_trips(kh: int, kw: int, H: int, W: int) -> int:
 def maxpool2d_kernel(node, out, x):
     "Max over each window; padding never wins; NaN propagates."
     (kh, kw), (sh, sw), (ph, pw), (dh, dw), _ = node.arg
-    N, C, H, W = x.view.shape
+    _N, C, H, W = x.view.shape
     OH, OW = out.view.shape[2:]
     total = out.view.numel
     if total == 0: return []
@@ -400,7 +400,7 @@ def maxpool2d_kernel(node, out, x):
 def avgpool2d_kernel(node, out, x):
     "Mean over each window, divisor as torch's avg_pool2d."
     (kh, kw), (sh, sw), (ph, pw), _, cip = node.arg
-    N, C, H, W = x.view.shape
+    _N, C, H, W = x.view.shape
     OH, OW = out.view.shape[2:]
     total = out.view.numel
     if total == 0: return []
@@ -412,7 +412,7 @@ def avgpool2d_kernel(node, out, x):
 def maxpool2d_backward_kernel(node, out, g, x):
     "dx: each input pixel sums the gradients of the windows whose first maximum it is."
     (kh, kw), (sh, sw), (ph, pw), (dh, dw), _ = node.arg
-    N, C, H, W = x.view.shape
+    _N, C, H, W = x.view.shape
     OH, OW = g.view.shape[2:]
     total = out.view.numel
     if total == 0: return []

@@ -4,10 +4,10 @@
 
 # %% ../../nbs/22_allocator.ipynb #1f9445f0
 from __future__ import annotations
-import bisect, contextlib, os, weakref
+import bisect, contextlib, os
 import numpy as np
 from ..dtypes import *
-from .device import Device, get_device, STATS, check_index, vk_module
+from .device import Device, get_device, check_index, vk_module
 
 # %% auto #0
 __all__ = ['BLOCK_SIZE', 'PRIVATE_BLOCK_SIZE', 'ALIGN', 'pick_memory_type', 'memory_flags', 'Block', 'Alloc', 'align_up', 'Pool',
@@ -48,14 +48,14 @@ def memory_flags(info, type_index: int) -> set:
 # %% ../../nbs/22_allocator.ipynb #6140209c
 class Block:
     "One VkDeviceMemory with one VkBuffer over all of it."
-    __slots__ = ("id", "memory", "buffer", "size", "host", "mapping")
+    __slots__ = ("buffer", "host", "id", "mapping", "memory", "size")
     def __init__(self, id, memory, buffer, size, host=None, mapping=None):
         self.id, self.memory, self.buffer, self.size, self.host, self.mapping = id, memory, buffer, size, host, mapping
     def __repr__(self): return f"<Block {self.id} {self.size >> 20} MiB>"
 
 class Alloc:
     "A range [offset, offset+size) of a block, shared by the tensors that view it; returned when the last one goes."
-    __slots__ = ("block", "offset", "size", "use", "pool", "born", "dirty", "__weakref__")
+    __slots__ = ("__weakref__", "block", "born", "dirty", "offset", "pool", "size", "use")
     def __init__(self, block, offset, size, pool):
         self.block, self.offset, self.size, self.pool, self.use = block, offset, size, pool, [0]
         self.born, self.dirty = pool.recording, False   # dirty: written in place, so no host copy of it is current
@@ -232,7 +232,7 @@ class Pool:
         a = Alloc(self.blocks[bid], off, size, self)
         self.live += 1
         self.in_use += size
-        if self.in_use > self.peak: self.peak = self.in_use
+        self.peak = max(self.peak, self.in_use)
         return a
 
     def _oom(self, nbytes):

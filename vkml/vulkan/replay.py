@@ -9,7 +9,7 @@ from ..dtypes import *
 from ..ops import Op
 from ..graph import Node, JitError, CaptureNotes, _capturing
 from ..elementwise import rand_keys
-from .dispatch import Recorder, VkTensor, runtime, contiguous_view, _span
+from .dispatch import Recorder, VkTensor, runtime, contiguous_view
 
 # %% auto #0
 __all__ = ['Captured', 'capture', 'replay', 'release']

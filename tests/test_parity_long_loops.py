@@ -13,6 +13,7 @@ import vkml
 from vkml.tensor import apply
 from vkml.ops import Op
 from vkml.dtypes import BackendError
+import oracle
 
 pytestmark = pytest.mark.vulkan
 RNG = np.random.default_rng(65535)
@@ -22,8 +23,8 @@ def vk(a): return vkml.tensor(a, device="vulkan")
 
 
 def close_sum(got, ref, k, absum, atol=1e-6):
-    bound = atol + 1e-5 * np.sqrt(k) * absum
-    assert np.all(np.abs(np.asarray(got, np.float64) - ref) <= bound), (got, ref, bound)
+    "A sum of `k` terms within tests/oracle.py's reduction bound (`absum`: sum|terms|)."
+    oracle.assert_close(got, ref, atol=atol, k=k, terms=absum, same_dtype=False, same_shape=False)
 
 
 @pytest.mark.parametrize("k", [70_000, 140_000])

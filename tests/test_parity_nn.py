@@ -14,6 +14,7 @@ import pytest
 from vkml.tensor import tensor, apply
 from vkml.ops import Op
 import vkml.dtypes as D
+import oracle
 
 pytestmark = pytest.mark.vulkan
 
@@ -55,9 +56,7 @@ def check_sum(build, arrays, k, abs_arrays=None):
     c = cpu.astype(np.float64)
     tol = 1e-6 + 1e-5 * np.sqrt(max(k, 1)) * terms
     if cpu.dtype == np.float16: tol = tol + F16_ULP * np.abs(c) + 6e-8
-    err = np.abs(vk.astype(np.float64) - c)
-    bad = ~(err <= tol) & ~(np.isnan(vk) & np.isnan(cpu))
-    assert not bad.any(), f"{bad.sum()} elements out of bound; worst err {err[bad].max()} at {np.argwhere(bad)[0]}"
+    oracle.assert_close(vk, cpu, bound=tol)
     return cpu, vk
 
 

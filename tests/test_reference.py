@@ -20,33 +20,21 @@ import vkml
 import vkml.functional as VF
 from vkml.dtypes import float32, float16, int32, int64, bool_, RankError
 from vkml.tensor import Tensor, tensor
+import oracle
 
 FLOAT = (float32, float16)
 INT = (int32, int64)
 NUM = FLOAT + INT
 ALL = NUM + (bool_,)
-BASE_TOL = {float32: (1e-5, 1e-6), float16: (2e-3, 2e-3)}  # (rtol, atol) against a float64 reference
 HYP = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 # --- inputs -------------------------------------------------------------------------------------
 
-SPECIAL = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 1.0, -2.5, 3.0])
+SPECIAL = oracle.SPECIAL
 
 def gen(shape, dtype, domain, rng) -> np.ndarray:
-    "Random values of `dtype` from `domain`."
-    if dtype is bool_: return rng.random(shape) < 0.5
-    if dtype.is_int:
-        lo, hi = {"pos": (1, 6), "nz": (1, 6), "ties": (-2, 3)}.get(domain, (-6, 7))
-        a = rng.integers(lo, hi, size=shape)
-        if domain == "nz": a = a * rng.choice([-1, 1], size=shape)
-        return a.astype(dtype.np)
-    a = {"any": lambda: rng.standard_normal(shape) * 2,
-         "pos": lambda: rng.uniform(0.1, 3.0, shape),
-         "nz": lambda: rng.uniform(0.3, 3.0, shape) * rng.choice([-1, 1], size=shape),
-         "unit": lambda: rng.uniform(-0.9, 0.9, shape),
-         "ties": lambda: rng.choice([-1.0, 0.0, 0.5, 2.0], size=shape),
-         "special": lambda: rng.choice(SPECIAL, size=shape)}[domain]()
-    return np.asarray(a).astype(dtype.np)
+    "Random values of `dtype` from `domain` (tests/oracle.py's domains)."
+    return oracle.sample(shape, dtype, domain, rng)
 
 def layouts(arr: np.ndarray):
     "(name, builder) pairs: each builder makes a vkML tensor holding `arr`'s values in another layout."
@@ -74,14 +62,9 @@ def check(out: Tensor, ref, want_dtype, tol=1.0, what=""):
     o, r = out.numpy(), np.asarray(ref)
     assert o.dtype == want_dtype.np, what
     assert o.shape == r.shape, f"{what}: shape {o.shape} != {r.shape}"
-    if want_dtype.is_float:
-        rtol, atol = BASE_TOL[want_dtype]
-        np.testing.assert_allclose(o.astype(np.float64), r.astype(np.float64), rtol=rtol * tol, atol=atol * tol,
-                                   equal_nan=True, err_msg=what)
-        # infinities and signs of infinities must match exactly
-        np.testing.assert_array_equal(np.isinf(o), np.isinf(r), err_msg=what)
-    else:
-        np.testing.assert_array_equal(o, r.astype(want_dtype.np), err_msg=what)
+    rtol, atol = oracle.REFERENCE.get(want_dtype.name, (0, 0))
+    oracle.assert_close(o, r.astype(want_dtype.np) if not want_dtype.is_float else r, rtol=rtol * tol, atol=atol * tol,
+                        what=what, same_dtype=False)
 
 @dataclass
 class Case:
@@ -133,22 +116,8 @@ def softplus(x, beta=1.0, th=20.0):
     with np.errstate(over="ignore"): return np.where(beta * x > th, x, np.log1p(np.exp(beta * x)) / beta)
 SELU_A, SELU_S = 1.6732632423543772848170429916717, 1.0507009873554804934193349852946
 
-def lowbias32(x):
-    x = np.asarray(x, dtype=np.uint64) & 0xFFFFFFFF
-    x ^= x >> 16; x = (x * 0x21F0AAAD) & 0xFFFFFFFF
-    x ^= x >> 15; x = (x * 0x735A2D97) & 0xFFFFFFFF
-    x ^= x >> 15
-    return x
-
-def ref_bits(seed, offset, n):
-    c = (np.arange(n, dtype=np.uint64) + offset) & 0xFFFFFFFF
-    k0 = lowbias32(seed & 0xFFFFFFFF); k1 = lowbias32((((seed >> 32) & 0xFFFFFFFF) + 0x9E3779B9) & 0xFFFFFFFF)
-    return lowbias32(lowbias32(c ^ k0) ^ k1)
-
 def ref_uniform(seed, offset, shape, dtype=float32):
-    b = ref_bits(seed, offset, math.prod(shape))
-    v = (b >> 8).astype(np.float64) * 2.0**-24 if dtype is float32 else (b >> 21).astype(np.float64) * 2.0**-11
-    return v.reshape(shape)
+    return oracle.uniform(seed, offset, math.prod(shape), dtype).reshape(shape)
 
 def ref_norm(x, p, axis, kd):
     a = np.abs(x)

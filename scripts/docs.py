@@ -8,7 +8,9 @@
 3. Convert to Markdown with nbconvert (images extracted next to the page).
 4. Write one API page per exported module (from vkml/_modidx.py): each public function and class,
    its signature and docstring, read with `inspect`.
-5. Build with MkDocs and Material (docs/mkdocs.yml, plus the generated nav) into the site folder.
+5. Give each notebook page a link to the next one (the reading order), group the notebooks and the
+   API pages by part of the book (PARTS), add docs/extra.css, and build with MkDocs and Material
+   (docs/mkdocs.yml, plus the generated nav) into the site folder.
 
 Usage: scripts/docs.py [--executed DIR] [--build DIR] [--site DIR] [--workers N] [--allow-errors]
 """
@@ -181,6 +183,47 @@ def exported_modules() -> list:
 
 # --- 5. MkDocs ----------------------------------------------------------------------------------------
 
+# The parts of the book: a notebook belongs to the last part whose first number is <= its own; an
+# exported module to its notebook's part.
+PARTS = [(0, "The core: ops, graph, schedule, the CPU oracle"), (7, "Tensors, autograd and functions"),
+         (20, "The Vulkan backend"), (30, "Training: nn, losses, optimisers, data"), (40, "Experiments"),
+         (50, "Reference")]
+
+
+def part(nb_name: str) -> str:
+    "The part of the book notebook `nb_name` (e.g. '27_dispatch.ipynb') belongs to."
+    m = re.match(r"(\d+)_", nb_name)
+    n = int(m.group(1)) if m else 0
+    return [name for first, name in PARTS if first <= n][-1]
+
+
+def module_notebook(modname: str) -> str:
+    "The notebook a module is exported from (its 'File to edit' line), or ''."
+    mod = importlib.import_module(modname)
+    src = re.search(r"File to edit: (?:\.\./)+nbs/(\S+?\.ipynb)", Path(mod.__file__).read_text(encoding="utf-8"))
+    return src.group(1) if src else ""
+
+
+def grouped(entries: list, key) -> list:
+    "MkDocs nav sections: [{part: [entries in it]}] in the order of PARTS."
+    out = {name: [] for _, name in PARTS}
+    for e in entries: out[key(e)].append(e)
+    return [{name: es} for name, es in out.items() if es]
+
+
+def link_next(md: Path, nxt: Path | None, prev: Path | None):
+    "Close a page with where to read on: the next notebook (its title and what it teaches) and the previous one."
+    parts = []
+    if nxt is not None:
+        t, s = readme.title(nxt)
+        parts.append(f"**Next:** [{t}]({'index.md' if nxt.name == 'index.ipynb' else page_link(nxt)})" + (f": {s}" if s else ""))
+    if prev is not None:
+        t, _ = readme.title(prev)
+        parts.append(f"Previous: [{t}]({'index.md' if prev.name == 'index.ipynb' else page_link(prev)})")
+    if parts:
+        with md.open("a", encoding="utf-8") as f:
+            f.write('\n\n<div class="vkml-next" markdown>\n\n' + "<br>\n".join(parts) + "\n\n</div>\n")
+
 def write_config(build: Path, site: Path, nav: list) -> Path:
     import yaml
     cfg = yaml.safe_load((ROOT / "docs" / "mkdocs.yml").read_text(encoding="utf-8"))
@@ -197,22 +240,28 @@ def build(executed=None, build_dir=ROOT / "_proc" / "docs", site=ROOT / "_site",
     md.mkdir(parents=True)
     nbs = readme.reading_order()
     runs = executed_notebooks(nbs, Path(executed) if executed else None, workers, allow_errors)
-    nav = []
-    for p in nbs:
+    nav, pages = [], []
+    for i, p in enumerate(nbs):
         page = to_markdown(runs[p], p.stem, md)
+        link_next(page, nbs[i + 1] if i + 1 < len(nbs) else None, nbs[i - 1] if i > 0 else None)
         if p.name == "index.ipynb":
             page.rename(md / "index.md"); nav.insert(0, {"Home": "index.md"})
         else:
-            nav.append({readme.title(p)[0].replace("`", ""): page.name})  # nav titles are plain text
-    api = [{m: f"api/{api_page(m, md).name}"} for m in exported_modules()]
-    nav = nav[:1] + [{"Notebooks": nav[1:]}, {"API reference": api}]
+            pages.append((p, {readme.title(p)[0].replace("`", ""): page.name}))  # nav titles are plain text
+    notebooks = grouped(pages, lambda e: part(e[0].name))
+    notebooks = [{k: [entry for _, entry in v]} for d in notebooks for k, v in d.items()]
+    mods = [(m, module_notebook(m)) for m in exported_modules()]
+    api = grouped([(m, nb, api_page(m, md)) for m, nb in mods], lambda e: part(e[1]))
+    api = [{k: [{m: f"api/{f.name}"} for m, _, f in v]} for d in api for k, v in d.items()]
+    shutil.copy(ROOT / "docs" / "extra.css", md / "extra.css")
+    nav = nav[:1] + [{"Notebooks": notebooks}, {"API reference": api}]
     cfg = write_config(build_dir, site, nav)
     env = dict(os.environ, NO_MKDOCS_2_WARNING="1", DISABLE_MKDOCS_2_WARNING="true")
     r = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--clean", "-q", "-f", str(cfg)],
                        capture_output=True, text=True, env=env)
     if r.returncode != 0: raise SystemExit(f"docs: mkdocs failed:\n{r.stdout}\n{r.stderr}")
     if r.stderr.strip(): print(r.stderr.strip())
-    print(f"docs: {len(nbs)} notebook pages and {len(api)} API pages in {site}")
+    print(f"docs: {len(nbs)} notebook pages and {len(mods)} API pages in {site}")
     return site
 
 

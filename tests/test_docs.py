@@ -107,3 +107,32 @@ def test_plots_are_in_their_pages(site, nb):
     srcs = re.findall(r'<img[^>]+src="([^"]+\.png)"', html)
     assert srcs, f"no plot in {nb}.html"
     for s in srcs: assert (site / s).exists(), f"{nb}.html shows {s}, which is not in the site"
+
+
+def test_each_page_says_what_it_teaches_and_links_to_the_next(site):
+    "A notebook opens with its title and what it teaches (`> ...`); its page ends with a link to the next one."
+    nbs = readme.reading_order()
+    for nb, nxt in zip(nbs, nbs[1:]):
+        t, s = readme.title(nb)
+        assert t != nb.stem and s, f"{nb.name} does not open with `# Title` and `> what it teaches`"
+        html = page(site, nb).read_text(encoding="utf-8")
+        assert f'href="{page(site, nxt).name}"' in html.split('class="vkml-next"')[-1], f"{nb.name}'s page does not link to {nxt.name}"
+
+
+def test_long_code_stays_inside_the_page(site):
+    "docs/extra.css reaches every page: code scrolls sideways inside its block, outputs wrap."
+    css = (site / "extra.css").read_text(encoding="utf-8")
+    assert "overflow-x: auto" in css and "pre-wrap" in css
+    for nb in readme.reading_order():
+        assert "extra.css" in page(site, nb).read_text(encoding="utf-8"), f"{nb.name}'s page lacks extra.css"
+
+
+def test_api_pages_are_grouped_by_part(site):
+    import yaml
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import docs
+    nav = yaml.safe_load((site.parent / "build" / "mkdocs.yml").read_text(encoding="utf-8"))["nav"]
+    api = next(e["API reference"] for e in nav if "API reference" in e)
+    groups = [next(iter(g)) for g in api]
+    assert groups == [name for _, name in docs.PARTS if name in groups] and len(groups) > 1
+    assert {"vkml.vulkan.dispatch": "api/vkml.vulkan.dispatch.md"} in next(g["The Vulkan backend"] for g in api if "The Vulkan backend" in g)

@@ -61,7 +61,9 @@ def notebook_list(link=lambda p: f"nbs/{p.name}") -> str:
 
 
 def expand(md: str, link=lambda p: f"nbs/{p.name}") -> str:
-    return md.replace(MARKER, notebook_list(link)) if MARKER in md else md
+    "The notebook list put in for the marker, and links to `nbs/X.ipynb` made with `link` (a page in the docs)."
+    md = md.replace(MARKER, notebook_list(link)) if MARKER in md else md
+    return re.sub(r"\]\((?:nbs/)?(\d\d_[\w-]+\.ipynb)\)", lambda m: f"]({link(NBS / m.group(1))})", md)
 
 
 def render(nb_path: Path = NBS / "index.ipynb") -> str:

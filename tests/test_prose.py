@@ -64,4 +64,4 @@ def test_the_check_catches_a_missing_file():
 
 def test_the_contributing_page_is_linked_from_the_readme():
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    assert "[Contributing](nbs/52_contributing.ipynb)" in readme and (ROOT / "nbs" / "52_contributing.ipynb").exists()
+    assert "[Contributing](nbs/53_contributing.ipynb)" in readme and (ROOT / "nbs" / "53_contributing.ipynb").exists()

@@ -192,7 +192,7 @@ PARTS = [(0, "The core: ops, graph, schedule, the CPU oracle"), (7, "Tensors, au
 
 def part(nb_name: str) -> str:
     "The part of the book notebook `nb_name` (e.g. '27_dispatch.ipynb') belongs to."
-    m = re.match(r"(\d+)_", nb_name)
+    m = re.match(r"(\d+)", nb_name)   # 30a_nn_module: part 30
     n = int(m.group(1)) if m else 0
     return [name for first, name in PARTS if first <= n][-1]
 

@@ -119,7 +119,7 @@ def layers():
 def perturb(m):
     "Give the affine parameters non-trivial values (they start at ones and zeros)."
     for name, p in list(m._parameters.items()):
-        if p is not None and name in ("weight", "bias") and isinstance(m, (nn.LayerNorm, nn.RMSNorm, nn.GroupNorm, nn._BatchNorm)):
+        if p is not None and name in ("weight", "bias") and isinstance(m, (nn.LayerNorm, nn.RMSNorm, nn.GroupNorm, nn.layers._BatchNorm)):
             nn.assign(p, tensor(rnd(*p.shape, lo=0.5, hi=1.5)))
     return m
 

@@ -40,3 +40,5 @@ step vs_torch ${VS_S:-200} python3 bench/vs_torch.py --out "$OUT/vs_torch_h200.j
 step fusion ${FUSION_S:-100} python3 bench/fusion.py --out "$OUT/fusion_h200.json"
 step host ${HOST_S:-40} python3 bench/host_overhead.py --devices vulkan --json "$OUT/host_h200.json"
 cat "$OUT/cpu_speed.txt" "$OUT/gpu.txt"
+# the device tool brings back a handful of files: the JSONs, and every log in one archive
+(cd "$OUT" && tar czf logs.tgz *.log *.txt && rm -f *.log *.txt)

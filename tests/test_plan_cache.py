@@ -57,3 +57,19 @@ def test_signatures_see_structure_not_values():
     a = sig(held + 1.0)
     b = sig(x * 2.0 + 1.0)          # (outside the assert: pytest's rewriting would hold the temporary)
     assert a != b                   # a held intermediate must be stored
+
+
+def test_the_compiler_is_looked_up_once_per_path(monkeypatch):
+    "Every realize asks whether glslc exists; a PATH search per realize cost more than a dispatch (seen in a profile)."
+    from vkml.vulkan import codegen
+    import shutil
+    calls = []
+    real = shutil.which
+    monkeypatch.setattr(shutil, "which", lambda *a, **k: calls.append(a) or real(*a, **k))
+    codegen._which.cache_clear()
+    first = codegen.compiler()
+    for _ in range(5): assert codegen.compiler() == first
+    assert len(calls) == 1
+    monkeypatch.setenv("PATH", "/nonexistent")          # a different PATH is searched again
+    assert codegen.compiler()[0] is None and len(calls) == 2
+    codegen._which.cache_clear()

@@ -1130,6 +1130,7 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                      'vkml.vulkan.codegen._single': ('codegen.html#_single', 'vkml/vulkan/codegen.py'),
                                      'vkml.vulkan.codegen._split': ('codegen.html#_split', 'vkml/vulkan/codegen.py'),
                                      'vkml.vulkan.codegen._store': ('codegen.html#_store', 'vkml/vulkan/codegen.py'),
+                                     'vkml.vulkan.codegen._which': ('codegen.html#_which', 'vkml/vulkan/codegen.py'),
                                      'vkml.vulkan.codegen.cache_dir': ('codegen.html#cache_dir', 'vkml/vulkan/codegen.py'),
                                      'vkml.vulkan.codegen.compile_glsl': ('codegen.html#compile_glsl', 'vkml/vulkan/codegen.py'),
                                      'vkml.vulkan.codegen.compiler': ('codegen.html#compiler', 'vkml/vulkan/codegen.py'),

@@ -4,7 +4,7 @@
 
 # %% ../nbs/01_dtypes.ipynb #6f7cf829
 from __future__ import annotations
-import math
+import functools, math
 from dataclasses import dataclass
 import numpy as np
 
@@ -162,7 +162,7 @@ class View:
 
     @staticmethod
     def contiguous(shape: Shape) -> View: return View(tuple(shape), contiguous_strides(shape), 0)
-    @property
+    @functools.cached_property   # asked several times per kernel per realize; a View never changes
     def is_contiguous(self) -> bool:
         return all(st == cs for st, cs, d in zip(self.strides, contiguous_strides(self.shape), self.shape) if d != 1)
     @property

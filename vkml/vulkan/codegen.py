@@ -4,7 +4,7 @@
 
 # %% ../../nbs/24_codegen.ipynb #09367dee
 from __future__ import annotations
-import hashlib, os, shutil, subprocess, tempfile, importlib.resources
+import functools, hashlib, os, shutil, subprocess, tempfile, importlib.resources
 from pathlib import Path
 from ..dtypes import *
 from ..ops import Op
@@ -387,8 +387,13 @@ def compiler() -> tuple:
     "(path of glslc or None, why not): `VKML_GLSLC` names one; `VKML_GLSLC=off` pretends there is none."
     want = os.environ.get("VKML_GLSLC", "")
     if want.lower() in ("off", "0", "none"): return None, "VKML_GLSLC=off"
-    path = shutil.which(want or "glslc")
+    path = _which(want or "glslc", os.environ.get("PATH", ""))
     return (path, None) if path else (None, "glslc is not installed (`apt-get install glslc`)")
+
+@functools.lru_cache(maxsize=16)
+def _which(name: str, path: str):
+    "shutil.which, remembered per PATH: every realize asks, and a search of PATH costs more than a dispatch."
+    return shutil.which(name, path=path)
 
 _spirv: dict = {}   # hash -> SPIR-V, this process
 

@@ -104,7 +104,7 @@ def vk_worker(spec: dict, result: str, work: str):
     info = vkml.vulkan.devices()[int(device.split(":")[1])]
     ranks_info = MPI.COMM_WORLD.allgather(dict(rank=rank, device=device, name=info.name, driver=info.driver))
     R = spec["ranks"]   # the global batch is R shares in every run, so that 1 rank's reference sees R ranks' data
-    out = dict(world=world, ranks=ranks_info, device_note=note, mpi=MPI.Get_library_version().splitlines()[0].strip(),
+    out = dict(world=world, ranks=ranks_info, device_note=note, mpi=" ".join(MPI.Get_library_version().splitlines()[0].split()),
                cases={})
 
     def build(c):
@@ -368,42 +368,53 @@ def main(argv=None):
                 doc["runs"][f"{lib}{n}"] = dict(seconds=round(time.perf_counter() - t0, 1), error=f"{type(e).__name__}: {str(e)[-3000:]}")
                 print(f"{lib} with {n} rank(s) failed: {e}", file=sys.stderr)
                 return None
-        vk = {n: run("vk", n) for n in (1, a.ranks)}
-        th = {n: run("torch", n) for n in (1, a.ranks)} if use_torch else {1: None, a.ranks: None}
         R = a.ranks
-        devices = [dict(d, ranks=n) for n in (1, R) if vk[n] for d in vk[n]["ranks"]]
+        vk, th = {1: None, R: None}, {1: None, R: None}
+
+        def assemble():
+            "The document from the runs so far (written after each, so that a run cut short keeps what was done)."
+            doc["notes"], doc["cases"] = [], []
+            devices = [dict(d, ranks=n) for n in (1, R) if vk[n] for d in vk[n]["ranks"]]
+            for n in (1, R):
+                if vk[n] and vk[n].get("device_note"): doc["notes"].append(f"vkML, {n} rank(s): {vk[n]['device_note']}")
+            if vk[R]: doc["mpi"] = vk[R]["mpi"]
+            if th[R]: doc["torch"] = dict(version=th[R]["torch"], nccl=th[R]["nccl"], ranks=th[R]["ranks"])
+            for name in a.cases:
+                c = spec[name]
+                row = dict(case=name, what=describe(c), batch_per_rank=c["batch"])
+                v1 = vk[1]["cases"][name] if vk[1] else None
+                vR = vk[R]["cases"][name] if vk[R] else None
+                row["vkml"] = {"1": v1, str(R): vR}
+                if v1 and vR:
+                    try: row["equality"] = equality(work, name, c, R)
+                    except Exception as e: row["equality"] = dict(passed=False, error=f"{type(e).__name__}: {e}")
+                    row["equality"].update(reference=v1.get("reference"), steps=spec["check_steps"],
+                                           ranks_identical=vR.get("ranks_identical"))
+                    row["equality"]["passed"] = bool(row["equality"]["passed"] and vR.get("ranks_identical"))
+                    e1, eR = v1["eager"]["samples_per_s"], vR["eager"]["samples_per_s"]
+                    row["efficiency"] = dict(vkml_eager=eR / (R * e1))
+                    if isinstance(v1.get("jit"), dict) and "samples_per_s" in v1["jit"]:
+                        row["efficiency"]["vkml_vs_jit_1_rank"] = eR / (R * v1["jit"]["samples_per_s"])
+                    if isinstance(vR.get("jit"), dict) and "samples_per_s" in vR["jit"]:
+                        row["efficiency"]["vkml_jit"] = vR["jit"]["samples_per_s"] / (R * v1["jit"]["samples_per_s"])
+                    row["jit_under_ddp"] = ("supported" if "samples_per_s" in vR.get("jit", {})
+                                            else vR.get("jit", {}).get("error", "not run"))
+                t1 = th[1]["cases"][name] if th[1] else None
+                tR = th[R]["cases"][name] if th[R] else None
+                row["torch"] = {"1": t1, str(R): tR} if (t1 or tR) else None
+                if t1 and tR:
+                    row.setdefault("efficiency", {})["torch"] = tR["eager"]["samples_per_s"] / (R * t1["eager"]["samples_per_s"])
+                if "vkml_eager" in row.get("efficiency", {}): row["met"] = row["efficiency"]["vkml_eager"] >= GOAL
+                doc["cases"].append(row)
+            doc["provenance"] = provenance(argv, devices)
+            doc["seconds"] = round(time.perf_counter() - t_start, 1)
+            out.write_text(json.dumps(doc, indent=1))
+
         for n in (1, R):
-            if vk[n] and vk[n].get("device_note"): doc["notes"].append(f"vkML, {n} rank(s): {vk[n]['device_note']}")
-        if vk[R]: doc["mpi"] = vk[R]["mpi"]
-        if th[R]: doc["torch"] = dict(version=th[R]["torch"], nccl=th[R]["nccl"], ranks=th[R]["ranks"])
-        for name in a.cases:
-            c = spec[name]
-            row = dict(case=name, what=describe(c), batch_per_rank=c["batch"])
-            v1 = vk[1]["cases"][name] if vk[1] else None
-            vR = vk[R]["cases"][name] if vk[R] else None
-            row["vkml"] = {"1": v1, str(R): vR}
-            if v1 and vR:
-                row["equality"] = equality(work, name, c, R)
-                row["equality"].update(reference=v1.get("reference"), steps=spec["check_steps"],
-                                       ranks_identical=vR.get("ranks_identical"))
-                row["equality"]["passed"] = bool(row["equality"]["passed"] and vR.get("ranks_identical"))
-                e1, eR = v1["eager"]["samples_per_s"], vR["eager"]["samples_per_s"]
-                row["efficiency"] = dict(vkml_eager=eR / (R * e1))
-                if isinstance(v1.get("jit"), dict) and "samples_per_s" in v1["jit"]:
-                    row["efficiency"]["vkml_vs_jit_1_rank"] = eR / (R * v1["jit"]["samples_per_s"])
-                if isinstance(vR.get("jit"), dict) and "samples_per_s" in vR["jit"]:
-                    row["efficiency"]["vkml_jit"] = vR["jit"]["samples_per_s"] / (R * v1["jit"]["samples_per_s"])
-                row["jit_under_ddp"] = ("supported" if "samples_per_s" in vR.get("jit", {})
-                                        else vR.get("jit", {}).get("error", "not run"))
-            t1 = th[1]["cases"][name] if th[1] else None
-            tR = th[R]["cases"][name] if th[R] else None
-            row["torch"] = {"1": t1, str(R): tR} if (t1 or tR) else None
-            if t1 and tR: row["efficiency"]["torch"] = tR["eager"]["samples_per_s"] / (R * t1["eager"]["samples_per_s"])
-            if "efficiency" in row: row["met"] = row["efficiency"]["vkml_eager"] >= GOAL
-            doc["cases"].append(row)
-        doc["provenance"] = provenance(argv, devices)
-        doc["seconds"] = round(time.perf_counter() - t_start, 1)
-        out.write_text(json.dumps(doc, indent=1))
+            vk[n] = run("vk", n); assemble()
+        if use_torch:
+            for n in (1, R):
+                th[n] = run("torch", n); assemble()
     f = lambda v: "-" if v is None else f"{v:,.0f}"
     print(f"{'case':<7}{'lib':<7}{'1 rank':>12}{f'{R} ranks':>12}{'efficiency':>12}  equality")
     for r in doc["cases"]:
@@ -414,7 +425,7 @@ def main(argv=None):
             eq = r.get("equality", {}) if lib == "vkml" else {}
             print(f"{r['case']:<7}{lib:<7}{f(one.get('samples_per_s')):>12}{f(many.get('samples_per_s')):>12}"
                   f"{'-' if eff is None else f'{eff:.3f}':>12}  "
-                  + (f"{'passed' if eq.get('passed') else 'FAILED'} (max {eq['max_excess']:.3f} x the bound)" if eq else ""))
+                  + (f"{'passed' if eq.get('passed') else 'FAILED'} (max {eq.get('max_excess', float('nan')):.3f} x the bound)" if eq else ""))
     print(f"samples per second (eager steps); {doc['torch_status']}; wrote {out}")
     for n in doc["notes"]: print("note:", n)
     return doc

@@ -77,7 +77,8 @@ def render_doc(d: dict) -> str:
             s[-1] += (f" Equality after {q['steps']} steps against {q.get('reference') or 'one process'}: "
                       f"{'passed' if q['passed'] else 'FAILED'}, the largest difference {q['max_excess']:.3f} x the bound "
                       f"(1e-5 x sqrt({q['k']:,}) relative; {q['max_abs_diff']:.2e} absolute, in {q['worst_parameter']}); "
-                      f"the ranks' parameters {'bit-identical' if q.get('ranks_identical') else 'DIFFER'}.")
+                      + (f"{q['values_over_bound']:,} of {q['values']:,} values over the bound; " if q.get("values_over_bound") else "")
+                      + f"the ranks' parameters {'bit-identical' if q.get('ranks_identical') else 'DIFFER'}.")
         x = ((c.get("vkml") or {}).get(str(R)) or {}).get("exchange_ms_per_step")
         if x:
             kb = c["vkml"][str(R)].get("exchange_bytes_per_step", 0) / 1e3

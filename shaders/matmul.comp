@@ -1,5 +1,5 @@
 #version 450
-// C[b] = A[b] @ B[b]: (M,K) @ (K,N) -> (M,N) for every batch b, f32 accumulation.
+// C[b] = A[b] @ B[b]: (M,K) @ (K,N) -> (M,N) for every batch b, accumulated in FACC (f32; f64 for f64).
 // Tiled: a workgroup owns a BM x BN tile of C and walks K in steps of BK, staging the A and B
 // slabs through shared memory; each of its (BM/TM)*(BN/TN) threads owns TM x TN outputs
 // (register blocking), strided by the thread grid so that neighbouring threads touch neighbouring
@@ -68,14 +68,14 @@ void main() {
     const int bbase = p.b_off + int(b1) * p.b_sb1 + int(b2) * p.b_sb2;
     const int cbase = p.c_off + int(b1) * p.c_sb1 + int(b2) * p.c_sb2;
     const uint m0 = im * TM, n0 = jn * TN;
-    float acc[TM][TN];
-    [[unroll]] for (uint i = 0; i < TM; ++i) [[unroll]] for (uint j = 0; j < TN; ++j) acc[i][j] = 0.0;
+    FACC acc[TM][TN];
+    [[unroll]] for (uint i = 0; i < TM; ++i) [[unroll]] for (uint j = 0; j < TN; ++j) acc[i][j] = FACC(0);
     for (uint k = 0; k < p.K; ++k) {
-        float ar[TM], br[TN];
+        FACC ar[TM], br[TN];
         [[unroll]] for (uint i = 0; i < TM; ++i)
-            ar[i] = m0 + i < p.M ? float(a[abase + int(m0 + i) * p.a_sm + int(k) * p.a_sk]) : 0.0;
+            ar[i] = m0 + i < p.M ? FACC(a[abase + int(m0 + i) * p.a_sm + int(k) * p.a_sk]) : FACC(0);
         [[unroll]] for (uint j = 0; j < TN; ++j)
-            br[j] = n0 + j < p.N ? float(b[bbase + int(k) * p.b_sk + int(n0 + j) * p.b_sn]) : 0.0;
+            br[j] = n0 + j < p.N ? FACC(b[bbase + int(k) * p.b_sk + int(n0 + j) * p.b_sn]) : FACC(0);
         [[unroll]] for (uint i = 0; i < TM; ++i)
             [[unroll]] for (uint j = 0; j < TN; ++j) acc[i][j] = fma(ar[i], br[j], acc[i][j]);
     }
@@ -90,8 +90,8 @@ void main() {
 layout(local_size_x = NT) in;
 
 // +1 column of padding: the transposed writes of a slab hit distinct banks.
-shared float As[BK][BM + 1];
-shared float Bs[BK][BN + 1];
+shared FACC As[BK][BM + 1];
+shared FACC Bs[BK][BN + 1];
 
 
 #define LA (BM * BK / NT)   // A values each thread stages per slab
@@ -101,16 +101,16 @@ shared float Bs[BK][BN + 1];
 // outside the matrices. Thread tid takes elements e = tid + l*NT of each slab, with the index
 // that has unit stride running fastest across threads (coalesced).
 void load_slabs(int abase, int bbase, uint m0, uint n0, uint k0, uint tid, bool a_kfast, bool b_nfast,
-                out float pa[LA], out float pb[LB]) {
+                out FACC pa[LA], out FACC pb[LB]) {
     [[unroll]] for (uint l = 0; l < LA; ++l) {
         const uint e = tid + l * NT;
         const uint gk = k0 + (a_kfast ? e % BK : e / BM), gm = m0 + (a_kfast ? e / BK : e % BM);
-        pa[l] = (gm < p.M && gk < p.K) ? float(a[abase + int(gm) * p.a_sm + int(gk) * p.a_sk]) : 0.0;
+        pa[l] = (gm < p.M && gk < p.K) ? FACC(a[abase + int(gm) * p.a_sm + int(gk) * p.a_sk]) : FACC(0);
     }
     [[unroll]] for (uint l = 0; l < LB; ++l) {
         const uint e = tid + l * NT;
         const uint gk = k0 + (b_nfast ? e / BN : e % BK), gn = n0 + (b_nfast ? e % BN : e / BK);
-        pb[l] = (gn < p.N && gk < p.K) ? float(b[bbase + int(gk) * p.b_sk + int(gn) * p.b_sn]) : 0.0;
+        pb[l] = (gn < p.N && gk < p.K) ? FACC(b[bbase + int(gk) * p.b_sk + int(gn) * p.b_sn]) : FACC(0);
     }
 }
 
@@ -130,11 +130,11 @@ void main() {
         for (uint tm = gl_WorkGroupID.y; tm < tilesM; tm += gl_NumWorkGroups.y)
         for (uint tn = gl_WorkGroupID.x; tn < tilesN; tn += gl_NumWorkGroups.x) {
             const uint m0 = tm * BM, n0 = tn * BN;
-            float acc[TM][TN];
-            [[unroll]] for (uint i = 0; i < TM; ++i) [[unroll]] for (uint j = 0; j < TN; ++j) acc[i][j] = 0.0;
+            FACC acc[TM][TN];
+            [[unroll]] for (uint i = 0; i < TM; ++i) [[unroll]] for (uint j = 0; j < TN; ++j) acc[i][j] = FACC(0);
             // Register prefetch: the next slab's global loads are issued before this slab's
             // multiplies, so their latency hides behind arithmetic. LA/LB values per thread.
-            float pa[LA], pb[LB];
+            FACC pa[LA], pb[LB];
             load_slabs(abase, bbase, m0, n0, 0u, tid, a_kfast, b_nfast, pa, pb);
             for (uint k0 = 0; k0 < p.K; k0 += BK) {
                 [[unroll]] for (uint l = 0; l < LA; ++l) {
@@ -148,7 +148,7 @@ void main() {
                 barrier();
                 if (k0 + BK < p.K) load_slabs(abase, bbase, m0, n0, k0 + BK, tid, a_kfast, b_nfast, pa, pb);
                 [[unroll]] for (uint kk = 0; kk < BK; ++kk) {
-                    float ar[TM], br[TN];
+                    FACC ar[TM], br[TN];
                     [[unroll]] for (uint i = 0; i < TM; ++i) ar[i] = As[kk][ty + i * TY];
                     [[unroll]] for (uint j = 0; j < TN; ++j) br[j] = Bs[kk][tx + j * TX];
                     [[unroll]] for (uint i = 0; i < TM; ++i)

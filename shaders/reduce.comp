@@ -14,7 +14,7 @@
 //             axis 0): a workgroup of 32 outputs x 8 slices, so each step of a warp reads 32
 //             consecutive elements; the 8 slice partials are combined in shared memory;
 //   COLS PART the first pass of a split COLS reduction (partials laid out like ROW PART's).
-// f16 accumulates in f32, ints exactly in their own width (wrapping), bool SUM is OR. MAX/MIN
+// f16 accumulates in f32, f64 in double, ints exactly in their own width (wrapping), bool SUM is OR. MAX/MIN
 // propagate NaN. The host never launches k == 0 (an empty reduction is a FILL of the identity).
 // lavapipe stops an invocation's loops after 65,535 trips in total, silently: fold takes 4 terms per
 // trip, and the host adds PART workgroups until one thread's share of a row fits (kernels.LOOP_BUDGET).
@@ -107,7 +107,7 @@ ACC fold(int base, uint j, uint end, uint stride) {
 
 T finish(ACC a) {
 #if defined(T_FLOAT)
-    if (pc.op == R_MEAN) a = a / float(pc.kdiv);
+    if (pc.op == R_MEAN) a = a / ACC(pc.kdiv);
 #elif defined(T_B8)
     a = a != 0u ? 1u : 0u;
 #endif

@@ -4,15 +4,15 @@
 `vkml/spirv/<name>.spv`. Names follow the contract: `<kernel>_<dtype>`, with `_row` for the
 workgroup-per-row reductions. (Elementwise kernels are generated from the elementwise table: see
 `shaders/build.py --generated`.) The storage type
-is picked by one define (T_F32 T_F16 T_I32 T_I64 T_B8, see common.glsl). Rows of other kernel
+is picked by one define (T_F32 T_F16 T_F64 T_I32 T_I64 T_B8, see common.glsl). Rows of other kernel
 families live in `variants_<family>.py` next to this file and are appended here.
 """
 import importlib.util, pathlib
 
-T = {"f32": "T_F32", "f16": "T_F16", "i32": "T_I32", "i64": "T_I64", "b8": "T_B8"}
-ALL = ("f32", "f16", "i32", "i64", "b8")
-NUMERIC = ("f32", "f16", "i32", "i64")
-FLOATS = ("f32", "f16")
+T = {"f32": "T_F32", "f16": "T_F16", "f64": "T_F64", "i32": "T_I32", "i64": "T_I64", "b8": "T_B8"}
+ALL = ("f32", "f16", "f64", "i32", "i64", "b8")
+NUMERIC = ("f32", "f16", "f64", "i32", "i64")
+FLOATS = ("f32", "f16", "f64")
 
 
 def _rows():

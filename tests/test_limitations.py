@@ -153,7 +153,8 @@ def test_feature_rows_probe_the_library(tmp_path, monkeypatch):
     monkeypatch.setattr(L, "RESULTS", tmp_path)   # no result files: the rows come from probes only
     rows = {r["feature"]: r for r in L.feature_rows("skipped in this test")}
     assert rows["rank > 4"]["category"] is Category.BY_DESIGN
-    assert rows["float64"]["category"] is Category.BY_DESIGN
+    assert rows["float64"]["category"] == L.DONE and "no Vulkan device" in rows["float64"]["state"]
+    assert rows["float64 kernels on Vulkan"]["category"] is Category.NOT_YET and "MAXPOOL2D" in rows["float64 kernels on Vulkan"]["state"]
     assert rows["higher-order gradients"]["category"] is Category.NOT_YET
     assert "no Vulkan device" in rows["when a GPU beats the CPU"]["state"]
 

@@ -116,7 +116,7 @@ def test_graph_op_table():
     by = {r["op"]: r for r in rows}
     assert by["PROD"]["numpy"] and not by["PROD"]["vulkan"]
     assert by["ARGMAX"]["reason"].startswith("by design") and not by["ARGMAX"]["grad"]
-    assert by["MATMUL"]["dtypes"] == "f32 f16"
+    assert by["MATMUL"]["dtypes"] == "f32 f16 f64"
     table = R.graph_op_table()
     assert table.count("\n") == len(Op) + 1 and "| PROD |" in table
 

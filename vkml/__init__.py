@@ -11,7 +11,7 @@ __version__ = "0.1.0"
 # %% ../nbs/99_api.ipynb #6cbde70f
 from .dtypes import (VkmlError, DTypeError, ShapeError, RankError, AxisError, DeviceError, BackendError,
                          VulkanUnavailableError, FeatureError, OutOfMemoryError, EmptyReductionError, GradError,
-                         IndexOutOfRangeError, CheckpointError, DType, float32, float16, int32, int64, bool_,
+                         IndexOutOfRangeError, CheckpointError, DType, float32, float16, float64, int32, int64, bool_,
                          MAX_DIMS)
 from .tensor import Tensor, tensor, realize, no_grad, is_grad_enabled, schedule
 import vkml.cpu
@@ -33,4 +33,4 @@ from .io import save, load
 from .vulkan import devices, stats, reset_stats, memory_stats, reset_peak_memory_stats, profile, close   # touch no device until called
 
 # %% ../nbs/99_api.ipynb #a129c20e
-half, float, int, long, bool = float16, float32, int32, int64, bool_  # PyTorch's aliases, as vkml.float32 etc.
+half, float, double, int, long, bool = float16, float32, float64, int32, int64, bool_  # PyTorch's aliases, as vkml.float32 etc.

@@ -134,7 +134,7 @@ elementwise("CONST", 0, lambda n: np.full(n.shape, n.arg), "{p0}", dtypes=ALL, n
             params=lambda arg, dt: (arg,), param_types="T", arg_doc="value: a Python scalar; shape ()")
 elementwise("FULL", 0, lambda n: np.full(n.shape, n.arg), "{p0}", dtypes=ALL, no_grad=_NO_SRC,
             params=lambda arg, dt: (arg,), param_types="T", arg_doc="value: a Python scalar")
-elementwise("ARANGE", 0, _arange, {"f": "({p0} + float({i}) * {p1})", "i": "({p0} + {T}({i}) * {p1})"},
+elementwise("ARANGE", 0, _arange, "({p0} + {T}({i}) * {p1})",
             dtypes=NUMERIC, no_grad=_NO_SRC, params=lambda arg, dt: arg, param_types="TT",
             arg_doc="(start, step): element i is start + i*step")
 elementwise("RAND", 0, _rand, _rand_glsl, dtypes=FLOATS, no_grad=_NO_SRC,
@@ -286,7 +286,7 @@ elementwise("WHERE", 3, lambda n, c, a, b: np.where(c, a, b), "({a} != 0u ? {b} 
             dtypes=ALL, data_input=1)
 
 # %% ../nbs/03_elementwise.ipynb #55744f06
-_ACC = {"float32": "float", "float16": "float", "int32": "int", "int64": "int64_t", "bool": "uint"}
+_ACC = {"float32": "float", "float16": "float", "float64": "double", "int32": "int", "int64": "int64_t", "bool": "uint"}
 
 def _cast_glsl(arg, ins, out):
     src = ins[0]

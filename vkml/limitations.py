@@ -17,9 +17,9 @@ from .registry import OPERATORS, BACKENDS, backend_impl, vjp_rules, try_trace, c
 __all__ = ['MEANING', 'DONE', 'BACKEND_GAPS', 'RESULTS', 'FUSION_FEATURE', 'FUSION_LIVE', 'EINSUM_CASES', 'LINALG', 'label',
            'md_table', 'legend', 'headline', 'no_grad_rows', 'breakdown', 'no_grad_table', 'backend_gap',
            'off_backend_rows', 'off_backend_table', 'vulkan_reason', 'vulkan_device', 'results', 'mixed_devices_row',
-           'rank_row', 'float64_row', 'multi_gpu_row', 'fusion_row', 'lazy_detach_row', 'gpu_wins_row',
-           'higher_order_row', 'nonleaf_grad_row', 'einsum_row', 'linalg_row', 'threading_row', 'index_check_row',
-           'feature_rows', 'feature_table', 'summary', 'provenance']
+           'rank_row', 'float64_row', 'float64_vulkan_row', 'multi_gpu_row', 'fusion_row', 'lazy_detach_row',
+           'gpu_wins_row', 'higher_order_row', 'nonleaf_grad_row', 'einsum_row', 'linalg_row', 'threading_row',
+           'index_check_row', 'feature_rows', 'feature_table', 'summary', 'provenance']
 
 # %% ../nbs/50_limitations.ipynb #884355cd
 MEANING = {
@@ -168,15 +168,30 @@ def rank_row():
                 f"MAX_DIMS = {MAX_DIMS}; a rank-{MAX_DIMS + 1} tensor raises RankError: “{_short(msg)}”" if msg
                 else f"rank {MAX_DIMS + 1} accepted", "ADR 0003")
 
-def float64_row():
-    import vkml.cpu, vkml.autograd
+def float64_row(vk_why=None):
+    "float64: a public dtype on the CPU (with autograd) and on Vulkan devices with shaderFloat64, probed."
     msg = _raises(lambda: vkml.tensor(np.zeros(2)), DTypeError)
-    from vkml.gradcheck import gradcheck   # (vkml.gradcheck, the attribute, is this function)
-    private = "float64_mode" in inspect.getsource(gradcheck)
-    return _row("float64", Category.BY_DESIGN if msg else DONE,
-                (f"float64 input raises DTypeError (“{_short(msg, 70)}”); float64 runs only inside the private "
-                 f"`vkml.cpu.float64_mode()`" + (", which `gradcheck` uses" if private else "")) if msg else "float64 tensors accepted",
-                "nbs/06_cpu.ipynb, nbs/13_autograd.ipynb")
+    if msg: return _row("float64", Category.NOT_YET, f"float64 input raises DTypeError (“{_short(msg, 70)}”)", "ADR 0023")
+    x = vkml.tensor(np.array([0.1, 0.2]), requires_grad=True)
+    (x.exp() * x).sum().backward()
+    cpu = f"CPU: float64 tensors and gradients (d/dx x·eˣ at 0.1 is {x.grad.numpy()[0]:.15g})"
+    if vk_why: vk = "Vulkan: not probed here (no Vulkan device)"
+    else:
+        dev = vulkan_device()["name"]
+        try:
+            got = vkml.tensor(np.array([0.1]), device="vulkan").exp().numpy()[0]
+            vk = f"Vulkan ({dev}): float64 kernels, e^0.1 = {got:.17g} (numpy {np.exp(0.1):.17g})"
+        except FeatureError as e: vk = f"Vulkan ({dev}): FeatureError “{_short(str(e), 80)}”"
+    return _row("float64", DONE, f"{cpu}; {vk}", "ADR 0023, nbs/01_dtypes.ipynb, nbs/24_codegen.ipynb")
+
+def float64_vulkan_row():
+    "The graph ops whose Vulkan kernel has no float64 variant (read from `kernel_dtypes`)."
+    from vkml.vulkan.kernel_api import kernel_dtypes
+    gaps = sorted(op.name for op, dts in kernel_dtypes.items() if float64 not in dts)
+    return _row("float64 kernels on Vulkan", Category.NOT_YET if gaps else DONE,
+                (f"{', '.join(gaps)} have no float64 variant: a float64 graph that needs one raises BackendError "
+                 f"naming `.to('cpu')`; every other kernel has one") if gaps else "every kernel has a float64 variant",
+                "nbs/26_kernels_nn.ipynb")
 
 def multi_gpu_row(vk_why):
     import vkml.nn
@@ -370,7 +385,7 @@ def index_check_row(vk_why):
 # %% ../nbs/50_limitations.ipynb #a03729fd
 def feature_rows(vk_why=None) -> list:
     "Every feature row, probed now (`vk_why`: why Vulkan is unavailable, or None)."
-    return [mixed_devices_row(), rank_row(), float64_row(), multi_gpu_row(vk_why), fusion_row(), lazy_detach_row(vk_why),
+    return [mixed_devices_row(), rank_row(), float64_row(vk_why), float64_vulkan_row(), multi_gpu_row(vk_why), fusion_row(), lazy_detach_row(vk_why),
             higher_order_row(), nonleaf_grad_row(), einsum_row(), linalg_row(), threading_row(), index_check_row(vk_why),
             gpu_wins_row(vk_why)]
 

@@ -96,7 +96,7 @@ ARG_DOC = {
 }
 
 # %% ../nbs/02_ops.ipynb #4b5634b4
-NUMERIC = (float32, float16, int32, int64)
+NUMERIC = (float32, float16, float64, int32, int64)
 ALL = DTYPES
 
 ACCEPTED_DTYPES: dict[Op, tuple] = {op: NUMERIC for op in Op}

@@ -212,7 +212,7 @@ def operator_table() -> str:
     return "\n".join(rows)
 
 # %% ../nbs/16_registry.ipynb #7a425ee5
-_SHORT = {"float32": "f32", "float16": "f16", "int32": "i32", "int64": "i64", "bool": "b8"}
+_SHORT = {"float32": "f32", "float16": "f16", "float64": "f64", "int32": "i32", "int64": "i64", "bool": "b8"}
 
 def graph_op_rows() -> list[dict]:
     "One dict per graph op, with its registry columns."

@@ -144,8 +144,6 @@ def _host_array(data, dtype) -> np.ndarray:
     try:
         if dtype is not None:
             dtype = to_dtype(dtype)
-            if isinstance(data, np.ndarray) and data.dtype == np.float64:
-                to_dtype(np.float64)  # raises with the cast to make
             if dtype.is_int and not isinstance(data, np.ndarray):
                 raw = np.array(data)
                 if raw.dtype.kind in "iuO" and raw.size:
@@ -154,7 +152,7 @@ def _host_array(data, dtype) -> np.ndarray:
                         raise DTypeError(f"tensor(): a value does not fit in {dtype.name} ({lo} .. {hi}): use a wider dtype")
             return np.array(data, dtype=dtype.np)
         if isinstance(data, np.ndarray):
-            to_dtype(data.dtype)  # raises for float64 and unsupported dtypes
+            to_dtype(data.dtype)  # raises for dtypes vkML does not have, naming the cast
             return data
         arr = np.array(data)
     except ValueError as e:
@@ -190,7 +188,7 @@ def _as_dtype(x):
     if isinstance(x, str) and (x.startswith("cpu") or x.startswith("vulkan")): return None
     try: return to_dtype(x)
     except DTypeError:
-        try: np.dtype(x)   # a dtype numpy knows but vkML does not (int8, float64): say so
+        try: np.dtype(x)   # a dtype numpy knows but vkML does not (int8, complex64): say so
         except (TypeError, ValueError): return None
         raise
 

@@ -120,7 +120,7 @@ class DeviceInfo:
     driver: str
     api_version: str
     limits: dict
-    features: dict          # f16, i64, storage8, storage16, int8, push_descriptor, cooperative_matrix, timestamps...
+    features: dict          # f16, f64, i64, storage8, storage16, int8, push_descriptor, cooperative_matrix, timestamps...
     subgroup_size: int
     memory: dict            # heaps and the properties of the memory types vkML uses
     missing: list = field(default_factory=list)  # minimum requirements this device fails
@@ -169,6 +169,7 @@ def _query(vk, index, pd) -> DeviceInfo:
     ts = bool(any(q.timestampValidBits and q.queueFlags & vk.VK_QUEUE_COMPUTE_BIT for q in queues))
     features = dict(
         f16=bool(ok12 and f11.storageBuffer16BitAccess and f12.shaderFloat16),
+        f64=bool(f2.features.shaderFloat64),
         i64=bool(f2.features.shaderInt64),
         storage8=bool(ok12 and f12.storageBuffer8BitAccess),
         storage16=bool(ok12 and f11.storageBuffer16BitAccess),
@@ -271,7 +272,7 @@ class Device:
         f11 = vk.VkPhysicalDeviceVulkan11Features(storageBuffer16BitAccess=f["storage16"])
         f12 = vk.VkPhysicalDeviceVulkan12Features(pNext=f11, storageBuffer8BitAccess=True, shaderFloat16=f["f16"],
                                                   shaderInt8=f["int8"])
-        core = vk.VkPhysicalDeviceFeatures(shaderInt64=f["i64"])
+        core = vk.VkPhysicalDeviceFeatures(shaderInt64=f["i64"], shaderFloat64=f["f64"])
         feats = vk.VkPhysicalDeviceFeatures2(pNext=f12, features=core)
         qinfo = vk.VkDeviceQueueCreateInfo(queueFamilyIndex=self.family, queueCount=1, pQueuePriorities=[1.0])
         exts = ["VK_KHR_push_descriptor"]
@@ -285,6 +286,9 @@ class Device:
         if dtype.name == "float16" and not f["f16"]:
             raise FeatureError(f"{self.info.name} cannot run {what} in float16: it lacks shaderFloat16 or "
                                f"storageBuffer16BitAccess; use float32 (`.float()`) or device='cpu'")
+        if dtype.name == "float64" and not f["f64"]:
+            raise FeatureError(f"{self.info.name} cannot run {what} in float64: it lacks shaderFloat64; "
+                               f"cast to float32 (`.float()`) or compute on the CPU (`.to('cpu')`)")
         if dtype.name == "int64" and not f["i64"]:
             raise FeatureError(f"{self.info.name} cannot run {what} in int64: it lacks shaderInt64; "
                                f"use int32 (`.int()`) or device='cpu'")

@@ -8,34 +8,36 @@ import math
 from ..dtypes import *
 from ..dtypes import prod
 from ..ops import Op, conv_out
-from .kernel_api import Dispatch, Scratch, kernel, sfx, pad4, groups_1d, MAX_GROUPS, MAX_PUSH_WORDS, LOOP_BUDGET
+from .kernel_api import (Dispatch, Scratch, kernel, sfx, pad4, groups_1d, MAX_GROUPS, MAX_PUSH_WORDS, LOOP_BUDGET,
+                                   kernel_dtypes)
 
 # %% auto #0
 __all__ = ['MATMUL_TILES', 'BIG_TILE_MIN_GROUPS', 'SMALL_MAX_MN', 'COL_SCRATCH_BYTES', 'CT_LOWER_MIN_K', 'INDEX_ADD_CHUNK',
-           'matmul_variant', 'matmul_trips', 'matmul_dispatch', 'matmul_kernel', 'merged_stride', 'im2col_dispatch',
-           'im2col_kernel', 'conv2d_kernel', 'taps', 'check_trips', 'col2im_dispatch', 'conv_transpose2d_kernel',
-           'col2im_kernel', 'window_trips', 'maxpool2d_kernel', 'avgpool2d_kernel', 'maxpool2d_backward_kernel',
-           'gather_kernel', 'index_add_kernel']
+           'matmul_variant', 'matmul_bk', 'matmul_trips', 'matmul_dispatch', 'matmul_kernel', 'merged_stride',
+           'im2col_dispatch', 'im2col_kernel', 'conv2d_kernel', 'taps', 'check_trips', 'col2im_dispatch',
+           'conv_transpose2d_kernel', 'col2im_kernel', 'window_trips', 'maxpool2d_kernel', 'avgpool2d_kernel',
+           'maxpool2d_backward_kernel', 'gather_kernel', 'index_add_kernel']
 
 # %% ../../nbs/26_kernels_nn.ipynb #c9c940c7
 MATMUL_TILES = {"matmul": (64, 64), "matmul128": (128, 128)}  # variant -> (BM, BN); see shaders/variants_nn.py
 BIG_TILE_MIN_GROUPS = 128  # 128x128 tiles only when they still give this many workgroups (H200: 132 SMs)
 SMALL_MAX_MN = 1024       # an M*N this small fills under a quarter of one 64x64 tile: use matmul_small
 
-def matmul_variant(M: int, N: int, batch: int) -> str:
-    "The variant for an (M, N) output times `batch`: big tiles only when there is work for many groups."
+def matmul_variant(M: int, N: int, batch: int, dtype=float32) -> str:
+    "The variant for an (M, N) output times `batch`: big tiles only when there is work for many groups (never for f64)."
     if M * N <= SMALL_MAX_MN: return "matmul_small"
     big = -(-M // 128) * -(-N // 128) * batch
-    return "matmul128" if M >= 128 and N >= 128 and big >= BIG_TILE_MIN_GROUPS else "matmul"
+    return "matmul128" if M >= 128 and N >= 128 and big >= BIG_TILE_MIN_GROUPS and dtype is not float64 else "matmul"
 
+def matmul_bk(dtype) -> int: return 8 if dtype is float64 else 16   # the K step of a tile (shaders/variants_nn.py)
 
-def matmul_trips(name: str, M: int, N: int, K: int, nb: int) -> int:
-    "Loop trips one invocation of matmul variant `name` runs: its grid loops and K loops (BK = 16)."
+def matmul_trips(name: str, M: int, N: int, K: int, nb: int, bk: int = 16) -> int:
+    "Loop trips one invocation of matmul variant `name` runs: its grid loops and K loops (K step `bk`)."
     if name == "matmul_small": return K
     bm, bn = MATMUL_TILES[name]
     per = lambda t: -(-t // min(t, MAX_GROUPS)) if t else 0   # grid-stride trips of one workgroup
     z, y, x = per(nb), per(-(-M // bm)), per(-(-N // bn))
-    return z * y * x * -(-K // 16) + z * (1 + y * (1 + x))
+    return z * y * x * -(-K // bk) + z * (1 + y * (1 + x))
 
 def _contiguous_c(M, N, B1, B2, C) -> bool:
     "Does C's (offset, sb1, sb2, sm, sn) walk (B1, B2, M, N) row-major with no gaps?"
@@ -43,7 +45,7 @@ def _contiguous_c(M, N, B1, B2, C) -> bool:
 
 def matmul_dispatch(dtype, c, a, b, M, N, K, B1, B2, A, B, C, c_f32=False) -> list:
     "The matmul dispatches; A/B/C are (offset, stride_b1, stride_b2, stride_row, stride_col) in elements."
-    name = matmul_variant(M, N, B1 * B2)
+    name, bk = matmul_variant(M, N, B1 * B2, dtype), matmul_bk(dtype)
     if name == "matmul_small": groups = groups_1d(-(-M // 4) * -(-N // 4) * B1 * B2, 64)
     else:
         bm, bn = MATMUL_TILES[name]
@@ -51,18 +53,18 @@ def matmul_dispatch(dtype, c, a, b, M, N, K, B1, B2, A, B, C, c_f32=False) -> li
     if K == 0: a = b = c   # nothing is read: bind the output so no empty buffer is ever bound
     f32 = c_f32 and dtype == float16
     suffix = sfx(dtype) + ("_f32" if f32 else "")   # f16 operands, f32 result
-    if matmul_trips(name, M, N, K, B1 * B2) <= LOOP_BUDGET:
+    if matmul_trips(name, M, N, K, B1 * B2, bk) <= LOOP_BUDGET:
         return [Dispatch(f"{name}_{suffix}", (c, a, b), (M, N, K, B1, B2, *A, *B, *C), groups)]
-    # Split K (lavapipe's loop budget): each chunk's product goes to an f32 slab of a scratch buffer,
-    # then reduce_final sums the slabs of every output in a fixed order (deterministic).
-    base = matmul_trips(name, M, N, 0, B1 * B2)
-    kc = (LOOP_BUDGET - base) // max(1, matmul_trips(name, M, N, 16, B1 * B2) - base) * 16 if name != "matmul_small" else LOOP_BUDGET
+    # Split K (lavapipe's loop budget): each chunk's product goes to an f32 (f64) slab of a scratch
+    # buffer, then reduce_final sums the slabs of every output in a fixed order (deterministic).
+    base = matmul_trips(name, M, N, 0, B1 * B2, bk)
+    kc = (LOOP_BUDGET - base) // max(1, matmul_trips(name, M, N, bk, B1 * B2, bk) - base) * bk if name != "matmul_small" else LOOP_BUDGET
     rows = B1 * B2 * M * N
     if kc <= 0 or not _contiguous_c(M, N, B1, B2, C):
         raise BackendError(f"matmul of ({M}x{K}) @ ({K}x{N}) x {B1 * B2}: one shader invocation would loop past "
                            f"lavapipe's 65,535 iterations; split the product along K (sum of smaller matmuls)")
     parts = -(-K // kc)
-    slabs = Scratch(parts * rows * 4)
+    slabs = Scratch(parts * rows * (8 if dtype is float64 else 4))
     pname = f"{name}_{sfx(dtype)}" + ("_f32" if dtype == float16 else "")   # partials always in f32
     ds = []
     for i, k0 in enumerate(range(0, K, kc)):
@@ -202,7 +204,7 @@ def conv_transpose2d_kernel(node, out, x, w):
         s0 = w.view.strides[0]
         wa, A = w, (w.view.offset, 0, Cig * s0, ws, s0)
     xn, xc = x.view.strides[:2]
-    per_img = Cout * kk * L * 4     # columns in f32 for f16 too: rounded once, at the end
+    per_img = Cout * kk * L * (8 if dt is float64 else 4)   # columns in f32 for f16 too: rounded once, at the end
     chunk = max(1, min(N, COL_SCRATCH_BYTES // per_img))
     col = Scratch(chunk * per_img)
     for n0 in range(0, N, chunk):
@@ -312,3 +314,6 @@ def index_add_kernel(node, out, dst, idx, src):
         d_, dp = (dst, _p4(dst)) if j0 == 0 else (out, (out.view.offset, *pad4(dst.view.shape, contiguous_strides(dst.view.shape))[1]))
         ds.append(Dispatch(name, (out, d_, idx, src), (total, *pad4(dst.view.shape), *dp, *ish, *ipj, *spj, a4), groups))
     return ds
+
+# %% ../../nbs/26_kernels_nn.ipynb #a039c1c0
+kernel_dtypes.update({op: (float32, float16) for op in (Op.MAXPOOL2D, Op.AVGPOOL2D, Op.MAXPOOL2D_BACKWARD)})

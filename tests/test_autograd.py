@@ -79,6 +79,7 @@ CASES = {
                 (lambda x: apply(Op.EXPAND, x, shape=(3, 2), dtype=x.dtype), [r(2)]),
                 (lambda x: apply(Op.EXPAND, x, shape=(2, 3), dtype=x.dtype), [r()])],
     Op.SLICE: [(u(Op.SLICE, ((1, -1, -1), (0, 3, 2))), [r(2, 3)]), (u(Op.SLICE, ((1, 4, 2), (2, 0, -1))), [r(5, 3)])],
+    Op.SLICE_BACKWARD: [(lambda g: apply(Op.SLICE_BACKWARD, g, arg=((1, 4, 2), (2, 0, -1)), shape=(5, 3), dtype=g.dtype), [r(2, 2)])],
     Op.PAD: [(u(Op.PAD, (((1, 0), (0, 2)), 0.5)), [r(2, 3)])],
     Op.CONCAT: [(lambda a, b_, c: apply(Op.CONCAT, a, b_, c, arg=1), [r(2, 1), r(2, 2, seed=1), r(2, 3, seed=2)]),
                 (lambda a, b_: apply(Op.CONCAT, a, b_, arg=0), [r(1, 3), r(2, 3, seed=1)])],

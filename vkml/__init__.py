@@ -13,7 +13,7 @@ from .dtypes import (VkmlError, DTypeError, ShapeError, RankError, AxisError, De
                          VulkanUnavailableError, FeatureError, OutOfMemoryError, EmptyReductionError, GradError,
                          IndexOutOfRangeError, CheckpointError, DType, float32, float16, float64, int32, int64, bool_,
                          MAX_DIMS)
-from .tensor import Tensor, tensor, realize, no_grad, is_grad_enabled, schedule
+from .tensor import Tensor, tensor, realize, no_grad, enable_grad, is_grad_enabled, schedule
 import vkml.cpu
 import vkml.autograd
 from .gradcheck import gradcheck, GradcheckError

@@ -8,14 +8,15 @@ import math
 import numpy as np
 from .dtypes import *
 from .ops import *
-from .ops import NO_GRAD_REASONS, Category
+from .ops import NO_GRAD_REASONS, NO_HIGHER_ORDER, Category
 from .elementwise import ELEMENTWISE
-from .graph import Node, make_node, toposort, no_grad, defer, get_backend
+from .graph import Node, make_node, toposort, no_grad, enable_grad, is_grad_enabled, defer, get_backend
 from .operands import TensorBase as Tensor
 import weakref
 
 # %% auto #0
-__all__ = ['vjp_rules', 'EAGER_DETACH', 'vjp_rule', 'backward', 'RemovableHandle', 'register_post_accumulate_grad_hook', 'detach']
+__all__ = ['vjp_rules', 'EAGER_DETACH', 'vjp_rule', 'backward', 'grad', 'RemovableHandle', 'register_post_accumulate_grad_hook',
+           'detach']
 
 # %% ../nbs/13_autograd.ipynb #275eddb6
 def _apply(op: Op, *srcs: Tensor, arg=None, shape=None, dtype=None) -> Tensor:
@@ -113,9 +114,22 @@ def _minmax_vjp(node, g, srcs):
 vjp_rules[Op.MAX] = _minmax_vjp
 vjp_rules[Op.MIN] = _minmax_vjp
 
+def _others(x, axes) -> Tensor:
+    "Π_{j≠i} x_j over each reduced extent, as PROD over a (M, k, k) layout with ones on the diagonal (differentiable)."
+    kept = [i for i in range(x.ndim) if i not in axes]
+    perm = kept + sorted(axes)
+    M, K = prod(x.shape[i] for i in kept), prod(x.shape[i] for i in axes)
+    rows = _expand(_reshape(_permute(x, perm), (M, 1, K)), (M, K, K))
+    i = x._wrap(Node(Op.ARANGE, (), (0, 1), (K,), int64, x.device))
+    diag = _apply(Op.EQUAL, _expand(_reshape(i, (K, 1)), (K, K)), _expand(_reshape(i, (1, K)), (K, K)))
+    eye = _expand(_reshape(diag, (1, K, K)), (M, K, K))
+    o = _apply(Op.PROD, _where(eye, 1.0, rows), arg=((2,), False))                  # (M, K): o[m, i] = Π_{j≠i} x[m, j]
+    return _permute(_reshape(o, tuple(x.shape[i] for i in perm)), np.argsort(perm).tolist())
+
 def _prod_vjp(node, g, srcs):
-    "g·Π_{j≠i} x_j: p/x with no zero, p at the single zero, 0 with two or more (p = product of the nonzeros)"
+    "g·Π_{j≠i} x_j: p/x with no zero, p at the single zero, 0 with two or more (p = product of the nonzeros); differentiable form under create_graph"
     (axes, keepdim), x = node.arg, srcs[0]
+    if x.requires_grad and is_grad_enabled(): return (_mul(_unreduce(g, x.shape, axes, keepdim), _others(x, axes)),)
     is0 = _eq(x, 0.0)
     zeros = _expand(_sum(_cast(is0, x.dtype), axes), x.shape)                          # zeros per extent
     p = _expand(_apply(Op.PROD, _where(is0, 1.0, x), arg=(tuple(axes), True)), x.shape)  # product of the nonzeros
@@ -152,6 +166,11 @@ def _slice_vjp(node, g, srcs):
     "SliceBackward(g): zeros with g at the slice"
     return (_apply(Op.SLICE_BACKWARD, g, arg=node.arg, shape=srcs[0].shape, dtype=g.dtype),)
 vjp_rules[Op.SLICE] = _slice_vjp
+
+def _slice_backward_vjp(node, g, srcs):
+    "Slice(g): the adjoint of the adjoint (what a second derivative through a slice needs)"
+    return (_slice(g, node.arg),)
+vjp_rules[Op.SLICE_BACKWARD] = _slice_backward_vjp
 
 def _pad_vjp(node, g, srcs):
     "Slice(g): drop the padding"
@@ -255,6 +274,8 @@ def _maxpool2d_vjp(node, g, srcs):
     "MaxPool2dBackward(g, x): to each window's first maximum"
     return (_apply(Op.MAXPOOL2D_BACKWARD, g, srcs[0], arg=node.arg),)
 vjp_rules[Op.MAXPOOL2D] = _maxpool2d_vjp
+NO_HIGHER_ORDER[Op.MAXPOOL2D] = (Category.NOT_YET, "its rule emits MAXPOOL2D_BACKWARD, which has no rule yet: "
+                                 "a second derivative of max_pool2d stops there")
 
 # %% ../nbs/13_autograd.ipynb #6cfc9d9a
 def _avgpool2d_vjp(node, g, srcs):
@@ -305,37 +326,105 @@ def _initial_grad(t: Tensor, gradient) -> Tensor:
                         f"got {gradient.shape}, {gradient.dtype.name} on {gradient.device}")
     return gradient
 
-def backward(tensor: Tensor, gradient=None) -> None:
-    "Accumulate d(tensor)/d(leaf) into every leaf's `.grad`, lazily; `gradient` defaults to 1 for one element."
-    root = tensor.node
-    if not root.requires_grad:
-        raise GradError("this tensor does not require grad: none of its inputs did (call `requires_grad_()` on "
-                        "the leaves first), or it was computed under `no_grad()` or from `.detach()`")
-    if not root.dtype.is_float:
-        raise GradError(f"backward needs a float output, this one is {root.dtype.name}: integer and bool results "
-                        f"have no gradient")
-    wrap, ready = tensor._wrap, []
-    with no_grad():
-        grads = {id(root): _initial_grad(tensor, gradient)}
-        for node in reversed(toposort([root], skip=lambda n: not n.requires_grad)):
+def _check_output(t: Tensor, what: str):
+    if not t.node.requires_grad:
+        raise GradError(f"{what} does not require grad: none of its inputs did (call `requires_grad_()` on "
+                        f"the leaves first), or it was computed under `no_grad()` or from `.detach()`")
+    if not t.node.dtype.is_float:
+        raise GradError(f"{what} is {t.node.dtype.name}: backward needs a float output (integer and bool results "
+                        f"have no gradient)")
+
+def _walk(roots: list, seeds: list, create_graph: bool, wanted=None) -> dict:
+    """Reverse mode over the graph of `roots` (nodes) seeded with `seeds` (their gradients). Without `wanted`,
+    each leaf's gradient goes to its `.grad`; with `wanted` (node ids), the gradients of those nodes are
+    returned, only nodes from which one of them is reached are walked, and no `.grad` is touched.
+    Returns ({id: gradient} of the wanted nodes, the leaves whose hooks are due)."""
+    order = toposort(roots, skip=lambda n: not n.requires_grad)
+    needed = None
+    if wanted is not None:   # the nodes on a path to a wanted one (sources first, so one pass)
+        needed = set()
+        for n in order:
+            if id(n) in wanted or any(id(s) in needed for s in n.srcs): needed.add(id(n))
+    wrap, ready, found = seeds[0]._wrap, [], {}
+    with enable_grad() if create_graph else no_grad():
+        grads = {}
+        for r, g in zip(roots, seeds): grads[id(r)] = g if id(r) not in grads else grads[id(r)] + g
+        for node in reversed(order):
+            if needed is not None and id(node) not in needed: continue
             g = grads.pop(id(node), None)
             if g is None: continue                      # no path from here to the output
-            if node.leaf_of is not None:                # a leaf: accumulate, stop
+            if wanted is not None and id(node) in wanted:
+                found[id(node)] = g                     # complete: every consumer came before
+            elif node.leaf_of is not None:              # a leaf: accumulate, stop
                 leaf = node.leaf_of()
                 if leaf is not None:
                     leaf.grad = g if leaf.grad is None else leaf.grad + g
                     if id(leaf) in _hooks: ready.append(leaf)
                 continue
+            if not any(s.requires_grad and (needed is None or id(s) in needed) for s in node.srcs): continue
             rule = vjp_rule(node.op)
             if rule is None:
                 raise GradError(f"cannot differentiate through {node.op.name}: {_reason(node.op)}")
             for src, gs in zip(node.srcs, rule(node, g, tuple(wrap(s) for s in node.srcs))):
-                if gs is None or not src.requires_grad: continue
+                if gs is None or not src.requires_grad or (needed is not None and id(src) not in needed): continue
                 prev = grads.get(id(src))
                 grads[id(src)] = gs if prev is None else prev + gs
+    return found, ready
+
+def backward(tensor: Tensor, gradient=None, retain_graph=None, create_graph: bool = False, inputs=None) -> None:
+    """Accumulate d(tensor)/d(leaf) into every leaf's `.grad` (only into `inputs`' when given), lazily;
+    `gradient` defaults to 1 for one element; `create_graph`: the gradients are differentiable themselves."""
+    _check_output(tensor, "this tensor")
+    seed = _initial_grad(tensor, gradient)
+    if inputs is None:
+        _, ready = _walk([tensor.node], [seed], create_graph)
+    else:
+        inputs, ready = _tensors(inputs, "inputs"), []
+        for i, t in enumerate(inputs):
+            if not t.requires_grad: raise GradError(f"backward: inputs[{i}] does not require grad")
+        found, _ = _walk([tensor.node], [seed], create_graph, wanted={id(t.node) for t in inputs})
+        for t in dict.fromkeys(inputs):
+            g = found.get(id(t.node))
+            if g is None: continue
+            t.grad = g if t.grad is None else t.grad + g
+            if id(t) in _hooks: ready.append(t)
     defer(tensor)  # the output joins the next realize on its device (the optimiser's): one submission per step
     for leaf in ready:
         for hook in list(_hooks.get(id(leaf), ())): hook(leaf)
+
+def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph: bool = False, allow_unused=None,
+         materialize_grads: bool = False) -> tuple:
+    """PyTorch's `torch.autograd.grad`: the sum over `outputs` of their vector-Jacobian products with
+    `grad_outputs`, with respect to each of `inputs`, as a tuple; no `.grad` is touched."""
+    outputs, inputs = _tensors(outputs, "outputs"), _tensors(inputs, "inputs")
+    gos = [None] * len(outputs) if grad_outputs is None else _tensors(grad_outputs, "grad_outputs") \
+        if isinstance(grad_outputs, Tensor) else list(grad_outputs)
+    if len(gos) != len(outputs):
+        raise GradError(f"grad: {len(outputs)} outputs but {len(gos)} grad_outputs: give one per output (None for a scalar's 1)")
+    for i, t in enumerate(outputs): _check_output(t, f"grad: outputs[{i}]")
+    for i, t in enumerate(inputs):
+        if not t.requires_grad:
+            raise GradError(f"grad: inputs[{i}] does not require grad: call `requires_grad_()` on it before computing the outputs")
+    if allow_unused is None: allow_unused = materialize_grads
+    if materialize_grads and not allow_unused:
+        raise GradError("grad: materialize_grads=True needs allow_unused=True (or None)")
+    seeds = [_initial_grad(o, g) for o, g in zip(outputs, gos)]
+    found, _ = _walk([o.node for o in outputs], seeds, create_graph, wanted={id(t.node) for t in inputs})
+    out = []
+    for i, t in enumerate(inputs):
+        g = found.get(id(t.node))
+        if g is None and materialize_grads: g = _full(t.shape, 0.0, t)
+        elif g is None and not allow_unused:
+            raise GradError(f"grad: inputs[{i}] is not used in the graph of the outputs (no path leads to it): "
+                            f"pass allow_unused=True to get None for it, or materialize_grads=True for zeros")
+        out.append(g)
+    return tuple(out)
+def _tensors(xs, what) -> list:
+    "A tensor or a sequence of tensors, as a list (a typed error for anything else)."
+    xs = [xs] if isinstance(xs, Tensor) else list(xs)
+    for i, x in enumerate(xs):
+        if not isinstance(x, Tensor): raise GradError(f"{what}[{i}] is a {type(x).__name__}, not a vkml Tensor")
+    return xs
 
 # %% ../nbs/13_autograd.ipynb #a1361ff2
 _hooks: dict = {}   # id(leaf tensor) -> its hooks

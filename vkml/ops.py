@@ -11,7 +11,8 @@ from .dtypes import DTYPES, FLOATS
 
 # %% auto #0
 __all__ = ['KINDS', 'REDUCE_OPS', 'VIEW_OPS', 'MOVEMENT_OPS', 'ARG_DOC', 'NUMERIC', 'ALL', 'ACCEPTED_DTYPES', 'NO_GRAD_REASONS',
-           'SHAPE_RULES', 'CALLER_SHAPED', 'Op', 'ops_of', 'Category', 'same_shape_dtype', 'conv_out', 'shape_rule']
+           'NO_HIGHER_ORDER', 'SHAPE_RULES', 'CALLER_SHAPED', 'Op', 'ops_of', 'Category', 'same_shape_dtype',
+           'conv_out', 'shape_rule']
 
 # %% ../nbs/02_ops.ipynb #b8b574bd
 KINDS = ("input", "source", "elementwise", "reduce", "movement", "indexing", "contraction", "autograd")
@@ -117,11 +118,15 @@ class Category(enum.Enum):
 NO_GRAD_REASONS: dict[Op, tuple[Category, str]] = {
     Op.INPUT: (Category.BY_DESIGN, "a leaf: gradients accumulate here"),
     Op.ARGMAX: (Category.BY_DESIGN, "returns integer indices"), Op.ARGMIN: (Category.BY_DESIGN, "returns integer indices"),
-    Op.MAXPOOL2D_BACKWARD: (Category.BY_DESIGN, "already a backward op: a rule would be a second derivative"),
-    Op.SLICE_BACKWARD: (Category.BY_DESIGN, "already a backward op: a rule would be a second derivative"),
+    Op.MAXPOOL2D_BACKWARD: (Category.NOT_YET, "max_pool2d's gradient op: its own rule (a second derivative of "
+                                              "max_pool2d, routing through each window's argmax) is not written yet"),
     Op.DETACH: (Category.BY_DESIGN, "where gradients stop"),
 }
 "Ops that have no gradient rule, with the category and the reason. Autograd fills in the rest."
+
+NO_HIGHER_ORDER: dict[Op, tuple[Category, str]] = {}
+"""Ops whose gradient rule emits an op that has no rule: `create_graph=True` builds their gradient, but a
+second derivative stops there. Autograd fills it in, beside the rules."""
 
 # %% ../nbs/02_ops.ipynb #1efae830
 def same_shape_dtype(srcs) -> tuple:

@@ -8,7 +8,7 @@ import weakref
 import numpy as np
 from .dtypes import *
 from .ops import Op
-from .graph import (Node, make_node, canonical_device, get_backend, take_deferred, no_grad, is_grad_enabled,
+from .graph import (Node, make_node, canonical_device, get_backend, take_deferred, no_grad, enable_grad, is_grad_enabled,
                         check_same_device, defer, toposort)
 from .schedule import Schedule, fusion_default
 from .operands import TensorBase
@@ -99,9 +99,9 @@ class Tensor(MathOps, ReduceOps, Statistics, ShapeOps, LinalgOps):
     @property
     def is_leaf(self) -> bool:
         return not self.node.requires_grad or (self.node.leaf_of is not None and self.node.leaf_of() is self)
-    def backward(self, gradient=None) -> None:
-        "Accumulate d(self)/d(leaf) into every leaf's `.grad`, lazily (see `vkml.autograd`)."
-        autograd.backward(self, gradient)
+    def backward(self, gradient=None, retain_graph=None, create_graph: bool = False, inputs=None) -> None:
+        "Accumulate d(self)/d(leaf) into every leaf's `.grad` (or only `inputs`'), lazily; `create_graph`: differentiable gradients (see `vkml.autograd`)."
+        autograd.backward(self, gradient, retain_graph, create_graph, inputs)
     def detach(self) -> "Tensor":
         "This tensor's value as one that never requires grad (a lazy DETACH node)."
         return autograd.detach(self)

@@ -31,6 +31,10 @@ def const(a, device="cpu"): return tensor(np.asarray(a, np.float32), device=devi
 
 IDX = np.array([[0, 2, 1], [1, 1, 0]])
 
+def sym(a): return a + a.transpose(-1, -2)
+def spd(a): return a @ a.transpose(-1, -2) + tensor(np.eye(a.shape[-1], dtype=np.float32) * 3)
+def well(n, seed=0): return r(n, n, seed=seed) + 3 * np.eye(n)   # far from singular
+
 CASES = {
     Op.NEG: [(u(Op.NEG), [r(5)])],
     Op.ABS: [(u(Op.ABS), [r(2, 3)])],
@@ -105,6 +109,22 @@ CASES = {
                    (u(Op.MAXPOOL2D, ((3, 2), (1, 2), (1, 0), (2, 1), False)), [r(1, 1, 6, 5)])],
     Op.AVGPOOL2D: [(u(Op.AVGPOOL2D, ((k, 2), (2, 2), (1, 1), ceil, cip)), [r(1, 2, 5, 5)])
                    for k in (2, 3) for ceil in (False, True) for cip in (False, True)],
+    # linear algebra: symmetric inputs built symmetric (the rules' convention), outputs free of sign choices
+    Op.CHOLESKY: [(lambda a: apply(Op.CHOLESKY, spd(a), arg=False), [r(3, 3)]),
+                  (lambda a: apply(Op.CHOLESKY, spd(a), arg=True), [r(2, 3, 3)])],                 # upper, a batch
+    Op.INV: [(u(Op.INV), [well(3)]), (u(Op.INV), [np.stack([well(2), well(2, seed=1)])])],
+    Op.SOLVE: [(b(Op.SOLVE), [well(3), r(3, 2, seed=1)]), (b(Op.SOLVE), [np.stack([well(2), well(2, seed=2)]), r(2, 2, 1, seed=1)])],
+    Op.DET: [(u(Op.DET), [r(3, 3)]), (u(Op.DET), [r(2, 2, 2)])],
+    Op.SLOGDET: [(u(Op.SLOGDET, 1), [r(3, 3)]), (u(Op.SLOGDET, 1), [-well(2)])],
+    Op.EIGH: [(lambda a: apply(Op.EIGH, sym(a), arg=("L", 0)), [r(3, 3)]),
+              (lambda a: apply(Op.EIGH, sym(a), arg=("U", 1)).abs(), [r(3, 3, seed=2)]),
+              (lambda a: apply(Op.EIGH, sym(a), arg=("L", 0)), [r(2, 3, 3, seed=3)])],
+    Op.QR: [(lambda a: tuple(apply(Op.QR, a, arg=("reduced", w)).abs() for w in (0, 1)), [r(4, 3)]),
+            (lambda a: tuple(apply(Op.QR, a, arg=("reduced", w)).abs() for w in (0, 1)), [r(2, 4, seed=1)]),   # wide
+            (lambda a: tuple(apply(Op.QR, a, arg=("complete", w)).abs() for w in (0, 1)), [r(3, 3, seed=2)])],
+    Op.SVD: [(lambda a: tuple(apply(Op.SVD, a, arg=(False, w)).abs() for w in (0, 1, 2)), [r(4, 3)]),
+             (lambda a: tuple(apply(Op.SVD, a, arg=(False, w)).abs() for w in (0, 1, 2)), [r(2, 4, seed=1)]),
+             (lambda a: tuple(apply(Op.SVD, a, arg=(True, w)).abs() for w in (0, 1, 2)), [r(2, 3, 3, seed=2)])],
 }
 
 
@@ -120,7 +140,8 @@ def test_gradcheck(op, i):
     fn, inputs = CASES[op][i]
     # the case really exercises the rule under test
     ts = [tensor(np.asarray(a, np.float32 if np.asarray(a).dtype.kind == "f" else np.asarray(a).dtype)) for a in inputs]
-    assert op in {n.op for n in toposort([fn(*ts).node])}
+    out = fn(*ts)
+    assert op in {n.op for n in toposort([o.node for o in (out if isinstance(out, tuple) else (out,))])}
     assert gradcheck(fn, inputs)
 
 

@@ -145,9 +145,12 @@ def test_demo_results_decide_which_device_wins(tmp_path, monkeypatch):
 
 
 def test_linalg_row_follows_the_functions(monkeypatch):
-    assert "cholesky" in L.linalg_row()["state"]
-    for name in L.LINALG: monkeypatch.setattr(VF, name, lambda x: x, raising=False)
-    assert L.linalg_row()["category"] == L.DONE
+    import vkml.linalg as LA
+    row = L.linalg_row()
+    assert row["category"] == L.DONE and "cholesky" in row["state"] and "[[0.2727, -0.0909], [-0.0909, 0.3636]]" in row["state"]
+    monkeypatch.delattr(LA, "eigh")
+    row = L.linalg_row()
+    assert row["category"] is Category.NOT_YET and "eigh" in row["state"]
 
 
 def test_feature_rows_probe_the_library(tmp_path, monkeypatch):

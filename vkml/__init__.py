@@ -11,7 +11,7 @@ __version__ = "0.1.0"
 # %% ../nbs/99_api.ipynb #6cbde70f
 from .dtypes import (VkmlError, DTypeError, ShapeError, RankError, AxisError, DeviceError, BackendError,
                          VulkanUnavailableError, FeatureError, OutOfMemoryError, EmptyReductionError, GradError,
-                         IndexOutOfRangeError, CheckpointError, DType, float32, float16, float64, int32, int64, bool_,
+                         IndexOutOfRangeError, CheckpointError, LinAlgError, DType, float32, float16, float64, int32, int64, bool_,
                          MAX_DIMS)
 from .tensor import Tensor, tensor, realize, no_grad, enable_grad, is_grad_enabled, schedule
 import vkml.cpu
@@ -26,7 +26,8 @@ from .functional import (zeros, ones, full, zeros_like, ones_like, full_like, ar
     index_select, gather, index_add, masked_fill, one_hot, einsum, ArgumentError, EinsumError, IndexingError)
 from .nn.functional import matmul, softmax, log_softmax
 import vkml.vulkan   # registers the "vulkan" backend (touches no device)
-from . import registry, nn, optim, io, data
+from . import registry, nn, optim, io, data, linalg
+from .linalg import logdet
 from .capture import jit, Jit
 from .graph import JitError
 from .io import save, load

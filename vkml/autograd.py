@@ -299,6 +299,172 @@ def _avgpool2d_vjp(node, g, srcs):
     return (_crop(dx, H, W),)
 vjp_rules[Op.AVGPOOL2D] = _avgpool2d_vjp
 
+# %% ../nbs/13_autograd.ipynb #63c26fa1
+def _mT(x: Tensor) -> Tensor:
+    "The batch of matrices transposed (a PERMUTE view of the last two axes)."
+    return _permute(x, list(range(x.ndim - 2)) + [x.ndim - 1, x.ndim - 2])
+
+def _mm(a: Tensor, b: Tensor) -> Tensor:
+    "a @ b for batches (..., m, k) and (..., k, n) of one batch shape, as one rank-3 MATMUL."
+    *batch, m, k = a.shape
+    n, B = b.shape[-1], prod(batch)
+    y = _apply(Op.MATMUL, _reshape(a, (B, m, k)), _reshape(b, (B, k, n)))
+    return _reshape(y, (*batch, m, n))
+
+def _grids(like: Tensor, n: int, m: int = None):
+    "(row, column) int64 indices of an (..., n, m) batch like `like`, expanded to its shape."
+    m = n if m is None else m
+    i = like._wrap(Node(Op.ARANGE, (), (0, 1), (max(n, m),), int64, like.device))
+    lead = (1,) * (like.ndim - 2)
+    rows = _expand(_reshape(_slice(i, [(0, n, 1)]), lead + (n, 1)), like.shape)
+    cols = _expand(_reshape(_slice(i, [(0, m, 1)]), lead + (1, m)), like.shape)
+    return rows, cols
+
+def _diag_embed(v: Tensor) -> Tensor:
+    "(..., k) -> (..., k, k) with v on the diagonal."
+    k = v.shape[-1]
+    full = _expand(_reshape(v, v.shape[:-1] + (1, k)), v.shape + (k,))
+    rows, cols = _grids(full, k)
+    return _where(_eq(rows, cols), full, 0.0)
+
+def _tril_half(x: Tensor) -> Tensor:
+    "The lower triangle of x with its diagonal halved (Φ of the cholesky rule)."
+    rows, cols = _grids(x, x.shape[-1])
+    return _add(_where(_gt(rows, cols), x, 0.0), _where(_eq(rows, cols), _mul(x, 0.5), 0.0))
+
+def _triu_sym(x: Tensor) -> Tensor:
+    "X + Xᵀ − diag(X) of the upper triangle X = triu(x) (qr's syminvadj)."
+    rows, cols = _grids(x, x.shape[-1])
+    up = _where(_lt(rows, cols), x, 0.0)
+    return _add(up, _mT(up), _where(_eq(rows, cols), x, 0.0))
+
+def _sibling(node, srcs, which) -> Tensor:
+    "Another result of node's decomposition (its arg with `which` replaced)."
+    return _apply(node.op, *srcs, arg=(*node.arg[:-1], which))
+
+def _col(v: Tensor) -> Tensor: return _reshape(v, v.shape + (1,))           # (..., k) -> (..., k, 1)
+def _row(v: Tensor) -> Tensor: return _reshape(v, v.shape[:-1] + (1, v.shape[-1]))
+
+def _inv_vjp(node, g, srcs):
+    "−Yᵀ g Yᵀ, Y = A⁻¹"
+    yt = _mT(g._wrap(node))
+    return (_neg(_mm(_mm(yt, g), yt)),)
+vjp_rules[Op.INV] = _inv_vjp
+
+def _solve_vjp(node, g, srcs):
+    "gB = A⁻ᵀg (SOLVE with Aᵀ), gA = −gB Xᵀ"
+    a, b = srcs
+    gb = _apply(Op.SOLVE, _mT(a), g)
+    return (_neg(_mm(gb, _mT(g._wrap(node)))), gb)
+vjp_rules[Op.SOLVE] = _solve_vjp
+
+def _batch_scale(s: Tensor, like: Tensor) -> Tensor:
+    "A per-matrix scalar (shape = the batch) broadcast over the matrices of `like`."
+    return _expand(_reshape(s, s.shape + (1, 1)), like.shape)
+
+def _det_vjp(node, g, srcs):
+    "g·det·A⁻ᵀ"
+    a = srcs[0]
+    return (_mul(_batch_scale(_mul(g, g._wrap(node)), a), _mT(_apply(Op.INV, a))),)
+vjp_rules[Op.DET] = _det_vjp
+
+def _slogdet_vjp(node, g, srcs):
+    "g·A⁻ᵀ for log|det|; nothing for the sign"
+    if node.arg == 0: return (None,)
+    a = srcs[0]
+    return (_mul(_batch_scale(g, a), _mT(_apply(Op.INV, a))),)
+vjp_rules[Op.SLOGDET] = _slogdet_vjp
+
+def _cholesky_vjp(node, g, srcs):
+    "½(S + Sᵀ), S = L⁻ᵀ Φ(Lᵀ gL) L⁻¹, Φ: the lower triangle, diagonal halved"
+    L = g._wrap(node)
+    if node.arg: L, g = _mT(L), _mT(g)                     # upper: U = Lᵀ, gL = gUᵀ
+    linv = _apply(Op.INV, L)
+    s = _mm(_mm(_mT(linv), _tril_half(_mm(_mT(L), g))), linv)
+    return (_mul(_add(s, _mT(s)), 0.5),)
+vjp_rules[Op.CHOLESKY] = _cholesky_vjp
+
+def _eigh_vjp(node, g, srcs):
+    "V (diag(gL) + skew(Vᵀ gV)/2 ⊘ E) Vᵀ, E_ij = λ_j − λ_i"
+    a, which = srcs[0], node.arg[1]
+    if which == 0:                                          # eigenvalues: V diag(gL) Vᵀ
+        v = _sibling(node, srcs, 1)
+        return (_mm(_mul(v, _expand(_row(g), v.shape)), _mT(v)),)
+    v, lam = g._wrap(node), _sibling(node, srcs, 0)
+    vg = _mm(_mT(v), g)
+    skew = _mul(_sub(vg, _mT(vg)), 0.5)
+    e = _sub(_expand(_row(lam), v.shape), _expand(_col(lam), v.shape))
+    rows, cols = _grids(v, v.shape[-1])
+    inner = _where(_eq(rows, cols), 0.0, _div(skew, _where(_eq(rows, cols), 1.0, e)))
+    return (_mm(_mm(v, inner), _mT(v)),)
+vjp_rules[Op.EIGH] = _eigh_vjp
+
+def _qr_square(q, r, gq, gr):
+    "(gQ + Q·sym(triu(gR Rᵀ − Qᵀ gQ))) R⁻ᵀ for m ≥ n; gq or gr may be None."
+    n = _mm(gr, _mT(r)) if gr is not None else None
+    if gq is not None:
+        qg = _mm(_mT(q), gq)
+        n = _neg(qg) if n is None else _sub(n, qg)
+    m = _mm(q, _triu_sym(n))
+    if gq is not None: m = _add(m, gq)
+    return _mT(_apply(Op.SOLVE, r, _mT(m)))                 # M R⁻ᵀ = (R⁻¹ Mᵀ)ᵀ
+
+def _qr_vjp(node, g, srcs):
+    "(gQ + Q·sym(triu(gR Rᵀ − Qᵀ gQ))) R⁻ᵀ (m ≥ n); m < n: [X | Y], the square case on X, gY = Q gV"
+    (mode, which), a = node.arg, srcs[0]
+    m, n = a.shape[-2:]
+    if mode == "complete" and m > n:
+        raise GradError("qr: the derivative with mode='complete' and more rows than columns is not defined "
+                        "(Q's extra columns are any basis of the complement): use mode='reduced'")
+    q = g._wrap(node) if which == 0 else _sibling(node, srcs, 0)
+    r = g._wrap(node) if which == 1 else _sibling(node, srcs, 1)
+    gq, gr = (g, None) if which == 0 else (None, g)
+    if m >= n: return (_qr_square(q, r, gq, gr),)
+    full = lambda t, lo, hi: _slice(t, [(0, d, 1) for d in t.shape[:-1]] + [(lo, hi, 1)])
+    u = full(r, 0, m)                                       # R = [U | V], X = QU, Y = QV
+    if gr is None: return (_apply(Op.CONCAT, _qr_square(q, u, gq, None), _full(a.shape[:-1] + (n - m,), 0.0, g), arg=a.ndim - 1),)
+    gu, gv = full(gr, 0, m), full(gr, m, n)
+    y = full(a, m, n)
+    gx = _qr_square(q, u, _mm(y, _mT(gv)), gu)             # gQ += Y gVᵀ
+    return (_apply(Op.CONCAT, gx, _mm(q, gv), arg=a.ndim - 1),)
+vjp_rules[Op.QR] = _qr_vjp
+
+def _svd_vjp(node, g, srcs):
+    "U[(skew(UᵀgU) ⊘ E)S + S(skew(VᵀgV) ⊘ E) + diag(gS)]Vᵀ + (I − UUᵀ)gU S⁻¹Vᵀ + U S⁻¹gVᵀ(I − VVᵀ), E_ij = s_j² − s_i²"
+    (full, which), a = node.arg, srcs[0]
+    m, n = a.shape[-2:]
+    k = min(m, n)
+    cut = lambda t, rows, cols: _slice(t, [(0, d, 1) for d in t.shape[:-2]] + [(0, rows, 1), (0, cols, 1)])
+    u = cut(_sibling(node, srcs, 0), m, k)
+    vh = cut(_sibling(node, srcs, 2), k, n)
+    s = _sibling(node, srcs, 1)
+    if which == 1: return (_mm(_mul(u, _expand(_row(g), u.shape)), vh),)   # U diag(gS) Vh
+    kk = u.shape[:-2] + (k, k)
+    s2 = _mul(s, s)
+    e = _sub(_expand(_row(s2), kk), _expand(_col(s2), kk))
+    rows, cols = _grids(_expand(_row(s2), kk), k)
+    diag = _eq(rows, cols)
+    def over_e(x): return _where(diag, 0.0, _div(x, _where(diag, 1.0, e)))
+    v = _mT(vh)
+    if which == 0:
+        gu = cut(g, m, k)
+        ug = _mm(_mT(u), gu)
+        inner = _mul(over_e(_sub(ug, _mT(ug))), _expand(_row(s), kk))            # (skew(UᵀgU) ⊘ E) S
+        out = _mm(_mm(u, inner), vh)
+        if m > k:                                                                 # + (I − UUᵀ) gU S⁻¹ Vᵀ
+            gus = _div(gu, _expand(_row(s), gu.shape))
+            out = _add(out, _mm(_sub(gus, _mm(u, _mm(_mT(u), gus))), vh))
+        return (out,)
+    gv = _mT(cut(g, k, n))
+    vg = _mm(_mT(v), gv)
+    inner = _mul(_expand(_col(s), kk), over_e(_sub(vg, _mT(vg))))                # S (skew(VᵀgV) ⊘ E)
+    out = _mm(_mm(u, inner), vh)
+    if n > k:                                                                     # + U S⁻¹ gVᵀ (I − VVᵀ)
+        gvs = _div(_mT(gv), _expand(_col(s), (*gv.shape[:-2], k, n)))
+        out = _add(out, _mm(u, _sub(gvs, _mm(_mm(gvs, v), vh))))
+    return (out,)
+vjp_rules[Op.SVD] = _svd_vjp
+
 # %% ../nbs/13_autograd.ipynb #18c1ab7f
 def vjp_rule(op: Op):
     "The gradient rule of `op` as `rule(node, g, srcs)`: its own, or its elementwise row's; None if it has none."

@@ -12,8 +12,8 @@ import numpy as np
 __all__ = ['float32', 'float16', 'float64', 'int32', 'int64', 'bool_', 'DTYPES', 'FLOATS', 'Shape', 'Strides', 'MAX_DIMS',
            'VkmlError', 'DTypeError', 'ShapeError', 'RankError', 'AxisError', 'DeviceError', 'BackendError',
            'VulkanUnavailableError', 'FeatureError', 'OutOfMemoryError', 'EmptyReductionError', 'GradError',
-           'IndexOutOfRangeError', 'CheckpointError', 'DType', 'to_dtype', 'check_rank', 'prod', 'broadcast_shapes',
-           'contiguous_strides', 'normalize_axis', 'View']
+           'IndexOutOfRangeError', 'CheckpointError', 'LinAlgError', 'DType', 'to_dtype', 'check_rank', 'prod',
+           'broadcast_shapes', 'contiguous_strides', 'normalize_axis', 'View']
 
 # %% ../nbs/01_dtypes.ipynb #01034ab0
 class VkmlError(Exception):
@@ -57,6 +57,9 @@ class IndexOutOfRangeError(VkmlError, IndexError):
 
 class CheckpointError(VkmlError, ValueError):
     "A checkpoint file that is corrupt, truncated, or does not match the model."
+
+class LinAlgError(VkmlError, RuntimeError):
+    "A matrix a factorization cannot take: not positive-definite (cholesky), singular (inv, solve)."
 
 # %% ../nbs/01_dtypes.ipynb #1a9adf69
 @dataclass(frozen=True, eq=False)

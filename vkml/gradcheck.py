@@ -85,14 +85,15 @@ def gradgradcheck(fn, inputs, grad_outputs=None, eps=1e-6, atol=1e-5, rtol=1e-3,
     if not wrt: raise GradError("gradgradcheck needs a float input to differentiate (a numpy array or a tensor requiring grad)")
     if grad_outputs is None:
         with float64_mode():
-            shape = fn(*_inputs64([a.astype(np.float64) if a.dtype.kind == "f" else a for a in arrays], ())).shape
-        grad_outputs = np.random.default_rng(seed + 1).standard_normal(shape)
-    grad_outputs = np.asarray(grad_outputs.numpy() if isinstance(grad_outputs, Tensor) else grad_outputs, np.float64)
+            outs = _outputs(fn(*_inputs64([a.astype(np.float64) if a.dtype.kind == "f" else a for a in arrays], ())))
+        rng = np.random.default_rng(seed + 1)
+        grad_outputs = [rng.standard_normal(o.shape) for o in outs]
+    gos = [np.asarray(u.numpy() if isinstance(u, Tensor) else u, np.float64) for u in _outputs(grad_outputs)]
     def first(*ts):
-        *xs, u = ts
+        xs, us = list(ts[:len(inputs)]), ts[len(inputs):]
         for i in wrt:
             if not xs[i].requires_grad: xs[i].requires_grad_()   # gradcheck's numeric inputs are plain
-        out = fn(*xs)
-        if u.dtype is not out.dtype: u = apply(Op.CAST, u, shape=u.shape, dtype=out.dtype)
-        return grad(out, [xs[i] for i in wrt], grad_outputs=u, create_graph=True, materialize_grads=True)
-    return gradcheck(first, [*inputs, grad_outputs], eps=eps, atol=atol, rtol=rtol, seed=seed)
+        outs = _outputs(fn(*xs))
+        us = [u if u.dtype is o.dtype else apply(Op.CAST, u, shape=u.shape, dtype=o.dtype) for u, o in zip(us, outs)]
+        return grad(outs, [xs[i] for i in wrt], grad_outputs=us, create_graph=True, materialize_grads=True)
+    return gradcheck(first, [*inputs, *gos], eps=eps, atol=atol, rtol=rtol, seed=seed)

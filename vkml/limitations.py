@@ -86,6 +86,10 @@ BACKEND_GAPS = {
         "inf·0) where the index-order product of the CPU oracle does not: a lane kernel would break parity with the "
         "oracle, and a one-lane kernel is a serial chain of multiplies on one GPU thread",
         "nbs/40_experiment_prod.ipynb, ADR 0005"),
+    **{("vulkan", op): (Category.NOT_YET,
+        "the factorizations run on the CPU (numpy's LAPACK); there is no Vulkan kernel for them yet, so a Vulkan "
+        "tensor is refused with BackendError naming `.to('cpu')`", "nbs/18_linalg.ipynb")
+       for op in (Op.CHOLESKY, Op.INV, Op.SOLVE, Op.DET, Op.SLOGDET, Op.EIGH, Op.QR, Op.SVD)},
 }
 "(backend, graph op) -> (category, reason, where the evidence is) for graph ops a backend leaves out on purpose."
 
@@ -353,13 +357,18 @@ def einsum_row():
                 f"runs {', '.join(f'`{e}`' for e in ok)}; raises EinsumError for {', '.join(f'`{e}`' for e in refused) or 'none'}",
                 "nbs/11_tensor_linalg.ipynb")
 
-LINALG = ("cholesky", "det", "logdet", "eigh")
+LINALG = ("cholesky", "det", "slogdet", "logdet", "inv", "solve", "eigh", "qr", "svd")
 
 def linalg_row():
-    import vkml.functional as VF
-    missing = [n for n in LINALG if not hasattr(VF, n) and n not in OPERATORS]
-    return _row("linear algebra", Category.NOT_YET if missing else DONE,
-                f"{', '.join(missing)} not implemented (CPU-side is the plan, SPEC)" if missing else "all present", "SPEC")
+    import vkml.linalg as LA
+    missing = [n for n in LINALG if not hasattr(LA, n)]
+    if missing: return _row("linear algebra", Category.NOT_YET, f"{', '.join(missing)} not implemented", "nbs/18_linalg.ipynb")
+    A = vkml.tensor(np.array([[4.0, 1.0], [1.0, 3.0]]), requires_grad=True)
+    LA.logdet(A).backward()
+    return _row("linear algebra", DONE,
+                f"`vkml.linalg`: {', '.join(LINALG)}, batched, float32 and float64, with gradients (d logdet/dA = A⁻ᵀ: "
+                f"{np.round(A.grad.numpy(), 4).tolist()}); CPU only: on Vulkan a BackendError names `.to('cpu')`",
+                "nbs/18_linalg.ipynb")
 
 def threading_row():
     import importlib

@@ -34,7 +34,7 @@ class _Module:
     def __init__(self, module: str): self._module = module
     def __getattr__(self, name): return _Ref(self._module, name)
 
-_F, _NNF = _Module("vkml.functional"), _Module("vkml.nn.functional")
+_F, _NNF, _LA = _Module("vkml.functional"), _Module("vkml.nn.functional"), _Module("vkml.linalg")
 
 @dataclass(frozen=True)
 class Operator:
@@ -52,6 +52,11 @@ def _x(*shape, lo=-1.0, hi=1.0, dtype="float32"):
     return tensor(np.linspace(lo, hi, n, dtype=np.float32).reshape(shape).astype(dtype))
 
 def _pos(*shape): return _x(*shape, lo=0.1, hi=2.0)
+def _spd(n, *batch):
+    "A small, well-conditioned symmetric positive-definite CPU tensor (or a batch of them)."
+    from vkml.tensor import tensor
+    a = np.linspace(-1, 1, n * n, dtype=np.float32).reshape(n, n) * 0.3
+    return tensor(np.broadcast_to(a @ a.T + 2 * np.eye(n, dtype=np.float32), batch + (n, n)).copy())
 def _idx(values): from vkml.tensor import tensor; return tensor(np.array(values, dtype=np.int64))
 def _mask(*shape):
     from vkml.tensor import tensor
@@ -132,6 +137,12 @@ _OPERATORS = [
         ("binary_cross_entropy_with_logits", lambda: _NNF.binary_cross_entropy_with_logits(_x(2, 3), _x(2, 3, lo=0.0, hi=1.0))),
         ("kl_div", lambda: _NNF.kl_div(_x(2, 3, lo=-2.0, hi=-0.5), _x(2, 3, lo=0.1, hi=0.5), reduction="batchmean"))]),
     *_ops("einsum", _F, [("einsum", lambda: _F.einsum("ij,jk->ik", _x(2, 3), _x(3, 4)))]),
+    *[Operator(f"linalg.{n}", "linear algebra", getattr(_LA, n), ex) for n, ex in [
+        ("cholesky", lambda: _LA.cholesky(_spd(3))), ("det", lambda: _LA.det(_spd(3, 2))),
+        ("slogdet", lambda: tuple(_LA.slogdet(_spd(3)))), ("inv", lambda: _LA.inv(_spd(3))),
+        ("solve", lambda: _LA.solve(_spd(3), _x(3))), ("eigh", lambda: tuple(_LA.eigh(_spd(3)))),
+        ("qr", lambda: tuple(_LA.qr(_x(4, 3)))), ("svd", lambda: tuple(_LA.svd(_x(4, 3))))]],
+    Operator("logdet", "linear algebra", _LA.logdet, lambda: _LA.logdet(_spd(3))),
 ]
 
 OPERATORS: dict[str, Operator] = {o.name: o for o in _OPERATORS}

@@ -103,6 +103,7 @@ def test_grad_errors():
     with pytest.raises(GradError, match="outputs\\[0\\] does not require grad"): grad(tensor([1.0]).sum(), x)
     with pytest.raises(GradError, match="one-element output"): grad(x * x, x)          # a non-scalar needs grad_outputs
     with pytest.raises(GradError, match="2 outputs but 1"): grad([y, y], x, grad_outputs=[None])
+    with pytest.raises(GradError, match="is_grads_batched"): grad(y, x, is_grads_batched=True)
 
 
 def test_backward_create_graph_and_inputs():

@@ -117,6 +117,9 @@ def test_graph_op_table():
     assert by["PROD"]["numpy"] and not by["PROD"]["vulkan"]
     assert by["ARGMAX"]["reason"].startswith("by design") and not by["ARGMAX"]["grad"]
     assert by["MATMUL"]["dtypes"] == "f32 f16 f64"
+    assert by["MATMUL"]["grad2"] and by["MAXPOOL2D"]["grad"] and not by["MAXPOOL2D"]["grad2"]
+    assert by["MAXPOOL2D"]["reason"].startswith("second order, not yet implemented")
+    assert by["SVD"]["dtypes"] == "f32 f64" and by["SVD"]["grad2"] and not by["SVD"]["vulkan"]
     table = R.graph_op_table()
     assert table.count("\n") == len(Op) + 1 and "| PROD |" in table
 

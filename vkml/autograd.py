@@ -558,10 +558,13 @@ def backward(tensor: Tensor, gradient=None, retain_graph=None, create_graph: boo
     for leaf in ready:
         for hook in list(_hooks.get(id(leaf), ())): hook(leaf)
 
-def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph: bool = False, allow_unused=None,
-         materialize_grads: bool = False) -> tuple:
+def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph: bool = False, only_inputs: bool = True,
+         allow_unused=None, is_grads_batched: bool = False, materialize_grads: bool = False) -> tuple:
     """PyTorch's `torch.autograd.grad`: the sum over `outputs` of their vector-Jacobian products with
     `grad_outputs`, with respect to each of `inputs`, as a tuple; no `.grad` is touched."""
+    if is_grads_batched:
+        raise GradError("grad: is_grads_batched=True (vmap over grad_outputs) is not supported: call grad once per "
+                        "row of grad_outputs")
     outputs, inputs = _tensors(outputs, "outputs"), _tensors(inputs, "inputs")
     gos = [None] * len(outputs) if grad_outputs is None else _tensors(grad_outputs, "grad_outputs") \
         if isinstance(grad_outputs, Tensor) else list(grad_outputs)

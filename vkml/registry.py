@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Callable
 import numpy as np
 from .dtypes import *
-from .ops import Op, ACCEPTED_DTYPES, NO_GRAD_REASONS, SHAPE_RULES, CALLER_SHAPED
+from .ops import Op, ACCEPTED_DTYPES, NO_GRAD_REASONS, NO_HIGHER_ORDER, SHAPE_RULES, CALLER_SHAPED
 from .graph import toposort
 
 # %% auto #0
@@ -231,16 +231,19 @@ def graph_op_rows() -> list[dict]:
     rows = []
     for op in Op:
         cat, why = NO_GRAD_REASONS.get(op, (None, ""))
+        hcat, hwhy = NO_HIGHER_ORDER.get(op, (None, ""))
         rows.append(dict(op=op.name, dtypes=" ".join(_SHORT[d.name] for d in ACCEPTED_DTYPES.get(op, ())),
-                         numpy=op in cpu, vulkan=op in vk, grad=op in rules,
-                         reason=f"{cat.value}: {why}" if cat is not None and op not in rules else ""))
+                         numpy=op in cpu, vulkan=op in vk, grad=op in rules, grad2=op in rules and hcat is None,
+                         reason=(f"{cat.value}: {why}" if cat is not None and op not in rules else
+                                 f"second order, {hcat.value}: {hwhy}" if hcat is not None else "")))
     return rows
 
 def graph_op_table() -> str:
-    "A markdown table of the graph ops."
-    out = ["| op | dtypes | numpy | vulkan | grad | no-grad reason |", "|---|---|---|---|---|---|"]
+    "A markdown table of the graph ops (grad²: the rule is differentiable itself, for `create_graph=True`)."
+    out = ["| op | dtypes | numpy | vulkan | grad | grad² | no-grad reason |", "|---|---|---|---|---|---|---|"]
     for r in graph_op_rows():
-        out.append(f"| {r['op']} | {r['dtypes']} | {_mark(r['numpy'])} | {_mark(r['vulkan'])} | {_mark(r['grad'])} | {r['reason']} |")
+        out.append(f"| {r['op']} | {r['dtypes']} | {_mark(r['numpy'])} | {_mark(r['vulkan'])} | {_mark(r['grad'])} | "
+                   f"{_mark(r['grad2'])} | {r['reason']} |")
     return "\n".join(out)
 
 # %% ../nbs/16_registry.ipynb #5119f1cf

@@ -1,5 +1,7 @@
 #version 450
-// INDEX_ADD (torch.scatter_add): srcs (dst, idx, src), idx shaped like src; out shaped like dst.
+// INDEX_ADD (torch.scatter_add), or with SET defined SCATTER (torch.scatter: the last matching entry
+// in the order of j replaces dst instead of adding to it): srcs (dst, idx, src), idx shaped like src;
+// out shaped like dst.
 //   out[p] = dst[p] + sum over j (ascending) of src[q] where q = p with q[axis] = j and idx[q] == p[axis]
 // (only where p's other coordinates lie inside idx's shape). Each OUTPUT element scans the index
 // entries along the axis: no atomics, a fixed summation order, exact for integers and the same
@@ -8,6 +10,11 @@
 // Floats accumulate in f32 starting from dst, in the order of j (np.add.at's order).
 #include "nn_common.glsl"
 #extension GL_EXT_control_flow_attributes : require
+#ifdef SET
+  #define FOLD(acc, v) acc = (v)
+#else
+  #define FOLD(acc, v) acc += (v)
+#endif
 layout(local_size_x = 256) in;
 
 layout(std430, set = 0, binding = 0) writeonly buffer Out { T y[]; };
@@ -45,10 +52,10 @@ void main() {
         int j = 0;
         for (; j + 8 <= n; j += 8) {
             [[unroll]] for (int u = 0; u < 8; ++u)
-                if (idx[io + (j + u) * istep] == me) acc += TO_ACC(src[so + (j + u) * sstep]);
+                if (idx[io + (j + u) * istep] == me) FOLD(acc, TO_ACC(src[so + (j + u) * sstep]));
         }
         for (; j < n; ++j)
-            if (idx[io + j * istep] == me) acc += TO_ACC(src[so + j * sstep]);
+            if (idx[io + j * istep] == me) FOLD(acc, TO_ACC(src[so + j * sstep]));
     }
     y[gid] = FROM_ACC(acc);
 }

@@ -2,7 +2,8 @@
 timings), the submission-cost protocol on a quick schedule, the fusion measurement on a small input
 (dispatch counts, bytes and parity, never timings), and the bench scripts the H200 run uses.
 References are independent numpy code."""
-import json, math, subprocess, sys
+import json
+import math, subprocess, sys
 from pathlib import Path
 import numpy as np
 import pytest
@@ -84,7 +85,9 @@ def test_submission_cost_quick_protocol():
     res = run(quick=True)
     assert res["check"] == 1.875                                    # 4 dependent dispatches ran, in order
     for kind in ("blocking", "polled"):
-        assert res[kind]["a_us"] > 0 and res[kind]["b_us"] > 0, res[kind]
+        # a line fitted to timings: its numbers exist; their sign is the machine's business (a loaded machine can
+        # fit a negative intercept), and timings are never asserted
+        assert math.isfinite(res[kind]["a_us"]) and math.isfinite(res[kind]["b_us"]), res[kind]
         assert len(res[kind]["median_us"]) == len(res[kind]["ns"]) == 4
     assert res["record_us"] > 0 and res["eager_us"] > 0
     assert res["batching"]["submissions"]["once"] == 1

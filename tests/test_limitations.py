@@ -161,6 +161,9 @@ def test_feature_rows_probe_the_library(tmp_path, monkeypatch):
     assert rows["float64 kernels on Vulkan"]["category"] is Category.NOT_YET and "MAXPOOL2D" in rows["float64 kernels on Vulkan"]["state"]
     assert rows["higher-order gradients"]["category"] == L.DONE and "MAXPOOL2D" in rows["higher-order gradients"]["state"]
     assert "no Vulkan device" in rows["when a GPU beats the CPU"]["state"]
+    assert rows["several GPUs"]["category"] == L.DONE and "vkml.distributed.DistributedDataParallel" in rows["several GPUs"]["state"]
+    exchange = rows["gradient exchange overlapped with backward, device to device"]
+    assert exchange["category"] is Category.WAITING_ARCHITECTURE and "MPI on the host" in exchange["state"]
 
 
 def test_provenance_names_the_version():

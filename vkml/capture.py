@@ -59,8 +59,11 @@ class Jit:
 
     def __call__(self, *args, **kwargs):
         self.calls += 1
-        leaves, structure = flatten((args, kwargs))
-        tensors = [x for x in leaves if isinstance(x, TensorBase)]
+        if not kwargs and all(isinstance(a, TensorBase) for a in args):   # the usual call: tensors only
+            leaves, structure, tensors = args, ("tuple", ((("tuple", (None,) * len(args))), ("dict", (), ()))), args
+        else:
+            leaves, structure = flatten((args, kwargs))
+            tensors = [x for x in leaves if isinstance(x, TensorBase)]
         if not self.enabled or not tensors: return self.fn(*args, **kwargs)
         devices = {t.device for t in tensors}
         if len(devices) > 1: raise JitError(f"a vkml.jit function's tensor arguments are on one device, got {sorted(devices)}")
@@ -81,7 +84,8 @@ class Jit:
                 raise JitError("a vkml.jit function's tensor arguments are data (no requires_grad): the parameters it "
                                "trains are state it reaches from its closure")
         ts = [t if t.node.realized and t.node.buf.view.is_contiguous else t.contiguous() for t in tensors]
-        realize(*[t for t in ts if not t.node.realized])
+        lazy = [t for t in ts if not t.node.realized]
+        if lazy: realize(*lazy)
         return [t.node for t in ts]
 
     def _capture(self, backend, device, leaves, structure, tensors, key):

@@ -16,17 +16,19 @@ from .tensor import Tensor, tensor, apply
 from .tensor_math import (cast, neg, abs, sign, exp, log, sqrt, rsqrt, reciprocal, sin, cos, tanh, sigmoid, erf, erfc,
                               clamp, clip, relu, leaky_relu, elu, selu, gelu, silu, softplus, mish, softsign, hardtanh,
                               isnan, isinf, add, sub, mul, div, pow, maximum, minimum, where, eq, ne, lt, le, gt, ge)
-from .tensor_reduce import sum, mean, amax, amin, prod, argmax, argmin, var, std, logsumexp, cumsum, norm
+from .tensor_reduce import sum, mean, amax, amin, prod, argmax, argmin, any, all, var, std, logsumexp, cumsum, norm
 from .tensor_shape import (reshape, flatten, squeeze, unsqueeze, permute, transpose, expand, contiguous, cat, stack,
-                               split, pad, flip, repeat, tril, triu, index_select, gather, index_add, masked_fill, one_hot)
+                               split, pad, flip, repeat, tril, triu, index_select, gather, scatter, scatter_add, index_add,
+                               index_put, masked_fill, one_hot)
 from .tensor_linalg import matmul, einsum
 _all_ = ["ArgumentError", "EinsumError", "IndexingError", "cast", "neg", "abs", "sign", "exp", "log", "sqrt", "rsqrt",
          "reciprocal", "sin", "cos", "tanh", "sigmoid", "erf", "erfc", "clamp", "clip", "relu", "leaky_relu", "elu", "selu",
          "gelu", "silu", "softplus", "mish", "softsign", "hardtanh", "isnan", "isinf", "add", "sub", "mul", "div", "pow",
          "maximum", "minimum", "where", "eq", "ne", "lt", "le", "gt", "ge", "sum", "mean", "amax", "amin", "prod", "argmax",
-         "argmin", "var", "std", "logsumexp", "cumsum", "norm", "reshape", "flatten", "squeeze", "unsqueeze", "permute",
+         "argmin", "any", "all", "var", "std", "logsumexp", "cumsum", "norm", "reshape", "flatten", "squeeze", "unsqueeze", "permute",
          "transpose", "expand", "contiguous", "cat", "stack", "split", "pad", "flip", "repeat", "tril", "triu",
-         "index_select", "gather", "index_add", "masked_fill", "one_hot", "matmul", "einsum", "tensor"]
+         "index_select", "gather", "scatter", "scatter_add", "index_add", "index_put", "masked_fill", "one_hot", "matmul",
+         "einsum", "tensor"]
 
 # %% auto #0
 __all__ = ['default_generator', 'full', 'zeros', 'ones', 'full_like', 'zeros_like', 'ones_like', 'arange', 'linspace', 'eye',
@@ -34,10 +36,11 @@ __all__ = ['default_generator', 'full', 'zeros', 'ones', 'full_like', 'zeros_lik
            'cast', 'neg', 'abs', 'sign', 'exp', 'log', 'sqrt', 'rsqrt', 'reciprocal', 'sin', 'cos', 'tanh', 'sigmoid',
            'erf', 'erfc', 'clamp', 'clip', 'relu', 'leaky_relu', 'elu', 'selu', 'gelu', 'silu', 'softplus', 'mish',
            'softsign', 'hardtanh', 'isnan', 'isinf', 'add', 'sub', 'mul', 'div', 'pow', 'maximum', 'minimum', 'where',
-           'eq', 'ne', 'lt', 'le', 'gt', 'ge', 'sum', 'mean', 'amax', 'amin', 'prod', 'argmax', 'argmin', 'var', 'std',
-           'logsumexp', 'cumsum', 'norm', 'reshape', 'flatten', 'squeeze', 'unsqueeze', 'permute', 'transpose',
-           'expand', 'contiguous', 'cat', 'stack', 'split', 'pad', 'flip', 'repeat', 'tril', 'triu', 'index_select',
-           'gather', 'index_add', 'masked_fill', 'one_hot', 'matmul', 'einsum', 'tensor']
+           'eq', 'ne', 'lt', 'le', 'gt', 'ge', 'sum', 'mean', 'amax', 'amin', 'prod', 'argmax', 'argmin', 'any', 'all',
+           'var', 'std', 'logsumexp', 'cumsum', 'norm', 'reshape', 'flatten', 'squeeze', 'unsqueeze', 'permute',
+           'transpose', 'expand', 'contiguous', 'cat', 'stack', 'split', 'pad', 'flip', 'repeat', 'tril', 'triu',
+           'index_select', 'gather', 'scatter', 'scatter_add', 'index_add', 'index_put', 'masked_fill', 'one_hot',
+           'matmul', 'einsum', 'tensor']
 
 # %% ../nbs/15_functional.ipynb #12d8ddfe
 def _size(size, name="size") -> tuple:
@@ -80,9 +83,17 @@ def ones_like(x: Tensor, *, dtype=None, device=None, requires_grad=False) -> Ten
     return full_like(x, True, dtype=dtype, device=device, requires_grad=requires_grad)
 
 # %% ../nbs/15_functional.ipynb #da14be46
+def _number(v, what):
+    "A Python number from `v`, which may be a one-element tensor (as PyTorch's factories take them)."
+    if isinstance(v, Tensor):
+        if v.numel() != 1: raise ShapeError(f"{what} takes numbers or one-element tensors, got a tensor of shape {v.shape}")
+        return v.item()
+    return v
+
 def arange(start, end=None, step=1, *, dtype=None, device="cpu", requires_grad=False) -> Tensor:
-    "Values from `start` (default 0) up to but excluding `end`, `step` apart."
+    "Values from `start` (default 0) up to but excluding `end`, `step` apart: ceil((end − start)/step) of them."
     if end is None: start, end = 0, start
+    start, end, step = (_number(v, "arange") for v in (start, end, step))
     for v in (start, end, step):
         if not is_scalar(v) or isinstance(v, (bool, np.bool_)): raise DTypeError(f"arange takes numbers, got {v!r}")
         if isinstance(v, (float, np.floating)) and not math.isfinite(v):
@@ -104,7 +115,11 @@ def linspace(start, end, steps: int, *, dtype=None, device="cpu", requires_grad=
     "`steps` values evenly spaced from `start` to `end`, both included."
     dtype = to_dtype(dtype) if dtype is not None else float32
     check_dtype("linspace", dtype, NUMERIC)
-    if not isinstance(steps, (int, np.integer)) or steps < 0: raise ArgumentError(f"linspace needs steps >= 0, got {steps!r}")
+    if not isinstance(steps, (int, np.integer)) or isinstance(steps, (bool, np.bool_)) or steps < 0:
+        raise ArgumentError(f"linspace needs steps >= 0 (an int), got {steps!r}")
+    start, end = _number(start, "linspace"), _number(end, "linspace")
+    for v in (start, end):
+        if not is_scalar(v) or isinstance(v, (bool, np.bool_)): raise DTypeError(f"linspace takes numbers, got {v!r}")
     start, end, device = float(start), float(end), canonical_device(device)
     if not (math.isfinite(start) and math.isfinite(end)): raise ArgumentError(f"linspace's ends must be finite, got {start}, {end}")
     if steps <= 1: t = full((steps,), start, dtype=float32, device=device)

@@ -4,16 +4,16 @@
 
 # %% ../nbs/04_graph.ipynb #6acb12e0
 from __future__ import annotations
-import threading, weakref, contextlib
+import sys, threading, weakref, contextlib
 import numpy as np
 from .dtypes import *
 from .ops import Op, SHAPE_RULES, CALLER_SHAPED, ACCEPTED_DTYPES
 import vkml.elementwise   # defines the elementwise ops, so every Op exists once the graph does
 
 # %% auto #0
-__all__ = ['Node', 'is_grad_enabled', 'no_grad', 'enable_grad', 'Backend', 'register_backend', 'canonical_device', 'get_backend',
-           'check_same_device', 'make_node', 'toposort', 'defer', 'take_deferred', 'JitError', 'CaptureNotes',
-           'capture_in_progress', 'note_refresh', 'note_rand']
+__all__ = ['Node', 'is_grad_enabled', 'no_grad', 'enable_grad', 'Backend', 'references', 'register_backend', 'canonical_device',
+           'get_backend', 'check_same_device', 'make_node', 'toposort', 'defer', 'take_deferred', 'JitError',
+           'CaptureNotes', 'capture_in_progress', 'note_refresh', 'note_rand']
 
 # %% ../nbs/04_graph.ipynb #ae69abc4
 class Node:
@@ -21,7 +21,8 @@ class Node:
     __slots__ = ("op", "srcs", "arg", "shape", "dtype", "device", "buf", "requires_grad", "leaf_of",
                  "tref", "__weakref__")
     def __init__(self, op: Op, srcs: tuple, arg, shape, dtype: DType, device: str, buf=None, requires_grad=False):
-        self.op, self.srcs, self.arg, self.shape, self.dtype, self.device = op, srcs, arg, tuple(shape), dtype, device
+        self.op, self.srcs, self.arg, self.dtype, self.device = op, srcs, arg, dtype, device
+        self.shape = shape if type(shape) is tuple else tuple(shape)
         self.buf, self.requires_grad, self.leaf_of, self.tref = buf, requires_grad, None, None
     @property
     def realized(self) -> bool: return self.buf is not None
@@ -72,6 +73,9 @@ class Backend:
     def memory_of(self, buf):
         "The identity of the memory `buf` lives in (two views of one buffer give the same)."
         return id(buf)
+    def exclusive(self, node: Node) -> bool:
+        "Is realized `node` the only holder of its memory (so a write into it changes no other buffer)?"
+        return False
     def alias(self, buf, shape, offset: int):
         "A buffer of `shape` over `buf`'s memory, starting `offset` elements in (contiguous): a view that shares it."
         raise NotImplementedError
@@ -80,6 +84,15 @@ class Backend:
         `replayable.replay(inputs)` runs it again on new inputs; `notes` collects the host work to redo
         (see `vkml.jit`). None: this backend cannot capture."""
         return None
+
+def references(x) -> int:
+    "How many references to `x` exist besides the caller's one local variable (CPython's reference count)."
+    return sys.getrefcount(x) - _SELF_REFS
+_SELF_REFS = 0
+def _probe():
+    o = object()
+    return references(o)
+_SELF_REFS = _probe()
 
 _FACTORIES: dict = {}   # "cpu" / "vulkan" -> a factory with .canonical(index str) and __call__(device name)
 _backends: dict = {}
@@ -125,11 +138,14 @@ def make_node(op: Op, srcs: tuple, arg=None, shape=None, dtype=None, device=None
             raise DTypeError(f"{op.name} does not take {data.dtype.name}; it takes {', '.join(d.name for d in ACCEPTED_DTYPES[op])}")
     if op not in CALLER_SHAPED:
         shape, dtype = SHAPE_RULES[op](arg, *srcs)
-    shape = check_rank(shape)
+    if type(shape) is not tuple or len(shape) > MAX_DIMS: shape = check_rank(shape)
     if shape and min(shape) < 0: raise ShapeError(f"{op.name} would produce the negative shape {shape}")
     device = srcs[0].device if srcs else canonical_device(device or "cpu")   # sources default to the CPU, as in PyTorch
-    rg = op is not Op.DETACH and dtype.is_float and _grad_mode.enabled and any(s.requires_grad for s in srcs)
-    return Node(op, tuple(srcs), arg, shape, dtype, device, requires_grad=rg)
+    rg = False
+    if _grad_mode.enabled and op is not Op.DETACH and dtype.kind == "f":
+        for s in srcs:
+            if s.requires_grad: rg = True; break
+    return Node(op, srcs if type(srcs) is tuple else tuple(srcs), arg, shape, dtype, device, requires_grad=rg)
 
 # %% ../nbs/04_graph.ipynb #fe753257
 def toposort(nodes, skip=lambda n: False) -> list:

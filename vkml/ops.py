@@ -59,8 +59,8 @@ def _define(kind, names):
 _define("input", "INPUT")
 _define("reduce", "SUM MEAN MAX MIN PROD ARGMAX ARGMIN CUMSUM")
 _define("movement", "RESHAPE PERMUTE EXPAND SLICE PAD CONCAT SLICE_BACKWARD")
-_define("indexing", "GATHER INDEX_ADD")
-_define("contraction", "MATMUL CONV2D CONV_TRANSPOSE2D IM2COL COL2IM MAXPOOL2D MAXPOOL2D_BACKWARD AVGPOOL2D")
+_define("indexing", "GATHER INDEX_ADD SCATTER")
+_define("contraction", "MATMUL CONV2D CONV_TRANSPOSE2D IM2COL COL2IM MAXPOOL2D MAXPOOL2D_BACKWARD AVGPOOL2D CONV2D_WEIGHT")
 _define("autograd", "DETACH")
 
 # %% ../nbs/02_ops.ipynb #68182a81
@@ -85,9 +85,12 @@ ARG_DOC = {
     Op.CONCAT: "axis", Op.SLICE_BACKWARD: "the SLICE arg whose gradient this is (node shape = source shape)",
     Op.GATHER: "axis: out[i][j] = x[i][idx[i][j]] (torch.gather); srcs (x, idx)",
     Op.INDEX_ADD: "axis: torch.scatter_add; srcs (dst, idx, src), idx has src's shape",
+    Op.SCATTER: "axis: torch.scatter; srcs (dst, idx, src), idx has src's shape; a repeated index: the last entry wins",
     Op.MATMUL: "None: srcs (B,M,K) and (B,K,N) -> (B,M,N)",
     Op.CONV2D: "(stride, padding, dilation, groups), each a pair but groups; srcs (x NCHW, w O,C/g,kh,kw)",
     Op.CONV_TRANSPOSE2D: "(stride, padding, output_padding, dilation, groups); srcs (x, w Cin,Cout/g,kh,kw)",
+    Op.CONV2D_WEIGHT: "(kernel, stride, padding, dilation, groups); srcs (g N,O,Ho,Wo; x N,C,H,W): conv2d's weight "
+                      "gradient (O, C/g, kh, kw), the sum over images and output pixels of g times x's windows",
     Op.IM2COL: "(kernel, dilation, padding, stride): torch.nn.functional.unfold",
     Op.COL2IM: "(output_size, kernel, dilation, padding, stride): torch.nn.functional.fold",
     Op.MAXPOOL2D: "(kernel, stride, padding, dilation, ceil_mode)",
@@ -103,8 +106,8 @@ ALL = DTYPES
 ACCEPTED_DTYPES: dict[Op, tuple] = {op: NUMERIC for op in Op}
 "The dtypes each op accepts for its (data) inputs."
 ACCEPTED_DTYPES.update({op: FLOATS for op in (Op.MEAN, Op.MATMUL, Op.CONV2D, Op.CONV_TRANSPOSE2D, Op.IM2COL,
-                                             Op.COL2IM, Op.MAXPOOL2D, Op.MAXPOOL2D_BACKWARD, Op.AVGPOOL2D)})
-ACCEPTED_DTYPES.update({op: ALL for op in MOVEMENT_OPS | {Op.INPUT, Op.GATHER, Op.DETACH, Op.SUM, Op.CUMSUM}})
+                                             Op.COL2IM, Op.MAXPOOL2D, Op.MAXPOOL2D_BACKWARD, Op.AVGPOOL2D, Op.CONV2D_WEIGHT)})
+ACCEPTED_DTYPES.update({op: ALL for op in MOVEMENT_OPS | {Op.INPUT, Op.GATHER, Op.SCATTER, Op.DETACH, Op.SUM, Op.CUMSUM}})
 
 # %% ../nbs/02_ops.ipynb #45a6bb6b
 class Category(enum.Enum):
@@ -202,6 +205,12 @@ def _index_add(axis, dst, idx, src):
     _index_shape("index_add", axis, idx, dst)
     if dst.dtype != src.dtype: raise DTypeError(f"index_add's destination is {dst.dtype} and source {src.dtype}")
     return dst.shape, dst.dtype
+@shape_rule(Op.SCATTER)
+def _scatter(axis, dst, idx, src):
+    if idx.shape != src.shape: raise ShapeError(f"scatter index {idx.shape} and source {src.shape} differ")
+    _index_shape("scatter", axis, idx, dst)
+    if dst.dtype != src.dtype: raise DTypeError(f"scatter's destination is {dst.dtype} and source {src.dtype}")
+    return dst.shape, dst.dtype
 @shape_rule(Op.MATMUL)
 def _matmul(arg, a, b):
     if len(a.shape) != 3 or len(b.shape) != 3 or a.shape[0] != b.shape[0] or a.shape[2] != b.shape[1]:
@@ -233,6 +242,17 @@ def _conv_t2d(arg, x, w):
     ho = (h - 1) * sh - 2 * ph + dh * (w.shape[2] - 1) + oph + 1
     wo = (wd - 1) * sw - 2 * pw + dw * (w.shape[3] - 1) + opw + 1
     return (n, w.shape[1] * g, ho, wo), x.dtype
+@shape_rule(Op.CONV2D_WEIGHT)
+def _conv2d_weight(arg, g, x):
+    (kh, kw), (sh, sw), (ph, pw), (dh, dw), grp = arg
+    if len(g.shape) != 4 or len(x.shape) != 4: raise ShapeError(f"conv2d weight gradient takes NCHW g and x, got {g.shape} and {x.shape}")
+    if g.dtype != x.dtype: raise DTypeError(f"graph op inputs must have one dtype, got {g.dtype} and {x.dtype}")
+    if g.shape[0] != x.shape[0] or grp < 1 or g.shape[1] % grp or x.shape[1] % grp:
+        raise ShapeError(f"conv2d weight gradient: g {g.shape} and x {x.shape} do not fit groups={grp}")
+    # x's windows must cover g's pixels (a transposed convolution's extra output rows have more)
+    if conv_out(x.shape[2], kh, sh, ph, dh) < g.shape[2] or conv_out(x.shape[3], kw, sw, pw, dw) < g.shape[3]:
+        raise ShapeError(f"conv2d weight gradient: x {x.shape} has fewer windows than g {g.shape} has pixels")
+    return (g.shape[1], x.shape[1] // grp, kh, kw), x.dtype
 @shape_rule(Op.IM2COL)
 def _im2col(arg, x):
     (kh, kw), (dh, dw), (ph, pw), (sh, sw) = arg
@@ -267,7 +287,7 @@ def _avgpool(arg, x):
     n, c, h, w = x.shape
     return (n, c, _pool_out(h, kh, sh, ph, 1, ceil), _pool_out(w, kw, sw, pw, 1, ceil)), x.dtype
 
-# %% ../nbs/02_ops.ipynb #385e8cfa
+# %% ../nbs/02_ops.ipynb #37a534ff
 _define("linalg", "CHOLESKY INV SOLVE DET SLOGDET EIGH QR SVD")
 LINALG_DTYPES = (float32, float64)
 ACCEPTED_DTYPES.update({op: LINALG_DTYPES for op in ops_of("linalg")})

@@ -12,8 +12,9 @@ from .elementwise import ELEMENTWISE
 from .graph import Node, toposort
 
 # %% auto #0
-__all__ = ['FUSED_REDUCE', 'MAX_FUSED_OPS', 'MAX_FUSED_BUFFERS', 'RECOMPUTE_OPS', 'PLACEABLE_OPS', 'READBACK_BYTES',
-           'ScheduleError', 'order', 'Kernel', 'constant_value', 'fusion_default', 'Schedule', 'schedule']
+__all__ = ['FUSED_REDUCE', 'MAX_FUSED_OPS', 'MAX_FUSED_BUFFERS', 'RECOMPUTE_OPS', 'PLACEABLE_OPS', 'PLAN_CACHE_SIZE',
+           'READBACK_BYTES', 'ScheduleError', 'order', 'Kernel', 'constant_value', 'plan_cache_enabled', 'signature',
+           'fusion_default', 'Schedule', 'schedule']
 
 # %% ../nbs/05_schedule.ipynb #22db6109
 class ScheduleError(VkmlError, RuntimeError):
@@ -24,26 +25,51 @@ def _base(n: Node, through_assign: bool = True) -> Node:
     while (n.op in VIEW_OPS or (through_assign and n.op is Op.ASSIGN)) and n.srcs and n.buf is None: n = n.srcs[0]
     return n
 
+def _unrealized(outputs) -> list:
+    "The nodes `outputs` need that are not realized yet, sources first (`toposort` stopping at realized nodes)."
+    out, seen, stack = [], set(), [(n, False) for n in reversed(outputs)]
+    push, pop, add = stack.append, stack.pop, seen.add
+    while stack:
+        n, done = pop()
+        if done: out.append(n); continue
+        if id(n) in seen or n.buf is not None: continue
+        add(id(n)); push((n, True))
+        for s in reversed(n.srcs):
+            if s.buf is None and id(s) not in seen: push((s, False))
+    return out
+
 def order(outputs, memory_of=None) -> list:
     "The nodes to compute for `outputs`, sources first, every other reader of an ASSIGN's target before it."
-    nodes = toposort(outputs, skip=lambda n: n.buf is not None)
+    nodes = _unrealized(outputs)
     assigns = [n for n in nodes if n.op is Op.ASSIGN]
     if not assigns: return nodes
+    known = {}
     def memory(n):
         "What memory `n` reads: its buffer's (as the backend names it) once realized, else its base node's."
-        b = _base(n, through_assign=False)
-        return ("buf", memory_of(b.buf)) if b.buf is not None and memory_of is not None else ("node", id(b))
+        m = known.get(id(n))
+        if m is None:
+            b = _base(n, through_assign=False)
+            m = known[id(n)] = ("buf", memory_of(b.buf)) if b.buf is not None and memory_of is not None else ("node", id(b))
+        return m
+    targets = {memory(a.srcs[0]) for a in assigns}
+    readers = {t: [] for t in targets}                # target memory -> the nodes reading it, but the ASSIGNs to it
+    unrealized_targets = {m[1] for m in targets if m[0] == "node"}
+    for n in nodes:
+        mine = memory(n.srcs[0]) if n.op is Op.ASSIGN else None
+        # (a source that is computed here and is no view is its own memory: a target only if an ASSIGN writes it)
+        ms = {memory(s) for s in n.srcs if s.buf is not None or s.op in VIEW_OPS or id(s) in unrealized_targets}
+        for m in ms & targets:
+            if m != mine: readers[m].append(n)
     pos = {id(n): i for i, n in enumerate(nodes)}
     late = {}   # id(assign) -> readers of its target's old value placed after it
     for a in assigns:
-        target = memory(a.srcs[0])
-        readers = [n for n in nodes if n is not a and not (n.op is Op.ASSIGN and memory(n.srcs[0]) == target)
-                   and any(memory(s) == target for s in n.srcs)]
-        both = [n for n in readers if _depends_on(n, a)]
+        late[id(a)] = rs = [r for r in readers[memory(a.srcs[0])] if pos[id(r)] > pos[id(a)]]
+        if not rs: continue                           # (a reader that needs the ASSIGN comes after it)
+        after = _after(a, nodes, pos)
+        both = [n for n in rs if id(n) in after]
         if both:
             raise ScheduleError(f"{both[0].op.name} reads {a.shape} {a.dtype.name} memory both before and after an "
                                 f"ASSIGN overwrites it: realize the old value first, or copy it with `.contiguous()`")
-        late[id(a)] = [r for r in readers if pos[id(r)] > pos[id(a)]]
     if not any(late.values()): return nodes
     extra = {k: v for k, v in late.items() if v}
     order_, seen, stack = [], set(), [(n, False) for n in reversed(outputs)]
@@ -57,9 +83,13 @@ def order(outputs, memory_of=None) -> list:
         stack.extend((s, False) for s in reversed(deps) if id(s) not in seen)
     return order_
 
-def _depends_on(n: Node, a: Node) -> bool:
-    "Does `n` read `a`'s result (so it must come after it)?"
-    return any(m is a for m in toposort([n], skip=lambda m: m.buf is not None))
+def _after(a: Node, nodes: list, pos: dict) -> set:
+    "ids of the nodes (of the ordered `nodes`) that read `a`'s result, directly or through others."
+    after = {id(a)}
+    for n in nodes[pos[id(a)] + 1:]:
+        for s in n.srcs:
+            if id(s) in after: after.add(id(n)); break
+    return after
 
 # %% ../nbs/05_schedule.ipynb #9a6fd592
 @dataclass(eq=False)
@@ -69,6 +99,7 @@ class Kernel:
     nodes: list                                 # the nodes it computes, in order
     stores: list = field(default_factory=list)  # the nodes whose values it writes to memory
     frees: list = field(default_factory=list)   # stored intermediates whose last reader this kernel is
+    memo: dict = field(default_factory=dict)    # what a backend learnt about this kernel's structure (kept by the plan cache)
 
     @property
     def shape(self): return self.nodes[-1].shape
@@ -118,22 +149,28 @@ def _aligned(s: Node, c: Node) -> bool:
     return s.shape == c.shape
 
 def _regions(nodes, consumers, needed) -> tuple:
-    "(inlined, size): which sources each node computes itself, and (ops, buffers, reductions) of its region."
+    "(inlined, size): which sources each node computes itself, and (ops, buffers read, reductions) of its region."
     inlined, size = {}, {}
     for c in nodes:
         if not _fusable(c): continue
-        ops, bufs, reds, mine = 1, 0, int(c.op in FUSED_REDUCE), []
-        for s in dict.fromkeys(c.srcs):
+        ops, bufs, reds, mine = 1, _NO_BUFFERS, int(c.op in FUSED_REDUCE), []
+        srcs = c.srcs if len(c.srcs) == len(set(map(id, c.srcs))) else tuple(dict.fromkeys(c.srcs))
+        left = len(srcs)                                  # sources still to come: a buffer each, at most
+        for s in srcs:
+            left -= 1
             sz = size.get(id(s))
             ok = (sz is not None and id(s) not in needed and s.op is not Op.ASSIGN and _aligned(s, c)
-                  and ops + sz[0] <= MAX_FUSED_OPS and bufs + sz[1] <= MAX_FUSED_BUFFERS and reds + sz[2] <= 1
-                  and all(_aligned(s, r) for r in consumers[id(s)]))
-            if ok and len(consumers[id(s)]) > 1: ok = sz[2] == 0 and sz[0] <= RECOMPUTE_OPS
-            if ok and s.op in FUSED_REDUCE: ok = len(consumers[id(s)]) == 1
-            if ok: mine.append(s); ops += sz[0]; bufs += sz[1]; reds += sz[2]
-            elif constant_value(s) is None: bufs += 1
+                  and ops + sz[0] <= MAX_FUSED_OPS and reds + sz[2] <= 1 and len(bufs | sz[1]) + left < MAX_FUSED_BUFFERS)
+            if ok:
+                readers = consumers[id(s)]
+                if len(readers) > 1: ok = (sz[2] == 0 and sz[0] <= RECOMPUTE_OPS and s.op not in FUSED_REDUCE
+                                           and all(_aligned(s, r) for r in readers))
+            if ok: mine.append(s); ops += sz[0]; bufs |= sz[1]; reds += sz[2]
+            elif constant_value(s) is None: bufs |= {id(s)}
         inlined[id(c)], size[id(c)] = mine, (ops, bufs, reds)
     return inlined, size
+
+_NO_BUFFERS = frozenset()
 
 def _region_nodes(root: Node, inlined: dict) -> list:
     "The nodes of `root`'s region, sources first (each once)."
@@ -192,28 +229,42 @@ def _kernels(nodes, consumers, needed, fuse) -> list:
         ks.append(Kernel("op", [n]))
     return _merge(ks)
 
+def _reads(nodes, inside) -> set:
+    "ids of the buffers the nodes read from outside the set `inside` (constants are values, not buffers)."
+    return {id(s) for n in nodes for s in n.srcs if id(s) not in inside and constant_value(s) is None}
+
 def _merge(ks) -> list:
     "Merge each fused kernel into the fused kernel before it when both have one shape and it reads none of it through a view."
-    out = []
+    out, p = [], None                                         # p: where the last kernel that is not a view is in out
+    inside, reads = None, None                                # out[p]'s node ids, and the buffers it reads
     for k in ks:
-        p = next((i for i in range(len(out) - 1, -1, -1) if out[i].kind != "view"), None)
         prev = out[p] if p is not None else None
         if (prev is not None and k.kind == prev.kind == "fused" and k.shape == prev.shape
-                and len(prev.nodes) + len(k.nodes) <= MAX_FUSED_OPS and _buffers(prev.nodes + k.nodes) <= MAX_FUSED_BUFFERS):
+                and len(prev.nodes) + len(k.nodes) <= MAX_FUSED_OPS):
+            k_inside = {id(n) for n in k.nodes}
+            both = (reads - k_inside) | _reads(k.nodes, k_inside | inside)
             views = out[p + 1:]                                   # recorded since prev: they cost nothing
-            inside = {id(n) for n in prev.nodes}
-            if not any(id(_base(v.nodes[0])) in inside for v in views) and not any(
-                    id(_base(s)) in inside and s.op in VIEW_OPS for n in k.nodes for s in n.srcs):
-                prev.nodes = list({id(n): n for n in prev.nodes + k.nodes}.values())
+            written = inside | {id(_base(n)) for n in prev.nodes if n.op is Op.ASSIGN}   # (memory prev writes in place)
+            def mine(x): return id(_base(x, through_assign=False)) in inside or id(_base(x)) in written
+            if (len(both) < MAX_FUSED_BUFFERS and not any(mine(v.nodes[0]) for v in views)
+                    and not any(mine(s) and s.op in VIEW_OPS for n in k.nodes for s in n.srcs)
+                    and not _overwrites_read(k, prev)):
+                prev.nodes = prev.nodes + [n for n in k.nodes if id(n) not in inside]
+                inside, reads = inside | k_inside, both
                 out[p:] = views + [prev]                          # the views k reads now come before the merged kernel
+                p = len(out) - 1
                 continue
         out.append(k)
+        if k.kind != "view":
+            p = len(out) - 1
+            inside = {id(n) for n in k.nodes}
+            reads = _reads(k.nodes, inside) if k.kind == "fused" else None
     return out
 
-def _buffers(nodes) -> int:
-    "How many distinct buffers a fused kernel of `nodes` binds: the inputs it reads, and one for its results."
-    inside = {id(n) for n in nodes}
-    return len({id(s) for n in nodes for s in n.srcs if id(s) not in inside and constant_value(s) is None}) + 1
+def _overwrites_read(k: Kernel, prev: Kernel) -> bool:
+    "Does `k` write (ASSIGN) memory that `prev` reads through a view (so one kernel would read what another thread writes)?"
+    targets = {id(_base(n)) for n in k.nodes if n.op is Op.ASSIGN}
+    return bool(targets) and any(s.op in VIEW_OPS and id(_base(s)) in targets for n in prev.nodes for s in n.srcs)
 
 # %% ../nbs/05_schedule.ipynb #e892c649
 def _inlines(c: Node, s: Node, where: dict) -> bool:
@@ -274,6 +325,53 @@ def _placements(ks, owner) -> dict:
             off += s.shape[axis] * inner
     return placed
 
+# %% ../nbs/05_schedule.ipynb #5c52fb3a
+PLAN_CACHE_SIZE = 256
+_plans: dict = {}
+
+def plan_cache_enabled() -> bool: return os.environ.get("VKML_PLAN_CACHE", "1") != "0"
+
+def _arg_key(n: Node):
+    "The part of `n.arg` that shapes a plan (an elementwise op's numbers do not)."
+    row = ELEMENTWISE.get(n.op)
+    if row is None: return n.arg
+    return row.variant(n.arg) if row.variant is not None else None
+
+def signature(nodes, outputs, fuse: bool, read: bool):
+    "A hashable summary of the ordered `nodes` that fixes their plan (None when an arg is not hashable)."
+    index = {id(n): i for i, n in enumerate(nodes)}
+    outside = {}                                      # id -> (dtype, shape) of a source computed before, in order
+    rows = []
+    for n in nodes:
+        srcs = []
+        for s in n.srcs:
+            i = index.get(id(s))
+            if i is None:
+                i = outside.get(id(s))
+                if i is None: i = outside[id(s)] = (-1 - len(outside), s.dtype, s.shape)
+            srcs.append(i)
+        rows.append((n.op, _arg_key(n), n.shape, n.dtype, tuple(srcs), n.tref is not None and n.tref() is not None))
+    outs = tuple(index.get(id(n), -1) for n in outputs)
+    key = (tuple(rows), outs, fuse, read)
+    try: hash(key)
+    except TypeError: return None
+    return key
+
+def _remember(key, nodes, kernels, placed):
+    index = {id(n): i for i, n in enumerate(nodes)}
+    ix = lambda ns: tuple(index[id(n)] for n in ns)
+    plan = ([(k.kind, ix(k.nodes), ix(k.stores), ix(k.frees), k.memo) for k in kernels],
+            tuple((index[m], index[id(c)], off) for m, (c, off) in placed.items()))
+    if len(_plans) >= PLAN_CACHE_SIZE: _plans.pop(next(iter(_plans)))
+    _plans[key] = plan
+
+def _recall(plan, nodes) -> tuple:
+    "(kernels, placements) of a remembered plan, over `nodes`."
+    ks, placed = plan
+    at = lambda ix: [nodes[i] for i in ix]
+    kernels = [Kernel(kind, at(ns), at(st), at(fr), memo) for kind, ns, st, fr, memo in ks]
+    return kernels, {id(nodes[m]): (nodes[c], off) for m, c, off in placed}
+
 # %% ../nbs/05_schedule.ipynb #2e2b0fe7
 READBACK_BYTES = 64 * 1024   # asked-for outputs this small are copied back in the same submission
 
@@ -289,9 +387,15 @@ class Schedule:
         self.nodes = order(self.outputs, memory_of)
         needed = {id(n) for n in self.outputs} | {id(n) for n in self.nodes if n.held}
         self.keep = needed
-        consumers = _consumers(self.nodes)
-        self.kernels = _kernels(self.nodes, consumers, needed, self.fuse)
-        self.placed = _plan(self.kernels, consumers, needed)
+        key = signature(self.nodes, self.outputs, self.fuse, read) if plan_cache_enabled() else None
+        plan = _plans.get(key) if key is not None else None
+        if plan is not None:
+            self.kernels, self.placed = _recall(plan, self.nodes)
+        else:
+            consumers = _consumers(self.nodes)
+            self.kernels = _kernels(self.nodes, consumers, needed, self.fuse)
+            self.placed = _plan(self.kernels, consumers, needed)
+            if key is not None: _remember(key, self.nodes, self.kernels, self.placed)
         self.readback = [n for n in self.outputs if n.buf is None and (read or prod(n.shape) * n.dtype.itemsize <= READBACK_BYTES)]
 
     def __len__(self): return len(self.kernels)

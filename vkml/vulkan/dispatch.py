@@ -11,7 +11,7 @@ import numpy as np
 from ..dtypes import *
 from ..ops import Op, VIEW_OPS
 from ..elementwise import ELEMENTWISE
-from ..graph import Backend, Node, JitError, capture_in_progress
+from ..graph import Backend, Node, JitError, capture_in_progress, references
 from ..schedule import Kernel
 from .device import Device, get_device, STATS, stats, reset_stats, vk_module, devices, check_index
 from .memory import memory, Alloc
@@ -434,7 +434,8 @@ class Recorder:
         rb = self.rt.mem.pool("readback").alloc((hi - lo) * isz)
         self.copy(t.alloc, lo * isz, rb, 0, (hi - lo) * isz)
         STATS["bytes_downloaded"] += t.view.numel * isz
-        return lambda: _host_array(rb.block.host, rb.offset, t.view, t.dtype, lo)
+        view, dtype = t.view, t.dtype     # (not `t`: the getter is kept in t.fetch, and a cycle would free t only at a gc)
+        return lambda: _host_array(rb.block.host, rb.offset, view, dtype, lo)
 
     def _done(self, qpool, names, profiles, keep):
         "Runs when the submission has finished: read the timestamps."
@@ -566,6 +567,11 @@ class VulkanBackend(Backend):
         return get()
 
     def memory_of(self, buf) -> int: return id(buf.alloc)
+    def exclusive(self, node: Node) -> bool:
+        buf = node.buf
+        if not isinstance(buf, VkTensor) or references(buf) != 1: return False
+        a = buf.alloc          # no other view of the allocation, no pending upload into it
+        return references(a) == 1
 
     def capture(self, inputs: list, run, notes=None):
         "Record `run` into command buffers kept for replay (see the replay notebook)."
@@ -607,7 +613,7 @@ class VulkanBackend(Backend):
                 continue
             launchers.append(None)
             if k.kind in ("fused", "reduce") and not can_compile:
-                if not codegen.has_spirv(codegen.describe(k).source): uncompiled.append(k)
+                if not codegen.has_spirv(codegen.describe(k, remember=False).source): uncompiled.append(k)
         if missing:
             raise BackendError(f"the Vulkan backend has no kernel for {', '.join(sorted(missing))}: compute "
                                f"{'it' if len(missing) == 1 else 'them'} on the CPU with `.to('cpu')`")

@@ -1278,6 +1278,7 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                         'vkml.vulkan.kernels_nn.split_k': ('kernels_nn.html#split_k', 'vkml/vulkan/kernels_nn.py'),
                                         'vkml.vulkan.kernels_nn.taps': ('kernels_nn.html#taps', 'vkml/vulkan/kernels_nn.py'),
                                         'vkml.vulkan.kernels_nn.tile_dims': ('kernels_nn.html#tile_dims', 'vkml/vulkan/kernels_nn.py'),
+                                        'vkml.vulkan.kernels_nn.variant_for': ('kernels_nn.html#variant_for', 'vkml/vulkan/kernels_nn.py'),
                                         'vkml.vulkan.kernels_nn.window_trips': ( 'kernels_nn.html#window_trips',
                                                                                  'vkml/vulkan/kernels_nn.py')},
             'vkml.vulkan.memory': { 'vkml.vulkan.memory.Alloc': ('allocator.html#alloc', 'vkml/vulkan/memory.py'),

@@ -16,11 +16,12 @@ from types import SimpleNamespace as NS
 # %% auto #0
 __all__ = ['MATMUL_TILES', 'FILL_GROUPS', 'MIN_TILE_USE', 'SMALL_MAX_MN', 'SPLIT_K_MIN', 'FORCE_TILE', 'COOPMAT_TILES',
            'COOPMAT_MORE', 'NO_EMULATION', 'COOPMAT', 'F64_TILES', 'COL_SCRATCH_BYTES', 'CT_LOWER_MIN_K',
-           'INDEX_ADD_CHUNK', 'tile_dims', 'matmul_variant', 'split_k', 'matmul_trips', 'coopmat_layout_ok',
-           'coopmat_variant', 'matmul_dispatch', 'matmul_kernel', 'merged_stride', 'im2col_dispatch', 'im2col_kernel',
-           'implicit_conv', 'conv2d_weight_kernel', 'conv2d_kernel', 'taps', 'check_trips', 'col2im_dispatch',
-           'conv_transpose2d_kernel', 'col2im_kernel', 'window_trips', 'maxpool2d_kernel', 'avgpool2d_kernel',
-           'maxpool2d_backward_kernel', 'gather_kernel', 'index_add_kernel', 'scatter_kernel']
+           'INDEX_ADD_CHUNK', 'tile_dims', 'matmul_variant', 'variant_for', 'split_k', 'matmul_trips',
+           'coopmat_layout_ok', 'coopmat_variant', 'matmul_dispatch', 'matmul_kernel', 'merged_stride',
+           'im2col_dispatch', 'im2col_kernel', 'implicit_conv', 'conv2d_weight_kernel', 'conv2d_kernel', 'taps',
+           'check_trips', 'col2im_dispatch', 'conv_transpose2d_kernel', 'col2im_kernel', 'window_trips',
+           'maxpool2d_kernel', 'avgpool2d_kernel', 'maxpool2d_backward_kernel', 'gather_kernel', 'index_add_kernel',
+           'scatter_kernel']
 
 # %% ../../nbs/26_kernels_nn.ipynb #c9c940c7
 MATMUL_TILES = {"matmul128": (128, 128, 8), "matmul128x64": (128, 64, 16), "matmul64x128": (64, 128, 16),
@@ -57,16 +58,20 @@ def _pick(tiles: dict, M: int, N: int, batch: int, fallback: str) -> str:
         if use >= MIN_TILE_USE and _tiles(name, M, N, batch) >= FILL_GROUPS: return name
     return fallback
 
-def matmul_variant(M: int, N: int, batch: int, dtype=float32) -> str:
-    "The variant for an (M, N) output times `batch`: the biggest tile that still gives every SM work (float64: the 64x64 tile)."
-    if FORCE_TILE and "_cm" not in FORCE_TILE and dtype is not float64: return FORCE_TILE
+def matmul_variant(M: int, N: int, batch: int) -> str:
+    "The variant for an (M, N) output times `batch`: the biggest tile that still gives every SM work."
+    if FORCE_TILE and "_cm" not in FORCE_TILE: return FORCE_TILE
     if M * N <= SMALL_MAX_MN: return "matmul_small"
-    if dtype is float64: return "matmul"
     return _pick(MATMUL_TILES, M, N, batch, "matmul")
 
-def split_k(name: str, M: int, N: int, K: int, nb: int, dtype=float32) -> int:
+def variant_for(dtype, M: int, N: int, batch: int) -> str:
+    "`matmul_variant`, or for float64 its one tile (or the small kernel)."
+    if dtype is float64: return "matmul_small" if M * N <= SMALL_MAX_MN else "matmul"
+    return matmul_variant(M, N, batch)
+
+def split_k(name: str, M: int, N: int, K: int, nb: int) -> int:
     "Chunks of K for a tiled product that launches too few workgroups to fill the GPU (1: no split)."
-    if name == "matmul_small" or (FORCE_TILE and dtype is not float64): return 1
+    if name == "matmul_small" or FORCE_TILE: return 1
     t = _tiles(name, M, N, nb)
     if t >= FILL_GROUPS or K < 2 * SPLIT_K_MIN: return 1
     return min(-(-2 * FILL_GROUPS // t), K // SPLIT_K_MIN)
@@ -125,7 +130,7 @@ def _sum_slabs(dtype, c, slabs, rows, parts, c_off, f32=False) -> Dispatch:
 def matmul_dispatch(dtype, c, a, b, M, N, K, B1, B2, A, B, C, c_f32=False) -> list:
     "The matmul dispatches; A/B/C are (offset, stride_b1, stride_b2, stride_row, stride_col) in elements."
     nb = B1 * B2
-    name = coopmat_variant(dtype, M, N, K, nb, A, B, c, a, b) or matmul_variant(M, N, nb, dtype)
+    name = coopmat_variant(dtype, M, N, K, nb, A, B, c, a, b) or variant_for(dtype, M, N, nb)
     if K == 0: a = b = c   # nothing is read: bind the output so no empty buffer is ever bound
     f32 = c_f32 and dtype == float16
     suffix = sfx(dtype) + ("_f32" if f32 else "")   # f16 operands, f32 result
@@ -135,7 +140,7 @@ def matmul_dispatch(dtype, c, a, b, M, N, K, B1, B2, A, B, C, c_f32=False) -> li
         parts, kc = -(-K // LOOP_BUDGET), LOOP_BUDGET
     else:
         bm, bn, bk = tile_dims(name, dtype)
-        parts = split_k(name, M, N, K, nb, dtype)
+        parts = split_k(name, M, N, K, nb)
         while matmul_trips(name, M, N, K, nb, parts, dtype) > LOOP_BUDGET and parts < K: parts *= 2   # lavapipe's budget
         kc = -(-K // parts)
         kc = -(-kc // bk) * bk if parts > 1 else 0     # chunks of whole slabs
@@ -206,7 +211,7 @@ def implicit_conv(dt, out, wt, x, N, G, M, Cg, kh, kw, A, a_sc, OH, OW, S, P, D)
     (stride S, padding P, dilation D: pairs) gathered in the kernel. One dispatch, or None when it does not fit."""
     L, K = OH * OW, Cg * kh * kw
     H, W = x.view.shape[2:]
-    name = matmul_variant(M, L, N * G, dt)
+    name = variant_for(dt, M, L, N * G)
     if name == "matmul_small" or not all(-32768 <= v < 32768 for v in (*S, *P, *D)) or not (0 < H < 65536 and 0 < W < 65536):
         return None
     if matmul_trips(name, M, L, K, N * G, 1, dt) > LOOP_BUDGET: return None   # lavapipe's budget: the lowered path splits K
@@ -238,10 +243,10 @@ def conv2d_weight_kernel(node, out, g, x):
         ds.append(cp)
         ga, (gn, gcs), goff, pix = gc, (O * L, L), 0, 1
     else: ga, (gn, gcs), goff = g, g.view.strides[:2], g.view.offset
-    name = matmul_variant(M, NC, G, dt)
+    name = variant_for(dt, M, NC, G)
     if name == "matmul_small": name = "matmul"          # (only tiled variants: K is long here)
     bm, bn, bk = tile_dims(name, dt)
-    parts = split_k(name, M, NC, K, G, dt)
+    parts = split_k(name, M, NC, K, G)
     while matmul_trips(name, M, NC, K, G, parts, dt) > LOOP_BUDGET and parts < K: parts *= 2   # lavapipe's budget
     per = -(-K // parts)
     kc = -(-per // bk) * bk if parts > 1 else 0     # chunks of whole slabs

@@ -21,7 +21,8 @@ step() {   # step NAME TIMEOUT_S COMMAND...
 }
 export TESTS="python3 -m pytest -q -p no:cacheprovider tests/test_parity_elementwise.py tests/test_parity_nn.py \
 tests/test_vk_runtime.py tests/test_jit.py tests/test_optim.py tests/test_plan_cache.py tests/test_one_submission_graph.py \
-tests/test_elementwise_table.py tests/test_memory.py tests/test_fidelity.py tests/test_autograd_vulkan.py tests/test_demo.py"
+tests/test_elementwise_table.py tests/test_memory.py tests/test_fidelity.py tests/test_autograd_vulkan.py tests/test_demo.py \
+tests/test_parity_f64.py tests/test_higher_order.py"
 t0=$SECONDS
 TAIL=4 step tests ${TESTS_S:-200} $TESTS; rc=$?
 python3 - "$OUT" "$rc" "$((SECONDS - t0))" <<'PY'

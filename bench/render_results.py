@@ -10,6 +10,8 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"
+sys.path.insert(0, str(HERE))
+from render_ddp import render_ddp   # the two-GPU data-parallel run (bench/ddp.py), when its JSON exists
 
 
 def load(name):
@@ -109,6 +111,8 @@ def render() -> str:
                       f"{c['ratio']:.2f}" if c.get("ratio") else "–", c.get("goal") or "–",
                       {True: "yes", False: "**no**", None: "–"}[c.get("met")], c.get("vkml_rate", ""),
                       c.get("torch_rate", ""), " ".join(c.get("shaders", []))) for c in k["cases"]]), ""]
+    ddp = render_ddp(RESULTS)
+    if ddp: s += [ddp, ""]
     return "\n".join(s)
 
 

@@ -86,13 +86,13 @@ def _cifar_layers(M, widths=(32, 64, 128)):
         c = w
     return layers + [M.Flatten(), M.Linear(c * 4 * 4, 10)]
 
-def vk_cifar():
+def vk_cifar(widths=(32, 64, 128)):
     VF.manual_seed(0)
-    return nn.Sequential(*_cifar_layers(nn)).to(DEV)
+    return nn.Sequential(*_cifar_layers(nn, widths)).to(DEV)
 
-def th_cifar():
+def th_cifar(widths=(32, 64, 128)):
     torch.manual_seed(0)
-    return torch.nn.Sequential(*_cifar_layers(torch.nn)).cuda()
+    return torch.nn.Sequential(*_cifar_layers(torch.nn, widths)).cuda()
 
 
 def batches(shape, classes, k=4, seed=0):

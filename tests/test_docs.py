@@ -136,3 +136,6 @@ def test_api_pages_are_grouped_by_part(site):
     groups = [next(iter(g)) for g in api]
     assert groups == [name for _, name in docs.PARTS if name in groups] and len(groups) > 1
     assert {"vkml.vulkan.dispatch": "api/vkml.vulkan.dispatch.md"} in next(g["The Vulkan backend"] for g in api if "The Vulkan backend" in g)
+    for gathered in ("vkml.nn", "vkml.vulkan.dispatch"):   # a package that re-exports its parts has its page too
+        html = (site / "api" / f"{gathered}.html").read_text(encoding="utf-8")
+        assert "Linear" in html or "VulkanBackend" in html

@@ -37,6 +37,7 @@ def _rows():
         rows.append((f"gather_{s}", "gather.comp", {_T[s]: "1"}))
     for s in ("f32", "f16", "i32", "i64"):
         rows.append((f"index_add_{s}", "index_add.comp", {_T[s]: "1"}))
+    rows.append(("check_index_i64", "check_index.comp", {"T_I64": "1"}))
     return rows
 
 

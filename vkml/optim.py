@@ -109,7 +109,10 @@ Optimizer.load_state_dict = _load_state_dict
 
 # %% ../nbs/32_optim.ipynb #5e1cc1e3
 def _check(name, **vals):
+    "Refuse a hyperparameter that is not a finite number >= 0 (a tensor, a string, NaN, a negative lr...)."
     for k, v in vals.items():
+        if not isinstance(v, (int, float, np.integer, np.floating)) or isinstance(v, bool) or not math.isfinite(v):
+            raise OptimizerError(f"{name}: {k} must be a finite Python number, got {v!r}")
         if v < 0: raise OptimizerError(f"{name}: {k} must be >= 0, got {v}")
 
 class SGD(Optimizer):
@@ -135,6 +138,9 @@ class Adam(Optimizer):
     _decoupled = False
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, amsgrad=False, maximize=False):
         _check(type(self).__name__, lr=lr, eps=eps, weight_decay=weight_decay)
+        if not isinstance(betas, (tuple, list)) or len(betas) != 2:
+            raise OptimizerError(f"{type(self).__name__}: betas must be a pair of numbers, got {betas!r}")
+        _check(type(self).__name__, beta1=betas[0], beta2=betas[1])
         if not all(0 <= b < 1 for b in betas): raise OptimizerError(f"betas must be in [0, 1), got {betas}")
         super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay,
                                       amsgrad=amsgrad, maximize=maximize))

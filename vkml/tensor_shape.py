@@ -15,7 +15,7 @@ from .operands import (TensorBase, ArgumentError, IndexingError, need_tensor, ch
 # %% auto #0
 __all__ = ['reshape', 'flatten', 'squeeze', 'unsqueeze', 'permute', 'transpose', 'expand', 'contiguous', 'split', 'pad', 'flip',
            'repeat', 'tril', 'triu', 'index_select', 'gather', 'index_add', 'masked_fill', 'Views', 'Copies', 'cat',
-           'stack', 'host_values', 'check_index_values', 'Indexing', 'one_hot', 'ShapeOps']
+           'stack', 'host_values', 'check_index_values', 'checked_index', 'Indexing', 'one_hot', 'ShapeOps']
 
 # %% ../nbs/10_tensor_shape.ipynb #9b3b7a8b
 def _varargs(shape) -> tuple:
@@ -216,15 +216,25 @@ def _index_tensor(name, x, index) -> None:
     if index.ndim != 1: raise IndexingError(f"{name} takes a 1-D index, got shape {index.shape}: use `.reshape(-1)`")
     check_same_device([x.node, index.node], name)
 
-def check_index_values(name, index, size: int, dim) -> None:
+def check_index_values(name, index, size: int, dim, ignore=None) -> None:
     "Refuse index values outside [0, size) before any kernel reads them, wherever the host already has them."
     h = host_values(index)
     if h is None or h.size == 0: return
     bad = (h < 0) | (h >= size)
+    if ignore is not None: bad &= h != ignore
     if bad.any():
         pos = tuple(int(i) for i in np.argwhere(bad)[0])
-        raise IndexOutOfRangeError(f"{name}: index {int(h[pos])} at position {pos} is out of range for dim {dim} "
-                                   f"of size {size} (valid: 0 .. {size - 1})")
+        of = f"dim {dim} of size {size}" if dim is not None else f"{size} classes"
+        ok = f"0 .. {size - 1}" + (f", or ignore_index={ignore}" if ignore is not None else "")
+        raise IndexOutOfRangeError(f"{name}: index {int(h[pos])} at position {pos} is out of range for {of} (valid: {ok})")
+
+def checked_index(name, index, size: int, dim=None, ignore=None):
+    """`index` with its values checked against [0, size): now when the host has them, else by a CHECK_INDEX node,
+    which raises IndexOutOfRangeError naming `name` when a result that depends on it is read."""
+    if host_values(index) is not None or index.numel() == 0:
+        check_index_values(name, index, size, dim, ignore)
+        return index
+    return index._apply(Op.CHECK_INDEX, index, arg=(name, int(size), ignore, dim))
 
 def _norm_slice(s: slice, n: int) -> tuple:
     "A slice as (start, stop, step) over an axis of `n`; an empty one as (0, 0, 1)."
@@ -266,7 +276,7 @@ class Indexing(TensorBase):
                 s = _norm_slice(it, n); slices.append(s); shape.append(len(range(*s)))
             elif isinstance(it, TensorBase):
                 slices.append((0, n, 1)); tpos = len(shape); shape.append(n)
-                check_index_values("indexing", it, n, ax - 1)
+                check_index_values("indexing", it, n, ax - 1); tcheck = (n, ax - 1)
             else:
                 if not -n <= it < n: raise IndexOutOfRangeError(f"index {it} is out of range for dim {ax - 1} of size {n}")
                 i = int(it) % n; slices.append((i, i + 1, 1))
@@ -276,14 +286,13 @@ class Indexing(TensorBase):
         y = self
         if any(s != (0, n, 1) for s, n in zip(slices, self.shape)): y = self._apply(Op.SLICE, y, arg=tuple(slices))
         y = reshape_to(y, shape)
-        return y if tpos is None else y._index_select(tpos, tensors[0])
+        return y if tpos is None else y._index_select(tpos, checked_index("indexing", tensors[0], *tcheck))
 
     def index_select(self, dim: int, index):
         "The slices at positions `index` (1-D int64) along `dim`."
         if self.ndim == 0: raise ShapeError("index_select needs a tensor of rank >= 1")
         axis = normalize_axis(dim, self.ndim); _index_tensor("index_select", self, index)
-        check_index_values("index_select", index, self.shape[axis], dim)
-        return self._index_select(axis, index)
+        return self._index_select(axis, checked_index("index_select", index, self.shape[axis], dim))
 
     def gather(self, dim: int, index):
         "out[i][j] = x[i][index[i][j]] along `dim` (torch.gather)."
@@ -334,7 +343,7 @@ def one_hot(x, num_classes: int = -1):
         if x.numel() == 0: raise ArgumentError("one_hot cannot infer num_classes from an empty tensor: pass it")
         num_classes = int(x.amax().item()) + 1  # needs the data: realizes x
     if not _is_int(num_classes) or num_classes < 0: raise ArgumentError(f"one_hot's num_classes must be >= 0, got {num_classes!r}")
-    check_index_values("one_hot", x, int(num_classes), "classes")   # as PyTorch: a class >= num_classes is an error
+    x = checked_index("one_hot", x, int(num_classes))   # as PyTorch: a class >= num_classes is an error
     shape = x.shape + (int(num_classes),)
     classes = x._wrap(Node(Op.ARANGE, (), (0, 1), (shape[-1],), int64, x.device))
     hot = x._apply(Op.EQUAL, expand_to(reshape_to(x, x.shape + (1,)), shape), expand_to(classes, shape))

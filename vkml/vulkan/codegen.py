@@ -271,6 +271,9 @@ def write_reduce_glsl(desc, form: str = "group") -> str:
     lines.append("    uvec4 kept = uvec4(0u);")
     lines += _split("kept", "o", want_reduced=False)
     lines.append(f"    {acc_t} acc = {_identity(rop, rout)};")
+    # The prologue's values live past the loop: an epilogue node may read one when the reduced axes all
+    # have extent 1 (softmax over a dim of size 1), and then the loop's only term is the value it needs.
+    lines += [f"    {COMPUTE[nodes[i][3]]} v{i} = {COMPUTE[nodes[i][3]]}(0);" for i in range(r)]
     lines.append(f"    for (uint j = {'tid' if group else '0u'}; j < k; j += {LOCAL if group else 1}u) {{")
     lines.append("        uvec4 c = kept;")
     lines += ["    " + l for l in _split("c", "j", want_reduced=True)]
@@ -279,7 +282,7 @@ def write_reduce_glsl(desc, form: str = "group") -> str:
         if role == "pin": lines.append(f"        {COMPUTE[dt]} a{j} = {_load(to_dtype(dt), f'b{j}[atc({oword(j)}, c)]')};")
     for i in range(r):
         name, variant, ins, out, refs, pidx = nodes[i]
-        lines.append(f"        {COMPUTE[out]} v{i} = {_node_expr(name, variant, ins, out, refs, pidx, pnames, lambda j: f'a{j}', 'lin')};")
+        lines.append(f"        v{i} = {_node_expr(name, variant, ins, out, refs, pidx, pnames, lambda j: f'a{j}', 'lin')};")
     kind, idx = rrefs[0]
     term = f"v{idx}" if kind == "v" else (f"a{idx}" if kind == "a" else pnames[idx])
     lines.append(f"        acc = {_combine(rop, rout, 'acc', acc_t + '(' + term + ')')};")

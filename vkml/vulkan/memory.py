@@ -55,10 +55,11 @@ class Block:
 
 class Alloc:
     "A range [offset, offset+size) of a block, shared by the tensors that view it; returned when the last one goes."
-    __slots__ = ("block", "offset", "size", "use", "pool", "born", "__weakref__")
+    __slots__ = ("block", "offset", "size", "use", "pool", "born", "checks", "__weakref__")
     def __init__(self, block, offset, size, pool):
         self.block, self.offset, self.size, self.pool, self.use = block, offset, size, pool, [0]
         self.born = pool.recording
+        self.checks = None   # serials of submissions whose index checks this range's value depends on (see 27_dispatch)
     def __del__(self):
         try: self.pool.dropped.append((self.block.id, self.offset, self.size, self.use, self.born))
         except AttributeError: pass   # half-made, or at interpreter exit
@@ -269,18 +270,21 @@ class Memory:
         return p
 
     def stats(self) -> dict:
-        for p in self.pools.values(): p.collect()
-        ps = self.pools.values()
+        with self.dev.lock:
+            for p in self.pools.values(): p.collect()
+        ps = list(self.pools.values())
         return dict(bytes_in_use=sum(p.in_use for p in ps), bytes_reserved=sum(p.reserved for p in ps),
                     peak_bytes_in_use=max((p.peak for p in ps), default=0), allocations=sum(p.allocations for p in ps),
                     buffers=sum(p.live for p in ps), blocks=sum(len(p.blocks) for p in ps))
 
     def reset_peak(self):
         "Start measuring the peak again from what is in use now."
-        for p in self.pools.values(): p.collect(); p.peak = p.in_use
+        with self.dev.lock:
+            for p in self.pools.values(): p.collect(); p.peak = p.in_use
 
     def empty_cache(self):
-        for p in self.pools.values(): p.empty_cache()
+        with self.dev.lock:
+            for p in self.pools.values(): p.empty_cache()
 
     def close(self):
         for p in reversed(list(self.pools.values())): p.close()
@@ -290,7 +294,10 @@ def memory(device: Device = None) -> Memory:
     if device is None or isinstance(device, (int, str)):
         device = get_device(None if device is None else (device if isinstance(device, int) else check_index(str(device).partition(":")[2])))
     m = getattr(device, "memory", None)
-    if m is None: m = device.memory = Memory(device)
+    if m is None:
+        with device.lock:
+            m = getattr(device, "memory", None)
+            if m is None: m = device.memory = Memory(device)
     return m
 
 def memory_stats(device=None) -> dict:

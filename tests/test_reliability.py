@@ -463,6 +463,8 @@ def test_scalars_past_float32_become_inf_as_in_the_oracle():
         assert (x - 1e308).numpy().tolist() == [-math.inf] * 3
         r = NF.leaky_relu(x, 1e308).numpy()
         assert np.isnan(r[0]) and r[1] == -math.inf and r[2] == 2.0, (dev, r)
+        h = t(np.array([np.inf, 1.0], np.float16), dev)       # 2**63 is inf in float16: a kernel compared in float32
+        assert (h != 2**63).numpy().tolist() == [False, True], dev
 
 
 # ---------------------------------------------------------------- the validation layer in CI

@@ -412,7 +412,9 @@ def param_words(params) -> tuple:
     "The words of the parameters `(value, type key)`."
     out = []
     for v, t in params:
-        if t in ("float32", "float16"): out.append(f32_bits(float(v)))
+        if t == "float32": out.append(f32_bits(float(v)))
+        elif t == "float16":                  # rounded to float16 first, as the oracle stores a float16 constant
+            with np.errstate(over="ignore"): out.append(f32_bits(float(np.float16(v))))
         elif t == "int64": v = int(v); out += [v & MASK, (v >> 32) & MASK]
         elif t == "bool": out.append(1 if v else 0)
         else: out.append(int(v) & MASK)

@@ -82,6 +82,8 @@ def describe(k: Kernel) -> Program:
         for s in n.srcs:
             if id(s) in inside: refs.append(("v", inside[id(s)]))
             elif (v := constant_value(s)) is not None:
+                if s.dtype is float16:      # a float16 constant holds a float16 value (2**63 is inf), as the oracle stores it
+                    with np.errstate(over="ignore"): v = float(np.float16(v))
                 params.append((v, s.dtype.name)); refs.append(("p", len(params) - 1))
             else: refs.append(("a", operand(s, role)))
         first = len(params)
@@ -412,9 +414,7 @@ def param_words(params) -> tuple:
     "The words of the parameters `(value, type key)`."
     out = []
     for v, t in params:
-        if t == "float32": out.append(f32_bits(float(v)))
-        elif t == "float16":                  # rounded to float16 first, as the oracle stores a float16 constant
-            with np.errstate(over="ignore"): out.append(f32_bits(float(np.float16(v))))
+        if t in ("float32", "float16"): out.append(f32_bits(float(v)))
         elif t == "int64": v = int(v); out += [v & MASK, (v >> 32) & MASK]
         elif t == "bool": out.append(1 if v else 0)
         else: out.append(int(v) & MASK)

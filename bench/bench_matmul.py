@@ -44,10 +44,10 @@ def main():
     ap.add_argument("--dtypes", default="float32,float16")
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--json", default=None, help="also write the results here")
-    ap.add_argument("--variant", default=None, choices=["matmul", "matmul128", "matmul_small"],
+    ap.add_argument("--variant", default=None, choices=["matmul", "matmul128x64", "matmul64x128", "matmul128", "matmul_small"],
                     help="force one kernel variant (default: the kernel's own choice by size)")
     args = ap.parse_args()
-    if args.variant: kn.matmul_variant = lambda M, N, batch, v=args.variant: v
+    if args.variant: kn.FORCE_TILE = args.variant
     dev = vkv.get_device(vkv.default_index())
     name = f"{dev.info.name} ({dev.name})"
     rows = [bench(int(s), np.dtype(d).type, args.reps) for d in args.dtypes.split(",") for s in args.sizes.split(",")]

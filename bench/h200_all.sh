@@ -21,6 +21,6 @@ step() {   # step NAME TIMEOUT_S COMMAND...: run one measurement, keep going if 
 }
 step prod       90  $PY bench/prod_lanes.py      --out "$OUT/prod_h200.json"
 step submission 180 $PY bench/submission_cost.py --out "$OUT/submission_h200.json" --plot "$OUT/submission_h200.png"
-step fusion     150 $PY bench/fusion_norms.py    --out "$OUT/fusion_h200.json"
+step fusion     150 $PY bench/fusion.py          --out "$OUT/fusion_h200.json"
 ls -l "$OUT"
 exit $status

@@ -13,14 +13,15 @@ Phases, in microseconds per user op (median of `--reps` runs, each on a freshly 
   build      the Python calls that build the graph through the public API
   realize    `vkml.realize(x)` end to end, un-instrumented
   and, from a second, instrumented realize, its split:
-  toposort   `toposort` (the schedule)
-  kernels    the kernels' host functions (node -> Dispatches: push words, variant, groups)
+  schedule   `Schedule(...)`: order, fusion regions, kernels, memory plan
+  codegen    `codegen.describe`: a fused kernel's program (operands, parameters) from its nodes
   record     `Recorder.record` (binding, barrier planning, vkCmd* calls)
   submit     `Recorder.submit` plus the wait for the fence (includes the device's own run time)
-  other      the rest: the backend's checks, allocation, views, bookkeeping
-  host       build + the realize split without submit: the Python cost per op (the ROADMAP's figure;
-             on lavapipe "submit" is the CPU device itself running the dispatches, and noisy)
-On "cpu" the split is toposort / numpy (the backend's run) / other, and host is build + realize.
+  other      the rest: the backend's checks, argument words, allocation, views, bookkeeping
+  host       build + the realize split without submit: the Python cost per op (on lavapipe "submit"
+             is the CPU device itself running the dispatches, and noisy)
+On "cpu" the split is schedule / numpy (the backend's run) / other, and host is build + realize.
+An add chain fuses: about one generated kernel per 64 adds.
 """
 import argparse, cProfile, datetime, json, platform, pstats, statistics, sys, time
 from pathlib import Path
@@ -65,7 +66,7 @@ CHAINS = dict(add=chain_add, mixed=chain_mixed)
 class Timers:
     "Accumulating wall-clock timers put around the runtime's phases (monkeypatched, undone on exit)."
     def __init__(self):
-        self.t = dict(toposort=0.0, kernels=0.0, record=0.0, submit=0.0, numpy=0.0)
+        self.t = dict(schedule=0.0, codegen=0.0, record=0.0, submit=0.0, numpy=0.0)
         self._undo = []
 
     def wrap(self, obj, name, key, wait_after=None):
@@ -81,24 +82,10 @@ class Timers:
         setattr(obj, name, timed)
         self._undo.append((obj, name, f))
 
-    def wrap_dict(self, d, key):
-        t, pc = self.t, time.perf_counter
-        old = dict(d)
-        def timed_of(f):
-            def timed(*a):
-                t0 = pc()
-                try: return f(*a)
-                finally: t[key] += pc() - t0
-            return timed
-        for k, f in old.items(): d[k] = timed_of(f)
-        self._undo.append((d, None, old))
-
     def __enter__(self): return self
 
     def __exit__(self, *exc):
-        for obj, name, f in reversed(self._undo):
-            if name is None: obj.clear(); obj.update(f)
-            else: setattr(obj, name, f)
+        for obj, name, f in reversed(self._undo): setattr(obj, name, f)
 
 
 def realize_split(device, chain, n):
@@ -106,11 +93,10 @@ def realize_split(device, chain, n):
     x, b = inputs(device)
     y = CHAINS[chain](x, b, n)
     with Timers() as tm:
-        tm.wrap(T, "toposort", "toposort")
+        tm.wrap(T, "Schedule", "schedule")
         if device == "vulkan":
-            from vkml.vulkan import dispatch as D
-            from vkml.vulkan.kernel_api import vk_kernels
-            tm.wrap_dict(vk_kernels, "kernels")
+            from vkml.vulkan import dispatch as D, codegen
+            tm.wrap(codegen, "describe", "codegen")
             tm.wrap(D.Recorder, "record", "record")
             tm.wrap(D.Recorder, "submit", "submit", wait_after=lambda a, s: a[0].dev.wait(s))
         else:
@@ -125,8 +111,8 @@ def realize_split(device, chain, n):
         del t["numpy"]
         t["other"] = total - sum(t.values())
     else:
-        for k in ("kernels", "record", "submit"): del t[k]
-        t["other"] = total - t["toposort"] - t["numpy"]
+        for k in ("codegen", "record", "submit"): del t[k]
+        t["other"] = total - t["schedule"] - t["numpy"]
     return t
 
 
@@ -204,7 +190,7 @@ def main():
     if "vulkan" in a.devices:
         import vkml.vulkan as vkv
         dev_name = vkv.devices()[vkv.default_index()].name
-    cols = ["build_us", "realize_us", "toposort_us", "kernels_us", "record_us", "submit_us", "numpy_us", "other_us"]
+    cols = ["build_us", "realize_us", "schedule_us", "codegen_us", "record_us", "submit_us", "numpy_us", "other_us"]
     print(f"vulkan device: {dev_name}; host: {platform.processor() or platform.machine()}, Python {platform.python_version()}")
     print("microseconds per op (realize's split is from a second, instrumented run)")
     print(f"{'device':<8}{'chain':<7}{'N':>6}{'nodes':>7}" + "".join(f"{c[:-3]:>10}" for c in cols)

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # One idempotent set-up for every make target: system packages for Vulkan (loader, Mesa's lavapipe,
-# the validation layer), glslc and the SPIR-V tools; a venv in .venv; the package with its dev extra.
+# the validation layer), glslc and the SPIR-V tools; a venv in .venv; the package with its dev extra
+# (which includes the distributed extra: mpi4py, and MPICH from its wheel, with .venv/bin/mpiexec).
 # A second run takes a few seconds: each step checks before it acts.
 # `--docs` also installs what the docs build and its tests need: Chromium, for the pages' screenshots
 # (best effort: on Ubuntu `chromium` is a snap, and the screenshot test then skips or, in CI, fails).

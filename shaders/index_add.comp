@@ -1,5 +1,7 @@
 #version 450
-// INDEX_ADD (torch.scatter_add): srcs (dst, idx, src), idx shaped like src; out shaped like dst.
+// INDEX_ADD (torch.scatter_add), or with SET defined SCATTER (torch.scatter: the last matching entry
+// in the order of j replaces dst instead of adding to it): srcs (dst, idx, src), idx shaped like src;
+// out shaped like dst.
 //   out[p] = dst[p] + sum over j (ascending) of src[q] where q = p with q[axis] = j and idx[q] == p[axis]
 // (only where p's other coordinates lie inside idx's shape). Each OUTPUT element scans the index
 // entries along the axis: no atomics, a fixed summation order, exact for integers and the same
@@ -11,6 +13,11 @@
 #extension GL_EXT_control_flow_attributes : require
 #define FLAG_BINDING 4
 #include "index_flag.glsl"
+#ifdef SET
+  #define FOLD(acc, v) acc = (v)
+#else
+  #define FOLD(acc, v) acc += (v)
+#endif
 layout(local_size_x = 256) in;
 
 layout(std430, set = 0, binding = 0) writeonly buffer Out { T y[]; };
@@ -58,13 +65,13 @@ void main() {
         for (; j + 8 <= n; j += 8) {
             [[unroll]] for (int u = 0; u < 8; ++u) {
                 const int64_t v = idx[io + (j + u) * istep];
-                if (v == me) acc += TO_ACC(src[so + (j + u) * sstep]);
+                if (v == me) FOLD(acc, TO_ACC(src[so + (j + u) * sstep]));
                 else if (check && (v < 0 || v >= size)) report_index(v, entry_pos(c, j + u));
             }
         }
         for (; j < n; ++j) {
             const int64_t v = idx[io + j * istep];
-            if (v == me) acc += TO_ACC(src[so + j * sstep]);
+            if (v == me) FOLD(acc, TO_ACC(src[so + j * sstep]));
             else if (check && (v < 0 || v >= size)) report_index(v, entry_pos(c, j));
         }
     }

@@ -1,19 +1,30 @@
 #version 450
 // C[b] = A[b] @ B[b]: (M,K) @ (K,N) -> (M,N) for every batch b, f32 accumulation.
-// Tiled: a workgroup owns a BM x BN tile of C and walks K in steps of BK, staging the A and B
-// slabs through shared memory; each of its (BM/TM)*(BN/TN) threads owns TM x TN outputs
-// (register blocking), strided by the thread grid so that neighbouring threads touch neighbouring
-// columns. Operands are read through element strides (transposed or broadcast operands need no
-// copy). The batch index is two-level, b = b1*B2 + b2, each level with its own strides, so that
-// a grouped convolution is one dispatch. Every grid dimension loops, so any extent fits under
-// the 65,535-workgroup limit; every load and store is guarded, so any M, N, K (0 and 1 included).
+// Tiled: a workgroup owns a BM x BN tile of C and walks K in slabs of BK, staging the A and B
+// slabs through shared memory, double-buffered (the next slab's global loads are issued before
+// this slab's multiplies and stored into the other buffer after them: one barrier per slab). Each
+// of the (BM/TM)*(BN/TN) threads owns TM x TN outputs (register blocking) in 4 x 4 groups strided
+// by the thread grid, so its shared-memory reads are 16-byte vec4 loads that neighbouring threads
+// take from neighbouring words: per k, TM/4 + TN/4 loads feed TM*TN fused multiply-adds.
+// Operands are read through element strides (transposed or broadcast operands need no copy). The
+// batch index is two-level, b = b1*B2 + b2, each level with its own strides, so that a grouped
+// convolution is one dispatch. Split K (`kc` > 0): the z grid also runs over ceil(K/kc) chunks of
+// K, chunk q writing its partial product at C + q*c_sq (the host sums the partials, in order).
+// Every grid dimension loops, so any extent fits under the 65,535-workgroup limit; every load and
+// store is guarded, so any M, N, K (0 and 1 included).
+// With IMPLICIT defined: a convolution as an implicit GEMM, B gathered from the image window by window
+// (no im2col buffer); the push constants grow by the convolution's geometry. WGRAD: its weight
+// gradient, dW[o, (c, tap)] = sum over (image, pixel) of g[o, pixel] x[window]: A is g, B the windows
+// with the contraction running over images and pixels (B1 = 1; b_sb1 is the image stride).
 // With SMALL defined: the variant for tiny products (one TM x TN block per thread, 1-D launch of
 // 64-thread groups over batch x blocks, no shared memory), same push constants.
 // lavapipe stops an invocation's loops after 65,535 trips in total (K loops and grid loops together),
-// silently: when a product's trips would pass that, the host splits K into several dispatches writing
-// f32 partials, summed by reduce_final (kernels_nn.matmul_dispatch).
+// silently: when a product's trips would pass that, the host splits K (kernels_nn.matmul_dispatch).
 #include "nn_common.glsl"
 #extension GL_EXT_control_flow_attributes : require
+#if defined(WGRAD)
+#define IMPLICIT 1
+#endif
 
 #ifndef BM
 #define BM 64
@@ -38,10 +49,17 @@
 // C_F32: C is stored as f32 whatever T is (f16 products kept unrounded for a following pass).
 #if defined(C_F32)
 #define TC float
+#define TCV4 vec4
 #else
 #define TC T
+#if defined(T_F16)
+#define TCV4 f16vec4
+#else
+#define TCV4 vec4
+#endif
 #endif
 layout(std430, set = 0, binding = 0) writeonly buffer OutC { TC c[]; };
+layout(std430, set = 0, binding = 0) writeonly buffer OutC4 { TCV4 c4[]; };   // the same memory, 4 at a time
 layout(std430, set = 0, binding = 1) readonly buffer InA { T a[]; };
 layout(std430, set = 0, binding = 2) readonly buffer InB { T b[]; };
 
@@ -50,6 +68,21 @@ layout(push_constant) uniform PC {
     int a_off, a_sb1, a_sb2, a_sm, a_sk;
     int b_off, b_sb1, b_sb2, b_sk, b_sn;
     int c_off, c_sb1, c_sb2, c_sm, c_sn;
+    uint kc;   // split K: terms per chunk (0: no split)
+    int c_sq;  // split K: C's stride between chunks' partials
+#if defined(IMPLICIT)
+    // implicit GEMM (a convolution without an im2col buffer): B is gathered from an image x, with
+    // b_off, b_sb1, b_sb2 its offset and batch strides, b_sk its channel stride, b_sn its column stride
+    int a_sc;     // A's stride per input channel (k = tap * Cg + channel; a_sk is A's stride per tap)
+    uint Cg;      // input channels per group
+    uint OW;      // output columns (n = oy * OW + ox)
+    uint kw;      // taps per kernel row (tap = i * kw + j)
+    uint HW;      // image height | width << 16
+    uint S, P, D; // stride, padding, dilation: (h | w << 16), int16 each (negative padding and dilation
+                  // turn the gather around: a transposed convolution of stride 1)
+    int x_sh;     // the image's row stride
+    uint L;       // WGRAD: output pixels per image (the contraction runs over (image, pixel) = n * L + l)
+#endif
 } p;
 
 #if defined(SMALL)
@@ -89,28 +122,103 @@ void main() {
 #else
 layout(local_size_x = NT) in;
 
-// +1 column of padding: the transposed writes of a slab hit distinct banks.
-shared float As[BK][BM + 1];
-shared float Bs[BK][BN + 1];
-
+// k-major slabs of vec4s: As[buf][k][m/4]. One vec4 of padding per row spreads the transposed
+// (k-fast) stores of a slab over the banks; reads stay 16-byte aligned.
+shared vec4 As[2][BK][BM / 4 + 1];
+shared vec4 Bs[2][BK][BN / 4 + 1];
 
 #define LA (BM * BK / NT)   // A values each thread stages per slab
 #define LB (BK * BN / NT)   // B values
 
 // Read the (BM x BK) slab of A and the (BK x BN) slab of B starting at k0 into registers, zero
-// outside the matrices. Thread tid takes elements e = tid + l*NT of each slab, with the index
-// that has unit stride running fastest across threads (coalesced).
-void load_slabs(int abase, int bbase, uint m0, uint n0, uint k0, uint tid, bool a_kfast, bool b_nfast,
-                out float pa[LA], out float pb[LB]) {
+// outside the matrices (and past kend). Thread tid takes elements e = tid + l*NT of each slab, with
+// the index that has unit stride running fastest across threads (coalesced).
+#if defined(IMPLICIT)
+int lo16(uint v) { return int(v << 16) >> 16; }   // the signed low and high halves of a packed word
+int hi16(uint v) { return int(v) >> 16; }
+#endif
+
+#if defined(IMPLICIT) && !defined(WGRAD) && (NT % BN != 0)
+#error "the implicit-GEMM fast path needs the thread count to be a multiple of BN"
+#endif
+void load_slabs(int abase, int bbase, uint m0, uint n0, uint k0, uint kend, uint tid, bool a_kfast, bool b_nfast,
+                uint poy, uint pox, out float pa[LA], out float pb[LB]) {
+#if defined(IMPLICIT)
+    // k = tap * Cg + channel. When Cg is a multiple of BK a slab lies within one tap: its tap is
+    // uniform and computed once (no division per element).
+    const bool one_tap = p.Cg % BK == 0u;
+    const uint rs = k0 / p.Cg;
+#endif
     [[unroll]] for (uint l = 0; l < LA; ++l) {
         const uint e = tid + l * NT;
         const uint gk = k0 + (a_kfast ? e % BK : e / BM), gm = m0 + (a_kfast ? e / BK : e % BM);
-        pa[l] = (gm < p.M && gk < p.K) ? float(a[abase + int(gm) * p.a_sm + int(gk) * p.a_sk]) : 0.0;
+#if defined(WGRAD)
+        // A is the output gradient g: row = output channel, k = (image, pixel)
+        const uint n = gk / p.L, px = gk - n * p.L;
+        pa[l] = (gm < p.M && gk < kend) ? float(a[abase + int(gm) * p.a_sm + int(n) * p.a_sc + int(px) * p.a_sk]) : 0.0;
+#elif defined(IMPLICIT)
+        const uint r = one_tap ? rs : gk / p.Cg, ci = gk - r * p.Cg;
+        pa[l] = (gm < p.M && gk < kend) ? float(a[abase + int(gm) * p.a_sm + int(r) * p.a_sk + int(ci) * p.a_sc]) : 0.0;
+#else
+        pa[l] = (gm < p.M && gk < kend) ? float(a[abase + int(gm) * p.a_sm + int(gk) * p.a_sk]) : 0.0;
+#endif
     }
+#if defined(IMPLICIT) && !defined(WGRAD)
+    if (one_tap) {
+        // The fast path. NT is a multiple of BN, so this thread's output pixel is the same for every l
+        // (poy, pox: computed once per tile) and the slab's tap (i, j) is uniform: one window position
+        // and one bounds check per slab; along l only the channel moves.
+        const uint i = rs / p.kw, j = rs - i * p.kw, gn = n0 + tid % BN;
+        const int iy = int(poy) * lo16(p.S) - lo16(p.P) + int(i) * lo16(p.D);
+        const int ix = int(pox) * hi16(p.S) - hi16(p.P) + int(j) * hi16(p.D);
+        const bool inside = gn < p.N && iy >= 0 && iy < int(p.HW & 0xffffu) && ix >= 0 && ix < int(p.HW >> 16);
+        const int pix = bbase + iy * p.x_sh + ix * p.b_sn;
+        [[unroll]] for (uint l = 0; l < LB; ++l) {
+            const uint gk = k0 + tid / BN + l * (NT / BN), ci = gk - rs * p.Cg;
+            pb[l] = (inside && gk < kend) ? float(b[pix + int(ci) * p.b_sk]) : 0.0;
+        }
+        return;
+    }
+#endif
     [[unroll]] for (uint l = 0; l < LB; ++l) {
         const uint e = tid + l * NT;
         const uint gk = k0 + (b_nfast ? e / BN : e % BK), gn = n0 + (b_nfast ? e % BN : e / BK);
-        pb[l] = (gn < p.N && gk < p.K) ? float(b[bbase + int(gk) * p.b_sk + int(gn) * p.b_sn]) : 0.0;
+#if defined(IMPLICIT)
+        // the window element (channel ci, tap (i, j)) of output pixel (oy, ox): zero outside the image
+        float v = 0.0;
+        if (gn < p.N && gk < kend) {
+#if defined(WGRAD)
+            // k = (image n, output pixel), column = (channel, tap) as the weight is laid out: image n's window element
+            const uint kk = p.N / p.Cg, n = gk / p.L, px = gk - n * p.L, ci = gn / kk, r = gn - ci * kk, i = r / p.kw, j = r - i * p.kw;
+            const uint oy = px / p.OW, ox = px - oy * p.OW;
+            const int img = int(n) * p.b_sb1;
+#else
+            const uint r = one_tap ? rs : gk / p.Cg, ci = gk - r * p.Cg, i = r / p.kw, j = r - i * p.kw;
+            const uint oy = gn / p.OW, ox = gn - oy * p.OW;
+            const int img = 0;
+#endif
+            const int iy = int(oy) * lo16(p.S) - lo16(p.P) + int(i) * lo16(p.D);
+            const int ix = int(ox) * hi16(p.S) - hi16(p.P) + int(j) * hi16(p.D);
+            if (iy >= 0 && iy < int(p.HW & 0xffffu) && ix >= 0 && ix < int(p.HW >> 16))
+                v = float(b[bbase + img + int(ci) * p.b_sk + iy * p.x_sh + ix * p.b_sn]);
+        }
+        pb[l] = v;
+#else
+        pb[l] = (gn < p.N && gk < kend) ? float(b[bbase + int(gk) * p.b_sk + int(gn) * p.b_sn]) : 0.0;
+#endif
+    }
+}
+
+void store_slabs(uint buf, uint tid, bool a_kfast, bool b_nfast, float pa[LA], float pb[LB]) {
+    [[unroll]] for (uint l = 0; l < LA; ++l) {
+        const uint e = tid + l * NT;
+        const uint k = a_kfast ? e % BK : e / BM, m = a_kfast ? e / BK : e % BM;
+        As[buf][k][m >> 2][m & 3u] = pa[l];
+    }
+    [[unroll]] for (uint l = 0; l < LB; ++l) {
+        const uint e = tid + l * NT;
+        const uint k = b_nfast ? e / BN : e % BK, n = b_nfast ? e % BN : e / BK;
+        Bs[buf][k][n >> 2][n & 3u] = pb[l];
     }
 }
 
@@ -118,50 +226,68 @@ void main() {
     const uint tid = gl_LocalInvocationID.x;
     const uint tx = tid % TX, ty = tid / TX;
     const uint tilesM = (p.M + BM - 1) / BM, tilesN = (p.N + BN - 1) / BN;
-    const uint nb = p.B1 * p.B2;
+    const uint nb = p.B1 * p.B2, parts = p.kc > 0u ? (p.K + p.kc - 1u) / p.kc : 1u;
     // uniform choices: which index runs fastest across threads when loading a slab (coalescing)
+#if defined(WGRAD)
+    const bool a_kfast = true, b_nfast = false;          // k runs over output pixels: neighbouring image columns
+#elif defined(IMPLICIT)
+    const bool a_kfast = p.a_sm != 1, b_nfast = true;   // neighbouring output pixels: neighbouring image columns
+#else
     const bool a_kfast = p.a_sk == 1 || p.a_sm != 1;
     const bool b_nfast = p.b_sn == 1 || p.b_sk != 1;
-    for (uint bz = gl_WorkGroupID.z; bz < nb; bz += gl_NumWorkGroups.z) {
+#endif
+    // C in 16-byte stores: rows contiguous and 4-aligned
+    const bool c_vec = p.c_sn == 1 && ((p.c_sm | p.c_off | p.c_sb1 | p.c_sb2 | p.c_sq) & 3) == 0 && p.N % 4u == 0u;
+    for (uint bq = gl_WorkGroupID.z; bq < nb * parts; bq += gl_NumWorkGroups.z) {
+        const uint bz = bq % nb, q = bq / nb;
         const uint b1 = bz / p.B2, b2 = bz % p.B2;
+        const uint kbeg = p.kc > 0u ? q * p.kc : 0u, kend = p.kc > 0u ? min(p.K, kbeg + p.kc) : p.K;
         const int abase = p.a_off + int(b1) * p.a_sb1 + int(b2) * p.a_sb2;
         const int bbase = p.b_off + int(b1) * p.b_sb1 + int(b2) * p.b_sb2;
-        const int cbase = p.c_off + int(b1) * p.c_sb1 + int(b2) * p.c_sb2;
+        const int cbase = p.c_off + int(b1) * p.c_sb1 + int(b2) * p.c_sb2 + int(q) * p.c_sq;
         for (uint tm = gl_WorkGroupID.y; tm < tilesM; tm += gl_NumWorkGroups.y)
         for (uint tn = gl_WorkGroupID.x; tn < tilesN; tn += gl_NumWorkGroups.x) {
             const uint m0 = tm * BM, n0 = tn * BN;
-            float acc[TM][TN];
-            [[unroll]] for (uint i = 0; i < TM; ++i) [[unroll]] for (uint j = 0; j < TN; ++j) acc[i][j] = 0.0;
-            // Register prefetch: the next slab's global loads are issued before this slab's
-            // multiplies, so their latency hides behind arithmetic. LA/LB values per thread.
+            vec4 acc[TM][TN / 4];
+            [[unroll]] for (uint i = 0; i < TM; ++i) [[unroll]] for (uint j = 0; j < TN / 4; ++j) acc[i][j] = vec4(0.0);
             float pa[LA], pb[LB];
-            load_slabs(abase, bbase, m0, n0, 0u, tid, a_kfast, b_nfast, pa, pb);
-            for (uint k0 = 0; k0 < p.K; k0 += BK) {
-                [[unroll]] for (uint l = 0; l < LA; ++l) {
-                    const uint e = tid + l * NT;
-                    As[a_kfast ? e % BK : e / BM][a_kfast ? e / BK : e % BM] = pa[l];
-                }
-                [[unroll]] for (uint l = 0; l < LB; ++l) {
-                    const uint e = tid + l * NT;
-                    Bs[b_nfast ? e / BN : e % BK][b_nfast ? e % BN : e / BK] = pb[l];
-                }
-                barrier();
-                if (k0 + BK < p.K) load_slabs(abase, bbase, m0, n0, k0 + BK, tid, a_kfast, b_nfast, pa, pb);
+            // this thread's output pixel in the implicit-GEMM fast path (NT is a multiple of BN)
+#if defined(IMPLICIT) && !defined(WGRAD)
+            const uint pgn = n0 + tid % BN, poy = pgn / p.OW, pox = pgn - poy * p.OW;
+#else
+            const uint poy = 0u, pox = 0u;
+#endif
+            load_slabs(abase, bbase, m0, n0, kbeg, kend, tid, a_kfast, b_nfast, poy, pox, pa, pb);
+            store_slabs(0u, tid, a_kfast, b_nfast, pa, pb);
+            barrier();
+            uint buf = 0u;
+            for (uint k0 = kbeg; k0 < kend; k0 += BK) {
+                const bool more = k0 + BK < kend;
+                if (more) load_slabs(abase, bbase, m0, n0, k0 + BK, kend, tid, a_kfast, b_nfast, poy, pox, pa, pb);
                 [[unroll]] for (uint kk = 0; kk < BK; ++kk) {
-                    float ar[TM], br[TN];
-                    [[unroll]] for (uint i = 0; i < TM; ++i) ar[i] = As[kk][ty + i * TY];
-                    [[unroll]] for (uint j = 0; j < TN; ++j) br[j] = Bs[kk][tx + j * TX];
-                    [[unroll]] for (uint i = 0; i < TM; ++i)
-                        [[unroll]] for (uint j = 0; j < TN; ++j) acc[i][j] = fma(ar[i], br[j], acc[i][j]);
+                    vec4 ar[TM / 4], br[TN / 4];
+                    [[unroll]] for (uint i = 0; i < TM / 4; ++i) ar[i] = As[buf][kk][i * TY + ty];
+                    [[unroll]] for (uint j = 0; j < TN / 4; ++j) br[j] = Bs[buf][kk][j * TX + tx];
+                    [[unroll]] for (uint i = 0; i < TM / 4; ++i)
+                        [[unroll]] for (uint r = 0; r < 4; ++r)
+                            [[unroll]] for (uint j = 0; j < TN / 4; ++j)
+                                acc[i * 4 + r][j] = fma(vec4(ar[i][r]), br[j], acc[i * 4 + r][j]);
                 }
+                if (more) store_slabs(buf ^ 1u, tid, a_kfast, b_nfast, pa, pb);
                 barrier();
+                buf ^= 1u;
             }
-            [[unroll]] for (uint i = 0; i < TM; ++i) {
-                const uint gm = m0 + ty + i * TY;
-                if (gm >= p.M) break;
-                [[unroll]] for (uint j = 0; j < TN; ++j) {
-                    const uint gn = n0 + tx + j * TX;
-                    if (gn < p.N) c[cbase + int(gm) * p.c_sm + int(gn) * p.c_sn] = TC(acc[i][j]);
+            // thread (tx, ty) owns rows 4*(i*TY + ty) + r and columns 4*(j*TX + tx) + 0..3
+            [[unroll]] for (uint i = 0; i < TM / 4; ++i)
+            [[unroll]] for (uint r = 0; r < 4; ++r) {
+                const uint gm = m0 + 4 * (i * TY + ty) + r;
+                if (gm >= p.M) continue;
+                [[unroll]] for (uint j = 0; j < TN / 4; ++j) {
+                    const uint gn = n0 + 4 * (j * TX + tx);
+                    const vec4 v = acc[i * 4 + r][j];
+                    if (c_vec && gn < p.N) c4[(cbase + int(gm) * p.c_sm + int(gn)) >> 2] = TCV4(v);
+                    else [[unroll]] for (uint u = 0; u < 4; ++u)
+                        if (gn + u < p.N) c[cbase + int(gm) * p.c_sm + int(gn + u) * p.c_sn] = TC(v[u]);
                 }
             }
         }

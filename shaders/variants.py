@@ -23,6 +23,7 @@ def _rows():
         for s in dts: rows.append((f"{kname}_{s}", file, {T[s]: "1"}))
     for kname, file, dts in [("reduce_row", "reduce.comp", ALL), ("argreduce_row", "argreduce.comp", NUMERIC)]:
         for s in dts: rows.append((f"{kname}_{s}", file, {T[s]: "1", "ROW": "1"}))
+    for s in NUMERIC: rows.append((f"argreduce_cols_{s}", "argreduce.comp", {T[s]: "1", "COLS": "1"}))
     for s in ALL:
         rows.append((f"reduce_cols_{s}", "reduce.comp", {T[s]: "1", "COLS": "1"}))
         rows.append((f"reduce_cols_part_{s}", "reduce.comp", {T[s]: "1", "COLS": "1", "PART": "1"}))
@@ -30,6 +31,12 @@ def _rows():
     for s in ALL:   # the two passes of a split reduction (few, very long rows)
         rows.append((f"reduce_part_{s}", "reduce.comp", {T[s]: "1", "ROW": "1", "PART": "1"}))
         rows.append((f"reduce_final_{s}", "reduce.comp", {T[s]: "1", "ROW": "1", "FINAL": "1"}))
+        rows.append((f"reduce_cols_final_{s}", "reduce.comp", {T[s]: "1", "COLS": "1", "FINAL": "1"}))
+    for s in NUMERIC:   # 16-byte loads of 4 terms (rows) or 4 neighbouring outputs (cols), when aligned
+        rows.append((f"reduce_row_vec_{s}", "reduce.comp", {T[s]: "1", "ROW": "1", "VEC": "1"}))
+        rows.append((f"reduce_part_vec_{s}", "reduce.comp", {T[s]: "1", "ROW": "1", "PART": "1", "VEC": "1"}))
+        rows.append((f"reduce_cols_vec_{s}", "reduce.comp", {T[s]: "1", "COLS": "1", "VEC": "1"}))
+        rows.append((f"reduce_cols_part_vec_{s}", "reduce.comp", {T[s]: "1", "COLS": "1", "PART": "1", "VEC": "1"}))
     return rows
 
 

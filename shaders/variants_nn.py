@@ -1,4 +1,4 @@
-"""Shader variants of the nn kernels: matmul, convolution helpers, pooling, gather, index_add.
+"""Shader variants of the nn kernels: matmul, convolution helpers, pooling, gather, index_add, scatter.
 
 `VARIANTS_NN` rows are `(name, file, defines)`; `shaders/variants.py` imports and appends them, and
 `shaders/build.py` compiles each row with `glslc --target-env=vulkan1.2 -O -D<k>=<v> ...` into
@@ -9,16 +9,47 @@ T_B8; see nn_common.glsl), the kernel of a multi-kernel file by another.
 _T = {"f32": "T_F32", "f16": "T_F16", "i32": "T_I32", "i64": "T_I64", "b8": "T_B8"}
 FLOAT_SFX = ("f32", "f16")
 
-# matmul tile shapes: name -> (BM, BN, BK, TM, TN); threads = (BM/TM) * (BN/TN) = 256 for both.
-MATMUL_TILES = {"matmul": (64, 64, 16, 4, 4), "matmul128": (128, 128, 16, 8, 8)}
+# matmul tile shapes: name -> (BM, BN, BK, TM, TN); threads = (BM/TM) * (BN/TN) = 256 for all. Shared
+# memory (double-buffered, f32, one vec4 of padding per row): 2*BK*(BM+4 + BN+4)*4 bytes, at most
+# lavapipe's 32 KiB. kernels_nn.MATMUL_TILES must list the same shapes.
+MATMUL_TILES = {"matmul": (64, 64, 16, 4, 4), "matmul128x64": (128, 64, 16, 8, 4), "matmul64x128": (64, 128, 16, 4, 8),
+                "matmul128": (128, 128, 8, 8, 8)}
+
+# f16 matmul on tensor cores (matmul_cm.comp, GL_KHR_cooperative_matrix): name -> (BM, BN, BK, SGM, SGN),
+# a workgroup of SGM x SGN subgroups of 32. Compiled by glslang >= 13 (`COOPMAT` in the defines tells
+# build.py); each also ships as `<name>_emu_*`, the same kernel with the fragments emulated in plain
+# GLSL (compiled by glslc), which lavapipe runs in the tests. Shared memory: at most 30 KiB.
+# A trailing "d": double-buffered slabs (DBUF); the 128x128 one needs 40 KiB, more than lavapipe's 32, so it
+# has no emulated twin: its indexing is the 64x64 one's, which lavapipe runs.
+COOPMAT_TILES = {"matmul_cm128x256s8": (128, 256, 32, 2, 4), "matmul_cm128x128s8": (128, 128, 32, 2, 4),
+                 "matmul_cm128x128s4": (128, 128, 32, 2, 2), "matmul_cm64x64s4": (64, 64, 32, 2, 2),
+                 "matmul_cm128x128s8d": (128, 128, 32, 2, 4), "matmul_cm64x64s4d": (64, 64, 32, 2, 2)}
+NO_EMULATION = {"matmul_cm128x128s8d"}
 
 
 def _rows():
     rows = []
+    for kname, (bm, bn, bk, sgm, sgn) in COOPMAT_TILES.items():
+        d = {"T_F16": "1", "BM": str(bm), "BN": str(bn), "BK": str(bk), "SGM": str(sgm), "SGN": str(sgn),
+             **({"DBUF": "1"} if kname.endswith("d") else {})}
+        for sfx, extra in (("f16", {}), ("f16_f32", {"C_F32": "1"})):
+            rows.append((f"{kname}_{sfx}", "matmul_cm.comp", {**d, **extra, "COOPMAT": "1"}))
+            if kname not in NO_EMULATION:
+                rows.append((f"{kname}_emu_{sfx}", "matmul_cm.comp", {**d, **extra, "EMULATE": "1"}))
     for kname, (bm, bn, bk, tm, tn) in MATMUL_TILES.items():
         for s in FLOAT_SFX:
             rows.append((f"{kname}_{s}", "matmul.comp",
                          {_T[s]: "1", "BM": str(bm), "BN": str(bn), "BK": str(bk), "TM": str(tm), "TN": str(tn)}))
+    # convolutions as implicit GEMM (matmul.comp with IMPLICIT): conv, conv128x64, ... per tile shape
+    for kname, (bm, bn, bk, tm, tn) in MATMUL_TILES.items():
+        for s in FLOAT_SFX:
+            rows.append((f"conv{kname[len('matmul'):]}_{s}", "matmul.comp",
+                         {_T[s]: "1", "IMPLICIT": "1", "BM": str(bm), "BN": str(bn), "BK": str(bk), "TM": str(tm), "TN": str(tn)}))
+    # convolution weight gradients (matmul.comp with WGRAD): wgrad, wgrad128x64, ...; f16_f32 for split-K partials
+    for kname, (bm, bn, bk, tm, tn) in MATMUL_TILES.items():
+        for s, extra in (("f32", {"T_F32": "1"}), ("f16", {"T_F16": "1"}), ("f16_f32", {"T_F16": "1", "C_F32": "1"})):
+            rows.append((f"wgrad{kname[len('matmul'):]}_{s}", "matmul.comp",
+                         {**extra, "WGRAD": "1", "BM": str(bm), "BN": str(bn), "BK": str(bk), "TM": str(tm), "TN": str(tn)}))
     # f16 operands, f32 result (conv_transpose2d's columns stay unrounded until col2im)
     for kname, (bm, bn, bk, tm, tn) in MATMUL_TILES.items():
         rows.append((f"{kname}_f16_f32", "matmul.comp",
@@ -37,6 +68,8 @@ def _rows():
         rows.append((f"gather_{s}", "gather.comp", {_T[s]: "1"}))
     for s in ("f32", "f16", "i32", "i64"):
         rows.append((f"index_add_{s}", "index_add.comp", {_T[s]: "1"}))
+    for s in ("f32", "f16", "i32", "i64", "b8"):
+        rows.append((f"scatter_{s}", "index_add.comp", {_T[s]: "1", "SET": "1"}))
     rows.append(("check_index_i64", "check_index.comp", {"T_I64": "1"}))
     return rows
 

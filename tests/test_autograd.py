@@ -88,6 +88,10 @@ CASES = {
                 (lambda x, i: apply(Op.GATHER, x, i, arg=0), [r(3, 3), np.array([[2, 0], [2, 2]])])],  # smaller index
     Op.INDEX_ADD: [(lambda d, i, s: apply(Op.INDEX_ADD, d, i, s, arg=1), [r(2, 3), IDX, r(2, 3, seed=1)]),
                    (lambda d, i, s: apply(Op.INDEX_ADD, d, i, s, arg=0), [r(2, 3), np.array([[1, 1, 0]]), r(1, 3, seed=1)])],
+    Op.SCATTER: [(lambda d, i, s: apply(Op.SCATTER, d, i, s, arg=1), [r(2, 3), np.array([[2, 0], [1, 0]]), r(2, 2, seed=1)]),
+                 (lambda d, i, s: apply(Op.SCATTER, d, i, s, arg=0), [r(3, 2), np.array([[2, 0]]), r(1, 2, seed=1)])],
+    Op.SLICE_BACKWARD: [(lambda g: apply(Op.SLICE_BACKWARD, g, arg=((1, 4, 2), (2, -1, -1)), shape=(5, 3), dtype=g.dtype),
+                         [r(2, 3)])],
     Op.MATMUL: [(b(Op.MATMUL), [r(2, 2, 3), r(2, 3, 4, seed=1)])],
     Op.CONV2D: [(conv(((1, 1), (0, 0), (1, 1), 1)), [r(2, 2, 4, 4), r(3, 2, 3, 3, seed=1)]),
                 (conv(((2, 1), (1, 0), (1, 1), 2)), [r(1, 4, 5, 3), r(2, 2, 2, 2, seed=1)]),     # groups, stride drops a row
@@ -95,6 +99,12 @@ CASES = {
     Op.CONV_TRANSPOSE2D: [(convt(((1, 1), (0, 0), (0, 0), (1, 1), 1)), [r(1, 2, 3, 3), r(2, 3, 2, 2, seed=1)]),
                           (convt(((2, 1), (1, 0), (1, 0), (1, 1), 2)), [r(1, 4, 2, 2), r(4, 1, 2, 2, seed=1)]),
                           (convt(((1, 1), (0, 0), (1, 1), (2, 2), 1)), [r(1, 1, 3, 3), r(1, 2, 2, 2, seed=1)])],  # op ≥ stride
+    Op.CONV2D_WEIGHT: [(lambda g, x: apply(Op.CONV2D_WEIGHT, g, x, arg=((3, 3), (1, 1), (1, 1), (1, 1), 1)),
+                        [r(2, 3, 4, 4), r(2, 2, 4, 4, seed=1)]),
+                       (lambda g, x: apply(Op.CONV2D_WEIGHT, g, x, arg=((2, 2), (2, 1), (1, 0), (1, 1), 2)),
+                        [r(1, 2, 3, 2), r(1, 4, 5, 3, seed=1)]),     # groups, stride drops a row
+                       (lambda g, x: apply(Op.CONV2D_WEIGHT, g, x, arg=((2, 2), (1, 1), (0, 0), (2, 2), 1)),
+                        [r(1, 1, 2, 2), r(1, 2, 5, 5, seed=1)])],    # dilation; x has a window more than g covers
     Op.IM2COL: [(u(Op.IM2COL, ((2, 2), (1, 1), (1, 0), (2, 1))), [r(1, 2, 3, 3)]),
                 (u(Op.IM2COL, ((2, 2), (2, 1), (1, 1), (1, 2))), [r(2, 1, 4, 4)])],
     Op.COL2IM: [(u(Op.COL2IM, ((3, 3), (2, 2), (1, 1), (0, 0), (1, 1))), [r(1, 4, 4)]),
@@ -460,6 +470,28 @@ def test_backward_defers_its_output_to_the_next_realize():
     assert not loss.node.realized
     realize(x.grad)                    # e.g. the optimiser's realize of the new parameters
     assert loss.node.realized          # the loss was computed in the same schedule
+
+
+def test_post_accumulate_grad_hooks_run_once_per_backward_after_the_output_is_deferred():
+    "Each hooked leaf's hook runs once per backward, with the whole accumulated .grad; a hook that realizes a"
+    "gradient computes the deferred loss in the same schedule; a removed hook stops."
+    a = tensor([1.0, 2.0], requires_grad=True)
+    b = tensor([3.0], requires_grad=True)
+    y = apply(Op.MUL, a, a)                            # a is used twice: two contributions, one accumulation
+    loss = apply(Op.ADD, total(apply(Op.MUL, y, a)), total(b))
+    calls = []
+    def on_a(p):
+        calls.append("a")
+        realize(p.grad)
+        assert loss.node.realized                      # backward deferred the loss before calling the hooks
+    ha = a.register_post_accumulate_grad_hook(on_a)
+    b.register_post_accumulate_grad_hook(lambda p: calls.append("b"))
+    loss.backward()
+    assert sorted(calls) == ["a", "b"]
+    np.testing.assert_allclose(a.grad.numpy(), 3 * np.array([1.0, 4.0]))
+    ha.remove()
+    total(apply(Op.MUL, a, a)).backward()              # b takes no part and a's hook is gone
+    assert sorted(calls) == ["a", "b"]
 
 
 def test_backward_of_an_integer_output_is_refused():

@@ -62,7 +62,7 @@ def check(got, ref, dt, scale=1.0, absref=None, k=1):
 # ---------------------------------------------------------------- completeness
 def test_every_op_has_an_implementation():
     from vkml.elementwise import ELEMENTWISE
-    assert set(numpy_impl) | set(ELEMENTWISE) == set(Op) and len(Op) == 70
+    assert set(numpy_impl) | set(ELEMENTWISE) == set(Op) and len(Op) == 72
 
 def test_zero_d_tensor_keeps_its_shape():
     assert tensor(np.float32(1.5)).shape == () and tensor(np.array(2, np.int64)).numpy().shape == ()
@@ -235,8 +235,27 @@ def test_binary(op, shape):
         a, b = rand(shape, dt), rand(shape, dt)
         if op is Op.POW: a = np.abs(a) + dt.np.type(0.5)
         if op is Op.DIV: b = np.where(b == 0, dt.np.type(1), b)
-        ref = BIN_REF[op](a.astype(np.float64), b.astype(np.float64)) if dt.is_float else BIN_REF[op](a, b)
+        if op is Op.POW and dt.is_int: ref = ipow_ref(a, b, dt)
+        else: ref = BIN_REF[op](a.astype(np.float64), b.astype(np.float64)) if dt.is_float else BIN_REF[op](a, b)
         check(run(op, a, b), ref, dt, scale=2.0)
+
+def ipow_ref(a, b, dt):
+    """Integer power as PyTorch defines it, with Python's exact integers: a**b wrapped to the dtype's bits
+    (two's complement, as every integer multiply wraps); for b < 0 (torch.pow on integer tensors): 1 when
+    a == 1, (-1)**b when a == -1, else 0."""
+    bits = 8 * dt.np.itemsize
+    def one(x, e):
+        x, e = int(x), int(e)
+        if e < 0: return 1 if x == 1 else ((1 if e % 2 == 0 else -1) if x == -1 else 0)
+        r = pow(x, e, 1 << bits)
+        return r - (1 << bits) if r >= 1 << (bits - 1) else r
+    return np.array([one(x, e) for x, e in zip(a.reshape(-1), b.reshape(-1))], dt.np).reshape(a.shape)
+
+@pytest.mark.parametrize("dt", (int32, int64))
+def test_integer_pow_wraps_and_negative_exponents(dt):
+    a = np.array([3, -3, 2, 1, -1, -1, 0, 5, 7], dt.np)
+    b = np.array([40, 41, 70, -5, -3, -4, -2, 0, 2 ** 30 + 1], dt.np)
+    np.testing.assert_array_equal(run(Op.POW, a, b), ipow_ref(a, b, dt))
 
 @pytest.mark.parametrize("dt", (int32, int64))
 def test_integer_arith_wraps(dt):
@@ -548,6 +567,25 @@ def test_index_add(dt, dshape, ishape, axis):
     got = apply(Op.INDEX_ADD, d, inp(idx), inp(src), arg=axis).numpy()
     check(got, acc, dt, scale=2.0, absref=absacc, k=max(1, math.prod(ishape)))
     assert np.array_equal(d.node.buf, dst)                # dst's buffer is not modified
+
+@pytest.mark.parametrize("dt", NUMERIC + (bool_,))
+@pytest.mark.parametrize("dshape,ishape,axis", [((5,), (8,), 0), ((3, 4), (3, 6), 1), ((4, 3), (6, 3), 0),
+                                                ((3, 4), (2, 2), 1), ((2, 3, 4), (2, 3, 7), 2), ((3, 4), (0, 4), 0), ((), (), 0)])
+def test_scatter(dt, dshape, ishape, axis):
+    "torch.scatter: self[...idx[pos]...] = src[pos]; where an index repeats, the last position in row-major order wins."
+    rng = np.random.default_rng(3)
+    dst, src = rand(dshape, dt), rand(ishape, dt)
+    size = dshape[axis] if dshape else 1
+    idx = rng.integers(0, size, ishape).astype(np.int64)
+    ref = dst.copy()
+    for pos in itertools.product(*map(range, ishape)):   # row-major order: a later write replaces an earlier one
+        tgt = list(pos)
+        if dshape: tgt[axis] = idx[pos]
+        ref[tuple(tgt)] = src[pos]
+    d = inp(dst)
+    got = apply(Op.SCATTER, d, inp(idx), inp(src), arg=axis).numpy()
+    assert got.dtype == dst.dtype and np.array_equal(got, ref, equal_nan=dt.is_float)
+    assert np.array_equal(d.node.buf, dst, equal_nan=dt.is_float)   # dst's buffer is not modified
 
 def test_index_add_f16_accumulates_in_f32():
     dst = np.zeros(1, np.float16); src = np.ones(4096, np.float16); idx = np.zeros(4096, np.int64)

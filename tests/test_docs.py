@@ -100,7 +100,7 @@ def test_screenshot(site, tmp_path, path, text):
     assert len(np.unique((body * 255).astype(np.uint8).reshape(-1, 3), axis=0)) > 50, "no text on the page"
 
 
-@pytest.mark.parametrize("nb", ["41_experiment_submission", "36_tutorial", "33_data"])
+@pytest.mark.parametrize("nb", ["41_experiment_submission", "42_experiment_fusion", "36_tutorial", "33_data"])
 def test_plots_are_in_their_pages(site, nb):
     "The experiments' and the tutorial's figures reach their pages as images that exist."
     html = (site / f"{nb}.html").read_text(encoding="utf-8")

@@ -1,7 +1,9 @@
 """The experiments (nbs/40-42) on the current Vulkan device: the prod experiment's VALUES (never its
-timings), the submission-cost protocol on a quick schedule, the fusion measurement on a small input, and
-the bench scripts the H200 run uses. References are independent numpy code."""
-import json, math, subprocess, sys
+timings), the submission-cost protocol on a quick schedule, the fusion measurement on a small input
+(dispatch counts, bytes and parity, never timings), and the bench scripts the H200 run uses.
+References are independent numpy code."""
+import json
+import math, subprocess, sys
 from pathlib import Path
 import numpy as np
 import pytest
@@ -83,7 +85,9 @@ def test_submission_cost_quick_protocol():
     res = run(quick=True)
     assert res["check"] == 1.875                                    # 4 dependent dispatches ran, in order
     for kind in ("blocking", "polled"):
-        assert res[kind]["a_us"] > 0 and res[kind]["b_us"] > 0, res[kind]
+        # a line fitted to timings: its numbers exist; their sign is the machine's business (a loaded machine can
+        # fit a negative intercept), and timings are never asserted
+        assert math.isfinite(res[kind]["a_us"]) and math.isfinite(res[kind]["b_us"]), res[kind]
         assert len(res[kind]["median_us"]) == len(res[kind]["ns"]) == 4
     assert res["record_us"] > 0 and res["eager_us"] > 0
     assert res["batching"]["submissions"]["once"] == 1
@@ -100,15 +104,80 @@ def test_fit_recovers_a_line():
     assert abs(a - 55) < 1e-6 and abs(b - 8) < 1e-9
 
 
-def test_fusion_measurement_small():
-    from vkml.experiments.fusion import measure_norm, dispatch_bytes
-    for kind, ops in (("layer_norm", 8), ("rms_norm", 6)):
-        r = measure_norm(kind, 32, 128, repeats=1)
-        assert r["max_abs_err"] < 1e-4
-        assert r["submissions"] == 1 and r["dispatches"] >= r["graph_ops"] >= ops
-        assert r["bytes_ideal"] == (2 * 32 * 128 + (2 if kind == "layer_norm" else 1) * 128) * 4
-        assert r["bytes_moved"] > 2 * r["bytes_ideal"]              # composed: at least two passes over x
-        assert len(r["per_dispatch"]) == r["dispatches"] and r["gpu_us"] > 0
+def test_fusion_saves_dispatches_and_bytes_and_keeps_parity():
+    "Every workload, fused and unfused, on a small input: fewer dispatches, no more bytes, both within the parity bound."
+    from vkml.experiments.fusion import run, WORKLOADS
+    res = run(16, 64, repeats=1)
+    assert [r["name"] for r in res["workloads"]] == [w.name for w in WORKLOADS]
+    for r in res["workloads"]:
+        on, off = r["fused"], r["unfused"]
+        assert on["dispatches"] < off["dispatches"], r["name"]
+        assert on["bytes_ideal"] <= on["bytes_moved"] <= off["bytes_moved"], r["name"]
+        assert on["bytes_ideal"] == off["bytes_ideal"], r["name"]
+        assert on["submissions"] == off["submissions"] == 1, r["name"]
+        for m in (on, off):
+            assert len(m["per_dispatch"]) == m["dispatches"] >= m["kernels"], (r["name"], m["fuse"])
+            assert m["err_over_bound"] <= 1, (r["name"], m["fuse"], m["max_abs_err"])
+            assert m["bytes_moved"] == sum(p["bytes"] for p in m["per_dispatch"])
+    by = {r["name"]: r for r in res["workloads"]}
+    chain, adam = by["gelu(x*w+b)"], by["adam"]
+    assert (chain["unfused"]["dispatches"], chain["fused"]["dispatches"]) == (3, 1)
+    assert chain["fused"]["bytes_moved"] == chain["fused"]["bytes_ideal"] == (2 * 16 * 64 + 2 * 64) * 4
+    assert chain["unfused"]["bytes_moved"] == chain["fused"]["bytes_ideal"] + 2 * 2 * 16 * 64 * 4  # two intermediates, out and back
+    # one kernel updates every parameter and both moments; the given gradients are first copied into the
+    # flat gradient, one copy each (a backward pass would write them there in place)
+    assert adam["fused"]["dispatches"] == 1 + 3
+    assert [p["shader"].startswith("copy") for p in adam["fused"]["per_dispatch"]] == [True, True, True, False]
+    n = 16 * 64 + 64 + 64 * 16
+    update = adam["fused"]["per_dispatch"][-1]["bytes"]
+    assert 7 * 4 * n <= update <= 7 * 4 * n + 64                           # p, g, m, v read; p, m, v written: one pass
+    json.dumps(res)                                                       # JSON-ready
+
+
+def test_fusion_counts_bytes_from_the_bindings():
+    "Distinct elements per binding (broadcast counts once), reads and writes apart, the argument buffer not at all."
+    import vkml
+    from vkml.dtypes import View, float32
+    from vkml.vulkan.dispatch import ArgsBinding, VkTensor
+    from vkml.vulkan.kernel_api import Dispatch, Scratch
+    from vkml.experiments.fusion import dispatch_bytes, view_bytes
+    a = vkml.tensor(np.zeros((8, 16), np.float32), device="vulkan").node.buf
+    row = VkTensor(a.alloc, View((8, 16), (0, 1), 0), float32)           # one row seen 8 times
+    col = VkTensor(a.alloc, View((8, 16), (16, 0), 0), float32)          # one column of 8 seen 16 times
+    assert (view_bytes(a), view_bytes(row), view_bytes(col), view_bytes(Scratch(40))) == (512, 64, 32, 40)
+    args = ArgsBinding(a.alloc)
+    assert dispatch_bytes(Dispatch("gen_x", (args, a, row, col, row), (0,), (1, 1, 1), (1,))) == 512 + 64 + 32
+    assert dispatch_bytes(Dispatch("gen_x", (args, a, a), (0,), (1, 1, 1), (1,))) == 2 * 512      # in place: read and written
+    idx = VkTensor(a.alloc, View((8,), (1,), 0), float32)
+    out = VkTensor(a.alloc, View((8,), (1,), 0), float32)
+    assert dispatch_bytes(Dispatch("gather_f32", (out, a, idx), (0,), (1, 1, 1))) == 32 + 32 + 32   # 8 of a's 128 read
+
+
+def test_fusion_parity_failure_is_loud():
+    "A workload whose Vulkan result is off by more than the bound fails the measurement."
+    import vkml
+    from vkml.experiments.fusion import Workload, measure_workload, _xwb
+    bad = Workload("bad", "x + 1e-3 on Vulkan only", _xwb,
+                   lambda s: [s["x"] + (1e-3 if s["x"].device != "cpu" else 0.0)], lambda r, c: 1, 1.0)
+    with pytest.raises(AssertionError, match="exceeds the parity bound"): measure_workload(bad, 4, 8, repeats=1)
+
+
+def test_fusion_off_is_restored_and_schedules_agree_with_the_device():
+    import os
+    from vkml.experiments.fusion import fusion, kernel_counts
+    before = os.environ.get("VKML_FUSION")
+    with fusion(False): assert os.environ["VKML_FUSION"] == "0"
+    assert os.environ.get("VKML_FUSION") == before
+    counts = kernel_counts(8, 32)
+    assert all(on < off for off, on in counts.values()), counts
+
+
+def test_old_fusion_results_are_not_read_as_current():
+    from vkml.experiments import load_result
+    from vkml.experiments.fusion import current, SCHEMA
+    old = load_result("fusion_h200.json")
+    assert old is None or current(old) == (old.get("schema") == SCHEMA)
+    assert not current({"provenance": {}, "norms": []}) and current({"schema": SCHEMA})
 
 
 def _script(*args, timeout=240):
@@ -120,9 +189,10 @@ def _script(*args, timeout=240):
 def test_bench_scripts_write_their_json(tmp_path):
     _script("bench/prod_lanes.py", "--length", "4096", "--out", str(tmp_path / "prod.json"))
     _script("bench/submission_cost.py", "--quick", "--out", str(tmp_path / "sub.json"))
-    _script("bench/fusion_norms.py", "--rows", "16", "--cols", "64", "--repeats", "1", "--out", str(tmp_path / "fusion.json"))
+    _script("bench/fusion.py", "--rows", "16", "--cols", "64", "--repeats", "1", "--only", "layer_norm", "adam",
+            "--out", str(tmp_path / "fusion.json"))
     for f, keys in (("prod.json", {"values", "timing", "denormals"}), ("sub.json", {"blocking", "polled", "record_us"}),
-                    ("fusion.json", {"norms"})):
+                    ("fusion.json", {"schema", "workloads", "rows", "cols"})):
         res = json.loads((tmp_path / f).read_text())
         assert keys <= set(res) and {"date", "device", "driver", "command", "commit"} <= set(res["provenance"])
     assert subprocess.run(["bash", "-n", "bench/h200_all.sh"], cwd=ROOT).returncode == 0

@@ -88,12 +88,51 @@ def test_breakdown_counts_every_category():
     assert L.breakdown([]) == "0 genuine gaps (not yet implemented)"
 
 
-def test_fusion_row_renders_the_measured_number(tmp_path, monkeypatch):
+def _fusion_result(device="NVIDIA H200"):
+    "A results file of the fusion experiment's format, with known numbers."
+    from vkml.experiments.fusion import SCHEMA
+    def wl(name, d_off, d_on, b_off, b_on, ideal, g_off, g_on):
+        m = lambda d, b, g: dict(dispatches=d, bytes_moved=b, bytes_ideal=ideal, gpu_us=g, host_us=100.0)
+        return dict(name=name, unfused=m(d_off, b_off, g_off), fused=m(d_on, b_on, g_on),
+                    saved=dict(dispatches=d_off / d_on, bytes_moved=b_off / b_on, gpu_us=g_off / g_on, host_us=1.0))
+    return dict(schema=SCHEMA, provenance=dict(device=device, command="python bench/fusion.py"), rows=4096, cols=4096,
+                workloads=[wl("layer_norm", 10, 3, 600, 200, 100, 440.0, 80.0), wl("adam", 60, 3, 430, 100, 100, 900.0, 100.0)])
+
+
+def test_fusion_row_renders_the_measured_numbers(tmp_path, monkeypatch):
     monkeypatch.setattr(L, "RESULTS", tmp_path)
-    assert "not yet measured" in L.fusion_row()["state"]
-    (tmp_path / "fusion_h200.json").write_text(json.dumps({"speedup": 1.87, "kernels": 3, "note": "x"}))
-    state = L.fusion_row()["state"]
-    assert "speedup = 1.87" in state and "kernels = 3" in state and "bench/results/fusion_h200.json" in state
+    monkeypatch.setitem(L._fusion_cache, "here", "MEASURED HERE")     # the live part has its own tests
+    row = L.fusion_row()
+    assert row["category"] == L.DONE and "not yet measured on the H200" in row["state"] and "MEASURED HERE" in row["state"]
+    (tmp_path / "fusion_h200.json").write_text(json.dumps({"provenance": {"device": "NVIDIA H200"}, "norms": []}))
+    assert "not yet measured on the H200" in L.fusion_row()["state"]   # a file measured before fusion existed is not this measurement
+    (tmp_path / "fusion_h200.json").write_text(json.dumps(_fusion_result()))
+    row = L.fusion_row()
+    state = row["state"]
+    assert "on the NVIDIA H200 at 4096×4096" in state and "bench/results/fusion_h200.json" in state + row["see"]
+    assert "dispatches 3.3–20" in state and "bytes moved 3–4.3" in state and "GPU time 5.5–9" in state
+    assert "layer_norm: 10 → 3 dispatches, bytes 6× → 2× a single pass, GPU 440 → 80 µs" in state
+    assert "MEASURED HERE" in state and "not yet measured" not in state
+
+
+@pytest.mark.vulkan
+def test_fusion_row_measures_on_the_device_at_hand():
+    here = L._fusion_here()                                           # (cached: the page measures once per process)
+    assert here.startswith("measured now on "), here
+    off, on = map(int, re.search(r"layer_norm: (\d+) → (\d+) dispatches", here).groups())
+    assert on < off
+
+
+def test_fusion_row_without_vulkan_counts_the_schedules(monkeypatch):
+    import vkml.graph
+    from vkml.experiments.fusion import kernel_counts
+    def no_device(device): raise vkml.dtypes.DeviceError("no Vulkan device in this test")
+    monkeypatch.setattr(vkml.graph, "get_backend", no_device)
+    monkeypatch.setattr(L, "_fusion_cache", {})
+    monkeypatch.delenv("VKML_REQUIRE_VULKAN", raising=False)
+    here = L._fusion_here()
+    off, on = kernel_counts(*L.FUSION_LIVE)["layer_norm"]
+    assert "no Vulkan device here (DeviceError)" in here and f"layer_norm {off} → {on}" in here and on < off
 
 
 def test_demo_results_decide_which_device_wins(tmp_path, monkeypatch):
@@ -117,6 +156,9 @@ def test_feature_rows_probe_the_library(tmp_path, monkeypatch):
     assert rows["float64"]["category"] is Category.BY_DESIGN
     assert rows["higher-order gradients"]["category"] is Category.NOT_YET
     assert "no Vulkan device" in rows["when a GPU beats the CPU"]["state"]
+    assert rows["several GPUs"]["category"] == L.DONE and "vkml.distributed.DistributedDataParallel" in rows["several GPUs"]["state"]
+    exchange = rows["gradient exchange overlapped with backward, device to device"]
+    assert exchange["category"] is Category.WAITING_ARCHITECTURE and "MPI on the host" in exchange["state"]
 
 
 def test_provenance_names_the_version():

@@ -46,3 +46,25 @@ def test_twenty_operators_realize_in_one_submission(vulkan, data):
     assert 0 < st["dispatches"] < computed, (st, computed)  # fusion: fewer dispatches than computed nodes
     for v, c in zip(vals, (o.numpy() for o in graph("cpu", data))):
         np.testing.assert_allclose(v, c, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("device", ["cpu", "vulkan"])
+def test_constants_read_through_views_by_hand_written_kernels(device):
+    "Regression: a constant seen through views was always inlined as a value, so a kernel that binds "
+    "memory (concatenation, matmul, a lone reduction) or a view asked for got no buffer."
+    d = dict(device=device)
+    x = vkml.tensor(np.ones(2, np.float32), **d)
+    np.testing.assert_array_equal(vkml.cat([vkml.zeros(3, **d).reshape(3, 1).reshape(3), x]).numpy(), [0, 0, 0, 1, 1])
+    np.testing.assert_array_equal(vkml.cat([vkml.zeros(3, **d).detach(), x]).numpy(), [0, 0, 0, 1, 1])
+    np.testing.assert_array_equal(vkml.full((3, 4), 2.0, **d).T.sum(1).numpy(), [6, 6, 6, 6])
+    np.testing.assert_array_equal((vkml.zeros(3, 4, **d).T @ vkml.ones(3, 2, **d)).numpy(), np.zeros((4, 2)))
+    assert vkml.zeros(3, **d).reshape(3, 1).numpy().shape == (3, 1)
+    np.testing.assert_array_equal(vkml.full((3,), 2.0, **d).expand(2, 3).numpy(), np.full((2, 3), 2.0))
+
+
+def test_matmul_gradient_of_a_sum():
+    "Regression: the gradient of sum() is a constant seen through an EXPAND; matmul's backward bound it as memory."
+    w = vkml.tensor(np.ones((3, 8), np.float32), device="vulkan", requires_grad=True)
+    x = vkml.tensor(np.ones((4, 8), np.float32), device="vulkan")
+    (x @ w.T).sum().backward()
+    np.testing.assert_array_equal(w.grad.numpy(), np.full((3, 8), 4.0))

@@ -23,10 +23,11 @@ D = np.array([0.1, -0.2, 0.3, 0.0], np.float32)
 def grad_ref(p): return 2 * C * p + D          # d/dp of Σ c p² + d p
 
 
-def run(make, steps=3, device="cpu"):
+def run(make, steps=3, device="cpu", fused=None):
     "Three steps of `make([param])` on Σ c p² + d p; the parameter after each step."
     p = nn.Parameter(tensor(P0, device=device))
     opt = make([p])
+    opt.fused = fused
     c, d = tensor(C, device=device), tensor(D, device=device)
     out = []
     for _ in range(steps):
@@ -102,9 +103,10 @@ CASES = [
 ]
 
 
+@pytest.mark.parametrize("fused", [None, False], ids=["fused", "per_parameter"])
 @pytest.mark.parametrize("name,make,ref", CASES, ids=[c[0] for c in CASES])
-def test_first_three_updates(name, make, ref):
-    got, _ = run(make)
+def test_first_three_updates(name, make, ref, fused):
+    got, _ = run(make, fused=fused)
     for i, (g, r) in enumerate(zip(got, ref)):
         np.testing.assert_allclose(g, r, rtol=2e-6, atol=2e-6, err_msg=f"{name} step {i + 1}")
 
@@ -173,13 +175,14 @@ def test_one_realize_per_step_and_no_prod(monkeypatch):
     monkeypatch.setattr(optim, "realize", spy)
     for opt_cls in (optim.SGD, optim.Adam, optim.AdamW, optim.RMSprop):
         opt = opt_cls(m.parameters(), lr=0.01) if opt_cls is not optim.SGD else optim.SGD(m.parameters(), lr=0.01, momentum=0.9)
-        calls.clear()
-        loss = nn.functional.cross_entropy(m(x), y)
-        opt.zero_grad(); loss.backward(); opt.step()
+        for _ in range(2):                  # the first step makes the flat buffers; the second updates them in place
+            calls.clear()
+            loss = nn.functional.cross_entropy(m(x), y)
+            opt.zero_grad(); loss.backward(); opt.step()
         assert len(calls) == 1, opt_cls
         ops, n = calls[0]
         assert Op.PROD not in ops and Op.MATMUL in ops and Op.CONV2D in ops  # forward + backward + update in one graph
-        assert n >= len(list(m.parameters()))
+        assert Op.ASSIGN in ops and n == 1 + len(opt.state_names), (opt_cls, n)  # the flat parameters and state, in place
 
 
 # --- schedules -------------------------------------------------------------------------------------
@@ -255,9 +258,10 @@ def test_optimiser_parameters_must_be_float32():
 
 
 @pytest.mark.vulkan
+@pytest.mark.parametrize("fused", [None, False], ids=["fused", "per_parameter"])
 @pytest.mark.parametrize("name,make,ref", CASES, ids=[c[0] for c in CASES])
-def test_updates_on_vulkan(name, make, ref):
-    got, _ = run(make, device="vulkan")
+def test_updates_on_vulkan(name, make, ref, fused):
+    got, _ = run(make, device="vulkan", fused=fused)
     for i, (g, r) in enumerate(zip(got, ref)):
         np.testing.assert_allclose(g, r, rtol=1e-5, atol=1e-5, err_msg=f"{name} step {i + 1}")
 
@@ -274,3 +278,82 @@ def test_step_with_closure_realizes_the_loss_too():
     loss = opt.step(closure)
     assert loss.node.realized and loss.item() == 5.0
     np.testing.assert_allclose(p.numpy(), [0.8, 1.6], rtol=1e-6)
+
+
+# --- the fused step --------------------------------------------------------------------------------
+
+def mlp(device, seed=0):
+    VF.manual_seed(seed)
+    return nn.Sequential(nn.Linear(12, 16), nn.ReLU(), nn.Linear(16, 16), nn.ReLU(), nn.Linear(16, 5)).to(device)
+
+
+def train(device, make, fused, steps=5):
+    m = mlp(device)
+    opt = make(m, fused)
+    rng = np.random.default_rng(1)
+    for _ in range(steps):
+        x = tensor(rng.standard_normal((8, 12)).astype(np.float32), device=device)
+        y = tensor(rng.integers(0, 5, 8), device=device)
+        opt.zero_grad(); nn.functional.cross_entropy(m(x), y).backward(); opt.step()
+    return [p.numpy() for p in m.parameters()], opt
+
+
+GROUPED = [
+    ("sgd_nesterov", lambda m, f: optim.SGD(m.parameters(), lr=0.1, momentum=0.9, nesterov=True, weight_decay=0.01, fused=f)),
+    ("adam_two_groups", lambda m, f: optim.Adam([{"params": m[0].parameters(), "lr": 0.01},
+                                                 {"params": list(m[2].parameters()) + list(m[4].parameters())}], lr=0.003, fused=f)),
+    ("adamw_amsgrad", lambda m, f: optim.AdamW(m.parameters(), lr=0.01, amsgrad=True, fused=f)),
+    ("rmsprop_centered", lambda m, f: optim.RMSprop(m.parameters(), lr=0.01, momentum=0.5, centered=True, fused=f)),
+]
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("vulkan", marks=pytest.mark.vulkan)])
+@pytest.mark.parametrize("name,make", GROUPED, ids=[g[0] for g in GROUPED])
+def test_fused_step_matches_the_per_parameter_step(name, make, device):
+    fused, opt = train(device, make, None)
+    assert opt._flat is not None                               # it did take the flat path
+    each, opt = train(device, make, False)
+    assert opt._flat is None
+    for a, b in zip(fused, each):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6, err_msg=name)
+
+
+def test_fused_state_is_pytorch_shaped_and_survives_rebinding():
+    m = mlp("cpu")
+    opt = optim.Adam(m.parameters(), lr=0.01)
+    train_one = lambda: (opt.zero_grad(), m(VF.ones(2, 12)).sum().backward(), opt.step())
+    train_one()
+    p0 = next(iter(m.parameters()))
+    assert opt.state[p0]["exp_avg"].shape == p0.shape and opt.state[p0]["step"] == 1
+    before = {k: v.numpy().copy() for k, v in opt.state[p0].items() if k != "step"}
+    m.load_state_dict(m.state_dict())                           # rebinds every parameter: the store is rebuilt
+    train_one()
+    assert opt.state[p0]["step"] == 2
+    assert not np.array_equal(opt.state[p0]["exp_avg"].numpy(), before["exp_avg"])   # the moments carried on
+    with pytest.raises(optim.OptimizerError, match="fused=False"):
+        q = nn.Parameter(VF.ones(3))
+        o = optim.SGD([q, nn.Parameter(VF.ones(2))], lr=0.1, fused=True)
+        (q * q).sum().backward(); o.step()                     # one parameter has no gradient
+
+
+@pytest.mark.vulkan
+def test_mlp_adam_step_dispatches():
+    "A 3-layer MLP's Adam step: at most 30 dispatches in one submission, the update itself one kernel."
+    from vkml.vulkan import device as D
+    m = mlp("vulkan")
+    opt = optim.Adam(m.parameters(), lr=0.01)
+    x, y = tensor(np.ones((8, 12), np.float32), device="vulkan"), tensor(np.arange(8) % 5, device="vulkan")
+    schedules = []
+    real = optim.realize
+    for i in range(3):
+        D.reset_stats()
+        opt.zero_grad(); loss = nn.functional.cross_entropy(m(x), y); loss.backward()
+        if i == 2: optim.realize = lambda *ts: (schedules.append(vkml.schedule(*ts)), real(*ts))
+        try: opt.step(closure=None)
+        finally: optim.realize = real
+        loss.item()
+    s = D.stats()
+    assert s["submissions"] == 1 and s["dispatches"] <= 30, s
+    updates = [k for k in schedules[0] if any(n.op is Op.ASSIGN for n in k.nodes)]
+    assert len(updates) == 1 and len(updates[0].stores) == 3      # parameters, exp_avg, exp_avg_sq: one kernel
+    assert schedules[0].placed                                    # the gradients were written into the flat gradient

@@ -465,6 +465,46 @@ def test_reduce_split_two_passes(dtype):
         assert s1.tobytes() == s2.tobytes()
 
 
+def _shaders(build, *arrays):
+    "(cpu, vulkan, names of the shaders the vulkan run dispatched)."
+    import vkml.vulkan as vkv
+    cpu = build(*[tensor(a) for a in arrays]).numpy()
+    ts = [tensor(a, device="vulkan") for a in arrays]
+    with vkv.profile() as prof: vk = build(*ts).numpy()
+    return cpu, vk, set(prof)
+
+
+@pytest.mark.parametrize("dtype", [float32, float16, int32, int64], ids=lambda d: d.name)
+def test_reduce_vec_and_cols_paths(dtype):
+    "The 4-element-load variants (row tails, split rows, cols blocks of 4, split cols) and argreduce_cols."
+    s = {float32: "f32", float16: "f16", int32: "i32", int64: "i64"}[dtype]
+    sl = lambda t, a, b: apply(Op.SLICE, t, arg=((0, t.shape[0], 1), (a, b, 1)))
+    cases_ = [  # (shape, build, axes, a shader that must run)
+        ((3, 1028), lambda t: sl(t, 0, 1027), (1,), f"reduce_row_vec_{s}"),           # k % 4 == 3: a scalar tail
+        ((5, 1031), lambda t: sl(t, 4, 1031), (1,), f"reduce_row_vec_{s}"),            # offset 4, row stride 1031: not vec
+        ((2, 1036), lambda t: sl(t, 4, 1035), (1,), f"reduce_row_vec_{s}"),            # offset 4, stride 1036, k 1031
+        ((1, 9999), lambda t: t, (1,), f"reduce_part_vec_{s}"),                        # one long row: split, 4-aligned chunks
+        ((300, 36), lambda t: t, (0,), f"reduce_cols_vec_{s}"),                        # 9 blocks of 4 outputs
+        ((40, 6, 8), lambda t: t, (0,), f"reduce_cols_vec_{s}"),                       # outputs over two axes
+        ((3000, 40), lambda t: t, (0,), f"reduce_cols_part_vec_{s}"),                  # few outputs, long columns: split
+        ((3000, 41), lambda t: t, (0,), f"reduce_cols_part_{s}"),                      # odd width: scalar cols, split
+    ]
+    for shape, view, axes, want in cases_:
+        x = values(dtype, shape, -1, 1)
+        for op in (Op.SUM, Op.MAX, Op.MIN) + ((Op.MEAN,) if dtype.is_float else ()):
+            cpu, vk, names = _shaders(lambda t: apply(op, view(t), arg=(axes, False)), x)
+            xv = view(tensor(x)).numpy()
+            bound = reduce_bound(xv, axes, False, op is Op.MEAN) if dtype.is_float and op in (Op.SUM, Op.MEAN) else None
+            check(cpu, vk, bound=bound, what=f"{op.name} {dtype.name} {shape} {axes}")
+            if shape != (5, 1031): assert want in names, (shape, names)
+    for op in (Op.ARGMAX, Op.ARGMIN):   # arg-reductions over the first axis: the cols variant, ties and all
+        x = RNG.integers(-3, 4, (300, 45)).astype(dtype.np)
+        if dtype.is_float: x[100, 3] = x[7, 4] = x[200, 4] = np.nan
+        cpu, vk, names = _shaders(lambda t: apply(op, t, arg=(0, False)), x)
+        check(cpu, vk, what=f"{op.name} cols {dtype.name}")
+        assert f"argreduce_cols_{s}" in names, names
+
+
 def test_reduce_empty_extents_and_nan():
     for op, want in ((Op.SUM, 0.0), (Op.MAX, -np.inf), (Op.MIN, np.inf)):
         for dt in (float32, float16):

@@ -78,6 +78,16 @@ def test_index_add_many_entries(n):
     assert ones[0] == n
 
 
+@pytest.mark.parametrize("n", [70_000, 1_000_000])
+def test_scatter_many_entries(n):
+    "SCATTER (x[idx] = v) scans like index_add; across several dispatches the last matching entry still wins."
+    idx = RNG.integers(0, 5, n).astype(np.int64)
+    src = np.arange(n, dtype=np.int32)
+    ref = np.array([src[idx == j][-1] if (idx == j).any() else -1 for j in range(5)], np.int32)
+    got = vkml.scatter(vk(np.full(5, -1, np.int32)), 0, vk(idx), vk(src)).numpy()
+    np.testing.assert_array_equal(got, ref)
+
+
 def test_reductions_long_axis():
     k = 140_000
     x = RNG.standard_normal((2, k)).astype(np.float32)

@@ -83,17 +83,98 @@ def test_matmul(bmkn, dtype):
     check_sum(lambda a, b: apply(Op.MATMUL, a, b), [rnd(B, M, K, dtype=dtype), rnd(B, K, N, dtype=dtype)], K)
 
 
-@pytest.mark.parametrize("variant,knob", [("matmul_small", ("SMALL_MAX_MN", 10**9)), ("matmul", ("SMALL_MAX_MN", 0)),
-                                          ("matmul128", ("BIG_TILE_MIN_GROUPS", 0))])
-def test_matmul_each_variant(variant, knob, monkeypatch):
-    "Every tile variant on ragged sizes (forced by the selection knobs)."
+@pytest.mark.parametrize("variant", ["matmul_small", "matmul", "matmul128x64", "matmul64x128", "matmul128"])
+def test_matmul_each_variant(variant, monkeypatch):
+    "Every tile variant on ragged sizes (forced), each also with K split over its z grid."
     import vkml.vulkan.kernels_nn as kn
-    monkeypatch.setattr(kn, "SMALL_MAX_MN", 0)
-    monkeypatch.setattr(kn, *knob)
+    monkeypatch.setattr(kn, "FORCE_TILE", variant)
     assert kn.matmul_variant(130, 131, 1) == variant
-    for B, M, K, N in [(2, 130, 37, 131), (1, 129, 16, 257), (1, 1, 3, 1)]:
+    for B, M, K, N in [(2, 130, 37, 131), (1, 129, 16, 257), (1, 1, 3, 1), (2, 70, 20, 68)]:   # N % 4 == 0: vec4 stores of C
         for dt in FLOATS:
             check_sum(lambda a, b: apply(Op.MATMUL, a, b), [rnd(B, M, K, dtype=dt), rnd(B, K, N, dtype=dt)], K)
+    if variant != "matmul_small":   # split K: chunks of 48 terms (3 slabs of 16, 6 of 8), an uneven last one
+        monkeypatch.setattr(kn, "FORCE_TILE", None)
+        monkeypatch.setattr(kn, "matmul_variant", lambda M, N, batch: variant)
+        monkeypatch.setattr(kn, "split_k", lambda name, M, N, K, nb: -(-K // 48))
+        for dt in FLOATS:
+            for B, M, K, N in [(2, 70, 130, 67), (1, 5, 200, 9)]:
+                check_sum(lambda a, b: apply(Op.MATMUL, a, b), [rnd(B, M, K, dtype=dt), rnd(B, K, N, dtype=dt)], K)
+
+
+CM_VARIANTS = ["matmul_cm128x256s8", "matmul_cm128x128s8", "matmul_cm128x128s4", "matmul_cm64x64s4", "matmul_cm64x64s4d"]
+
+
+@pytest.mark.parametrize("variant", CM_VARIANTS)
+def test_matmul_coopmat_emulated(variant, monkeypatch):
+    "The tensor-core kernel's indexing, run on lavapipe with its fragments emulated: layouts, edges, batches, split K."
+    import vkml.vulkan.kernels_nn as kn
+    import vkml.vulkan as vkv
+    monkeypatch.setattr(kn, "COOPMAT", "emulate")
+    monkeypatch.setattr(kn, "FORCE_TILE", variant)
+    f16 = np.float16
+    cases = [  # (build, arrays, k)
+        (lambda a, b: apply(Op.MATMUL, a, b), [rnd(2, 130, 48, dtype=f16), rnd(2, 48, 72, dtype=f16)], 48),          # ragged M
+        (lambda a, b: apply(Op.MATMUL, perm(a, (0, 2, 1)), b), [rnd(1, 40, 136, dtype=f16), rnd(1, 40, 24, dtype=f16)], 40),   # A m-contiguous
+        (lambda a, b: apply(Op.MATMUL, a, perm(b, (0, 2, 1))), [rnd(3, 33, 64, dtype=f16), rnd(3, 40, 64, dtype=f16)], 64),    # B k-contiguous, ragged N
+        (lambda a, b: apply(Op.MATMUL, a, expand(b, (2, 32, 40))), [rnd(2, 33, 32, dtype=f16), rnd(1, 32, 40, dtype=f16)], 32),  # broadcast B
+    ]
+    for build, arrays, k in cases:
+        with vkv.profile() as prof: check_sum(build, arrays, k)
+        assert f"{variant}_emu_f16" in prof, sorted(prof)
+    if variant != "matmul_cm64x64s4": return   # (one block shape is enough for the split: it only moves C)
+    # split K on the z grid (chunks of 32 terms: one slab each), partials in f32
+    monkeypatch.setattr(kn, "split_k", lambda name, M, N, K, nb: 3)
+    with vkv.profile() as prof:
+        check_sum(lambda a, b: apply(Op.MATMUL, a, b), [rnd(1, 50, 96, dtype=f16), rnd(1, 96, 40, dtype=f16)], 96)
+    assert f"{variant}_emu_f16_f32" in prof and "reduce_cols_final_f16" in prof, sorted(prof)
+
+
+def test_matmul_f16_tensor_cores_where_the_device_has_them():
+    "Aligned f16 products: on a device with cooperative matrices the real tensor-core kernels (no emulation), elsewhere the plain one."
+    import vkml.vulkan as vkv
+    import vkml.vulkan.kernels_nn as kn
+    has = vkv.devices()[vkv.default_index()].features.get("coopmat_f16")
+    f16 = np.float16
+    mm = lambda a, b: apply(Op.MATMUL, a, b)
+    cases = [(mm, [rnd(1, 520, 256, dtype=f16), rnd(1, 256, 264, dtype=f16)], 256),          # ragged blocks
+             (lambda a, b: apply(Op.MATMUL, perm(a, (0, 2, 1)), perm(b, (0, 2, 1))),          # both transposed
+              [rnd(2, 96, 136, dtype=f16), rnd(2, 72, 96, dtype=f16)], 96),
+             (mm, [rnd(1, 64, 4096, dtype=f16), rnd(1, 4096, 64, dtype=f16)], 4096)]          # few blocks: K split
+    for build, arrays, k in cases:
+        with vkv.profile() as prof: check_sum(build, arrays, k)
+        cm = [n for n in prof if "_cm" in n]
+        assert (bool(cm) and not any("_emu" in n for n in cm)) if has else not cm, sorted(prof)
+    if has:   # every block shape, forced
+        for name in list(kn.COOPMAT_TILES) + list(kn.COOPMAT_MORE):
+            kn.FORCE_TILE = name
+            try:
+                with vkv.profile() as prof: check_sum(mm, [rnd(1, 200, 96, dtype=f16), rnd(1, 96, 136, dtype=f16)], 96)
+            finally: kn.FORCE_TILE = None
+            assert f"{name}_f16" in prof, sorted(prof)
+
+
+def test_coopmat_layout_fallback(monkeypatch):
+    "Operands that are not whole 16-byte vectors (odd K, odd strides) take the plain kernel, and agree."
+    import vkml.vulkan.kernels_nn as kn
+    import vkml.vulkan as vkv
+    monkeypatch.setattr(kn, "COOPMAT", "emulate")
+    with vkv.profile() as prof:
+        check_sum(lambda a, b: apply(Op.MATMUL, a, b), [rnd(1, 40, 37, dtype=np.float16), rnd(1, 37, 40, dtype=np.float16)], 37)
+    assert not any("_cm" in n for n in prof), sorted(prof)
+    with vkv.profile() as prof:   # f16 conv_transpose2d, lowered: its columns (f32) from the tensor-core kernel
+        x, w = rnd(2, 16, 8, 8, dtype=np.float16), rnd(16, 8, 3, 3, dtype=np.float16)
+        check_sum(lambda x, w: apply(Op.CONV_TRANSPOSE2D, x, w, arg=((1, 1), (1, 1), (0, 0), (1, 1), 1)), [x, w], 16 * 9)
+    assert any("_cm" in n and n.endswith("_emu_f16_f32") for n in prof), sorted(prof)
+
+
+def test_matmul_tile_choice():
+    "The biggest tile that fills the GPU; a split K where no tile does."
+    import vkml.vulkan.kernels_nn as kn
+    assert kn.matmul_variant(4096, 4096, 1) == "matmul128"
+    assert kn.matmul_variant(1024, 1024, 1) == "matmul128x64"      # 64 tiles of 128x128 would leave SMs idle
+    assert kn.matmul_variant(64, 16384, 1) == "matmul64x128"       # 128-row tiles would be half empty
+    assert kn.matmul_variant(20, 50, 1) == "matmul_small"
+    assert kn.split_k("matmul", 64, 576, 100352, 1) > 1 and kn.split_k("matmul128", 4096, 4096, 4096, 1) == 1
 
 
 @pytest.mark.parametrize("dtype", FLOATS)
@@ -153,6 +234,61 @@ def test_conv2d_strided(dtype):
     # a 1x1 convolution on a channels-last view (the direct matmul path with a strided input)
     x1, w1 = rnd(2, 5, 6, 4, dtype=dtype), rnd(3, 4, 1, 1, dtype=dtype)        # (N, H, W, C)
     check_sum(lambda x, w: conv(perm(x, (0, 3, 1, 2)), w, ((1, 1), (0, 0), (1, 1), 1)), [x1, w1], 4)
+
+
+# implicit-GEMM cases: outputs big enough for a tile. (N, C, H, W, O, kh, kw, stride, padding, dilation, groups)
+IMPLICIT_CASES = [(2, 16, 13, 11, 24, 3, 3, (1, 1), (1, 1), (1, 1), 1),   # C/g = 16: one tap per slab
+                  (2, 6, 33, 15, 20, 3, 2, (2, 1), (1, 0), (2, 1), 2),    # C/g = 3: taps inside a slab; grouped
+                  (1, 5, 40, 36, 9, 5, 5, (1, 2), (3, 2), (1, 1), 1)]    # padding wider than half the kernel
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("case", IMPLICIT_CASES)
+def test_conv2d_implicit_gemm(case, dtype):
+    "Convolutions gathered inside the matmul kernel (no im2col buffer), on plain and strided input views."
+    import vkml.vulkan as vkv
+    N, C, H, W, O, kh, kw, st, pd, dl, G = case
+    arg = (st, pd, dl, G)
+    with vkv.profile() as prof:
+        check_sum(lambda x, w: conv(x, w, arg), [rnd(N, C, H, W, dtype=dtype), rnd(O, C // G, kh, kw, dtype=dtype)], C // G * kh * kw)
+    assert any(n.startswith("conv") for n in prof) and not any(n.startswith("im2col") for n in prof), sorted(prof)
+    x0 = rnd(C, N, H, W + 3, dtype=dtype)   # a permuted, column-sliced, mirrored input view
+    view = lambda x: sl(perm(x, (1, 0, 2, 3)), (0, N, 1), (0, C, 1), (0, H, 1), (W + 2, 1, -1))
+    check_sum(lambda x, w: conv(view(x), w, arg), [x0, rnd(O, C // G, kh, kw, dtype=dtype)], C // G * kh * kw)
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_conv_transpose2d_stride1_implicit(dtype):
+    "conv2d's input gradient (a stride-1 transposed convolution) on the implicit GEMM: padding, dilation, groups, output padding."
+    import vkml.vulkan as vkv
+    for N, Cin, H, W, Cog, kh, kw, pd, op, dl, G in [(2, 16, 20, 18, 8, 3, 3, (1, 1), (0, 0), (1, 1), 1),
+                                                      (1, 12, 30, 20, 5, 3, 2, (2, 0), (1, 0), (2, 1), 3)]:
+        arg = ((1, 1), pd, op, dl, G)
+        with vkv.profile() as prof:
+            check_sum(lambda x, w: apply(Op.CONV_TRANSPOSE2D, x, w, arg=arg),
+                      [rnd(N, Cin, H, W, dtype=dtype), rnd(Cin, Cog, kh, kw, dtype=dtype)], Cin // G * kh * kw)
+        assert any(n.startswith("conv") for n in prof) and "col2im" not in " ".join(prof), sorted(prof)
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_conv2d_weight_implicit(dtype, monkeypatch):
+    "conv2d's weight gradient gathered in the kernel: groups, stride, dilation, extra windows, a strided g, split K."
+    import vkml.vulkan as vkv
+    import vkml.vulkan.kernels_nn as kn
+    wg = lambda arg: (lambda g, x: apply(Op.CONV2D_WEIGHT, g, x, arg=arg))
+    for (N, O, Ho, Wo), (C, H, W), arg in [((2, 8, 7, 6), (4, 7, 6), ((3, 3), (1, 1), (1, 1), (1, 1), 1)),
+                                           ((3, 6, 4, 5), (4, 9, 6), ((2, 3), (2, 1), (1, 1), (1, 1), 2)),
+                                           ((1, 5, 3, 3), (3, 9, 9), ((2, 2), (1, 1), (0, 0), (3, 2), 1))]:   # 5 x 7 windows, g has 3 x 3
+        with vkv.profile() as prof:
+            check_sum(wg(arg), [rnd(N, O, Ho, Wo, dtype=dtype), rnd(N, C, H, W, dtype=dtype)], N * Ho * Wo)
+        assert any(n.startswith("wgrad") for n in prof), sorted(prof)
+    g0 = rnd(8, 2, 5, 5, dtype=dtype)   # g as a permuted view (O, N, ...): copied contiguous first
+    check_sum(lambda g, x: apply(Op.CONV2D_WEIGHT, perm(g, (1, 0, 2, 3)), x, arg=((3, 3), (1, 1), (1, 1), (1, 1), 1)),
+              [g0, rnd(2, 3, 5, 5, dtype=dtype)], 50)
+    monkeypatch.setattr(kn, "split_k", lambda name, M, N, K, nb: 5)   # K split over the z grid, partials summed
+    with vkv.profile() as prof:
+        check_sum(wg(((3, 3), (1, 1), (1, 1), (1, 1), 2)), [rnd(3, 4, 9, 8, dtype=dtype), rnd(3, 6, 9, 8, dtype=dtype)], 3 * 72)
+    assert "reduce_cols_final_" + ("f32" if dtype == np.float32 else "f16") in prof, sorted(prof)
 
 
 def test_conv2d_two_scratch_buffers_of_one_size():

@@ -191,6 +191,24 @@ IDX3 = np.array([2, 0, 2, 1], dtype=np.int64)
 GIDX = np.random.default_rng(1).integers(0, 4, size=(3, 2)).astype(np.int64)
 MASK23 = np.array([[True, False, True], [False, False, True]])
 MASK3 = np.array([True, False, True])
+ADV_MASK = np.random.default_rng(2).random((3, 4)) < 0.5
+ADV_MASK2 = np.array([True, False, False, True])
+SIDX = np.array([[0, 2, 1], [3, 1, 0], [1, 0, 2]], np.int64)   # no repeats within a row or a column
+
+def ref_scatter(x, dim, idx, src, add):
+    out = x.copy()
+    for pos in np.ndindex(*idx.shape):
+        tgt = list(pos); tgt[dim] = idx[pos]
+        if add: out[tuple(tgt)] += src[pos]
+        else: out[tuple(tgt)] = src[pos]
+    return out
+
+def ref_put(x, indices, v, accumulate):
+    out = x.copy()
+    idx = tuple(np.asarray(i) for i in indices)
+    if accumulate: np.add.at(out, idx, np.broadcast_to(v, out[idx].shape))
+    else: out[idx] = v
+    return out
 
 # --- the table -------------------------------------------------------------------------------------
 
@@ -299,9 +317,15 @@ CASES: dict[str, list] = {
            + [unary(lambda x: x.sum(), np.sum, ALL, out=_widen, tol=3),
               unary(lambda x: x.sum(-1, dtype=float32), lambda x: np.sum(x, -1), FLOAT + INT, out=lambda _: float32, shapes=U[1:])],
     "mean": reduction(F.mean, lambda x, a, k: np.mean(x, axis=a, keepdims=k), R + R_NONEMPTY_OF_EMPTY, tol=3),
-    "amax": reduction(F.amax, amax_ref, R, NUM) + reduction(F.amax, amax_ref, R_EMPTY + R_NONEMPTY_OF_EMPTY, FLOAT)
+    "amax": reduction(F.amax, amax_ref, R, NUM + (bool_,)) + reduction(F.amax, amax_ref, R_EMPTY + R_NONEMPTY_OF_EMPTY, FLOAT)
             + reduction(F.amax, amax_ref, [((3, 4), 1), ((6,), None)], FLOAT, domain="special", keepdims=(False,)),
-    "amin": reduction(F.amin, amin_ref, R, NUM) + reduction(F.amin, amin_ref, R_EMPTY, FLOAT),
+    "amin": reduction(F.amin, amin_ref, R, NUM) + reduction(F.amin, amin_ref, R_EMPTY, FLOAT)
+            + reduction(F.amin, amin_ref, R, (bool_,)),   # over bools: all (PyTorch's amin of bool)
+    # any/all: PyTorch tests "nonzero" for every dtype (NaN is nonzero); an empty extent gives False / True
+    "any": reduction(F.any, lambda x, a, k: np.any(x != 0, axis=a, keepdims=k), R + R_EMPTY + R_NONEMPTY_OF_EMPTY, ALL, out=_bool_out)
+           + reduction(F.any, lambda x, a, k: np.any(x != 0, axis=a, keepdims=k), [((3, 4), 1)], FLOAT, out=_bool_out, domain="special"),
+    "all": reduction(F.all, lambda x, a, k: np.all(x != 0, axis=a, keepdims=k), R + R_EMPTY + R_NONEMPTY_OF_EMPTY, ALL, out=_bool_out, domain="ties")
+           + reduction(F.all, lambda x, a, k: np.all(x != 0, axis=a, keepdims=k), [((3, 4), 1)], FLOAT, out=_bool_out, domain="special"),
     "prod": reduction(F.prod, lambda x, a, k: np.prod(x, axis=a, keepdims=k), R + R_EMPTY, NUM, out=_widen, domain="unit", tol=3)
             + reduction(F.prod, lambda x, a, k: np.prod(x, axis=a, keepdims=k), [((2, 3), 1)], (bool_,), out=_widen),
     "argmax": reduction(F.argmax, lambda x, a, k: argref(np.argmax, x, a, k),
@@ -320,7 +344,8 @@ CASES: dict[str, list] = {
                for s, d in [((5,), 0), ((2, 3), 1), ((2, 3), -2), ((2, 0, 3), 2), ((2, 3, 2, 2), 2)]]
               + [Case(lambda x: F.cumsum(x, 0), lambda x: np.cumsum(x.reshape(1)).reshape(()), [((),)], NUM, out=_widen)],
     "norm": [Case(lambda x, p=p, d=d: F.norm(x, p, d), lambda x, p=p, d=d: ref_norm(x, p, d, False), [(s,)], tol=3)
-             for p in (2, "fro", 1, math.inf, -math.inf, 0, 3) for s, d in [((2, 3), None), ((3, 4), 1), ((2, 2, 3), (0, 2))]]
+             for p in (2, "fro", 1, math.inf, -math.inf, 0, 3, 0.5, -1, -2.5) for s, d in [((2, 3), None), ((3, 4), 1), ((2, 2, 3), (0, 2))]]
+            + [Case(lambda x: F.norm(x, -2, 1), lambda x: ref_norm(x, -2, 1, False), [((3, 4),)], domain="ties", tol=3)]   # zeros: the norm is 0
             + [Case(lambda x: x.norm(dim=0, keepdim=True), lambda x: ref_norm(x, 2, 0, True), [((4, 2),)], tol=3)],
     # shape / indexing
     "reshape": [Case(lambda x, t=t: F.reshape(x, t), lambda x, t=t: np.reshape(x, t), [(s,)], ALL)
@@ -364,7 +389,18 @@ CASES: dict[str, list] = {
                       Case(lambda x: x[1:, tensor(IDX3[:2])], lambda x: x[1:, IDX3[:2]], [((3, 4),)], NUM),
                       Case(lambda x: x[..., tensor(IDX3)], lambda x: x[..., IDX3], [((2, 3),)], NUM),
                       Case(lambda x: x[None, 1, tensor(IDX3)], lambda x: x[None, 1, IDX3], [((2, 3),)], NUM),
-                      Case(lambda x: x[()], lambda x: x, [((),), ((2,),)], NUM), Case(lambda x: x[None], lambda x: x[None], [((),)], NUM)],
+                      Case(lambda x: x[()], lambda x: x, [((),), ((2,),)], NUM), Case(lambda x: x[None], lambda x: x[None], [((),)], NUM)]
+                   # advanced indexing (NumPy's rules, which PyTorch's follow in these cases): lists, several index
+                   # tensors broadcast together, 2-D index tensors, masks, and index dims moved first when separated
+                   + [Case(lambda x, i=i: x[i], lambda x, i=i: x[i], [((3, 4, 5),)], ALL)
+                      for i in [[0, 2], ([0, 2], [1, 1]), ([[0], [2]], [1, 3]), ([0, 1], slice(None), [4, 0]), (Ellipsis, [0, -1]),
+                                (slice(1, None), [[0, 1], [2, 3]]), ([-1, 0], None, slice(None, None, 2)), ([1, 0, 1], [3, 3, 0], [4, 0, 1]),
+                                (ADV_MASK,), (1, ADV_MASK2), ([], slice(None))]]
+                   + [Case(lambda x: x[tensor(ADV_MASK)], lambda x: x[ADV_MASK], [((3, 4, 5),)], NUM),
+                      Case(lambda x: x[tensor(IDX3)[:2], :, tensor([1, 0])], lambda x: x[IDX3[:2], :, [1, 0]], [((3, 4, 2),)], NUM),
+                      Case(lambda x: x[x > 0], lambda x: x[x > 0], [((2, 3),), ((4,),)], FLOAT),
+                      Case(lambda x: x[True], lambda x: x[None], [((2, 3),)], NUM),                    # PyTorch: a new dim of 1
+                      Case(lambda x: x[:, False], lambda x: x[:, None][:, :0], [((2, 3),)], NUM)],     # ... or of 0
     "pad": [Case(lambda x, p=p, v=v: F.pad(x, p, value=v), lambda x, p=p, v=v: ref_pad(x, p, v), [(s,)], NUM)
             for s, p, v in [((2, 3), (1, 2), 0), ((2, 3), (0, 1, 2, 0), 5), ((4,), (-1, 2), 0), ((2, 3, 4), (1, -2, 0, 0, 2, 1), 1),
                             ((2, 3), (0, 0), 0), ((0, 3), (1, 1, 1, 1), 2), ((2, 3), (-3, 1), 0)]]
@@ -389,10 +425,22 @@ CASES: dict[str, list] = {
     "index_add": [Case(lambda x, s, d=d: F.index_add(x, d, tensor(IDX3), s), lambda x, s, d=d: ref_index_add(x, d, IDX3, s), [(sx, ss)], NUM)
                   for sx, ss, d in [((3,), (4,), 0), ((3, 2), (4, 2), 0), ((2, 3), (2, 4), 1), ((2, 3, 2), (2, 4, 2), 1)]]
                  + [Case(lambda x, s: x.index_add(0, tensor(IDX3), s, alpha=2), lambda x, s: ref_index_add(x, 0, IDX3, s, 2), [((3, 2), (4, 2))], NUM)],
+    # scatter: torch.scatter writes src[i][j] at [i][index[i][j]] (dim 1); the cases hold no repeated index
+    "scatter": [Case(lambda x, s, d=d: F.scatter(x, d, tensor(SIDX), s), lambda x, s, d=d: ref_scatter(x, d, SIDX, s, False), [(sx, ss)], ALL)
+                for sx, ss, d in [((3, 4), (3, 3), 1), ((4, 3), (3, 3), 0)]]
+               + [Case(lambda x: x.scatter(1, tensor(SIDX), value=2), lambda x: ref_scatter(x, 1, SIDX, np.full(SIDX.shape, 2), False), [((3, 4),)], NUM)],
+    "scatter_add": [Case(lambda x, s, d=d: F.scatter_add(x, d, tensor(SIDX % 2), s), lambda x, s, d=d: ref_scatter(x, d, SIDX % 2, s, True), [(sx, ss)], NUM)
+                    for sx, ss, d in [((3, 4), (3, 3), 1), ((2, 3), (3, 3), 0)]],
+    # index_put: torch.index_put(x, indices, values, accumulate) is x[indices] = values (or += with repeats adding up)
+    "index_put": [Case(lambda x, v: F.index_put(x, (tensor([0, 2]), tensor([1, 3])), v), lambda x, v: ref_put(x, ([0, 2], [1, 3]), v, False), [((3, 4), (2,)), ((3, 4), ())], ALL),
+                  Case(lambda x, v: F.index_put(x, (tensor([0, 0, 2]),), v, accumulate=True), lambda x, v: ref_put(x, ([0, 0, 2],), v, True), [((3, 4), (3, 4)), ((3, 4), (4,))], NUM),
+                  Case(lambda x: x.index_put((tensor(MASK23),), F.zeros(())), lambda x: ref_put(x, (MASK23,), 0, False), [((2, 3),)], FLOAT)],
     "masked_fill": [Case(lambda x: F.masked_fill(x, tensor(MASK23), 0), lambda x: np.where(MASK23, 0, x), [((2, 3),)], NUM),
                     Case(lambda x: x.masked_fill(tensor(MASK3), -2.5), lambda x: np.where(MASK3, -2.5, x), [((2, 3),), ((4, 2, 3),)], FLOAT),
                     Case(lambda x: x.masked_fill(tensor(MASK3), False), lambda x: np.where(MASK3, False, x), [((2, 3),)], (bool_,)),
-                    Case(lambda x: x.masked_fill(x > 0, F.zeros(())), lambda x: np.where(x > 0, 0, x), [((2, 3),)], (float32,))],
+                    Case(lambda x: x.masked_fill(x > 0, F.zeros(())), lambda x: np.where(x > 0, 0, x), [((2, 3),)], (float32,)),
+                    # out of place, PyTorch broadcasts the tensor and the mask together (expand_outplace)
+                    Case(lambda x: x.masked_fill(tensor(MASK23), 1), lambda x: np.where(MASK23, 1, x), [((3,),), ((1, 3),)], NUM)],
     "one_hot": [Case(lambda: F.one_hot(tensor([0, 2, 1, 2]), 4), lambda: np.eye(4)[[0, 2, 1, 2]], [()], (None,), out=lambda _: int64),
                 Case(lambda: F.one_hot(tensor([[1, 0], [2, 2]])), lambda: np.eye(3)[[[1, 0], [2, 2]]], [()], (None,), out=lambda _: int64),
                 Case(lambda: F.one_hot(tensor(np.zeros(0, np.int64)), 2), lambda: np.zeros((0, 2)), [()], (None,), out=lambda _: int64)],
@@ -412,6 +460,17 @@ CASES: dict[str, list] = {
                                  ("ij,jk->ik", (2, 0), (0, 3)), ("bij,jk->bik", (2, 3, 1), (1, 5))]]
               + [Case(lambda a, e=e: F.einsum(e, a), lambda a, e=e: np.einsum(e, a), [(s,)], NUM, tol=5)
                  for e, s in [("ij->ji", (2, 3)), ("ij->", (2, 3)), ("ijk->kj", (2, 3, 4)), ("ij->ij", (2, 3)), ("i->", (0,))]]
+              + [Case(lambda a, e=e: F.einsum(e, a), lambda a, e=e: np.einsum(e, a), [(s,)], NUM, tol=5)   # diagonals, traces, implicit, ...
+                 for e, s in [("ii->i", (3, 3)), ("ii", (3, 3)), ("iji->j", (2, 3, 2)), ("ji", (2, 3)), ("...ij->...ji", (2, 3, 4)),
+                              ("i...", (2, 3, 4)), ("bii->bi", (2, 3, 3)), ("a...a", (2, 3, 2))]]
+              + [Case(lambda a, b, e=e: F.einsum(e, a, b), lambda a, b, e=e: np.einsum(e, a, b), [(sa, sb)], NUM, tol=5)
+                 for e, sa, sb in [("ij,jk", (2, 3), (3, 4)), ("ij,jh", (2, 3), (3, 4)), ("...ij,...jk->...ik", (2, 2, 3), (2, 3, 4)),
+                                   ("...ij,jk", (2, 2, 3), (3, 4)), ("ij,ij->i", (2, 3), (2, 3)), ("ii,i->i", (3, 3), (3,))]]
+              + [Case(lambda a, b, c: F.einsum("ij,jk,kl->il", a, b, c), lambda a, b, c: np.einsum("ij,jk,kl->il", a, b, c), [((2, 3), (3, 4), (4, 2))], NUM, tol=10),
+                 Case(lambda a, b, c: F.einsum("i,i,i", a, b, c), lambda a, b, c: np.einsum("i,i,i", a, b, c), [((4,), (4,), (4,))], NUM, tol=10),
+                 Case(lambda a, b, c: F.einsum("bi,bj,bk->bijk", a, b, c), lambda a, b, c: np.einsum("bi,bj,bk->bijk", a, b, c), [((2, 2), (2, 3), (2, 2))], NUM, tol=10),
+                 # PyTorch (unlike NumPy) sums the dims an ellipsis covers when the explicit output leaves it out
+                 Case(lambda a: F.einsum("...ij->ij", a), lambda a: a.sum(0), [((2, 3, 4),)], NUM, tol=5)]
               + [Case(lambda a, b: F.einsum("ij,jk->ik", [a, b]), lambda a, b: a @ b, [((1, 3), (3, 3))], FLOAT, tol=5),
                  Case(lambda a, b: F.einsum("ij,jk->ik", a, b), lambda a, b: np.broadcast_to(a, (2, 3)) @ b, [((2, 1), (3, 2))], FLOAT, tol=5)],
 }
@@ -450,16 +509,16 @@ def test_reference(name, i):
         _run(CASES[name][i], np.random.default_rng([zlib.crc32(name.encode()), i]))
 
 def test_every_category_is_covered():
-    "The SPEC's categories owned by vkml.functional: 12 + 15 + 10 + 8 + 8 + 12 + 23 + einsum."
+    "The SPEC's categories owned by vkml.functional: 12 + 15 + 10 + 8 + 8 + 14 + 26 + einsum."
     spec = {"tensor zeros ones full zeros_like ones_like full_like arange linspace eye rand randn",
             "neg abs sign exp log sqrt rsqrt reciprocal sin cos tanh sigmoid erf erfc clamp",
             "relu leaky_relu elu selu gelu silu mish softplus softsign hardtanh",
             "add sub mul div pow maximum minimum where", "eq ne lt le gt ge isnan isinf",
-            "sum mean amax amin prod argmax argmin var std logsumexp cumsum norm",
+            "sum mean amax amin prod argmax argmin any all var std logsumexp cumsum norm",
             "reshape flatten squeeze unsqueeze permute transpose expand contiguous cat stack split __getitem__ pad flip "
-            "repeat tril triu index_select gather index_add masked_fill one_hot to", "einsum"}
+            "repeat tril triu index_select gather scatter scatter_add index_add index_put masked_fill one_hot to", "einsum"}
     names = {n for line in spec for n in line.split()}
-    assert len(names) == 12 + 15 + 10 + 8 + 8 + 12 + 23 + 1
+    assert len(names) == 12 + 15 + 10 + 8 + 8 + 14 + 26 + 1
     assert names == set(TESTED_OPERATORS)
 
 # --- properties (hypothesis) -----------------------------------------------------------------------

@@ -13,6 +13,7 @@ from vkml.gradcheck import gradcheck
 
 TESTED_OPERATORS = {
     "matmul", "linear", "conv2d", "conv_transpose2d", "max_pool2d", "avg_pool2d", "adaptive_avg_pool2d", "unfold", "fold",
+    "max_unpool2d", "adaptive_max_pool2d",
     "softmax", "log_softmax", "layer_norm", "rms_norm", "batch_norm", "group_norm", "dropout", "embedding",
     "scaled_dot_product_attention",
     "cross_entropy", "nll_loss", "mse_loss", "l1_loss", "smooth_l1_loss", "binary_cross_entropy",
@@ -229,6 +230,75 @@ def test_avg_pool2d(k, s, p, d, ceil, include_pad, dtype):
     check(F.avg_pool2d(tensor(x), k, s, p, ceil, include_pad), avg_pool_ref(x, k, s, p, ceil, include_pad), dtype)
 
 
+def max_pool_indices_ref(x, k, s, p, d, ceil):
+    """PyTorch's max_pool2d indices: for each window, h·W + w of its first maximum in scan order (rows, then
+    columns); padding never wins. (A NaN counts as a maximum; vkML takes the first NaN, which the random inputs
+    here never hold.)"""
+    n, c, h, w = x.shape
+    ho, wo = pool_out(h, k[0], s[0], p[0], d[0], ceil), pool_out(w, k[1], s[1], p[1], d[1], ceil)
+    out = np.zeros((n, c, ho, wo), np.int64)
+    for a in range(n):
+        for b in range(c):
+            for i in range(ho):
+                for j in range(wo):
+                    best, where = -np.inf, None
+                    for u in range(k[0]):
+                        for v in range(k[1]):
+                            r, q = i * s[0] - p[0] + u * d[0], j * s[1] - p[1] + v * d[1]
+                            if 0 <= r < h and 0 <= q < w and (where is None or x[a, b, r, q] > best):
+                                best, where = x[a, b, r, q], r * w + q
+                    out[a, b, i, j] = where
+    return out
+
+
+@pytest.mark.parametrize("k,s,p,d,ceil", POOL_CASES + [((2, 2), (1, 2), (1, 0), (2, 2), False), ((2, 2), (2, 2), (1, 1), (2, 1), True)])
+def test_max_pool2d_indices(k, s, p, d, ceil):
+    x = rnd(2, 3, 7, 6)
+    y, i = F.max_pool2d(tensor(x), k, s, p, d, ceil, return_indices=True)
+    check(y, max_pool_ref(x, k, s, p, d, ceil))
+    np.testing.assert_array_equal(i.numpy(), max_pool_indices_ref(x, k, s, p, d, ceil))
+    assert i.dtype == vkml.int64
+
+
+def max_unpool_ref(x, idx, out_hw):
+    "torch.nn.functional.max_unpool2d: zeros of (N, C, *out_hw) with x[n, c, i, j] at the flat position idx[n, c, i, j]."
+    n, c = x.shape[:2]
+    out = np.zeros((n, c, out_hw[0] * out_hw[1]))
+    for a in range(n):
+        for b in range(c): out[a, b, idx[a, b].reshape(-1)] = x[a, b].reshape(-1)
+    return out.reshape(n, c, *out_hw)
+
+
+@pytest.mark.parametrize("k,s,p,out", [((2, 2), (2, 2), (0, 0), None), ((3, 3), (2, 2), (1, 1), (7, 6)), ((2, 2), (2, 2), (0, 0), (7, 6))])
+def test_max_unpool2d(k, s, p, out):
+    x = rnd(2, 3, 7, 6)
+    y, i = F.max_pool2d(tensor(x), k, s, p, return_indices=True)
+    hw = out or tuple((n - 1) * si - 2 * pi + ki for n, si, pi, ki in zip(y.shape[2:], s, p, k))   # PyTorch's default size
+    check(F.max_unpool2d(y, i, k, s, p, out), max_unpool_ref(y.numpy(), i.numpy(), hw))
+
+
+def test_max_unpool2d_refuses_an_index_outside_the_output():
+    "PyTorch raises for an index past the output (its default size can be smaller than the pooled input)."
+    y, i = F.max_pool2d(tensor(np.arange(42, dtype=np.float32).reshape(1, 1, 7, 6)), 3, 2, 1, return_indices=True)   # default output (7, 5): too narrow
+    with pytest.raises(vkml.IndexOutOfRangeError): F.max_unpool2d(y, i, 3, 2, 1).numpy()
+    with pytest.raises(vkml.IndexOutOfRangeError):
+        F.max_unpool2d(y, tensor(np.full((1, 1, 4, 3), 35, np.int64)), 3, 2, 1)   # data indices: refused before any kernel
+
+
+def test_avg_pool2d_divisor_override():
+    "PyTorch: with divisor_override, every window's sum (padding counts as zeros) is divided by it."
+    x = rnd(2, 3, 7, 6)
+    for ceil in (False, True):
+        sums = avg_pool_ref(x, (3, 3), (2, 2), (1, 1), ceil, True) * 9   # (the include-pad mean of an interior window ×9)
+        n, c, h, w = x.shape
+        ref = np.zeros_like(sums)
+        for i in range(sums.shape[2]):
+            for j in range(sums.shape[3]):
+                hs, ws_ = max(i * 2 - 1, 0), max(j * 2 - 1, 0)
+                ref[:, :, i, j] = x[:, :, hs:i * 2 + 2, ws_:j * 2 + 2].astype(np.float64).sum((2, 3)) / 5
+        check(F.avg_pool2d(tensor(x), 3, 2, 1, ceil_mode=ceil, divisor_override=5), ref)
+
+
 def adaptive_ref(x, oh, ow):
     n, c, h, w = x.shape
     out = np.zeros((n, c, oh, ow))
@@ -250,6 +320,32 @@ def test_adaptive_avg_pool2d(hw, osz, dtype):
     out = F.adaptive_avg_pool2d(tensor(x), osz)
     check(out, adaptive_ref(x, oh, ow), dtype); no_prod(out)
     check(F.adaptive_avg_pool2d(tensor(x[0]), osz), adaptive_ref(x, oh, ow)[0], dtype)
+
+
+def adaptive_max_ref(x, oh, ow):
+    "Adaptive max pooling (PyTorch's windows) and the flat position h·W + w of each window's first maximum."
+    n, c, h, w = x.shape
+    out, idx = np.zeros((n, c, oh, ow)), np.zeros((n, c, oh, ow), np.int64)
+    for i in range(oh):
+        for j in range(ow):
+            h0, h1 = (i * h) // oh, -(-((i + 1) * h) // oh)
+            w0, w1 = (j * w) // ow, -(-((j + 1) * w) // ow)
+            win = x[:, :, h0:h1, w0:w1].reshape(n, c, -1)
+            a = win.argmax(-1)
+            out[:, :, i, j] = win.max(-1)
+            idx[:, :, i, j] = (h0 + a // (w1 - w0)) * w + w0 + a % (w1 - w0)
+    return out, idx
+
+
+@pytest.mark.parametrize("hw,osz", [((6, 6), 3), ((7, 5), 3), ((5, 7), (2, 4)), ((3, 3), 5), ((5, 5), (None, 2))])
+def test_adaptive_max_pool2d(hw, osz):
+    x = rnd(2, 3, *hw)
+    o = osz if isinstance(osz, tuple) else (osz, osz)
+    oh, ow = (hw[i] if o[i] is None else o[i] for i in range(2))
+    y, i = F.adaptive_max_pool2d(tensor(x), osz, return_indices=True)
+    ref, ridx = adaptive_max_ref(x, oh, ow)
+    check(y, ref); np.testing.assert_array_equal(i.numpy(), ridx)
+    check(F.adaptive_max_pool2d(tensor(x[0]), osz), ref[0])
 
 
 def unfold_ref(x, k, d, p, s):
@@ -627,6 +723,10 @@ def _parity_cases():
         "max_pool2d": lambda T: (F.max_pool2d(T(x4), 3, 2, 1, ceil_mode=True), F.max_pool2d(T(x4), 2, dilation=2)),
         "avg_pool2d": lambda T: (F.avg_pool2d(T(x4), 3, 2, 1, ceil_mode=True, count_include_pad=False), F.avg_pool2d(T(x4), 2)),
         "adaptive_avg_pool2d": lambda T: (F.adaptive_avg_pool2d(T(x4), (3, 4)), F.adaptive_avg_pool2d(T(x4), 1)),
+        "max_unpool2d": lambda T: (F.max_unpool2d(*F.max_pool2d(T(x4), 3, 2, 1, return_indices=True), 3, 2, 1, (7, 6)),
+                                   *F.max_pool2d(T(x4), 2, 1, ceil_mode=True, return_indices=True)),
+        "adaptive_max_pool2d": lambda T: (*F.adaptive_max_pool2d(T(x4), (3, 4), return_indices=True), F.adaptive_max_pool2d(T(x4), (7, 3)),
+                                          F.avg_pool2d(T(x4), 3, 2, 1, divisor_override=4)),
         "unfold": lambda T: (F.unfold(T(x4), (2, 3), dilation=(2, 1), padding=1, stride=(1, 2)),),
         "fold": lambda T: (F.fold(F.unfold(T(x4), 3, padding=1), (7, 6), 3, padding=1),),
         "softmax": lambda T: (F.softmax(T(f(3, 4, 5) * 10), 1), F.softmax(T(np.array([[1000.0, 0.0, -1000.0]], np.float32)))),
@@ -690,6 +790,8 @@ def _grad_cases():
         "max_pool2d": (lambda x: F.max_pool2d(x, 3, 2, 1, ceil_mode=True), [f(1, 2, 5, 5)]),
         "avg_pool2d": (lambda x: F.avg_pool2d(x, 3, 2, 1, count_include_pad=False), [f(1, 2, 5, 5)]),
         "adaptive_avg_pool2d": (lambda x: F.adaptive_avg_pool2d(x, (2, 3)), [f(1, 2, 5, 4)]),
+        "max_unpool2d": (lambda x: F.max_unpool2d(*F.max_pool2d(x, 2, return_indices=True), 2), [f(1, 2, 4, 4)]),
+        "adaptive_max_pool2d": (lambda x: F.adaptive_max_pool2d(x, (2, 3)), [f(1, 2, 5, 4)]),
         "unfold": (lambda x: F.unfold(x, 2, padding=1, stride=2), [f(1, 2, 3, 3)]),
         "fold": (lambda x: F.fold(x, (3, 3), 2), [f(1, 8, 4)]),
         "softmax": (lambda x: F.softmax(x, 1), [f(3, 4)]),

@@ -168,7 +168,12 @@ def _sample_dispatches():
     ds += k.cumsum_kernel(N(Op.CUMSUM, 1, (4, 3)), F((4, 3)), x)
     ds += k.cumsum_kernel(N(Op.CUMSUM, 1, (4, 300)), F((4, 300)), F((4, 300)))
     ds += k.reduce_kernel(N(Op.SUM, ((0,), False), (64,)), F((64,)), F((100, 64)))
-    ds += k.reduce_kernel(N(Op.SUM, ((0,), False), (64,)), F((64,)), F((10**5, 64)))   # split cols
+    ds += k.reduce_kernel(N(Op.SUM, ((0,), False), (64,)), F((64,)), F((10**5, 64)))   # split cols (vec)
+    ds += k.reduce_kernel(N(Op.SUM, ((0,), False), (63,)), F((63,)), F((100, 63)))     # cols, not 4-aligned
+    ds += k.reduce_kernel(N(Op.SUM, ((0,), False), (63,)), F((63,)), F((10**5, 63)))   # split cols
+    ds += k.reduce_kernel(N(Op.SUM, ((1,), False), (4,)), F((4,)), F((4, 1001)))       # rows, not 4-aligned
+    ds += k.reduce_kernel(N(Op.SUM, ((0,), False), ()), F(()), F((10**6,), view=View((10**6,), (2,), 0)))   # split rows, strided
+    ds += k.argreduce_kernel(N(Op.ARGMAX, (0, False), (64,), int64), F((64,), int64), F((1000, 64)))
     return ds
 
 
@@ -177,7 +182,8 @@ def test_host_push_words_match_the_shader_blocks():
     ds = _sample_dispatches()
     family = lambda name: re.sub(r"(_(f32|f16|i32|i64|b8|v4))+$", "", name)
     assert {family(d.shader) for d in ds} >= {"fill", "copy",
-        "reduce", "reduce_row", "reduce_cols", "reduce_part", "reduce_cols_part", "reduce_final", "argreduce", "argreduce_row", "cumsum", "cumsum_row"}
+        "reduce", "reduce_row", "reduce_cols", "reduce_part", "reduce_cols_part", "reduce_final", "argreduce", "argreduce_row", "cumsum", "cumsum_row",
+        "reduce_row_vec", "reduce_cols_vec", "reduce_part_vec", "reduce_cols_part_vec", "reduce_cols_final", "argreduce_cols"}
     for d in ds:
         assert all(0 <= w < 2**32 for w in d.push), d
         assert len(d.push) * 4 == push_constant_size((SPIRV / f"{d.shader}.spv").read_bytes()), d.shader

@@ -553,3 +553,38 @@ def test_validation_catches_a_planted_missing_barrier(selftest_spv):
 def test_validation_catches_a_planted_leak(selftest_spv):
     out = _validate(selftest_spv, "leak")
     assert any("vkDestroyDevice" in m and "VK_OBJECT_TYPE_BUFFER" in m for m in out["msgs"]), out["msgs"]
+
+
+def test_without_a_compiler_schedules_run_unfused_and_stats_say_so(monkeypatch):
+    "No glslc: every elementwise op runs its own prebuilt kernel, the results are the same, stats() says why."
+    import vkml
+    import vkml.vulkan as V
+    x = vkml.tensor(np.linspace(-2, 2, 12, dtype=np.float32).reshape(3, 4), device="vulkan")
+    want = ((x * 2.0).exp() + 1.0).sum(1).numpy()
+    assert V.stats()["fusion"] == "on"
+    monkeypatch.setenv("VKML_GLSLC", "off")
+    assert V.stats()["fusion"].startswith("off: VKML_GLSLC=off")
+    V.reset_stats()
+    got = ((x * 2.0).exp() + 1.0).sum(1).numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+    assert V.stats()["dispatches"] >= 4          # multiply, exp, add and sum: one kernel each
+
+
+def test_a_read_back_result_is_freed_without_the_cyclic_collector():
+    "Regression: a readback's getter held its tensor, in the tensor's own `fetch`: a cycle, freed only by a gc run."
+    import gc
+    import vkml
+    from vkml.vulkan.memory import memory_stats
+    x = vkml.tensor(np.ones(8, np.float32), device="vulkan")
+    gc.collect()
+    gc.disable()
+    try:
+        before = memory_stats()["buffers"]
+        for _ in range(20):
+            y = (x * 2.0).sum()
+            y.realize()
+            assert y.item() == 16.0
+            del y
+        assert memory_stats()["buffers"] == before
+    finally:
+        gc.enable()

@@ -11,7 +11,7 @@ __version__ = "0.1.0"
 # %% ../nbs/99_api.ipynb #6cbde70f
 from .dtypes import (VkmlError, DTypeError, ShapeError, RankError, AxisError, DeviceError, BackendError,
                          VulkanUnavailableError, FeatureError, OutOfMemoryError, EmptyReductionError, GradError,
-                         IndexOutOfRangeError, CheckpointError, DType, float32, float16, int32, int64, bool_,
+                         InplaceError, IndexOutOfRangeError, CheckpointError, DType, float32, float16, int32, int64, bool_,
                          MAX_DIMS)
 from .tensor import Tensor, tensor, realize, no_grad, is_grad_enabled, schedule
 import vkml.cpu
@@ -21,12 +21,15 @@ from .functional import (zeros, ones, full, zeros_like, ones_like, full_like, ar
     randn, manual_seed, initial_seed, Generator, default_generator, cast, neg, abs, sign, exp, log, sqrt, rsqrt,
     reciprocal, sin, cos, tanh, sigmoid, erf, erfc, clamp, relu, leaky_relu, elu, selu, gelu, silu, mish,
     softplus, softsign, hardtanh, add, sub, mul, div, pow, maximum, minimum, where, eq, ne, lt, le, gt, ge, isnan,
-    isinf, sum, mean, amax, amin, prod, argmax, argmin, var, std, logsumexp, cumsum, norm, reshape, flatten,
+    isinf, sum, mean, amax, amin, prod, argmax, argmin, any, all, var, std, logsumexp, cumsum, norm, reshape, flatten,
     squeeze, unsqueeze, permute, transpose, expand, contiguous, cat, stack, split, pad, flip, repeat, tril, triu,
-    index_select, gather, index_add, masked_fill, one_hot, einsum, ArgumentError, EinsumError, IndexingError)
+    index_select, gather, scatter, scatter_add, index_add, index_put, masked_fill, one_hot, einsum, ArgumentError,
+    EinsumError, IndexingError)
 from .nn.functional import matmul, softmax, log_softmax
 import vkml.vulkan   # registers the "vulkan" backend (touches no device)
-from . import registry, nn, optim, io, data
+from . import registry, nn, optim, io, data, distributed   # distributed loads MPI only in init_process_group()
+from .capture import jit, Jit
+from .graph import JitError
 from .io import save, load
 from .vulkan import devices, stats, reset_stats, memory_stats, reset_peak_memory_stats, profile, close   # touch no device until called
 

@@ -15,7 +15,8 @@ from .operands import TensorBase as Tensor
 import weakref
 
 # %% auto #0
-__all__ = ['vjp_rules', 'EAGER_DETACH', 'vjp_rule', 'backward', 'RemovableHandle', 'register_post_accumulate_grad_hook', 'detach']
+__all__ = ['vjp_rules', 'overwritten', 'EAGER_DETACH', 'vjp_rule', 'mark_overwritten', 'backward', 'RemovableHandle',
+           'register_post_accumulate_grad_hook', 'detach']
 
 # %% ../nbs/13_autograd.ipynb #275eddb6
 def _apply(op: Op, *srcs: Tensor, arg=None, shape=None, dtype=None) -> Tensor:
@@ -64,7 +65,12 @@ def _reshape(x, shape):
     return x if tuple(shape) == x.shape else _apply(Op.RESHAPE, x, shape=tuple(shape), dtype=x.dtype)
 def _expand(x, shape):
     return x if tuple(shape) == x.shape else _apply(Op.EXPAND, x, shape=tuple(shape), dtype=x.dtype)
-def _permute(x, perm): return _apply(Op.PERMUTE, x, arg=tuple(perm))
+def _permute(x, perm):
+    "A PERMUTE view; a permute of a permute is one view of the source (none at all when they cancel)."
+    perm = tuple(int(p) for p in perm)
+    if x.node.op is Op.PERMUTE:
+        perm, x = tuple(x.node.arg[p] for p in perm), x._wrap(x.node.srcs[0])
+    return x if perm == tuple(range(len(perm))) else _apply(Op.PERMUTE, x, arg=perm)
 def _slice(x, arg): return _apply(Op.SLICE, x, arg=tuple(arg))
 def _sum(x, axes, keepdim=True): return _apply(Op.SUM, x, arg=(tuple(sorted(axes)), keepdim))
 
@@ -154,6 +160,11 @@ def _pad_vjp(node, g, srcs):
     return (_slice(g, [(b, b + d, 1) for (b, _), d in zip(widths, srcs[0].shape)]),)
 vjp_rules[Op.PAD] = _pad_vjp
 
+def _slice_backward_vjp(node, g, srcs):
+    "Slice(g): the part the slice wrote (an in-place write into a slice of a tensor goes through it)"
+    return (_slice(g, node.arg),)
+vjp_rules[Op.SLICE_BACKWARD] = _slice_backward_vjp
+
 def _concat_vjp(node, g, srcs):
     "Slice(g) per input"
     axis, start, out = node.arg, 0, []
@@ -179,11 +190,26 @@ def _index_add_vjp(node, g, srcs):
     return (g, None, _apply(Op.GATHER, g, idx, arg=node.arg))
 vjp_rules[Op.INDEX_ADD] = _index_add_vjp
 
+def _scatter_vjp(node, g, srcs):
+    "Scatter(g, idx, 0): g where nothing was written; —; Gather(g, idx) (PyTorch's rule: repeated indices each get g)"
+    dst, idx, src = srcs
+    return (_apply(Op.SCATTER, g, idx, _full(src.shape, 0.0, g), arg=node.arg), None, _apply(Op.GATHER, g, idx, arg=node.arg))
+vjp_rules[Op.SCATTER] = _scatter_vjp
+
 # %% ../nbs/13_autograd.ipynb #fc28a951
+_T = (0, 2, 1)   # the transpose of a batch of matrices
+
 def _matmul_vjp(node, g, srcs):
     "g@bᵀ, aᵀ@g"
     a, b = srcs
-    return (_apply(Op.MATMUL, g, _permute(b, (0, 2, 1))), _apply(Op.MATMUL, _permute(a, (0, 2, 1)), g))
+    # an operand that is itself a transposed view (linear's `w.T`) gets its gradient transposed too,
+    # (gᵀ@a)ᵀ rather than aᵀ@g: the same numbers, but contiguous in the layout of the tensor under the
+    # view, so the optimiser's flat gradient can be written in place (see the schedule's placement)
+    da = _permute(_apply(Op.MATMUL, b, _permute(g, _T)), _T) if a.node.op is Op.PERMUTE and a.node.arg == _T \
+        else _apply(Op.MATMUL, g, _permute(b, _T))
+    db = _permute(_apply(Op.MATMUL, _permute(g, _T), a), _T) if b.node.op is Op.PERMUTE and b.node.arg == _T \
+        else _apply(Op.MATMUL, _permute(a, _T), g)
+    return da, db
 vjp_rules[Op.MATMUL] = _matmul_vjp
 
 def _crop(x, h, w):
@@ -191,40 +217,36 @@ def _crop(x, h, w):
     if x.shape[2:] == (h, w): return x
     return _slice(x, [(0, x.shape[0], 1), (0, x.shape[1], 1), (0, h, 1), (0, w, 1)])
 
-def _grouped_weight_grad(a, cols, groups, wshape):
-    "Σ over batch and positions of a[n, k·A + i, l]·cols[n, k·B + j, l], per group k, reshaped to `wshape`."
-    N, A, L = a.shape[0], a.shape[1] // groups, cols.shape[2]
-    B = cols.shape[1] // groups
-    am = _reshape(_permute(_reshape(a, (N, groups, A, L)), (1, 2, 0, 3)), (groups, A, N * L))
-    cm = _reshape(_permute(_reshape(cols, (N, groups, B, L)), (1, 0, 3, 2)), (groups, N * L, B))
-    return _reshape(_apply(Op.MATMUL, am, cm), wshape)
+def _conv2d_input_grad(g, w, xshape, stride, padding, dilation, groups):
+    "conv2d's input gradient: ConvTranspose2d(g, w), cropped to x's size"
+    H, W = xshape[2:]
+    full = [(ho - 1) * s - 2 * p + d * (k - 1) + 1
+            for ho, s, p, d, k in zip(g.shape[2:], stride, padding, dilation, w.shape[2:])]
+    opad = tuple(max(0, n - f) for n, f in zip((H, W), full))  # the rows/columns the stride dropped
+    return _crop(_apply(Op.CONV_TRANSPOSE2D, g, w, arg=(stride, padding, opad, dilation, groups)), H, W)
 
 def _conv2d_vjp(node, g, srcs):
-    "dx = ConvTranspose2d(g, w), dw = MatMul(g, Im2Col(x)ᵀ) per group"
+    "dx = ConvTranspose2d(g, w), dw = Conv2dWeight(g, x): Σ over images of g times x's windows"
     (stride, padding, dilation, groups), (x, w) = node.arg, srcs
-    N, C, H, W = x.shape
-    kh, kw = w.shape[2:]
-    full = [(ho - 1) * s - 2 * p + d * (k - 1) + 1
-            for ho, s, p, d, k in zip(g.shape[2:], stride, padding, dilation, (kh, kw))]
-    opad = tuple(max(0, n - f) for n, f in zip((H, W), full))  # the rows/columns the stride dropped
-    dx = _apply(Op.CONV_TRANSPOSE2D, g, w, arg=(stride, padding, opad, dilation, groups))
-    cols = _apply(Op.IM2COL, x, arg=((kh, kw), dilation, padding, stride))  # (N, C·kh·kw, Ho·Wo)
-    gm = _reshape(g, (N, g.shape[1], g.shape[2] * g.shape[3]))
-    return (_crop(dx, H, W), _grouped_weight_grad(gm, cols, groups, w.shape))
+    dw = _apply(Op.CONV2D_WEIGHT, g, x, arg=(tuple(w.shape[2:]), stride, padding, dilation, groups))
+    return (_conv2d_input_grad(g, w, x.shape, stride, padding, dilation, groups), dw)
 vjp_rules[Op.CONV2D] = _conv2d_vjp
 
+def _conv2d_weight_vjp(node, h, srcs):
+    "dg = Conv2d(x, h) (cropped to g), dx = ConvTranspose2d(g, h): the weight gradient is bilinear in (g, x)"
+    (_, stride, padding, dilation, groups), (g, x) = node.arg, srcs
+    dg = _crop(_apply(Op.CONV2D, x, h, arg=(stride, padding, dilation, groups)), *g.shape[2:])
+    return (dg, _conv2d_input_grad(g, h, x.shape, stride, padding, dilation, groups))
+vjp_rules[Op.CONV2D_WEIGHT] = _conv2d_weight_vjp
+
 def _conv_transpose2d_vjp(node, g, srcs):
-    "dx = Conv2d(g, w), dw = MatMul(x, Im2Col(g)ᵀ) per group"
+    "dx = Conv2d(g, w), dw = Conv2dWeight(x, g): Σ over images of x times g's windows"
     (stride, padding, _, dilation, groups), (x, w) = node.arg, srcs
     N, Cin, H, W = x.shape
     kh, kw = w.shape[2:]
     dx = _crop(_apply(Op.CONV2D, g, w, arg=(stride, padding, dilation, groups)), H, W)
-    cols = _apply(Op.IM2COL, g, arg=((kh, kw), dilation, padding, stride))  # one window per input position
-    oh, ow = [(n + 2 * p - d * (k - 1) - 1) // s + 1
-              for n, k, s, p, d in zip(g.shape[2:], (kh, kw), stride, padding, dilation)]
-    if (oh, ow) != (H, W):  # an output_padding of a stride or more adds windows that no input position had
-        cols = _reshape(_crop(_reshape(cols, (N, cols.shape[1], oh, ow)), H, W), (N, cols.shape[1], H * W))
-    return (dx, _grouped_weight_grad(_reshape(x, (N, Cin, H * W)), cols, groups, w.shape))
+    # one window of g per input position (an output_padding of a stride or more adds windows no input had)
+    return (dx, _apply(Op.CONV2D_WEIGHT, x, g, arg=((kh, kw), stride, padding, dilation, groups)))
 vjp_rules[Op.CONV_TRANSPOSE2D] = _conv_transpose2d_vjp
 
 def _im2col_vjp(node, g, srcs):
@@ -291,6 +313,29 @@ def _initial_grad(t: Tensor, gradient) -> Tensor:
                         f"got {gradient.shape}, {gradient.dtype.name} on {gradient.device}")
     return gradient
 
+overwritten = weakref.WeakSet()
+"Nodes an in-place op replaced (their tensor holds a new node now): no gradient rule may read them."
+
+def mark_overwritten(node: Node) -> None:
+    "Record that an in-place op replaced `node` (PyTorch bumps a version counter; see `vkml.tensor`)."
+    overwritten.add(node)
+
+def _check_saved(node: Node, g: Tensor, grads) -> None:
+    "Raise InplaceError when the gradients a rule built read an overwritten input or output of `node`."
+    hit = {id(n): n for n in (node, *node.srcs) if n in overwritten}
+    if not hit: return
+    stack = [gs.node for gs, s in zip(grads, node.srcs) if gs is not None and s.requires_grad]
+    stop, seen = {id(g.node), id(node), *(id(s) for s in node.srcs)}, set()
+    while stack:
+        n = stack.pop()
+        if id(n) in hit:
+            what = "output" if n is node else f"input {node.srcs.index(n)}"
+            raise InplaceError(f"one of the variables needed for gradient computation has been modified by an inplace "
+                               f"operation: the {what} of {node.op.name} ({n.shape} {n.dtype.name}), which its gradient "
+                               f"reads: call backward before the in-place op, or apply the op to a copy (`.clone()`)")
+        if id(n) in seen or id(n) in stop or n.buf is not None: continue
+        seen.add(id(n)); stack.extend(n.srcs)
+
 def backward(tensor: Tensor, gradient=None) -> None:
     "Accumulate d(tensor)/d(leaf) into every leaf's `.grad`, lazily; `gradient` defaults to 1 for one element."
     root = tensor.node
@@ -315,7 +360,9 @@ def backward(tensor: Tensor, gradient=None) -> None:
             rule = vjp_rule(node.op)
             if rule is None:
                 raise GradError(f"cannot differentiate through {node.op.name}: {_reason(node.op)}")
-            for src, gs in zip(node.srcs, rule(node, g, tuple(wrap(s) for s in node.srcs))):
+            out = rule(node, g, tuple(wrap(s) for s in node.srcs))
+            if overwritten: _check_saved(node, g, out)
+            for src, gs in zip(node.srcs, out):
                 if gs is None or not src.requires_grad: continue
                 prev = grads.get(id(src))
                 grads[id(src)] = gs if prev is None else prev + gs

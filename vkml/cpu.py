@@ -11,7 +11,7 @@ from .dtypes import DTYPES, FLOATS
 from .ops import *
 from .ops import conv_out, SHAPE_RULES
 from .elementwise import ELEMENTWISE
-from .graph import Backend, Node, register_backend, _backends
+from .graph import Backend, Node, register_backend, _backends, references
 
 # %% auto #0
 __all__ = ['numpy_impl', 'impl', 'float64_mode', 'out_np', 'acc_np', 'CPUBackend', 'compute', 'to_slices', 'im2col', 'col2im']
@@ -70,7 +70,18 @@ class CPUBackend(Backend):
     def memory_of(self, buf):
         while isinstance(buf, np.ndarray) and buf.base is not None: buf = buf.base
         return id(buf)
+    def alias(self, buf, shape, offset):
+        n = prod(shape)
+        return buf.reshape(-1)[offset:offset + n].reshape(shape)
     def peek(self, node): return node.buf
+    def exclusive(self, node):
+        buf = node.buf
+        if not isinstance(buf, np.ndarray) or not buf.flags.writeable or references(buf) != 1: return False
+        b = buf.base
+        while b is not None:                 # a view of an array that nothing else holds is ours too
+            if not isinstance(b, np.ndarray) or references(b) != 1: return False
+            b = b.base
+        return True
     def run(self, schedule):
         with np.errstate(all="ignore"):
             for k in schedule.kernels:
@@ -233,17 +244,30 @@ def _gather(n, x, idx):
     _check_index(idx, x.shape[axis], axis, "gather")
     return x[_grid(idx, axis)]
 
+@impl(Op.SCATTER)
+def _scatter(n, dst, idx, src):
+    axis = n.arg
+    if dst.ndim == 0: dst, idx, src = dst.reshape(1), idx.reshape(1), src.reshape(1)
+    _check_fits(idx, dst, axis, "scatter")
+    _check_index(idx, dst.shape[axis], axis, "scatter")
+    out = np.array(dst, copy=True, order="C")
+    if idx.size == 0: return out
+    flat = np.ravel_multi_index(tuple(np.broadcast_to(g, idx.shape) for g in _grid(idx, axis)), dst.shape).reshape(-1)
+    _, last = np.unique(flat[::-1], return_index=True)   # where an index repeats, the last entry (in C order) wins
+    keep = flat.size - 1 - last
+    out.reshape(-1)[flat[keep]] = src.reshape(-1)[keep]
+    return out
 @impl(Op.CHECK_INDEX)
 def _check_index_op(n, idx):
-    what, size, ignore, dim = n.arg
-    bad = (idx < 0) | (idx >= size)
+    what, size, ignore, dim, wrap = n.arg
+    bad = (idx < (-size if wrap else 0)) | (idx >= size)
     if ignore is not None: bad &= idx != ignore
     if bad.any():
         pos = tuple(int(i) for i in np.argwhere(bad)[0])
-        ok = f"0 .. {size - 1}" + (f", or ignore_index={ignore}" if ignore is not None else "")
+        ok = f"{-size if wrap else 0} .. {size - 1}" + (f", or ignore_index={ignore}" if ignore is not None else "")
         of = f"dim {dim} of size {size}" if dim is not None else f"{size} classes"
         raise IndexOutOfRangeError(f"{what}: index {int(idx[pos])} at position {pos} is out of range for {of} (valid: {ok})")
-    return idx.copy()
+    return np.where(idx < 0, idx + size, idx) if wrap else idx.copy()
 
 @impl(Op.INDEX_ADD)
 def _index_add(n, dst, idx, src):
@@ -320,6 +344,19 @@ def _conv2d(n, x, w):
     cols = cols.reshape(N, g, Cg * kh * kw, cols.shape[-1])
     out = _mm(w.reshape(g, O // g, Cg * kh * kw), cols, n.dtype)  # (N, g, O/g, L)
     return out.reshape(n.shape)
+
+@impl(Op.CONV2D_WEIGHT)
+def _conv2d_weight(n, g, x):
+    k, stride, padding, dilation, G = n.arg
+    N, O, Ho, Wo = g.shape
+    C = x.shape[1]
+    cols = im2col(x, k, dilation, padding, stride)   # (N, C·kh·kw, L'), L' >= Ho·Wo windows
+    oh = conv_out(x.shape[2], k[0], stride[0], padding[0], dilation[0])
+    ow = conv_out(x.shape[3], k[1], stride[1], padding[1], dilation[1])
+    cols = cols.reshape(N, G, (C // G) * k[0] * k[1], oh, ow)[..., :Ho, :Wo].reshape(N, G, -1, Ho * Wo)
+    gm = g.reshape(N, G, O // G, Ho * Wo)
+    dw = _mm(gm, np.swapaxes(cols, 2, 3), n.dtype).sum(axis=0)   # (G, O/g, C/g·kh·kw)
+    return dw.reshape(n.shape)
 
 @impl(Op.CONV_TRANSPOSE2D)
 def _conv_t2d(n, x, w):

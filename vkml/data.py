@@ -15,21 +15,25 @@ __all__ = ['DataLoader', 'load_digits', 'digits_split']
 # %% ../nbs/33_data.ipynb #472f2137
 class DataLoader:
     "Batches of `arrays` (numpy, equal first dimension) as tensors on `device`; seeded shuffling."
-    def __init__(self, *arrays, batch_size=32, shuffle=False, drop_last=False, seed=0, device="cpu"):
+    def __init__(self, *arrays, batch_size=32, shuffle=False, drop_last=False, seed=0, device="cpu", sampler=None):
         if not arrays: raise ShapeError("DataLoader needs at least one array")
+        if sampler is not None and shuffle:
+            raise VkmlError("DataLoader takes a sampler or shuffle=True, not both: the sampler decides the order")
         n = len(arrays[0])
         for a in arrays:
             if len(a) != n: raise ShapeError(f"DataLoader's arrays differ in length: {[len(a) for a in arrays]}")
         if batch_size < 1: raise VkmlError(f"batch_size must be >= 1, got {batch_size}")
         self.arrays, self.n, self.batch_size = arrays, n, batch_size
-        self.shuffle, self.drop_last, self.device = shuffle, drop_last, device
+        self.shuffle, self.drop_last, self.device, self.sampler = shuffle, drop_last, device, sampler
         self.rng = np.random.default_rng(seed)   # one generator: each epoch draws a new order
 
     def __len__(self):
-        return self.n // self.batch_size if self.drop_last else -(-self.n // self.batch_size)
+        n = self.n if self.sampler is None else len(self.sampler)
+        return n // self.batch_size if self.drop_last else -(-n // self.batch_size)
 
     def __iter__(self):
-        order = self.rng.permutation(self.n) if self.shuffle else np.arange(self.n)
+        if self.sampler is not None: order = np.fromiter(self.sampler, dtype=np.int64)
+        else: order = self.rng.permutation(self.n) if self.shuffle else np.arange(self.n)
         for i in range(len(self)):
             idx = order[i * self.batch_size:(i + 1) * self.batch_size]
             batch = tuple(vkml.tensor(np.ascontiguousarray(a[idx]), device=self.device) for a in self.arrays)

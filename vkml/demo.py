@@ -15,7 +15,7 @@ from .graph import defer, canonical_device
 from .data import DataLoader, digits_split
 
 # %% auto #0
-__all__ = ['PARITY_RTOL', 'PARITY_ATOL', 'build_model', 'digits', 'train_step', 'evaluate', 'first_step_parity',
+__all__ = ['PARITY_RTOL', 'PARITY_ATOL', 'build_model', 'digits', 'make_step', 'train_step', 'evaluate', 'first_step_parity',
            'save_checkpoint', 'load_checkpoint', 'plot_history', 'device_name', 'train', 'parse_args', 'main']
 
 # %% ../nbs/35_demo.ipynb #ddf9250f
@@ -37,15 +37,22 @@ def digits(kind: str = "cnn"):
     return xtr, ytr, xte, yte
 
 # %% ../nbs/35_demo.ipynb #1f4e96a4
+def make_step(model, opt):
+    "The training step on a batch (x, y), returning (loss, correct) as tensors: capturable by `vkml.jit`."
+    def step(x, y):
+        out = model(x)
+        loss = nn.functional.cross_entropy(out, y)
+        correct = VF.sum(VF.argmax(out.detach(), 1) == y)
+        opt.zero_grad()
+        loss.backward()
+        defer(loss, correct)   # computed by the optimiser's realize: no submission of their own
+        opt.step()
+        return loss, correct
+    return step
+
 def train_step(model, opt, x, y):
     "One step on the batch (x, y): returns (loss, correct) as Python numbers."
-    out = model(x)
-    loss = nn.functional.cross_entropy(out, y)
-    correct = VF.sum(VF.argmax(out.detach(), 1) == y)
-    opt.zero_grad()
-    loss.backward()
-    defer(loss, correct)   # computed by the optimiser's realize: no submission of their own
-    opt.step()
+    loss, correct = make_step(model, opt)(x, y)
     return loss.item(), int(correct.item())
 
 def evaluate(model, x: np.ndarray, y: np.ndarray, device) -> float:
@@ -107,30 +114,40 @@ def device_name(device: str) -> str:
     info = V.devices()[int(device.partition(":")[2])]
     return f"{device} ({info.name}, {info.driver})"
 
-def train(model, opt, x, y, xte, yte, device, epochs, batch_size, seed=0, progress=True, log=print):
-    "Train for `epochs`; returns the history (per-step loss, per-epoch accuracies, submissions, timings)."
+def train(model, opt, x, y, xte, yte, device, epochs, batch_size, seed=0, progress=True, log=print, jit=True,
+          sampler=None, steps=0, trace=None):
+    "Train for `epochs` (or `steps` steps), replaying the step with `vkml.jit` unless `jit=False`; returns the history (per-step loss, per-epoch accuracies, submissions, timings)."
     from tqdm.auto import tqdm
     vk = device.startswith("vulkan")
     if vk: import vkml.vulkan as V
-    loader = DataLoader(x, y, batch_size=batch_size, shuffle=True, seed=seed, device=device)
+    step = vkml.jit(make_step(model, opt), enabled=jit)
+    loader = DataLoader(x, y, batch_size=batch_size, shuffle=sampler is None, seed=seed, device=device, sampler=sampler)
     hist = dict(step_loss=[], train_loss=[], train_acc=[], test_acc=[], epoch_s=[], steps=0, submissions=0)
     for e in range(1, epochs + 1):
+        if sampler is not None: sampler.set_epoch(e - 1)   # a new order each epoch, the same on every rank
         t0, seen, right, total = time.perf_counter(), 0, 0, 0.0
         bar = tqdm(loader, desc=f"epoch {e}/{epochs}", unit="batch", file=sys.stderr, disable=not progress, leave=False)
         for xb, yb in bar:
             if vk: s0 = V.stats()["submissions"]
-            loss, c = train_step(model, opt, xb, yb)
+            loss, c = step(xb, yb)
+            loss, c = loss.item(), int(c.item())
             if vk: hist["submissions"] += V.stats()["submissions"] - s0
             n = len(yb); seen += n; right += c; total += loss * n
             hist["step_loss"].append(loss); hist["steps"] += 1
             bar.set_postfix(loss=f"{loss:.4f}", acc=f"{right / seen:.3f}",
                             samples_s=f"{seen / (time.perf_counter() - t0):.0f}", refresh=False)
+            if trace is not None: trace(hist["steps"])
+            if hist["steps"] == steps: break
         dt = time.perf_counter() - t0
+        if sampler is not None:   # data-parallel: the epoch's figures over every rank's share
+            import vkml.distributed as dist
+            tot = np.array([seen, right, total]); dist.all_reduce(tot); seen, right, total = int(tot[0]), int(tot[1]), tot[2]
         acc = evaluate(model, xte, yte, device)
         hist["train_loss"].append(total / seen); hist["train_acc"].append(right / seen)
         hist["test_acc"].append(acc); hist["epoch_s"].append(dt)
         log(f"epoch {e}/{epochs}: loss {total / seen:.4f}  train acc {right / seen:.3f}  test acc {acc:.3f}"
             f"  | {dt:.2f} s, {seen / dt:.0f} samples/s")
+        if hist["steps"] == steps: break
     return hist
 
 def parse_args(argv=None):
@@ -143,47 +160,87 @@ def parse_args(argv=None):
     ap.add_argument("--lr", type=float, default=1e-2)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--no-progress", action="store_true", help="no progress bar")
+    ap.add_argument("--no-jit", action="store_true", help="build and record every step (no replay with vkml.jit)")
+    ap.add_argument("--distributed", action="store_true", help="data-parallel over the ranks `mpiexec -n N` started: "
+                    "each takes --batch-size/N of every batch; rank 0 prints and saves; the step runs eagerly (no jit) "
+                    "(nbs/37_distributed.ipynb)")
+    ap.add_argument("--steps", type=int, default=0, help="stop after this many training steps (default: run every epoch)")
+    ap.add_argument("--trace", default=None, help="write every parameter after every step to this .npz (to compare runs)")
     return ap.parse_args(argv)
 
 def main(argv=None) -> dict:
     "Run the demo with command-line arguments `argv`; returns what it measured."
     a = parse_args(argv)
     t0 = time.perf_counter()
+    rank, world = 0, 1
+    if a.distributed:   # one process per rank, started by `mpiexec -n N`; without it, a group of one
+        import vkml.distributed as dist
+        dist.init_process_group()
+        rank, world = dist.get_rank(), dist.get_world_size()
+        if a.batch_size % world: raise SystemExit(f"--batch-size {a.batch_size} does not split into {world} equal shares")
+    say = print if rank == 0 else (lambda *args, **kwargs: None)   # rank 0 speaks for every rank
     try: device = canonical_device(a.device)
     except vkml.VulkanUnavailableError as e:
         raise SystemExit(f"no Vulkan device for --device {a.device} ({e}); run with --device cpu") from None
+    if a.distributed and a.device == "vulkan":   # each rank its own device, by its rank on this host
+        device = canonical_device(f"vulkan:{dist.get_node_local_rank() % len(vkml.devices())}")
     xtr, ytr, xte, yte = digits(a.model)
-    model = build_model(a.model, a.seed).to(device)
+    model = net = build_model(a.model, a.seed).to(device)
+    sampler = None
+    if a.distributed:   # rank 0's weights everywhere, gradients averaged after backward, a share of each batch
+        model = dist.DistributedDataParallel(net)
+        sampler = dist.DistributedSampler(xtr, seed=a.seed)
     opt = optim.Adam(model.parameters(), lr=a.lr)
     if device.startswith("vulkan"):
         import vkml.vulkan as V
         V.reset_stats()
     setup = time.perf_counter() - t0
-    print(f"vkML digits demo: {a.model} on {device_name(device)}")
-    print(f"data: {len(xtr)} train / {len(xte)} test images; model: {sum(p.numel() for p in model.parameters()):,} parameters")
-    print(f"set-up: {setup:.2f} s (data, device, model)")
+    say(f"vkML digits demo: {a.model} on {device_name(device)}")
+    say(f"data: {len(xtr)} train / {len(xte)} test images; model: {sum(p.numel() for p in model.parameters()):,} parameters")
+    say(f"set-up: {setup:.2f} s (data, device, model)")
+    if a.distributed:
+        say(f"data-parallel: {world} rank(s) x batch {a.batch_size // world} = {a.batch_size} per step; gradients "
+            f"averaged with MPI through host memory, in {len(model.buckets)} bucket(s); the step runs eagerly "
+            f"(no vkml.jit: the exchange is host work in the middle of the step, which a replay cannot repeat)")
     first = next(iter(DataLoader(xtr, ytr, batch_size=a.batch_size, shuffle=True, seed=a.seed)))
-    dev, ref, bound = first_step_parity(model, first[0].numpy(), first[1].numpy(), a.model)
+    dev, ref, bound = first_step_parity(net, first[0].numpy(), first[1].numpy(), a.model)
     ok = abs(dev - ref) <= bound
-    print(f"first-step loss: {device} {dev:.6f} | cpu {ref:.6f} | |diff| {abs(dev - ref):.1e} "
-          f"{'<=' if ok else '>'} bound {bound:.1e}: {'ok' if ok else 'MISMATCH'}")
+    say(f"first-step loss: {device} {dev:.6f} | cpu {ref:.6f} | |diff| {abs(dev - ref):.1e} "
+        f"{'<=' if ok else '>'} bound {bound:.1e}: {'ok' if ok else 'MISMATCH'}")
+    trace, snaps = None, {}
+    if a.trace and rank == 0:
+        def trace(step): snaps.update({f"{step}/{k}": p.numpy() for k, p in net.named_parameters()})
+        trace(0)
     t1 = time.perf_counter()
-    hist = train(model, opt, xtr, ytr, xte, yte, device, a.epochs, a.batch_size, a.seed, progress=not a.no_progress)
+    hist = train(model, opt, xtr, ytr, xte, yte, device, a.epochs, a.batch_size // world, a.seed,
+                 progress=not a.no_progress and rank == 0, log=say, jit=not (a.no_jit or a.distributed),
+                 sampler=sampler, steps=a.steps, trace=trace)
     train_s = time.perf_counter() - t1
+    if a.trace and rank == 0: np.savez(a.trace, **snaps)
     if device.startswith("vulkan"):
-        print(f"submissions per training step: {hist['submissions'] / max(1, hist['steps']):.2f} "
-              f"({hist['submissions']} submissions in {hist['steps']} steps)")
-    print(f"training: {train_s:.2f} s for {a.epochs} epochs ({a.epochs * len(xtr) / train_s:.0f} samples/s)")
-    os.makedirs(a.out, exist_ok=True)
+        say(f"submissions per training step: {hist['submissions'] / max(1, hist['steps']):.2f} "
+            f"({hist['submissions']} submissions in {hist['steps']} steps)")
+    done = f"{hist['steps']} steps" if a.steps else f"{a.epochs} epochs"
+    samples = hist["steps"] * a.batch_size if a.steps else a.epochs * len(xtr)
+    say(f"training: {train_s:.2f} s for {done} ({samples / train_s:.0f} samples/s)")
+    if a.distributed and model.timings["reductions"]:
+        T, n = model.timings, model.timings["reductions"]
+        say(f"gradient averaging, per step: compute + readback {T['compute_readback_s'] / n * 1e3:.1f} ms, all-reduce "
+            f"(with the wait for the slowest rank) {T['allreduce_s'] / n * 1e3:.1f} ms, upload "
+            f"{T['upload_s'] / n * 1e3:.1f} ms ({T['bytes'] / n / 1e3:.1f} kB)")
     acc = hist["test_acc"][-1]
-    ck = save_checkpoint(os.path.join(a.out, f"digits_{a.model}.safetensors"), model, opt, model_kind=a.model,
-                         epochs=a.epochs, seed=a.seed, test_acc=acc, device=device)
-    png = plot_history(hist, os.path.join(a.out, f"digits_{a.model}.png"))
-    print(f"checkpoint: {ck}")
-    print(f"plot: {png}")
-    print(f"final test accuracy: {acc:.3f}")
+    ck = png = None
+    if rank == 0:   # every rank holds the same weights: one checkpoint, which loads into a single process
+        os.makedirs(a.out, exist_ok=True)
+        ck = save_checkpoint(os.path.join(a.out, f"digits_{a.model}.safetensors"), net, opt, model_kind=a.model,
+                             epochs=a.epochs, seed=a.seed, test_acc=acc, device=device, ranks=world)
+        png = plot_history(hist, os.path.join(a.out, f"digits_{a.model}.png"))
+    say(f"checkpoint: {ck}")
+    say(f"plot: {png}")
+    say(f"final test accuracy: {acc:.3f}")
+    if a.distributed: dist.destroy_process_group()
     return dict(hist=hist, test_acc=acc, parity=(dev, ref, bound), setup_s=setup, train_s=train_s,
-                checkpoint=ck, plot=png, device=device)
+                checkpoint=ck, plot=png, device=device, rank=rank, world_size=world)
 
 # %% ../nbs/35_demo.ipynb #7d682365
 if __name__ == "__main__" and globals().get("__file__", "").endswith("demo.py"): main()

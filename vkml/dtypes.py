@@ -12,8 +12,8 @@ import numpy as np
 __all__ = ['float32', 'float16', 'int32', 'int64', 'bool_', 'DTYPES', 'FLOATS', 'Shape', 'Strides', 'MAX_DIMS', 'VkmlError',
            'DTypeError', 'ShapeError', 'RankError', 'AxisError', 'DeviceError', 'BackendError',
            'VulkanUnavailableError', 'FeatureError', 'OutOfMemoryError', 'EmptyReductionError', 'GradError',
-           'IndexOutOfRangeError', 'CheckpointError', 'DType', 'to_dtype', 'check_rank', 'prod', 'broadcast_shapes',
-           'contiguous_strides', 'normalize_axis', 'View']
+           'InplaceError', 'IndexOutOfRangeError', 'CheckpointError', 'DType', 'to_dtype', 'check_rank', 'prod',
+           'broadcast_shapes', 'contiguous_strides', 'normalize_axis', 'View']
 
 # %% ../nbs/01_dtypes.ipynb #01034ab0
 class VkmlError(Exception):
@@ -51,6 +51,9 @@ class EmptyReductionError(VkmlError, ValueError):
 
 class GradError(VkmlError, RuntimeError):
     "Backward through an op with no gradient rule, or on a tensor that does not require grad."
+
+class InplaceError(GradError):
+    "An in-place op autograd refuses: on a leaf that requires grad, or on a value a gradient still reads."
 
 class IndexOutOfRangeError(VkmlError, IndexError):
     "An index tensor or a Python index that points outside its axis."

@@ -36,6 +36,8 @@ class Elementwise:
     variant: Callable | None = None       # arg -> the part of arg that changes the GLSL (GELU's form)
     tol: tuple | None = None              # f32 Vulkan parity (rtol, atol) where the default 1e-5 is too tight
     data_input: int = 0                   # which input's dtype `dtypes` constrains (WHERE: 1)
+    helpers: Callable | None = None       # (in_dtypes, out_dtype) -> GLSL functions the expression calls, or ""
+    example_arg: object = None            # an `arg` the derived tests and docs use (for ops that take one)
 
     @property
     def name(self) -> str: return self.op.name
@@ -199,16 +201,16 @@ elementwise("RELU", 1, lambda n, x: np.maximum(x, x.dtype.type(0)),
             {"f": "(isnan({a}) ? {a} : max({a}, 0.0))", "i": "({a} < {T}(0) ? {T}(0) : {a})"},
             vjp=lambda g, y, x: (g.where(x > 0, 0.0),), dtypes=NUMERIC, **_KINK0)
 elementwise("GELU", 1, _gelu, _gelu_glsl, vjp=_gelu_vjp, variant=lambda arg: arg,
-            arg_doc="'none' (exact, erf) or 'tanh'")
+            arg_doc="'none' (exact, erf) or 'tanh'", example_arg="tanh")
 elementwise("SILU", 1, lambda n, x: x * _sigmoid(x), "({a} / (1.0 + vexp(-{a})))", vjp=_silu_vjp)
 elementwise("LEAKY_RELU", 1, lambda n, x: np.where(x > 0, x, x * n.arg), "({a} > 0.0 ? {a} : {a} * {p0})",
             vjp=lambda g, y, x: (g.where(x > 0, g * y.node.arg),), params=lambda arg, dt: (arg,), param_types="f",
-            arg_doc="negative_slope", **_KINK0)
+            arg_doc="negative_slope", example_arg=0.1, **_KINK0)
 elementwise("ELU", 1, lambda n, x: np.where(x > 0, x, n.arg * np.expm1(x)), "({a} > 0.0 ? {a} : {p0} * vexpm1({a}))",
             vjp=lambda g, y, x: (g.where(x > 0, g * (y + y.node.arg)),), params=lambda arg, dt: (arg,),
-            param_types="f", arg_doc="alpha", **_KINK0)
+            param_types="f", arg_doc="alpha", example_arg=0.7, **_KINK0)
 elementwise("SOFTPLUS", 1, _softplus, "vsoftplus({a}, {p0}, {p1})", vjp=_softplus_vjp,
-            params=lambda arg, dt: arg, param_types="ff", arg_doc="(beta, threshold)")
+            params=lambda arg, dt: arg, param_types="ff", arg_doc="(beta, threshold)", example_arg=(2.0, 3.0))
 
 # %% ../nbs/03_elementwise.ipynb #68ab2741
 _INT_LIMITS = {int32: (-2**31, 2**31 - 1), int64: (-2**63, 2**63 - 1)}
@@ -241,7 +243,7 @@ elementwise("SIGN", 1, lambda n, x: np.sign(x),
             no_grad=(Category.BY_DESIGN, "piecewise constant: zero derivative off zero, undefined at it"))
 elementwise("CLAMP", 1, _clamp, {"f": "vclamp({a}, {p0}, {p1})", "i": "min(max({a}, {p0}), {p1})"},
             vjp=_clamp_vjp, dtypes=NUMERIC, params=_clamp_params, param_types="TT",
-            arg_doc="(lo, hi): Python scalars or None")
+            arg_doc="(lo, hi): Python scalars or None", example_arg=(-1, 2), kinks=(-1.0, 2.0))
 
 # %% ../nbs/03_elementwise.ipynb #f10e2d67
 def _pow_vjp(g, y, a, b):
@@ -262,7 +264,29 @@ elementwise("ADD", 2, lambda n, a, b: a + b, "({a} + {b})", vjp=lambda g, y, a, 
 elementwise("SUB", 2, lambda n, a, b: a - b, "({a} - {b})", vjp=lambda g, y, a, b: (g, -g), dtypes=NUMERIC)
 elementwise("MUL", 2, lambda n, a, b: a * b, "({a} * {b})", vjp=lambda g, y, a, b: (g * b, g * a), dtypes=NUMERIC)
 elementwise("DIV", 2, lambda n, a, b: a / b, "({a} / {b})", vjp=lambda g, y, a, b: (g / b, -(g * y / b)))
-elementwise("POW", 2, lambda n, a, b: np.power(a, b), "vpow({a}, {b})", vjp=_pow_vjp, domain=_POSITIVE)
+def _pow(n, a, b):
+    if not n.dtype.is_int: return np.power(a, b)
+    r, base, e = np.ones_like(a), a.copy(), np.where(b < 0, 0, b)
+    for _ in range(8 * a.dtype.itemsize):           # square and multiply, wrapping as the GPU's integers do
+        r, base, e = np.where(e & 1, r * base, r), base * base, e >> 1
+    neg = np.where(a == 1, 1, np.where(a == -1, np.where(b % 2 == 0, 1, -1), 0)).astype(a.dtype)
+    return np.where(b < 0, neg, r)
+
+def _ipow_glsl(t: str, bits: int) -> str:
+    "The GLSL of integer power for type `t` (`int` or `int64_t`) of `bits` bits."
+    one, name = f"{t}(1)", f"vipow_{bits}"
+    steps = "\n".join(f"    if ((b & {one}) != {t}(0)) r *= a; a *= a; b >>= 1;" for _ in range(bits - 1))
+    return (f"{t} {name}({t} a, {t} b) {{\n"
+            f"    if (b < {t}(0)) return a == {one} ? {one} : (a == -{one} ? ((b & {one}) == {t}(0) ? {one} : -{one}) : {t}(0));\n"
+            f"    {t} r = {one};\n{steps}\n    return r;\n}}\n")
+
+def _pow_glsl(arg, ins, out):
+    return "vpow({a}, {b})" if out.is_float else ("vipow_64({a}, {b})" if out is int64 else "vipow_32({a}, {b})")
+
+def _pow_helpers(ins, out):
+    return "" if out.is_float else _ipow_glsl("int64_t", 64) if out is int64 else _ipow_glsl("int", 32)
+
+elementwise("POW", 2, _pow, _pow_glsl, vjp=_pow_vjp, domain=_POSITIVE, dtypes=NUMERIC, helpers=_pow_helpers)
 elementwise("MAXIMUM", 2, lambda n, a, b: np.maximum(a, b), {"f": _NAN_MAX, "i": "max({a}, {b})"},
             vjp=_extremum_vjp, dtypes=NUMERIC)
 elementwise("MINIMUM", 2, lambda n, a, b: np.minimum(a, b), {"f": _NAN_MIN, "i": "min({a}, {b})"},

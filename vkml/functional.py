@@ -9,24 +9,26 @@ import numpy as np
 from .dtypes import *
 from .dtypes import FLOATS
 from .ops import Op, ACCEPTED_DTYPES, NUMERIC
-from .graph import Node, canonical_device
+from .graph import Node, canonical_device, note_rand
 from .operands import (ArgumentError, EinsumError, IndexingError, need_tensor, check_dtype, scalar_as, is_scalar,
                            scalar_dtype, expand_to, INT_RANGE)
 from .tensor import Tensor, tensor, apply
 from .tensor_math import (cast, neg, abs, sign, exp, log, sqrt, rsqrt, reciprocal, sin, cos, tanh, sigmoid, erf, erfc,
                               clamp, clip, relu, leaky_relu, elu, selu, gelu, silu, softplus, mish, softsign, hardtanh,
                               isnan, isinf, add, sub, mul, div, pow, maximum, minimum, where, eq, ne, lt, le, gt, ge)
-from .tensor_reduce import sum, mean, amax, amin, prod, argmax, argmin, var, std, logsumexp, cumsum, norm
+from .tensor_reduce import sum, mean, amax, amin, prod, argmax, argmin, any, all, var, std, logsumexp, cumsum, norm
 from .tensor_shape import (reshape, flatten, squeeze, unsqueeze, permute, transpose, expand, contiguous, cat, stack,
-                               split, pad, flip, repeat, tril, triu, index_select, gather, index_add, masked_fill, one_hot)
+                               split, pad, flip, repeat, tril, triu, index_select, gather, scatter, scatter_add, index_add,
+                               index_put, masked_fill, one_hot)
 from .tensor_linalg import matmul, einsum
 _all_ = ["ArgumentError", "EinsumError", "IndexingError", "cast", "neg", "abs", "sign", "exp", "log", "sqrt", "rsqrt",
          "reciprocal", "sin", "cos", "tanh", "sigmoid", "erf", "erfc", "clamp", "clip", "relu", "leaky_relu", "elu", "selu",
          "gelu", "silu", "softplus", "mish", "softsign", "hardtanh", "isnan", "isinf", "add", "sub", "mul", "div", "pow",
          "maximum", "minimum", "where", "eq", "ne", "lt", "le", "gt", "ge", "sum", "mean", "amax", "amin", "prod", "argmax",
-         "argmin", "var", "std", "logsumexp", "cumsum", "norm", "reshape", "flatten", "squeeze", "unsqueeze", "permute",
+         "argmin", "any", "all", "var", "std", "logsumexp", "cumsum", "norm", "reshape", "flatten", "squeeze", "unsqueeze", "permute",
          "transpose", "expand", "contiguous", "cat", "stack", "split", "pad", "flip", "repeat", "tril", "triu",
-         "index_select", "gather", "index_add", "masked_fill", "one_hot", "matmul", "einsum", "tensor"]
+         "index_select", "gather", "scatter", "scatter_add", "index_add", "index_put", "masked_fill", "one_hot", "matmul",
+         "einsum", "tensor"]
 
 # %% auto #0
 __all__ = ['default_generator', 'full', 'zeros', 'ones', 'full_like', 'zeros_like', 'ones_like', 'arange', 'linspace', 'eye',
@@ -34,10 +36,11 @@ __all__ = ['default_generator', 'full', 'zeros', 'ones', 'full_like', 'zeros_lik
            'cast', 'neg', 'abs', 'sign', 'exp', 'log', 'sqrt', 'rsqrt', 'reciprocal', 'sin', 'cos', 'tanh', 'sigmoid',
            'erf', 'erfc', 'clamp', 'clip', 'relu', 'leaky_relu', 'elu', 'selu', 'gelu', 'silu', 'softplus', 'mish',
            'softsign', 'hardtanh', 'isnan', 'isinf', 'add', 'sub', 'mul', 'div', 'pow', 'maximum', 'minimum', 'where',
-           'eq', 'ne', 'lt', 'le', 'gt', 'ge', 'sum', 'mean', 'amax', 'amin', 'prod', 'argmax', 'argmin', 'var', 'std',
-           'logsumexp', 'cumsum', 'norm', 'reshape', 'flatten', 'squeeze', 'unsqueeze', 'permute', 'transpose',
-           'expand', 'contiguous', 'cat', 'stack', 'split', 'pad', 'flip', 'repeat', 'tril', 'triu', 'index_select',
-           'gather', 'index_add', 'masked_fill', 'one_hot', 'matmul', 'einsum', 'tensor']
+           'eq', 'ne', 'lt', 'le', 'gt', 'ge', 'sum', 'mean', 'amax', 'amin', 'prod', 'argmax', 'argmin', 'any', 'all',
+           'var', 'std', 'logsumexp', 'cumsum', 'norm', 'reshape', 'flatten', 'squeeze', 'unsqueeze', 'permute',
+           'transpose', 'expand', 'contiguous', 'cat', 'stack', 'split', 'pad', 'flip', 'repeat', 'tril', 'triu',
+           'index_select', 'gather', 'scatter', 'scatter_add', 'index_add', 'index_put', 'masked_fill', 'one_hot',
+           'matmul', 'einsum', 'tensor']
 
 # %% ../nbs/15_functional.ipynb #12d8ddfe
 def _size(size, name="size") -> tuple:
@@ -80,9 +83,17 @@ def ones_like(x: Tensor, *, dtype=None, device=None, requires_grad=False) -> Ten
     return full_like(x, True, dtype=dtype, device=device, requires_grad=requires_grad)
 
 # %% ../nbs/15_functional.ipynb #da14be46
+def _number(v, what):
+    "A Python number from `v`, which may be a one-element tensor (as PyTorch's factories take them)."
+    if isinstance(v, Tensor):
+        if v.numel() != 1: raise ShapeError(f"{what} takes numbers or one-element tensors, got a tensor of shape {v.shape}")
+        return v.item()
+    return v
+
 def arange(start, end=None, step=1, *, dtype=None, device="cpu", requires_grad=False) -> Tensor:
-    "Values from `start` (default 0) up to but excluding `end`, `step` apart."
+    "Values from `start` (default 0) up to but excluding `end`, `step` apart: ceil((end − start)/step) of them."
     if end is None: start, end = 0, start
+    start, end, step = (_number(v, "arange") for v in (start, end, step))
     for v in (start, end, step):
         if not is_scalar(v) or isinstance(v, (bool, np.bool_)): raise DTypeError(f"arange takes numbers, got {v!r}")
         if isinstance(v, (float, np.floating)) and not math.isfinite(v):
@@ -108,7 +119,9 @@ def linspace(start, end, steps: int, *, dtype=None, device="cpu", requires_grad=
     "`steps` values evenly spaced from `start` to `end`, both included."
     dtype = to_dtype(dtype) if dtype is not None else float32
     check_dtype("linspace", dtype, NUMERIC)
-    if not isinstance(steps, (int, np.integer)) or steps < 0: raise ArgumentError(f"linspace needs steps >= 0, got {steps!r}")
+    if not isinstance(steps, (int, np.integer)) or isinstance(steps, (bool, np.bool_)) or steps < 0:
+        raise ArgumentError(f"linspace needs steps >= 0 (an int), got {steps!r}")
+    start, end = _number(start, "linspace"), _number(end, "linspace")
     for v in (start, end):
         if not is_scalar(v) or isinstance(v, (bool, np.bool_)): raise DTypeError(f"linspace takes numbers, got {v!r}")
     try: start, end = float(start), float(end)
@@ -160,12 +173,10 @@ def rand(*size, generator: Generator | None = None, dtype=None, device="cpu", re
     "Uniform samples from [0, 1)."
     size, dtype, device = _size(size), to_dtype(dtype or float32), canonical_device(device)
     check_dtype("rand", dtype, ACCEPTED_DTYPES[Op.RAND])
-    gen = generator or default_generator
-    t = _source(Op.RAND, gen.take(math.prod(size)), size, dtype, device, requires_grad)
-    for hook in _rand_hooks: hook(t.node, gen)
+    gen, n = generator or default_generator, math.prod(size)
+    t = _source(Op.RAND, gen.take(n), size, dtype, device, requires_grad)
+    note_rand(t.node, gen, n)          # a replayed step (vkml.jit) draws these numbers again
     return t
-
-_rand_hooks: list = []   # called with each new RAND node and its generator (a capturing `vkml.jit` listens)
 
 def randn(*size, generator: Generator | None = None, dtype=None, device="cpu", requires_grad=False) -> Tensor:
     "Standard normal samples (Box–Muller over two uniform draws)."

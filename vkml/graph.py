@@ -4,15 +4,16 @@
 
 # %% ../nbs/04_graph.ipynb #6acb12e0
 from __future__ import annotations
-import threading, weakref, contextlib
+import sys, threading, weakref, contextlib
 import numpy as np
 from .dtypes import *
 from .ops import Op, SHAPE_RULES, CALLER_SHAPED, ACCEPTED_DTYPES
 import vkml.elementwise   # defines the elementwise ops, so every Op exists once the graph does
 
 # %% auto #0
-__all__ = ['Node', 'is_grad_enabled', 'no_grad', 'Backend', 'register_backend', 'canonical_device', 'get_backend',
-           'check_same_device', 'make_node', 'toposort', 'defer', 'take_deferred']
+__all__ = ['Node', 'is_grad_enabled', 'no_grad', 'Backend', 'references', 'register_backend', 'canonical_device', 'get_backend',
+           'check_same_device', 'make_node', 'toposort', 'defer', 'take_deferred', 'JitError', 'CaptureNotes',
+           'capture_in_progress', 'note_refresh', 'note_rand']
 
 # %% ../nbs/04_graph.ipynb #ae69abc4
 class Node:
@@ -20,7 +21,8 @@ class Node:
     __slots__ = ("op", "srcs", "arg", "shape", "dtype", "device", "buf", "requires_grad", "leaf_of",
                  "tref", "__weakref__")
     def __init__(self, op: Op, srcs: tuple, arg, shape, dtype: DType, device: str, buf=None, requires_grad=False):
-        self.op, self.srcs, self.arg, self.shape, self.dtype, self.device = op, srcs, arg, tuple(shape), dtype, device
+        self.op, self.srcs, self.arg, self.dtype, self.device = op, srcs, arg, dtype, device
+        self.shape = shape if type(shape) is tuple else tuple(shape)
         self.buf, self.requires_grad, self.leaf_of, self.tref = buf, requires_grad, None, None
     @property
     def realized(self) -> bool: return self.buf is not None
@@ -52,6 +54,7 @@ class Backend:
     name: str = "?"
     impl: dict = {}
     fuses: bool = False      # does it run fused kernels (the schedule fuses only for backends that do)
+    can_capture: bool = False  # can it record a step and replay it (`capture`, for vkml.jit)
     def from_numpy(self, arr: np.ndarray): raise NotImplementedError
     def to_numpy(self, node: Node) -> np.ndarray: raise NotImplementedError
     def peek(self, node: Node):
@@ -68,6 +71,26 @@ class Backend:
     def memory_of(self, buf):
         "The identity of the memory `buf` lives in (two views of one buffer give the same)."
         return id(buf)
+    def exclusive(self, node: Node) -> bool:
+        "Is realized `node` the only holder of its memory (so a write into it changes no other buffer)?"
+        return False
+    def alias(self, buf, shape, offset: int):
+        "A buffer of `shape` over `buf`'s memory, starting `offset` elements in (contiguous): a view that shares it."
+        raise NotImplementedError
+    def capture(self, inputs: list, run, notes=None):
+        """Run `run(static INPUT nodes)` once, recording it to be replayed: `(replayable, run's result)`, whose
+        `replayable.replay(inputs)` runs it again on new inputs; `notes` collects the host work to redo
+        (see `vkml.jit`). None: this backend cannot capture."""
+        return None
+
+def references(x) -> int:
+    "How many references to `x` exist besides the caller's one local variable (CPython's reference count)."
+    return sys.getrefcount(x) - _SELF_REFS
+_SELF_REFS = 0
+def _probe():
+    o = object()
+    return references(o)
+_SELF_REFS = _probe()
 
 _FACTORIES: dict = {}   # "cpu" / "vulkan" -> a factory with .canonical(index str) and __call__(device name)
 _backends: dict = {}
@@ -113,11 +136,14 @@ def make_node(op: Op, srcs: tuple, arg=None, shape=None, dtype=None, device=None
             raise DTypeError(f"{op.name} does not take {data.dtype.name}; it takes {', '.join(d.name for d in ACCEPTED_DTYPES[op])}")
     if op not in CALLER_SHAPED:
         shape, dtype = SHAPE_RULES[op](arg, *srcs)
-    shape = check_rank(shape)
+    if type(shape) is not tuple or len(shape) > MAX_DIMS: shape = check_rank(shape)
     if shape and min(shape) < 0: raise ShapeError(f"{op.name} would produce the negative shape {shape}")
     device = srcs[0].device if srcs else canonical_device(device or "cpu")   # sources default to the CPU, as in PyTorch
-    rg = op is not Op.DETACH and dtype.is_float and _grad_mode.enabled and any(s.requires_grad for s in srcs)
-    return Node(op, tuple(srcs), arg, shape, dtype, device, requires_grad=rg)
+    rg = False
+    if _grad_mode.enabled and op is not Op.DETACH and dtype.kind == "f":
+        for s in srcs:
+            if s.requires_grad: rg = True; break
+    return Node(op, srcs if type(srcs) is tuple else tuple(srcs), arg, shape, dtype, device, requires_grad=rg)
 
 # %% ../nbs/04_graph.ipynb #fe753257
 def toposort(nodes, skip=lambda n: False) -> list:
@@ -149,3 +175,32 @@ def take_deferred(device: str) -> list:
     "The nodes deferred on `device` (whose tensors are still alive), forgetting them."
     with _deferred_lock: refs = _deferred.pop(device, ())
     return [t.node for r in refs if (t := r()) is not None]
+
+# %% ../nbs/04_graph.ipynb #4d2694b1
+class JitError(VkmlError, RuntimeError):
+    "A function given to `vkml.jit` does something a replay cannot repeat (reads a value on the host, uses two devices...)."
+
+class CaptureNotes:
+    "What the host does inside a captured step that a replay must redo."
+    def __init__(self, device: str):
+        self.device = device
+        self.refresh = []   # (INPUT node, values()): data uploaded for the step, recomputed at each replay
+        self.rands = []     # (RAND node, generator, n): random numbers, drawn again at each replay
+
+class _Capturing(threading.local):
+    current = None
+_capturing = _Capturing()
+
+def capture_in_progress():
+    "The capture a `vkml.jit` is recording on this thread, or None."
+    return _capturing.current
+
+def note_refresh(node: Node, values) -> None:
+    "Tell a capture in progress that INPUT `node`'s data comes from `values()`, to be called again at each replay."
+    c = _capturing.current
+    if c is not None: c.refresh.append((node, values))
+
+def note_rand(node: Node, generator, n: int) -> None:
+    "Tell a capture in progress that RAND `node` drew `n` numbers from `generator` (a replay draws them again)."
+    c = _capturing.current
+    if c is not None: c.rands.append((node, generator, n))

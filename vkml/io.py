@@ -109,17 +109,39 @@ def _unflatten(tree, arrays, device, used):
         return tuple(items) if tree.get("tuple") else items
     raise _damaged()
 
+_DTYPES = {"F32", "F16", "BF16", "I64", "I32", "BOOL"}   # what a safetensors file may hold for vkML to read it
+
+def _bf16(path, key) -> np.ndarray:
+    "The bfloat16 tensor `key` of the safetensors file `path` as float32 (exact: bfloat16 is float32's top half)."
+    with open(path, "rb") as fh:
+        n = int.from_bytes(fh.read(8), "little")
+        info = json.loads(fh.read(n))[key]
+        b, e = info["data_offsets"]
+        fh.seek(8 + n + b)
+        raw = np.frombuffer(fh.read(e - b), np.uint16)
+    return (raw.astype(np.uint32) << 16).view(np.float32).reshape(info["shape"])
+
+def _read(f, path, key) -> np.ndarray:
+    dt = f.get_slice(key).get_dtype()
+    if dt not in _DTYPES:
+        fix = "`.float()`" if dt.startswith("F") else "`.long()` or `.int()`" if dt[0] in "IU" else "a supported dtype"
+        raise CheckpointError(f"{path}: tensor {key!r} is {dt}; vkML reads {', '.join(sorted(_DTYPES))} "
+                              f"(BF16 as float32): convert it with {fix} before saving")
+    return _bf16(path, key) if dt == "BF16" else f.get_tensor(key)
+
 def load(path, device="cpu"):
-    "Read a checkpoint written by `save`; tensors are made on `device`."
+    "Read a safetensors file onto `device`: a checkpoint written by `save` as it was saved, any other one as a flat dict of tensors."
     from safetensors import safe_open
     path = os.fspath(path)
     try:
         with safe_open(path, framework="np") as f:
             tree = json.loads((f.metadata() or {}).get(_META_KEY, "null"))
-            arrays = {k: f.get_tensor(k) for k in f.keys()}
-    except FileNotFoundError: raise
+            keys = list(f.keys())
+            arrays = {k: _read(f, path, k) for k in keys}
+    except (FileNotFoundError, CheckpointError): raise
     except Exception as e:
-        raise CheckpointError(f"{path} is not a readable vkML checkpoint ({type(e).__name__}: {e})") from None
-    if tree is None: raise CheckpointError(f"{path} is a safetensors file but not a vkML checkpoint (no '{_META_KEY}' metadata)")
+        raise CheckpointError(f"{path} is not a readable safetensors file ({type(e).__name__}: {e})") from None
+    if tree is None:   # a state dict saved elsewhere (PyTorch's `save_file(model.state_dict(), path)`): names to tensors
+        return {k: vkml.tensor(arrays[k], device=device) for k in keys}
     try: return _unflatten(tree, arrays, device, set())
     except RecursionError: raise CheckpointError(f"{path}: the checkpoint's structure is nested too deeply") from None

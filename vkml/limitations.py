@@ -14,10 +14,11 @@ from .ops import Op, Category, NO_GRAD_REASONS
 from .registry import OPERATORS, BACKENDS, backend_impl, vjp_rules, try_trace, counts
 
 # %% auto #0
-__all__ = ['MEANING', 'DONE', 'BACKEND_GAPS', 'RESULTS', 'EINSUM_CASES', 'LINALG', 'label', 'md_table', 'legend', 'headline',
-           'no_grad_rows', 'breakdown', 'no_grad_table', 'backend_gap', 'off_backend_rows', 'off_backend_table',
-           'vulkan_reason', 'vulkan_device', 'results', 'mixed_devices_row', 'rank_row', 'float64_row', 'multi_gpu_row',
-           'fusion_row', 'lazy_detach_row', 'gpu_wins_row', 'higher_order_row', 'nonleaf_grad_row', 'einsum_row',
+__all__ = ['MEANING', 'DONE', 'BACKEND_GAPS', 'RESULTS', 'FUSION_FEATURE', 'FUSION_LIVE', 'EINSUM_CASES', 'LINALG', 'label',
+           'md_table', 'legend', 'headline', 'no_grad_rows', 'breakdown', 'no_grad_table', 'backend_gap',
+           'off_backend_rows', 'off_backend_table', 'vulkan_reason', 'vulkan_device', 'results', 'mixed_devices_row',
+           'rank_row', 'float64_row', 'multi_gpu_row', 'gradient_exchange_row', 'fusion_row', 'lazy_detach_row',
+           'gpu_wins_row', 'higher_order_row', 'nonleaf_grad_row', 'einsum_row', 'mask_index_row', 'inplace_row',
            'linalg_row', 'threading_row', 'index_check_row', 'feature_rows', 'feature_table', 'summary', 'provenance']
 
 # %% ../nbs/50_limitations.ipynb #884355cd
@@ -178,22 +179,76 @@ def float64_row():
                 "nbs/06_cpu.ipynb, nbs/13_autograd.ipynb")
 
 def multi_gpu_row(vk_why):
-    import vkml.nn
+    import vkml.nn, vkml.distributed
     n = 0 if vk_why else len(__import__("vkml.vulkan", fromlist=["devices"]).devices())
-    api = [a for a in ("DataParallel", "DistributedDataParallel") if hasattr(vkml.nn, a)]
-    return _row("several GPUs", DONE if api else Category.WAITING_ARCHITECTURE,
-                f"{n} Vulkan device(s) visible; 'vulkan:N' names one, a graph runs on one device, and nothing splits a "
-                f"graph or a batch across devices" + (f" ({', '.join(api)} exist)" if api else ""),
-                "ADR 0008, ROADMAP")
+    api = [f"{m.__name__}.{a}" for m in (vkml.nn, vkml.distributed) for a in ("DataParallel", "DistributedDataParallel")
+           if hasattr(m, a)]
+    mpi = vkml.distributed.is_available()
+    return _row("several GPUs", DONE if api and mpi else Category.WAITING_ARCHITECTURE,
+                f"{n} Vulkan device(s) visible; 'vulkan:N' names one and a graph runs on one device; "
+                + (f"data-parallel training over MPI splits each batch across processes, one device each ({', '.join(api)}"
+                   f"{'' if mpi else '; mpi4py is not installed here'})" if api else "nothing splits a batch across devices"),
+                "nbs/37_distributed.ipynb, ADR 0024")
+
+def gradient_exchange_row():
+    import vkml.distributed as D
+    staged = ".numpy()" in inspect.getsource(D.DistributedDataParallel._average)   # buckets read back to the host
+    return _row("gradient exchange overlapped with backward, device to device", Category.WAITING_ARCHITECTURE if staged else DONE,
+                "DistributedDataParallel reads every gradient bucket back once the whole backward is realized, sums it "
+                "across the ranks with MPI on the host and uploads the average: nothing overlaps the computation, and "
+                "with several ranks the step runs eagerly (a vkml.jit replay cannot repeat the host exchange)"
+                if staged else "the buckets no longer pass through the host", "nbs/37_distributed.ipynb, ADR 0024")
 
 # %% ../nbs/50_limitations.ipynb #5a93bf08
+FUSION_FEATURE = "kernel fusion (elementwise chains; a reduction with its elementwise prologue and epilogue)"
+FUSION_LIVE = (32, 256)        # rows x cols of the measurement this page makes on the device at hand
+_fusion_cache: dict = {}
+
+def _fusion_ratios(res: dict) -> str:
+    "The range over workloads of each saving (unfused / fused), and one workload spelled out."
+    ws = res["workloads"]
+    def span(key):
+        v = [r["saved"][key] for r in ws]
+        return f"{min(v):.2g}–{max(v):.2g}" if f"{min(v):.2g}" != f"{max(v):.2g}" else f"{min(v):.2g}"
+    ln = next((r for r in ws if r["name"] == "layer_norm"), ws[0])
+    return (f"unfused/fused over {len(ws)} workloads ({', '.join(r['name'] for r in ws)}): dispatches {span('dispatches')}, "
+            f"bytes moved {span('bytes_moved')}, GPU time {span('gpu_us')}, host time {span('host_us')}; e.g. {ln['name']}: "
+            f"{ln['unfused']['dispatches']} → {ln['fused']['dispatches']} dispatches, bytes "
+            f"{ln['unfused']['bytes_moved'] / ln['unfused']['bytes_ideal']:.2g}× → {ln['fused']['bytes_moved'] / ln['fused']['bytes_ideal']:.2g}× "
+            f"a single pass, GPU {ln['unfused']['gpu_us']:,.0f} → {ln['fused']['gpu_us']:,.0f} µs")
+
+def _fusion_here() -> str:
+    "The measurement made now on the default Vulkan device (cached), or the schedules' kernel counts where there is none."
+    if "here" in _fusion_cache: return _fusion_cache["here"]
+    from vkml.experiments import fusion as FX
+    from vkml.graph import get_backend, canonical_device
+    rows, cols = FUSION_LIVE
+    try: backend = get_backend(canonical_device("vulkan")); backend.device
+    except (VkmlError, OSError, ImportError) as e:
+        if os.environ.get("VKML_REQUIRE_VULKAN", "").strip().lower() not in ("", "0", "false", "no"): raise
+        counts = FX.kernel_counts(rows, cols)
+        text = (f"no Vulkan device here ({type(e).__name__}), so only the schedules' kernels are counted: "
+                + ", ".join(f"{n} {off} → {on}" for n, (off, on) in counts.items()))
+    else:
+        from vkml.vulkan import codegen
+        if not backend.fuses: text = f"nothing fuses here: {codegen.compiler()[1]}"
+        else:
+            res = FX.run(rows, cols, repeats=2)
+            text = f"measured now on {res['provenance']['device'].split(' (')[0]} at {rows}×{cols} float32, {_fusion_ratios(res)}"
+    _fusion_cache["here"] = text
+    return text
+
 def fusion_row():
-    found = results("fusion_h200.json")
-    if not found:
-        return _row("fusion of elementwise chains", Category.WAITING_MEASUREMENT,
-                    "not yet measured: bench/results/fusion_h200.json does not exist; every op is its own dispatch", "ROADMAP")
-    path, d = found[0]
-    return _row("fusion of elementwise chains", Category.WAITING_MEASUREMENT, f"measured in {path}: {_numbers(d)}", path)
+    "Kernel fusion, with what it saves: on the H200 (from its results file, when it holds this measurement) and here."
+    from vkml.experiments.fusion import current
+    found = [(p, d) for p, d in results("fusion_h200.json") if current(d)]
+    parts, see = [], "nbs/42_experiment_fusion.ipynb"
+    for path, d in found[:1]:
+        parts.append(f"on the {d['provenance']['device']} at {d['rows']}×{d['cols']} float32 ({path}), {_fusion_ratios(d)}")
+        see += f", {path}"
+    if not found: parts.append("not yet measured on the H200 (`python bench/fusion.py --out bench/results/fusion_h200.json`)")
+    parts.append(_fusion_here())
+    return _row(FUSION_FEATURE, DONE, "one generated kernel per fused region, `VKML_FUSION=0` turns it off; " + "; ".join(parts), see)
 
 # %% ../nbs/50_limitations.ipynb #aa145e38
 def _steps(device, eager=False, steps=4, batch=32):
@@ -274,7 +329,8 @@ def nonleaf_grad_row():
                 + ("" if hasattr(vkml.Tensor, "retain_grad") else "; there is no retain_grad()"), "nbs/13_autograd.ipynb")
 
 # %% ../nbs/50_limitations.ipynb #5129ff19
-EINSUM_CASES = ("ij,jk->ik", "bij,bjk->bik", "ij->ji", "i,i->", "ij,jk", "ii->i", "...ij->...ji", "ij,jk,kl->il")
+EINSUM_CASES = ("ij,jk->ik", "bij,bjk->bik", "ij->ji", "i,i->", "ij,jk", "ii->i", "ii", "...ij->...ji", "...ij->ij",
+                "ij,jk,kl->il")
 
 def _operands(eq):
     "Ones of extent 2 with the rank each input term of `eq` names (an ellipsis counts one axis)."
@@ -288,6 +344,34 @@ def einsum_row():
     return _row("einsum beyond one or two operands with an explicit output", Category.NOT_YET if refused else DONE,
                 f"runs {', '.join(f'`{e}`' for e in ok)}; raises EinsumError for {', '.join(f'`{e}`' for e in refused) or 'none'}",
                 "nbs/11_tensor_linalg.ipynb")
+
+def mask_index_row():
+    "Boolean-mask indexing needs the mask's values on the host: probed by counting realizes."
+    x = vkml.tensor(np.arange(6, dtype=np.float32))
+    m = (x + 0) > 2                                    # a lazy mask
+    x[m]
+    read = m.node.realized
+    m2 = (x + 0) > 2
+    x[m2] = 0.0
+    written = m2.node.realized
+    return _row("boolean-mask indexing", Category.BY_DESIGN,
+                f"`x[mask]` has as many elements as the mask has true ones, so it reads the mask on the host "
+                f"({'it realized the lazy mask' if read else 'NOT realized?'}: on Vulkan a wait); `x[mask] = v` with a number "
+                f"and `masked_fill` are a WHERE and {'realized it too' if written else 'did not realize it'}", "nbs/10_tensor_shape.ipynb")
+
+def inplace_row():
+    "In-place ops: PyTorch's view semantics, and when the write goes into the existing buffer."
+    x = vkml.tensor(np.zeros(4, np.float32)); v = x[1:]
+    x.add_(1)
+    seen, lowered = v.tolist() == [1.0, 1.0, 1.0], x.node.op is Op.ASSIGN
+    y = vkml.tensor(np.zeros(4, np.float32)); pending = y * 2
+    y.add_(1)
+    kept = pending.tolist() == [0.0] * 4 and y.node.op is not Op.ASSIGN
+    return _row("in-place ops and views", DONE if seen and kept else Category.NOT_YET,
+                f"a view {'sees' if seen else 'does NOT see'} a write into its base; a realized tensor nothing else reads is "
+                f"written {'in its own buffer (ASSIGN)' if lowered else 'functionally'}, and a value built before the write "
+                f"{'keeps the old one (the write is functional then)' if kept else 'does NOT keep it'}; a write into a region "
+                f"of a tensor still costs a pass over the whole tensor", "ADR 0022, nbs/12_tensor.ipynb")
 
 LINALG = ("cholesky", "det", "logdet", "eigh")
 
@@ -327,8 +411,9 @@ def index_check_row(vk_why):
 # %% ../nbs/50_limitations.ipynb #a03729fd
 def feature_rows(vk_why=None) -> list:
     "Every feature row, probed now (`vk_why`: why Vulkan is unavailable, or None)."
-    return [mixed_devices_row(), rank_row(), float64_row(), multi_gpu_row(vk_why), fusion_row(), lazy_detach_row(vk_why),
-            higher_order_row(), nonleaf_grad_row(), einsum_row(), linalg_row(), threading_row(), index_check_row(vk_why),
+    return [mixed_devices_row(), rank_row(), float64_row(), multi_gpu_row(vk_why), gradient_exchange_row(), fusion_row(), lazy_detach_row(vk_why),
+            higher_order_row(), nonleaf_grad_row(), einsum_row(), mask_index_row(), inplace_row(), linalg_row(),
+            threading_row(), index_check_row(vk_why),
             gpu_wins_row(vk_why)]
 
 def feature_table(rows) -> str:

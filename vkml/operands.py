@@ -4,31 +4,31 @@
 
 # %% ../nbs/07_operands.ipynb #0f9803ea
 from __future__ import annotations
-import math
+import math, weakref
 import numpy as np
 from .dtypes import *
-from .ops import Op, ACCEPTED_DTYPES
-from .graph import Node, make_node, check_same_device, canonical_device, get_backend
+from .ops import Op, ACCEPTED_DTYPES, VIEW_OPS
+from .graph import Node, make_node, check_same_device, canonical_device, get_backend, is_grad_enabled
 
 # %% auto #0
 __all__ = ['INT_RANGE', 'ArgumentError', 'EinsumError', 'IndexingError', 'TensorBase', 'is_tensor', 'reduce_axes', 'need_tensor',
            'check_dtype', 'mixed_dtypes', 'is_scalar', 'scalar_as', 'scalar_dtype', 'expand_to', 'reshape_to',
-           'const_like', 'common_operands', 'lift', 'elementwise_op']
+           'const_like', 'common_operands', 'lift', 'elementwise_op', 'with_out']
 
 # %% ../nbs/07_operands.ipynb #bfb8716f
 class ArgumentError(VkmlError, ValueError):
     "An argument value an operator does not take (a mode, a zero step, sections that do not add up)."
 
 class EinsumError(ArgumentError):
-    "An einsum equation vkML does not lower: implicit output, a repeated index (diagonal), ellipsis."
+    "An einsum equation that is malformed or that does not fit its operands (a subscript, a size, the rank)."
 
 class IndexingError(VkmlError, IndexError):
-    "An index `Tensor.__getitem__` does not take: lists, masks, several tensor indices."
+    "An index `Tensor.__getitem__` does not take (a float, a string, a mask of the wrong shape)."
 
 # %% ../nbs/07_operands.ipynb #b31fdfd1
 class TensorBase:
     "A lazily computed n-dimensional array on one device: the node and what is read from it."
-    __slots__ = ("node", "grad", "__weakref__")
+    __slots__ = ("node", "grad", "_base", "_steps", "_views", "_vc", "__weakref__")   # (the last three: set when used)
     __array_priority__ = 1000  # numpy defers `ndarray + Tensor` to us
     __array_ufunc__ = None     # ... for every operator: `array @ tensor` is ours to refuse or compute
 
@@ -50,6 +50,60 @@ class TensorBase:
     def _apply(self, op: Op, *srcs: "TensorBase", arg=None, shape=None, dtype=None) -> "TensorBase":
         "The tensor of `op` over `srcs` (tensors), built without the public checks (the caller made them)."
         return self._wrap(make_node(op, tuple(s.node for s in srcs), arg, shape, dtype))
+    def _write(self, value: "TensorBase", what: str) -> "TensorBase":
+        raise NotImplementedError   # Tensor writes in place
+    def _as_view(self, out: "TensorBase") -> "TensorBase":
+        "Make `out`, built from this tensor by view ops alone, a view of its storage (returns `out`)."
+        if out is self or not isinstance(out, TensorBase): return out
+        steps, n, mine = [], out.node, self.node
+        while n is not mine:
+            if n.op not in VIEW_OPS or not n.srcs or n.buf is not None: return out   # not a pure view: a copy
+            steps.append((n.op, n.arg, n.shape, n.dtype)); n = n.srcs[0]
+        base = self._base
+        if base is None: base, steps = self, tuple(reversed(steps))
+        else: steps = self._steps + tuple(reversed(steps))
+        if not _viewable(base.node.shape, steps): return out   # PyTorch's reshape copies here: so does vkML
+        out._base, out._steps = base, steps
+        refs = getattr(base, "_views", None)
+        if refs is None: refs = base._views = []
+        elif len(refs) >= 32 and len(refs) & (len(refs) - 1) == 0: refs[:] = [r for r in refs if r() is not None]
+        refs.append(weakref.ref(out))
+        return out
+
+def _viewable(shape, steps) -> bool:
+    "Can `steps` (view ops) show a contiguous `shape` without a copy (only a RESHAPE of some layouts cannot)?"
+    sh, st = tuple(shape), None                       # st None: still contiguous (the common case costs nothing)
+    for op, arg, nsh, _ in steps:
+        if op is Op.RESHAPE:
+            if st is not None:
+                st = _view_strides(sh, st, tuple(nsh))
+                if st is None: return False
+        elif op is Op.SLICE:
+            if st is None and all(a == (0, n, 1) for a, n in zip(arg, sh)): pass
+            else: st = tuple(s * step for s, (_, _, step) in zip(st or contiguous_strides(sh), arg))
+        elif op is Op.PERMUTE:
+            if st is not None or any(p != i and sh[p] != 1 for i, p in enumerate(arg)):
+                st = st or contiguous_strides(sh); st = tuple(st[p] for p in arg)
+        elif op is Op.EXPAND:
+            st = st or contiguous_strides(sh)
+            k = len(nsh) - len(sh)
+            st = (0,) * k + tuple(0 if d == 1 and n != 1 else s for d, n, s in zip(sh, nsh[k:], st))
+        sh = tuple(nsh)
+    return True
+
+def _view_strides(old, strides, new):
+    "The strides that show `old` (with `strides`) as `new` without a copy, or None (PyTorch's `computeStride`)."
+    if prod(old) == 0 or not old: return contiguous_strides(new)
+    out, vd, base = [0] * len(new), len(new) - 1, strides[-1]
+    tn = vn = 1
+    for td in range(len(old) - 1, -1, -1):
+        tn *= old[td]
+        if td == 0 or (old[td - 1] != 1 and strides[td - 1] != tn * base):   # the end of a chunk of contiguous dims
+            while vd >= 0 and (vn < tn or new[vd] == 1):
+                out[vd] = vn * base; vn *= new[vd]; vd -= 1
+            if vn != tn: return None
+            if td > 0: base, tn, vn = strides[td - 1], 1, 1
+    return tuple(out) if vd == -1 else None
 
 def is_tensor(x) -> bool: return isinstance(x, TensorBase)
 
@@ -196,3 +250,29 @@ def elementwise_op(op: Op, name: str, *xs, arg=None, accepted=None) -> TensorBas
     dtype, device, shape = common_operands(name, xs, accepted or ACCEPTED_DTYPES[op])
     like = next(x for x in xs if isinstance(x, TensorBase))
     return like._apply(op, *(lift(x, like, dtype, device, shape, name) for x in xs), arg=arg)
+
+def _tensors_in(args):
+    for a in args:
+        if isinstance(a, TensorBase): yield a
+        elif isinstance(a, (list, tuple)): yield from _tensors_in(a)
+
+def with_out(f):
+    "`f` (a function form) with PyTorch's `out=` keyword: the result is written into `out`, in place, and `out` returned."
+    def g(*args, out=None, **kw):
+        if out is None: return f(*args, **kw)
+        need_tensor(f"{f.__name__}'s out", out)
+        if is_grad_enabled() and any(t.requires_grad for t in _tensors_in((*args, *kw.values()))):
+            raise InplaceError(f"{f.__name__}(): functions with out=... arguments don't support automatic "
+                               f"differentiation, but one of the arguments requires grad (as in PyTorch)")
+        r = f(*args, **kw)
+        if r.shape != out.shape:
+            raise ShapeError(f"{f.__name__}(): the result has shape {r.shape} but out has {out.shape}: vkML does not "
+                             f"resize out (PyTorch would, with a warning)")
+        if r.dtype is not out.dtype:
+            raise DTypeError(f"{f.__name__}(): the result is {r.dtype.name} but out is {out.dtype.name} (vkML never casts "
+                             f"implicitly): pass an out of dtype {r.dtype.name}")
+        if any(r is t for t in _tensors_in((*args, *kw.values()))): r = r._apply(Op.CONTIGUOUS, r)
+        return out._write(r, f"{f.__name__}(out=)")
+    g.__name__ = g.__qualname__ = f.__name__
+    g.__doc__, g.__wrapped__ = f.__doc__, f
+    return g

@@ -58,8 +58,8 @@ def _define(kind, names):
 _define("input", "INPUT")
 _define("reduce", "SUM MEAN MAX MIN PROD ARGMAX ARGMIN CUMSUM")
 _define("movement", "RESHAPE PERMUTE EXPAND SLICE PAD CONCAT SLICE_BACKWARD")
-_define("indexing", "GATHER INDEX_ADD CHECK_INDEX")
-_define("contraction", "MATMUL CONV2D CONV_TRANSPOSE2D IM2COL COL2IM MAXPOOL2D MAXPOOL2D_BACKWARD AVGPOOL2D")
+_define("indexing", "GATHER INDEX_ADD SCATTER CHECK_INDEX")
+_define("contraction", "MATMUL CONV2D CONV_TRANSPOSE2D IM2COL COL2IM MAXPOOL2D MAXPOOL2D_BACKWARD AVGPOOL2D CONV2D_WEIGHT")
 _define("autograd", "DETACH")
 
 # %% ../nbs/02_ops.ipynb #68182a81
@@ -84,12 +84,15 @@ ARG_DOC = {
     Op.CONCAT: "axis", Op.SLICE_BACKWARD: "the SLICE arg whose gradient this is (node shape = source shape)",
     Op.GATHER: "axis: out[i][j] = x[i][idx[i][j]] (torch.gather); srcs (x, idx)",
     Op.INDEX_ADD: "axis: torch.scatter_add; srcs (dst, idx, src), idx has src's shape",
-    Op.CHECK_INDEX: "(what, size, ignore, dim): the int64 indices unchanged, or IndexOutOfRangeError naming `what` "
-                    "for one outside 0 .. size-1 that is not `ignore` (None: no exception); `dim` for the message "
-                    "(None: class indices)",
+    Op.SCATTER: "axis: torch.scatter; srcs (dst, idx, src), idx has src's shape; a repeated index: the last entry wins",
+    Op.CHECK_INDEX: "(what, size, ignore, dim, wrap): the int64 indices unchanged, or IndexOutOfRangeError naming "
+                    "`what` for one outside 0 .. size-1 that is not `ignore` (None: no exception); `dim` for the "
+                    "message (None: class indices); `wrap`: -size .. -1 are valid too and come out as i + size",
     Op.MATMUL: "None: srcs (B,M,K) and (B,K,N) -> (B,M,N)",
     Op.CONV2D: "(stride, padding, dilation, groups), each a pair but groups; srcs (x NCHW, w O,C/g,kh,kw)",
     Op.CONV_TRANSPOSE2D: "(stride, padding, output_padding, dilation, groups); srcs (x, w Cin,Cout/g,kh,kw)",
+    Op.CONV2D_WEIGHT: "(kernel, stride, padding, dilation, groups); srcs (g N,O,Ho,Wo; x N,C,H,W): conv2d's weight "
+                      "gradient (O, C/g, kh, kw), the sum over images and output pixels of g times x's windows",
     Op.IM2COL: "(kernel, dilation, padding, stride): torch.nn.functional.unfold",
     Op.COL2IM: "(output_size, kernel, dilation, padding, stride): torch.nn.functional.fold",
     Op.MAXPOOL2D: "(kernel, stride, padding, dilation, ceil_mode)",
@@ -105,8 +108,8 @@ ALL = DTYPES
 ACCEPTED_DTYPES: dict[Op, tuple] = {op: NUMERIC for op in Op}
 "The dtypes each op accepts for its (data) inputs."
 ACCEPTED_DTYPES.update({op: FLOATS for op in (Op.MEAN, Op.MATMUL, Op.CONV2D, Op.CONV_TRANSPOSE2D, Op.IM2COL,
-                                             Op.COL2IM, Op.MAXPOOL2D, Op.MAXPOOL2D_BACKWARD, Op.AVGPOOL2D)})
-ACCEPTED_DTYPES.update({op: ALL for op in MOVEMENT_OPS | {Op.INPUT, Op.GATHER, Op.DETACH, Op.SUM, Op.CUMSUM}})
+                                             Op.COL2IM, Op.MAXPOOL2D, Op.MAXPOOL2D_BACKWARD, Op.AVGPOOL2D, Op.CONV2D_WEIGHT)})
+ACCEPTED_DTYPES.update({op: ALL for op in MOVEMENT_OPS | {Op.INPUT, Op.GATHER, Op.SCATTER, Op.DETACH, Op.SUM, Op.CUMSUM}})
 ACCEPTED_DTYPES[Op.CHECK_INDEX] = (int64,)
 
 # %% ../nbs/02_ops.ipynb #45a6bb6b
@@ -122,7 +125,6 @@ NO_GRAD_REASONS: dict[Op, tuple[Category, str]] = {
     Op.INPUT: (Category.BY_DESIGN, "a leaf: gradients accumulate here"),
     Op.ARGMAX: (Category.BY_DESIGN, "returns integer indices"), Op.ARGMIN: (Category.BY_DESIGN, "returns integer indices"),
     Op.MAXPOOL2D_BACKWARD: (Category.BY_DESIGN, "already a backward op: a rule would be a second derivative"),
-    Op.SLICE_BACKWARD: (Category.BY_DESIGN, "already a backward op: a rule would be a second derivative"),
     Op.DETACH: (Category.BY_DESIGN, "where gradients stop"),
     Op.CHECK_INDEX: (Category.BY_DESIGN, "integer indices have no gradient"),
 }
@@ -206,6 +208,12 @@ def _index_add(axis, dst, idx, src):
     _index_shape("index_add", axis, idx, dst)
     if dst.dtype != src.dtype: raise DTypeError(f"index_add's destination is {dst.dtype} and source {src.dtype}")
     return dst.shape, dst.dtype
+@shape_rule(Op.SCATTER)
+def _scatter(axis, dst, idx, src):
+    if idx.shape != src.shape: raise ShapeError(f"scatter index {idx.shape} and source {src.shape} differ")
+    _index_shape("scatter", axis, idx, dst)
+    if dst.dtype != src.dtype: raise DTypeError(f"scatter's destination is {dst.dtype} and source {src.dtype}")
+    return dst.shape, dst.dtype
 @shape_rule(Op.MATMUL)
 def _matmul(arg, a, b):
     if len(a.shape) != 3 or len(b.shape) != 3 or a.shape[0] != b.shape[0] or a.shape[2] != b.shape[1]:
@@ -237,6 +245,17 @@ def _conv_t2d(arg, x, w):
     ho = (h - 1) * sh - 2 * ph + dh * (w.shape[2] - 1) + oph + 1
     wo = (wd - 1) * sw - 2 * pw + dw * (w.shape[3] - 1) + opw + 1
     return (n, w.shape[1] * g, ho, wo), x.dtype
+@shape_rule(Op.CONV2D_WEIGHT)
+def _conv2d_weight(arg, g, x):
+    (kh, kw), (sh, sw), (ph, pw), (dh, dw), grp = arg
+    if len(g.shape) != 4 or len(x.shape) != 4: raise ShapeError(f"conv2d weight gradient takes NCHW g and x, got {g.shape} and {x.shape}")
+    if g.dtype != x.dtype: raise DTypeError(f"graph op inputs must have one dtype, got {g.dtype} and {x.dtype}")
+    if g.shape[0] != x.shape[0] or grp < 1 or g.shape[1] % grp or x.shape[1] % grp:
+        raise ShapeError(f"conv2d weight gradient: g {g.shape} and x {x.shape} do not fit groups={grp}")
+    # x's windows must cover g's pixels (a transposed convolution's extra output rows have more)
+    if conv_out(x.shape[2], kh, sh, ph, dh) < g.shape[2] or conv_out(x.shape[3], kw, sw, pw, dw) < g.shape[3]:
+        raise ShapeError(f"conv2d weight gradient: x {x.shape} has fewer windows than g {g.shape} has pixels")
+    return (g.shape[1], x.shape[1] // grp, kh, kw), x.dtype
 @shape_rule(Op.IM2COL)
 def _im2col(arg, x):
     (kh, kw), (dh, dw), (ph, pw), (sh, sw) = arg

@@ -4,26 +4,93 @@
 
 # %% ../nbs/32_optim.ipynb #bf7d42dd
 from __future__ import annotations
-import math
+import math, weakref
 import numpy as np
 from .dtypes import *
-from .graph import no_grad
+from .ops import Op
+from .graph import Node, no_grad, get_backend, note_refresh
 from .tensor import Tensor, realize, tensor
 import vkml.functional as VF
 from .nn import Parameter, assign
 
 # %% auto #0
-__all__ = ['OptimizerError', 'Optimizer', 'SGD', 'Adam', 'AdamW', 'RMSprop', 'LRScheduler', 'StepLR', 'CosineAnnealingLR',
-           'LinearLR']
+__all__ = ['rebind_leaf', 'FlatStore', 'OptimizerError', 'Optimizer', 'SGD', 'Adam', 'AdamW', 'RMSprop', 'LRScheduler', 'StepLR',
+           'CosineAnnealingLR', 'LinearLR']
 
 # %% ../nbs/32_optim.ipynb #54e2e7e0
+def rebind_leaf(p: Tensor, buf) -> None:
+    "Make leaf `p` a fresh INPUT node over backend buffer `buf` (its value, gradient flags and owner kept)."
+    n = Node(Op.INPUT, (), None, p.shape, p.dtype, p.device, buf=buf, requires_grad=p.requires_grad)
+    if p.requires_grad: n.leaf_of = weakref.ref(p)
+    n.tref = weakref.ref(p)
+    p.node = n
+
+class FlatStore:
+    "Every parameter of an optimiser in one flat buffer (each a view of its slice), and each state tensor flat beside it."
+    def __init__(self, opt: "Optimizer"):
+        self.params = [p for g in opt.param_groups for p in g["params"]]
+        self.device = self.params[0].device
+        sizes = [p.numel() for p in self.params]
+        starts = np.cumsum([0] + sizes).tolist()
+        self.offset = {id(p): o for p, o in zip(self.params, starts)}
+        self.ranges = []                                  # each group's [start, stop) in the flat buffers
+        i = 0
+        for g in opt.param_groups:
+            self.ranges.append((starts[i], starts[i + len(g["params"])])); i += len(g["params"])
+        self.n = starts[-1]
+        # Until the first step realizes them, the flat values are lazy concatenations; that step's update
+        # writes fresh flat buffers, which `bind` then adopts (so building the store costs no submission).
+        self.p = self._flat(self.params)
+        self.state = {name: self._flat([self._state(opt, p, name) for p in self.params]) for name in opt.state_names}
+        self.bound, self.bufs = False, {}
+
+    def bind(self, opt, p: Tensor, state: dict):
+        "Adopt the realized flat tensors: each parameter becomes a view of its slice of `p`, each state a view of its own."
+        backend = get_backend(self.device)
+        self.p, self.state, self.bound = p, state, True
+        for q in self.params:
+            buf = self.bufs[id(q)] = backend.alias(p.node.buf, q.shape, self.offset[id(q)])
+            rebind_leaf(q, buf)
+        for name, flat in state.items():
+            for q in self.params:
+                view = Tensor(Node(Op.INPUT, (), None, q.shape, float32, self.device,
+                                   buf=backend.alias(flat.node.buf, q.shape, self.offset[id(q)])))
+                opt.state.setdefault(q, {})[name] = view
+
+    def _state(self, opt, p, name) -> Tensor:
+        "The state tensor `name` of parameter `p` (zeros before the first step)."
+        v = opt.state.get(p, {}).get(name)
+        if v is None: return VF.zeros(p.shape, device=self.device)
+        return v.detach() if isinstance(v, Tensor) else tensor(np.asarray(v, np.float32), device=self.device)
+
+    def _flat(self, parts) -> Tensor:
+        "A fresh flat float32 tensor on the device: `parts` one after another (lazy)."
+        return VF.cat([t.detach().reshape(-1) for t in parts])
+
+    def valid_for(self, opt) -> bool:
+        "Are the optimiser's parameters still the views this store made?"
+        ps = [p for g in opt.param_groups for p in g["params"]]
+        return self.bound and len(ps) == len(self.params) and all(
+            q is p and p.node.buf is self.bufs[id(p)] for p, q in zip(ps, self.params))
+
+# %% ../nbs/32_optim.ipynb #61f556a5
 class OptimizerError(VkmlError, ValueError):
     "A hyperparameter out of range, or an optimiser state dict that does not fit the optimiser."
 
+def _number(name, v, lo=0.0, opt=""):
+    "`v` as a float, checked: a real number >= lo (a typed error, not a TypeError, for anything else)."
+    if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)) or not math.isfinite(v):
+        raise OptimizerError(f"{opt}: {name} must be a finite number, got {v!r}")
+    if v < lo: raise OptimizerError(f"{opt}: {name} must be >= {lo}, got {v}")
+    return float(v)
+
 class Optimizer:
-    "Parameter groups, per-parameter state, and a `step()` that realizes every update together."
-    def __init__(self, params, defaults: dict):
+    "Parameter groups, per-parameter state, and a `step()` that realizes every update together (fused by default)."
+    state_names: tuple = ()     # the state tensors of each parameter (exp_avg, momentum_buffer...)
+
+    def __init__(self, params, defaults: dict, fused=None):
         self.defaults, self.state, self.param_groups = defaults, {}, []
+        self.fused, self._flat = fused, None
         params = list(params)
         if not params: raise OptimizerError("the optimiser got an empty parameter list")
         for g in (params if isinstance(params[0], dict) else [{"params": params}]): self.add_param_group(g)
@@ -38,7 +105,12 @@ class Optimizer:
             if p.dtype is not float32: raise DTypeError(f"optimiser parameters are float32, got {p.dtype.name}: use `.float()`")
         seen = {id(q) for g in self.param_groups for q in g["params"]}
         if any(id(p) in seen for p in ps): raise OptimizerError("a parameter appears in two parameter groups")
-        self.param_groups.append({**self.defaults, **group, "params": ps})
+        group = {**self.defaults, **group, "params": ps}
+        self._check_group(group)
+        self.param_groups.append(group)
+        self._flat = None
+
+    def _check_group(self, group): pass
 
     def zero_grad(self, set_to_none: bool = True):
         "Forget the gradients (or make them zeros)."
@@ -46,153 +118,221 @@ class Optimizer:
             for p in g["params"]:
                 if p.grad is not None: p.grad = None if set_to_none else VF.zeros_like(p.grad)
 
+    # --- what a subclass writes ---
+    def _hyper(self, group, step: int) -> dict:
+        "The per-step numbers of `group` at step `step` (learning-rate and step dependent), by name."
+        raise NotImplementedError
+    def _rule(self, p, g, s: dict, h: dict, group) -> dict:
+        "New values of the parameter ('param') and of each state tensor, from p, g, the state s and the numbers h."
+        raise NotImplementedError
+
+    # --- the step ---
     def step(self, closure=None):
         "Update every parameter that has a gradient: one lazy graph, one realize (`closure` recomputes the loss first)."
-        loss = None
-        if closure is not None: loss = closure()
-        out = []
+        loss = closure() if closure is not None else None
         with no_grad():
-            for group in self.param_groups:
-                for p in group["params"]:
-                    if p.grad is None: continue
-                    st = self.state.setdefault(p, {})
-                    st["step"] = st.get("step", 0) + 1
-                    new = self._update(p, p.grad, group, st)
-                    assign(p, new)
-                    out.append(p)
-                    out.extend(v for v in st.values() if isinstance(v, Tensor))
-        if loss is not None and isinstance(loss, Tensor): out.append(loss)
-        if out: realize(*out)
+            outs, after = self._step_fused() if self._fusable() else (self._step_each(), None)
+        if isinstance(loss, Tensor): outs.append(loss)
+        if outs: realize(*outs)
+        if after is not None: after()
         return loss
 
-    def _update(self, p, g, group, st) -> Tensor: raise NotImplementedError
+    def _fusable(self) -> bool:
+        ps = [p for g in self.param_groups for p in g["params"]]
+        ok = all(p.grad is not None for p in ps) and len({p.device for p in ps}) == 1
+        if self.fused and not ok:
+            raise OptimizerError("fused=True needs a gradient for every parameter, all on one device; "
+                                 "use fused=False (or leave fused unset) to update the others")
+        return ok and self.fused is not False
 
-# %% ../nbs/32_optim.ipynb #61f556a5
-def _state_dict(self: Optimizer) -> dict:
-    "{'state': {index: {name: tensor or number}}, 'param_groups': [{hyperparameters, 'params': [indices]}]}."
-    index, groups = {}, []
-    for g in self.param_groups:
-        ids = []
-        for p in g["params"]: index[id(p)] = len(index); ids.append(index[id(p)])
-        groups.append({**{k: v for k, v in g.items() if k != "params"}, "params": ids})
-    state = {index[id(p)]: dict(s) for p, s in self.state.items() if id(p) in index}
-    return {"state": state, "param_groups": groups}
-Optimizer.state_dict = _state_dict
+    def _advance(self, group) -> np.ndarray:
+        "Count one more step for every parameter of `group`; its per-step numbers as a float32 array."
+        step = 0
+        for p in group["params"]:
+            st = self.state.setdefault(p, {})
+            st["step"] = step = st.get("step", 0) + 1
+        return np.array(list(self._hyper(group, step).values()), np.float32)
 
-def _load_state_dict(self: Optimizer, sd: dict):
-    "Restore hyperparameters and state from `state_dict()`'s structure (tensors go to each parameter's device)."
-    if set(sd) != {"state", "param_groups"}: raise OptimizerError(f"an optimiser state dict has 'state' and 'param_groups', got {sorted(sd)}")
-    groups = sd["param_groups"]
-    if len(groups) != len(self.param_groups):
-        raise OptimizerError(f"the state dict has {len(groups)} parameter groups, the optimiser {len(self.param_groups)}")
-    params = [p for g in self.param_groups for p in g["params"]]
-    for mine, theirs in zip(self.param_groups, groups):
-        if len(mine["params"]) != len(theirs["params"]):
-            raise OptimizerError(f"a parameter group has {len(theirs['params'])} parameters in the state dict, {len(mine['params'])} here")
-    new_state = {}
-    for k, s in sd["state"].items():
-        i = int(k)
-        if not 0 <= i < len(params): raise OptimizerError(f"state for parameter {k!r}, but the optimiser has {len(params)}")
-        p, ps = params[i], {}
-        for name, v in s.items():
-            if isinstance(v, (Tensor, np.ndarray)):
-                a = v.numpy() if isinstance(v, Tensor) else v
-                if tuple(a.shape) != p.shape and a.ndim:
-                    raise OptimizerError(f"state {name!r} of parameter {i} has shape {tuple(a.shape)}, the parameter {p.shape}")
-                v = tensor(a, device=p.device)
-            ps[name] = v
-        new_state[p] = ps
-    for mine, theirs in zip(self.param_groups, groups):
-        mine.update({k: tuple(v) if isinstance(v, list) and k == "betas" else v for k, v in theirs.items() if k != "params"})
-    self.state = new_state
-Optimizer.load_state_dict = _load_state_dict
+    def _step_fused(self) -> tuple:
+        "The update of every parameter as flat tensors; (outputs, what to do once they are realized)."
+        if self._flat is None or not self._flat.valid_for(self): self._flat = FlatStore(self)
+        flat, outs, fresh = self._flat, [], []
+        for group, (a, b) in zip(self.param_groups, flat.ranges):
+            names = list(self._hyper(group, 1))
+            H = tensor(self._advance(group), device=flat.device)
+            note_refresh(H.node, lambda group=group: self._advance(group))   # a replayed step recomputes them
+            h = {k: H[i] for i, k in enumerate(names)}
+            P = flat.p[a:b]
+            G = VF.cat([p.grad.reshape(-1) for p in group["params"]])
+            S = {k: flat.state[k][a:b] for k in self.state_names}
+            new = self._rule(P, G, S, h, group)
+            if flat.bound:                                  # in place
+                outs.append(P._apply(Op.ASSIGN, P, new["param"]))
+                outs.extend(S[k]._apply(Op.ASSIGN, S[k], new[k]) for k in self.state_names)
+            else: fresh.append(new)
+        if flat.bound: return outs, None
+        # the first step: its results become the flat buffers
+        whole = lambda k: fresh[0][k] if len(fresh) == 1 else VF.cat([f[k] for f in fresh])
+        p, state = whole("param"), {k: whole(k) for k in self.state_names}
+        return [p, *state.values()], lambda: flat.bind(self, p, state)
+
+    def _step_each(self) -> list:
+        self._flat = None                              # a per-parameter step rebinds the parameters
+        outs = []
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is None: continue
+                st = self.state.setdefault(p, {})
+                st["step"] = st.get("step", 0) + 1
+                h = self._hyper(group, st["step"])
+                s = {k: st[k] if isinstance(st.get(k), Tensor) else VF.zeros_like(p) for k in self.state_names}
+                new = self._rule(p, p.grad, s, h, group)
+                assign(p, new["param"])
+                for k in self.state_names: st[k] = new[k]
+                outs += [p] + [st[k] for k in self.state_names]
+        return outs
+
+    # --- state dicts ---
+    def state_dict(self) -> dict:
+        "{'state': {index: {name: tensor or number}}, 'param_groups': [{hyperparameters, 'params': [indices]}]}."
+        index, groups = {}, []
+        for g in self.param_groups:
+            ids = []
+            for p in g["params"]: index[id(p)] = len(index); ids.append(index[id(p)])
+            groups.append({**{k: v for k, v in g.items() if k != "params"}, "params": ids})
+        state = {index[id(p)]: dict(s) for p, s in self.state.items() if id(p) in index}
+        return {"state": state, "param_groups": groups}
+
+    def load_state_dict(self, sd: dict):
+        "Restore hyperparameters and state from `state_dict()`'s structure (tensors go to each parameter's device)."
+        if set(sd) != {"state", "param_groups"}: raise OptimizerError(f"an optimiser state dict has 'state' and 'param_groups', got {sorted(sd)}")
+        groups = sd["param_groups"]
+        if len(groups) != len(self.param_groups):
+            raise OptimizerError(f"the state dict has {len(groups)} parameter groups, the optimiser {len(self.param_groups)}")
+        params = [p for g in self.param_groups for p in g["params"]]
+        for mine, theirs in zip(self.param_groups, groups):
+            if len(mine["params"]) != len(theirs["params"]):
+                raise OptimizerError(f"a parameter group has {len(theirs['params'])} parameters in the state dict, {len(mine['params'])} here")
+        new_state = {}
+        for k, s in sd["state"].items():
+            i = int(k)
+            if not 0 <= i < len(params): raise OptimizerError(f"state for parameter {k!r}, but the optimiser has {len(params)}")
+            p, ps = params[i], {}
+            for name, v in s.items():
+                if isinstance(v, (Tensor, np.ndarray)):
+                    a = v.numpy() if isinstance(v, Tensor) else v
+                    if tuple(a.shape) != p.shape and a.ndim:
+                        raise OptimizerError(f"state {name!r} of parameter {i} has shape {tuple(a.shape)}, the parameter {p.shape}")
+                    v = tensor(a, device=p.device)
+                ps[name] = v
+            new_state[p] = ps
+        for mine, theirs in zip(self.param_groups, groups):
+            mine.update({k: tuple(v) if isinstance(v, list) and k == "betas" else v for k, v in theirs.items() if k != "params"})
+            self._check_group(mine)
+        self.state, self._flat = new_state, None       # the flat store is rebuilt from this state at the next step
 
 # %% ../nbs/32_optim.ipynb #5e1cc1e3
-def _check(name, **vals):
-    "Refuse a hyperparameter that is not a finite number >= 0 (a tensor, a string, NaN, a negative lr...)."
-    for k, v in vals.items():
-        if not isinstance(v, (int, float, np.integer, np.floating)) or isinstance(v, bool) or not math.isfinite(v):
-            raise OptimizerError(f"{name}: {k} must be a finite Python number, got {v!r}")
-        if v < 0: raise OptimizerError(f"{name}: {k} must be >= 0, got {v}")
-
 class SGD(Optimizer):
     "Stochastic gradient descent with momentum, dampening, Nesterov momentum and weight decay."
-    def __init__(self, params, lr=1e-3, momentum=0.0, dampening=0.0, weight_decay=0.0, nesterov=False, maximize=False):
-        _check("SGD", lr=lr, momentum=momentum, weight_decay=weight_decay)
-        if nesterov and (momentum <= 0 or dampening != 0):
-            raise OptimizerError("Nesterov momentum needs momentum > 0 and dampening 0 (as PyTorch)")
+    def __init__(self, params, lr=1e-3, momentum=0.0, dampening=0.0, weight_decay=0.0, nesterov=False, maximize=False,
+                 fused=None):
         super().__init__(params, dict(lr=lr, momentum=momentum, dampening=dampening, weight_decay=weight_decay,
-                                      nesterov=nesterov, maximize=maximize))
-    def _update(self, p, g, h, st):
-        if h["maximize"]: g = -g
-        if h["weight_decay"]: g = g + p * h["weight_decay"]
-        if h["momentum"]:
-            buf = st.get("momentum_buffer")
-            buf = g if buf is None else buf * h["momentum"] + g * (1.0 - h["dampening"])
-            st["momentum_buffer"] = buf
-            g = g + buf * h["momentum"] if h["nesterov"] else buf
-        return p - g * h["lr"]
+                                      nesterov=nesterov, maximize=maximize), fused)
+    @property
+    def state_names(self): return ("momentum_buffer",) if any(g["momentum"] for g in self.param_groups) else ()
+    def _check_group(self, g):
+        for k in ("lr", "momentum", "dampening", "weight_decay"): g[k] = _number(k, g[k], opt="SGD")
+        if g["nesterov"] and (g["momentum"] <= 0 or g["dampening"] != 0):
+            raise OptimizerError("Nesterov momentum needs momentum > 0 and dampening 0 (as PyTorch)")
+    def _hyper(self, g, step):
+        first = step == 1   # the buffer starts as the first gradient itself
+        return dict(lr=g["lr"], mom=0.0 if first else g["momentum"], keep=1.0 if first else 1.0 - g["dampening"])
+    def _rule(self, p, g, s, h, group):
+        if group["maximize"]: g = -g
+        if group["weight_decay"]: g = g + p * group["weight_decay"]
+        new = {}
+        if group["momentum"]:
+            buf = new["momentum_buffer"] = s["momentum_buffer"] * h["mom"] + g * h["keep"]
+            g = g + buf * group["momentum"] if group["nesterov"] else buf
+        elif "momentum_buffer" in s: new["momentum_buffer"] = s["momentum_buffer"]
+        new["param"] = p - g * h["lr"]
+        return new
 
 class Adam(Optimizer):
     "Adam: bias-corrected moment estimates (optionally AMSGrad), L2 weight decay added to the gradient."
     _decoupled = False
-    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, amsgrad=False, maximize=False):
-        _check(type(self).__name__, lr=lr, eps=eps, weight_decay=weight_decay)
-        if not isinstance(betas, (tuple, list)) or len(betas) != 2:
-            raise OptimizerError(f"{type(self).__name__}: betas must be a pair of numbers, got {betas!r}")
-        _check(type(self).__name__, beta1=betas[0], beta2=betas[1])
-        if not all(0 <= b < 1 for b in betas): raise OptimizerError(f"betas must be in [0, 1), got {betas}")
-        super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay,
-                                      amsgrad=amsgrad, maximize=maximize))
-    def _update(self, p, g, h, st):
-        (b1, b2), lr, t = h["betas"], h["lr"], st["step"]
-        if h["maximize"]: g = -g
-        if h["weight_decay"]:
-            if self._decoupled: p = p * (1.0 - lr * h["weight_decay"])
-            else: g = g + p * h["weight_decay"]
-        m = st.get("exp_avg"); v = st.get("exp_avg_sq")
-        m = g * (1.0 - b1) if m is None else m * b1 + g * (1.0 - b1)
-        v = g * g * (1.0 - b2) if v is None else v * b2 + g * g * (1.0 - b2)
-        st["exp_avg"], st["exp_avg_sq"] = m, v
-        if h["amsgrad"]:
-            vmax = st.get("max_exp_avg_sq")
-            v = v if vmax is None else VF.maximum(vmax, v)
-            st["max_exp_avg_sq"] = v
-        bc1, bc2 = 1.0 - b1 ** t, 1.0 - b2 ** t
-        denom = VF.sqrt(v) * (1.0 / math.sqrt(bc2)) + h["eps"]
-        return p - m / denom * (lr / bc1)
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, amsgrad=False, maximize=False,
+                 fused=None):
+        super().__init__(params, dict(lr=lr, betas=tuple(betas) if isinstance(betas, (tuple, list)) else betas, eps=eps,
+                                      weight_decay=weight_decay, amsgrad=amsgrad, maximize=maximize), fused)
+    @property
+    def state_names(self):
+        return ("exp_avg", "exp_avg_sq") + (("max_exp_avg_sq",) if any(g["amsgrad"] for g in self.param_groups) else ())
+    def _check_group(self, g):
+        name = type(self).__name__
+        for k in ("lr", "eps", "weight_decay"): g[k] = _number(k, g[k], opt=name)
+        if not isinstance(g["betas"], (tuple, list)) or len(g["betas"]) != 2:
+            raise OptimizerError(f"{name}: betas must be a pair of numbers, got {g['betas']!r}")
+        g["betas"] = tuple(_number("betas", b, opt=name) for b in g["betas"])
+        if not all(0 <= b < 1 for b in g["betas"]): raise OptimizerError(f"betas must be in [0, 1), got {g['betas']}")
+    def _hyper(self, g, step):
+        (b1, b2), lr = g["betas"], g["lr"]
+        bc1, bc2 = 1.0 - b1 ** step, 1.0 - b2 ** step
+        return dict(step_size=lr / bc1, inv_sqrt_bc2=1.0 / math.sqrt(bc2), decay=1.0 - lr * g["weight_decay"])
+    def _rule(self, p, g, s, h, group):
+        (b1, b2) = group["betas"]
+        if group["maximize"]: g = -g
+        p_ = p
+        if group["weight_decay"]:
+            if self._decoupled: p_ = p * h["decay"]
+            else: g = g + p * group["weight_decay"]
+        m = s["exp_avg"] * b1 + g * (1.0 - b1)
+        v = s["exp_avg_sq"] * b2 + g * g * (1.0 - b2)
+        new = dict(exp_avg=m, exp_avg_sq=v)
+        if group["amsgrad"]: v = new["max_exp_avg_sq"] = s["max_exp_avg_sq"].maximum(v)
+        elif "max_exp_avg_sq" in s: new["max_exp_avg_sq"] = s["max_exp_avg_sq"]
+        denom = v.sqrt() * h["inv_sqrt_bc2"] + group["eps"]
+        new["param"] = p_ - m / denom * h["step_size"]
+        return new
 
 class AdamW(Adam):
     "Adam with decoupled weight decay (p ← p(1 − lr·wd) before the Adam step); weight_decay defaults to 0.01."
     _decoupled = True
-    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2, amsgrad=False, maximize=False):
-        super().__init__(params, lr, betas, eps, weight_decay, amsgrad, maximize)
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2, amsgrad=False, maximize=False,
+                 fused=None):
+        super().__init__(params, lr, betas, eps, weight_decay, amsgrad, maximize, fused)
 
 class RMSprop(Optimizer):
     "RMSprop: divide by a running RMS of the gradient (optionally centred, with momentum)."
-    def __init__(self, params, lr=1e-2, alpha=0.99, eps=1e-8, weight_decay=0.0, momentum=0.0, centered=False, maximize=False):
-        _check("RMSprop", lr=lr, alpha=alpha, eps=eps, weight_decay=weight_decay, momentum=momentum)
+    def __init__(self, params, lr=1e-2, alpha=0.99, eps=1e-8, weight_decay=0.0, momentum=0.0, centered=False,
+                 maximize=False, fused=None):
         super().__init__(params, dict(lr=lr, alpha=alpha, eps=eps, weight_decay=weight_decay, momentum=momentum,
-                                      centered=centered, maximize=maximize))
-    def _update(self, p, g, h, st):
-        a = h["alpha"]
-        if h["maximize"]: g = -g
-        if h["weight_decay"]: g = g + p * h["weight_decay"]
-        sq = st.get("square_avg")
-        sq = g * g * (1.0 - a) if sq is None else sq * a + g * g * (1.0 - a)
-        st["square_avg"] = sq
-        if h["centered"]:
-            ga = st.get("grad_avg")
-            ga = g * (1.0 - a) if ga is None else ga * a + g * (1.0 - a)
-            st["grad_avg"] = ga
-            avg = VF.sqrt(sq - ga * ga) + h["eps"]
-        else: avg = VF.sqrt(sq) + h["eps"]
-        if h["momentum"]:
-            buf = st.get("momentum_buffer")
-            buf = g / avg if buf is None else buf * h["momentum"] + g / avg
-            st["momentum_buffer"] = buf
-            return p - buf * h["lr"]
-        return p - g / avg * h["lr"]
+                                      centered=centered, maximize=maximize), fused)
+    @property
+    def state_names(self):
+        gs = self.param_groups
+        return (("square_avg",) + (("grad_avg",) if any(g["centered"] for g in gs) else ())
+                + (("momentum_buffer",) if any(g["momentum"] for g in gs) else ()))
+    def _check_group(self, g):
+        for k in ("lr", "alpha", "eps", "weight_decay", "momentum"): g[k] = _number(k, g[k], opt="RMSprop")
+    def _hyper(self, g, step): return dict(lr=g["lr"])
+    def _rule(self, p, g, s, h, group):
+        a = group["alpha"]
+        if group["maximize"]: g = -g
+        if group["weight_decay"]: g = g + p * group["weight_decay"]
+        sq = s["square_avg"] * a + g * g * (1.0 - a)
+        new = dict(square_avg=sq)
+        for k in ("grad_avg", "momentum_buffer"):
+            if k in s: new[k] = s[k]
+        if group["centered"]:
+            ga = new["grad_avg"] = s["grad_avg"] * a + g * (1.0 - a)
+            avg = (sq - ga * ga).sqrt() + group["eps"]
+        else: avg = sq.sqrt() + group["eps"]
+        if group["momentum"]:
+            buf = new["momentum_buffer"] = s["momentum_buffer"] * group["momentum"] + g / avg
+            new["param"] = p - buf * h["lr"]
+        else: new["param"] = p - g / avg * h["lr"]
+        return new
 
 # %% ../nbs/32_optim.ipynb #cb7a06c2
 class LRScheduler:

@@ -82,7 +82,7 @@ _OPERATORS = [
     *_ops("comparison", _F, [(n, (lambda n=n: getattr(_F, n)(_x(2, 3), _x(3)))) for n in ("eq", "ne", "lt", "le", "gt", "ge")]),
     *_ops("comparison", _F, [(n, (lambda n=n: getattr(_F, n)(_x(2, 3)))) for n in ("isnan", "isinf")]),
     *_ops("reductions", _F, [(n, (lambda n=n: getattr(_F, n)(_x(2, 3), dim=1))) for n in
-          ("sum", "mean", "amax", "amin", "prod", "argmax", "argmin", "var", "std", "logsumexp", "cumsum")]),
+          ("sum", "mean", "amax", "amin", "prod", "argmax", "argmin", "any", "all", "var", "std", "logsumexp", "cumsum")]),
     *_ops("reductions", _F, [("norm", lambda: _F.norm(_x(2, 3)))]),
     *_ops("shape / indexing", _F, [
         ("reshape", lambda: _F.reshape(_x(2, 3), (3, 2))), ("flatten", lambda: _F.flatten(_x(2, 3))),
@@ -99,7 +99,10 @@ _OPERATORS = [
         ("repeat", lambda: _F.repeat(_x(2, 3), (2, 1))), ("tril", lambda: _F.tril(_x(3, 3))), ("triu", lambda: _F.triu(_x(3, 3))),
         ("index_select", lambda: _F.index_select(_x(3, 4), 0, _idx([2, 0]))),
         ("gather", lambda: _F.gather(_x(3, 4), 1, _idx([[0, 1], [2, 3], [1, 1]]))),
+        ("scatter", lambda: _F.scatter(_x(3, 4), 1, _idx([[0, 1], [2, 3], [1, 0]]), _x(3, 2))),
+        ("scatter_add", lambda: _F.scatter_add(_x(3, 4), 1, _idx([[0, 1], [2, 3], [1, 1]]), _x(3, 2))),
         ("index_add", lambda: _F.index_add(_x(3, 4), 0, _idx([2, 0]), _x(2, 4))),
+        ("index_put", lambda: _F.index_put(_x(3, 4), (_idx([0, 2]), _idx([1, 3])), _x(2))),
         ("masked_fill", lambda: _F.masked_fill(_x(2, 3), _mask(2, 3), 0.0)),
         ("one_hot", lambda: _F.one_hot(_idx([0, 2, 1]), 3))]),
     Operator("to", "shape / indexing", _Ref(_T, "Tensor.to"), lambda: _Ref(_T, "Tensor.to")(_x(2, 3), "cpu")),
@@ -110,7 +113,9 @@ _OPERATORS = [
         ("conv_transpose2d", lambda: _NNF.conv_transpose2d(_x(1, 2, 3, 3), _x(2, 3, 3, 3), _x(3), stride=2)),
         ("max_pool2d", lambda: _NNF.max_pool2d(_x(1, 2, 4, 4), 2)),
         ("avg_pool2d", lambda: _NNF.avg_pool2d(_x(1, 2, 4, 4), 2)),
+        ("max_unpool2d", lambda: _NNF.max_unpool2d(*_NNF.max_pool2d(_x(1, 2, 4, 4), 2, return_indices=True), 2)),
         ("adaptive_avg_pool2d", lambda: _NNF.adaptive_avg_pool2d(_x(1, 2, 5, 5), 3)),
+        ("adaptive_max_pool2d", lambda: _NNF.adaptive_max_pool2d(_x(1, 2, 5, 5), 3)),
         ("unfold", lambda: _NNF.unfold(_x(1, 2, 4, 4), 2)),
         ("fold", lambda: _NNF.fold(_x(1, 8, 9), (4, 4), 2))]),
     *_ops("nn functional", _NNF, [

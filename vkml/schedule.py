@@ -12,8 +12,9 @@ from .elementwise import ELEMENTWISE
 from .graph import Node, toposort
 
 # %% auto #0
-__all__ = ['FUSED_REDUCE', 'MAX_FUSED_OPS', 'MAX_FUSED_BUFFERS', 'RECOMPUTE_OPS', 'READBACK_BYTES', 'ScheduleError', 'order',
-           'Kernel', 'constant_value', 'fusion_default', 'Schedule', 'schedule']
+__all__ = ['FUSED_REDUCE', 'MAX_FUSED_OPS', 'MAX_FUSED_BUFFERS', 'RECOMPUTE_OPS', 'PLACEABLE_OPS', 'PLAN_CACHE_SIZE',
+           'READBACK_BYTES', 'ScheduleError', 'order', 'Kernel', 'constant_value', 'plan_cache_enabled', 'signature',
+           'fusion_default', 'Schedule', 'schedule']
 
 # %% ../nbs/05_schedule.ipynb #22db6109
 class ScheduleError(VkmlError, RuntimeError):
@@ -24,26 +25,51 @@ def _base(n: Node, through_assign: bool = True) -> Node:
     while (n.op in VIEW_OPS or (through_assign and n.op is Op.ASSIGN)) and n.srcs and n.buf is None: n = n.srcs[0]
     return n
 
+def _unrealized(outputs) -> list:
+    "The nodes `outputs` need that are not realized yet, sources first (`toposort` stopping at realized nodes)."
+    out, seen, stack = [], set(), [(n, False) for n in reversed(outputs)]
+    push, pop, add = stack.append, stack.pop, seen.add
+    while stack:
+        n, done = pop()
+        if done: out.append(n); continue
+        if id(n) in seen or n.buf is not None: continue
+        add(id(n)); push((n, True))
+        for s in reversed(n.srcs):
+            if s.buf is None and id(s) not in seen: push((s, False))
+    return out
+
 def order(outputs, memory_of=None) -> list:
     "The nodes to compute for `outputs`, sources first, every other reader of an ASSIGN's target before it."
-    nodes = toposort(outputs, skip=lambda n: n.buf is not None)
+    nodes = _unrealized(outputs)
     assigns = [n for n in nodes if n.op is Op.ASSIGN]
     if not assigns: return nodes
+    known = {}
     def memory(n):
         "What memory `n` reads: its buffer's (as the backend names it) once realized, else its base node's."
-        b = _base(n, through_assign=False)
-        return ("buf", memory_of(b.buf)) if b.buf is not None and memory_of is not None else ("node", id(b))
+        m = known.get(id(n))
+        if m is None:
+            b = _base(n, through_assign=False)
+            m = known[id(n)] = ("buf", memory_of(b.buf)) if b.buf is not None and memory_of is not None else ("node", id(b))
+        return m
+    targets = {memory(a.srcs[0]) for a in assigns}
+    readers = {t: [] for t in targets}                # target memory -> the nodes reading it, but the ASSIGNs to it
+    unrealized_targets = {m[1] for m in targets if m[0] == "node"}
+    for n in nodes:
+        mine = memory(n.srcs[0]) if n.op is Op.ASSIGN else None
+        # (a source that is computed here and is no view is its own memory: a target only if an ASSIGN writes it)
+        ms = {memory(s) for s in n.srcs if s.buf is not None or s.op in VIEW_OPS or id(s) in unrealized_targets}
+        for m in ms & targets:
+            if m != mine: readers[m].append(n)
     pos = {id(n): i for i, n in enumerate(nodes)}
     late = {}   # id(assign) -> readers of its target's old value placed after it
     for a in assigns:
-        target = memory(a.srcs[0])
-        readers = [n for n in nodes if n is not a and not (n.op is Op.ASSIGN and memory(n.srcs[0]) == target)
-                   and any(memory(s) == target for s in n.srcs)]
-        both = [n for n in readers if _depends_on(n, a)]
+        late[id(a)] = rs = [r for r in readers[memory(a.srcs[0])] if pos[id(r)] > pos[id(a)]]
+        if not rs: continue                           # (a reader that needs the ASSIGN comes after it)
+        after = _after(a, nodes, pos)
+        both = [n for n in rs if id(n) in after]
         if both:
             raise ScheduleError(f"{both[0].op.name} reads {a.shape} {a.dtype.name} memory both before and after an "
                                 f"ASSIGN overwrites it: realize the old value first, or copy it with `.contiguous()`")
-        late[id(a)] = [r for r in readers if pos[id(r)] > pos[id(a)]]
     if not any(late.values()): return nodes
     extra = {k: v for k, v in late.items() if v}
     order_, seen, stack = [], set(), [(n, False) for n in reversed(outputs)]
@@ -57,9 +83,13 @@ def order(outputs, memory_of=None) -> list:
         stack.extend((s, False) for s in reversed(deps) if id(s) not in seen)
     return order_
 
-def _depends_on(n: Node, a: Node) -> bool:
-    "Does `n` read `a`'s result (so it must come after it)?"
-    return any(m is a for m in toposort([n], skip=lambda m: m.buf is not None))
+def _after(a: Node, nodes: list, pos: dict) -> set:
+    "ids of the nodes (of the ordered `nodes`) that read `a`'s result, directly or through others."
+    after = {id(a)}
+    for n in nodes[pos[id(a)] + 1:]:
+        for s in n.srcs:
+            if id(s) in after: after.add(id(n)); break
+    return after
 
 # %% ../nbs/05_schedule.ipynb #9a6fd592
 @dataclass(eq=False)
@@ -69,6 +99,7 @@ class Kernel:
     nodes: list                                 # the nodes it computes, in order
     stores: list = field(default_factory=list)  # the nodes whose values it writes to memory
     frees: list = field(default_factory=list)   # stored intermediates whose last reader this kernel is
+    memo: dict = field(default_factory=dict)    # what a backend learnt about this kernel's structure (kept by the plan cache)
 
     @property
     def shape(self): return self.nodes[-1].shape
@@ -112,25 +143,34 @@ def _aligned(s: Node, c: Node) -> bool:
     "Does `c` read `s` element for element (so `s` can be computed inside `c`'s kernel)?"
     if c.op in FUSED_REDUCE: return s is c.srcs[0] and s.op not in FUSED_REDUCE
     if c.op not in ELEMENTWISE or c.op is Op.ASSIGN and s is c.srcs[0]: return False
+    # A reduction's epilogue is told from its prologue by shape; one that keeps its input's shape (it reduces
+    # axes of extent 1) takes no epilogue, or an epilogue node could read a prologue value.
+    if s.op in FUSED_REDUCE and s.srcs[0].shape == s.shape: return False
     return s.shape == c.shape
 
 def _regions(nodes, consumers, needed) -> tuple:
-    "(inlined, size): which sources each node computes itself, and (ops, buffers, reductions) of its region."
+    "(inlined, size): which sources each node computes itself, and (ops, buffers read, reductions) of its region."
     inlined, size = {}, {}
     for c in nodes:
         if not _fusable(c): continue
-        ops, bufs, reds, mine = 1, 0, int(c.op in FUSED_REDUCE), []
-        for s in dict.fromkeys(c.srcs):
+        ops, bufs, reds, mine = 1, _NO_BUFFERS, int(c.op in FUSED_REDUCE), []
+        srcs = c.srcs if len(c.srcs) == len(set(map(id, c.srcs))) else tuple(dict.fromkeys(c.srcs))
+        left = len(srcs)                                  # sources still to come: a buffer each, at most
+        for s in srcs:
+            left -= 1
             sz = size.get(id(s))
             ok = (sz is not None and id(s) not in needed and s.op is not Op.ASSIGN and _aligned(s, c)
-                  and ops + sz[0] <= MAX_FUSED_OPS and bufs + sz[1] <= MAX_FUSED_BUFFERS and reds + sz[2] <= 1
-                  and all(_aligned(s, r) for r in consumers[id(s)]))
-            if ok and len(consumers[id(s)]) > 1: ok = sz[2] == 0 and sz[0] <= RECOMPUTE_OPS
-            if ok and s.op in FUSED_REDUCE: ok = len(consumers[id(s)]) == 1
-            if ok: mine.append(s); ops += sz[0]; bufs += sz[1]; reds += sz[2]
-            elif constant_value(s) is None: bufs += 1
+                  and ops + sz[0] <= MAX_FUSED_OPS and reds + sz[2] <= 1 and len(bufs | sz[1]) + left < MAX_FUSED_BUFFERS)
+            if ok:
+                readers = consumers[id(s)]
+                if len(readers) > 1: ok = (sz[2] == 0 and sz[0] <= RECOMPUTE_OPS and s.op not in FUSED_REDUCE
+                                           and all(_aligned(s, r) for r in readers))
+            if ok: mine.append(s); ops += sz[0]; bufs |= sz[1]; reds += sz[2]
+            elif constant_value(s) is None: bufs |= {id(s)}
         inlined[id(c)], size[id(c)] = mine, (ops, bufs, reds)
     return inlined, size
+
+_NO_BUFFERS = frozenset()
 
 def _region_nodes(root: Node, inlined: dict) -> list:
     "The nodes of `root`'s region, sources first (each once)."
@@ -147,6 +187,24 @@ def _kind(nodes) -> str:
     if not any(n.op in FUSED_REDUCE for n in nodes): return "fused"
     return "reduce" if len(nodes) > 1 else "op"   # a bare reduction runs the hand-written kernels
 
+def _const_base(n: Node) -> Node:
+    while n.op in VIEW_OPS and n.buf is None: n = n.srcs[0]
+    return n
+
+def _stored_constants(nodes, consumers, needed) -> set:
+    "ids of the constants that need memory: asked for, or read (through views) by a kernel that takes no value."
+    out = set()
+    for n in nodes:
+        if n.op not in (Op.CONST, Op.FULL) or n.buf is not None: continue
+        stack = [n]
+        while stack:
+            m = stack.pop()
+            if id(m) in needed: out.add(id(n)); break
+            for c in consumers[id(m)]:
+                if c.op in VIEW_OPS and c.op is not Op.DETACH: stack.append(c)   # (see `constant_value`)
+                elif c.op not in ELEMENTWISE or c.op is Op.DETACH: out.add(id(n)); stack = []; break
+    return out
+
 def _kernels(nodes, consumers, needed, fuse) -> list:
     "Cut the ordered `nodes` into kernels (see above)."
     if not fuse:
@@ -155,12 +213,14 @@ def _kernels(nodes, consumers, needed, fuse) -> list:
     taken = {}                                        # id(s) -> how many readers inline it
     for c in nodes:
         for s in inlined.get(id(c), ()): taken[id(s)] = taken.get(id(s), 0) + 1
+    stored = _stored_constants(nodes, consumers, needed)
     ks = []
     for n in nodes:
         if n.op in VIEW_OPS:
-            if constant_value(n) is None: ks.append(Kernel("view", [n]))
+            if constant_value(n) is None or id(_const_base(n)) in stored: ks.append(Kernel("view", [n]))
             continue
-        if n.op in (Op.CONST, Op.FULL) and id(n) not in needed and all(c.op in VIEW_OPS for c in consumers[id(n)]):
+        if (n.op in (Op.CONST, Op.FULL) and id(n) not in stored
+                and all(c.op in VIEW_OPS for c in consumers[id(n)])):
             continue                                  # a constant only read through views: inlined as a value
         if _fusable(n):
             if id(n) not in needed and consumers[id(n)] and taken.get(id(n), 0) == len(consumers[id(n)]): continue
@@ -169,28 +229,42 @@ def _kernels(nodes, consumers, needed, fuse) -> list:
         ks.append(Kernel("op", [n]))
     return _merge(ks)
 
+def _reads(nodes, inside) -> set:
+    "ids of the buffers the nodes read from outside the set `inside` (constants are values, not buffers)."
+    return {id(s) for n in nodes for s in n.srcs if id(s) not in inside and constant_value(s) is None}
+
 def _merge(ks) -> list:
     "Merge each fused kernel into the fused kernel before it when both have one shape and it reads none of it through a view."
-    out = []
+    out, p = [], None                                         # p: where the last kernel that is not a view is in out
+    inside, reads = None, None                                # out[p]'s node ids, and the buffers it reads
     for k in ks:
-        p = next((i for i in range(len(out) - 1, -1, -1) if out[i].kind != "view"), None)
         prev = out[p] if p is not None else None
         if (prev is not None and k.kind == prev.kind == "fused" and k.shape == prev.shape
-                and len(prev.nodes) + len(k.nodes) <= MAX_FUSED_OPS and _buffers(prev.nodes + k.nodes) <= MAX_FUSED_BUFFERS):
+                and len(prev.nodes) + len(k.nodes) <= MAX_FUSED_OPS):
+            k_inside = {id(n) for n in k.nodes}
+            both = (reads - k_inside) | _reads(k.nodes, k_inside | inside)
             views = out[p + 1:]                                   # recorded since prev: they cost nothing
-            inside = {id(n) for n in prev.nodes}
-            if not any(id(_base(v.nodes[0])) in inside for v in views) and not any(
-                    id(_base(s)) in inside and s.op in VIEW_OPS for n in k.nodes for s in n.srcs):
-                prev.nodes = list({id(n): n for n in prev.nodes + k.nodes}.values())
+            written = inside | {id(_base(n)) for n in prev.nodes if n.op is Op.ASSIGN}   # (memory prev writes in place)
+            def mine(x): return id(_base(x, through_assign=False)) in inside or id(_base(x)) in written
+            if (len(both) < MAX_FUSED_BUFFERS and not any(mine(v.nodes[0]) for v in views)
+                    and not any(mine(s) and s.op in VIEW_OPS for n in k.nodes for s in n.srcs)
+                    and not _overwrites_read(k, prev)):
+                prev.nodes = prev.nodes + [n for n in k.nodes if id(n) not in inside]
+                inside, reads = inside | k_inside, both
                 out[p:] = views + [prev]                          # the views k reads now come before the merged kernel
+                p = len(out) - 1
                 continue
         out.append(k)
+        if k.kind != "view":
+            p = len(out) - 1
+            inside = {id(n) for n in k.nodes}
+            reads = _reads(k.nodes, inside) if k.kind == "fused" else None
     return out
 
-def _buffers(nodes) -> int:
-    "How many distinct buffers a fused kernel of `nodes` binds: the inputs it reads, and one for its results."
-    inside = {id(n) for n in nodes}
-    return len({id(s) for n in nodes for s in n.srcs if id(s) not in inside and constant_value(s) is None}) + 1
+def _overwrites_read(k: Kernel, prev: Kernel) -> bool:
+    "Does `k` write (ASSIGN) memory that `prev` reads through a view (so one kernel would read what another thread writes)?"
+    targets = {id(_base(n)) for n in k.nodes if n.op is Op.ASSIGN}
+    return bool(targets) and any(s.op in VIEW_OPS and id(_base(s)) in targets for n in prev.nodes for s in n.srcs)
 
 # %% ../nbs/05_schedule.ipynb #e892c649
 def _inlines(c: Node, s: Node, where: dict) -> bool:
@@ -198,8 +272,8 @@ def _inlines(c: Node, s: Node, where: dict) -> bool:
     ks = where.get(id(c), ())
     return bool(ks) and all(id(s) in k_ids for k_ids in ks)
 
-def _plan(ks, consumers, needed) -> None:
-    "Fill each kernel's `stores` and `frees`."
+def _plan(ks, consumers, needed) -> dict:
+    "Fill each kernel's `stores` and `frees`; return the placements (see below)."
     ids = [{id(n) for n in k.nodes} for k in ks]
     where = {}                                        # id(node) -> node-id sets of the kernels computing it
     for k, s in zip(ks, ids):
@@ -210,10 +284,12 @@ def _plan(ks, consumers, needed) -> None:
         k.stores = [n for n in k.nodes if n.op is Op.ASSIGN or id(n) in needed
                     or any(id(c) not in inside and not _inlines(c, n, where) for c in consumers[id(n)])]
         if k.kind in ("reduce", "op") and k.nodes[-1] not in k.stores: k.stores.append(k.nodes[-1])
-    owner = {}                                        # id(node) -> the stored node whose memory it is
+    owner, aliases = {}, {}                           # id(node) -> the stored node whose memory it is; its views
     for k in ks:
         for n in k.stores: owner[id(n)] = n
-        if k.kind == "view" and id(k.nodes[0].srcs[0]) in owner: owner[id(k.nodes[0])] = owner[id(k.nodes[0].srcs[0])]
+        if k.kind == "view" and id(k.nodes[0].srcs[0]) in owner:
+            o = owner[id(k.nodes[0])] = owner[id(k.nodes[0].srcs[0])]
+            aliases.setdefault(id(o), []).append(k.nodes[0])
     last, kept = {}, set()
     for i, (k, inside) in enumerate(zip(ks, ids)):
         for n in k.nodes:
@@ -222,7 +298,79 @@ def _plan(ks, consumers, needed) -> None:
                 if id(s) in owner and id(s) not in inside: last[id(owner[id(s)])] = i
     for i, k in enumerate(ks):
         for n in k.stores:
-            if n.op is not Op.ASSIGN and id(n) not in kept and id(n) in last: ks[last[id(n)]].frees.append(n)
+            if n.op is not Op.ASSIGN and id(n) not in kept and id(n) in last:
+                ks[last[id(n)]].frees.extend([n] + aliases.get(id(n), []))
+    return _placements(ks, owner)
+
+# %% ../nbs/05_schedule.ipynb #ba9bd549
+PLACEABLE_OPS = frozenset({Op.MATMUL, Op.SUM, Op.MEAN, Op.MAX, Op.MIN})   # hand-written kernels that write at an offset
+
+def _placements(ks, owner) -> dict:
+    "Where the inputs of each CONCAT can be written directly (see above)."
+    placed, kind = {}, {id(n): k.kind for k in ks for n in k.stores}
+    for k in ks:
+        if k.kind != "op" or k.nodes[0].op is not Op.CONCAT: continue
+        c = k.nodes[0]
+        axis, off = c.arg, 0
+        if prod(c.shape[:axis]) != 1: continue          # a slab is contiguous only when the dims before the axis are 1
+        inner = prod(c.shape[axis + 1:])
+        for s in c.srcs:
+            q = s
+            while q.op is Op.RESHAPE and owner.get(id(q)) is not q: q = q.srcs[0]   # a reshape of fresh memory keeps its order
+            size = prod(s.shape)
+            if (id(q) in owner and owner[id(q)] is q and q.op is not Op.ASSIGN and id(q) not in placed
+                    and (kind.get(id(q)) in ("fused", "reduce") or q.op in PLACEABLE_OPS)
+                    and not any(id(m) in placed for m in (q,))):
+                placed[id(q)] = (c, off)
+            off += s.shape[axis] * inner
+    return placed
+
+# %% ../nbs/05_schedule.ipynb #5c52fb3a
+PLAN_CACHE_SIZE = 256
+_plans: dict = {}
+
+def plan_cache_enabled() -> bool: return os.environ.get("VKML_PLAN_CACHE", "1") != "0"
+
+def _arg_key(n: Node):
+    "The part of `n.arg` that shapes a plan (an elementwise op's numbers do not)."
+    row = ELEMENTWISE.get(n.op)
+    if row is None: return n.arg
+    return row.variant(n.arg) if row.variant is not None else None
+
+def signature(nodes, outputs, fuse: bool, read: bool):
+    "A hashable summary of the ordered `nodes` that fixes their plan (None when an arg is not hashable)."
+    index = {id(n): i for i, n in enumerate(nodes)}
+    outside = {}                                      # id -> (dtype, shape) of a source computed before, in order
+    rows = []
+    for n in nodes:
+        srcs = []
+        for s in n.srcs:
+            i = index.get(id(s))
+            if i is None:
+                i = outside.get(id(s))
+                if i is None: i = outside[id(s)] = (-1 - len(outside), s.dtype, s.shape)
+            srcs.append(i)
+        rows.append((n.op, _arg_key(n), n.shape, n.dtype, tuple(srcs), n.tref is not None and n.tref() is not None))
+    outs = tuple(index.get(id(n), -1) for n in outputs)
+    key = (tuple(rows), outs, fuse, read)
+    try: hash(key)
+    except TypeError: return None
+    return key
+
+def _remember(key, nodes, kernels, placed):
+    index = {id(n): i for i, n in enumerate(nodes)}
+    ix = lambda ns: tuple(index[id(n)] for n in ns)
+    plan = ([(k.kind, ix(k.nodes), ix(k.stores), ix(k.frees), k.memo) for k in kernels],
+            tuple((index[m], index[id(c)], off) for m, (c, off) in placed.items()))
+    if len(_plans) >= PLAN_CACHE_SIZE: _plans.pop(next(iter(_plans)))
+    _plans[key] = plan
+
+def _recall(plan, nodes) -> tuple:
+    "(kernels, placements) of a remembered plan, over `nodes`."
+    ks, placed = plan
+    at = lambda ix: [nodes[i] for i in ix]
+    kernels = [Kernel(kind, at(ns), at(st), at(fr), memo) for kind, ns, st, fr, memo in ks]
+    return kernels, {id(nodes[m]): (nodes[c], off) for m, c, off in placed}
 
 # %% ../nbs/05_schedule.ipynb #2e2b0fe7
 READBACK_BYTES = 64 * 1024   # asked-for outputs this small are copied back in the same submission
@@ -239,9 +387,15 @@ class Schedule:
         self.nodes = order(self.outputs, memory_of)
         needed = {id(n) for n in self.outputs} | {id(n) for n in self.nodes if n.held}
         self.keep = needed
-        consumers = _consumers(self.nodes)
-        self.kernels = _kernels(self.nodes, consumers, needed, self.fuse)
-        _plan(self.kernels, consumers, needed)
+        key = signature(self.nodes, self.outputs, self.fuse, read) if plan_cache_enabled() else None
+        plan = _plans.get(key) if key is not None else None
+        if plan is not None:
+            self.kernels, self.placed = _recall(plan, self.nodes)
+        else:
+            consumers = _consumers(self.nodes)
+            self.kernels = _kernels(self.nodes, consumers, needed, self.fuse)
+            self.placed = _plan(self.kernels, consumers, needed)
+            if key is not None: _remember(key, self.nodes, self.kernels, self.placed)
         self.readback = [n for n in self.outputs if n.buf is None and (read or prod(n.shape) * n.dtype.itemsize <= READBACK_BYTES)]
 
     def __len__(self): return len(self.kernels)
@@ -269,16 +423,23 @@ class Schedule:
             b = _base(n)
             if id(b) not in names: names[id(b)] = f"in{nin[0]}"; nin[0] += 1
             return names[id(b)]
-        for i, n in enumerate(s for k in self.kernels for s in k.stores): names[id(n)] = f"b{i}"
+        for n in (s for k in self.kernels for s in k.stores if s.op is not Op.ASSIGN): names[id(n)] = f"b{len(names)}"
+        def written(n):     # an ASSIGN writes its target; a placed node its slab of a concatenation
+            if n.op is Op.ASSIGN: return f"{name(n)} {n.shape}"
+            if id(n) in self.placed:
+                c, off = self.placed[id(n)]
+                return f"{names[id(c)]}[{off}:{off + prod(n.shape)}]"
+            return f"{names[id(n)]} {n.shape}"
         rows = [f"{'#':>3}  {'kernel':<34} {'writes':<26} reads"]
         for i, k in enumerate(self.kernels):
             if k.kind == "view": continue
             ops = " ".join(n.op.name for n in k.nodes)
             what = f"{k.kind}: {ops}" if k.kind != "op" else ops
             if len(what) > 34: what = what[:31] + "..."
-            writes = ", ".join(f"{names[id(n)]} {n.shape}" for n in k.stores)
+            writes = ", ".join(written(n) for n in k.stores)
             reads = ", ".join(name(s) for s in k.inputs())
-            free = f"  (frees {', '.join(names[id(n)] for n in k.frees)})" if k.frees else ""
+            freed = [names[id(n)] for n in k.frees if id(n) in names]        # (the views of a freed buffer go with it)
+            free = f"  (frees {', '.join(freed)})" if freed else ""
             rows.append(f"{i:>3}  {what:<34} {writes:<26} {reads}{free}")
         return "\n".join(rows)
 

@@ -4,14 +4,15 @@
 
 # %% ../nbs/12_tensor.ipynb #47ebd479
 from __future__ import annotations
-import weakref
+import sys, weakref
 import numpy as np
 from .dtypes import *
 from .ops import Op
 from .graph import (Node, make_node, canonical_device, get_backend, take_deferred, no_grad, is_grad_enabled,
-                        check_same_device, defer, toposort)
+                        check_same_device, defer, toposort, _grad_mode)
 from .schedule import Schedule, fusion_default
-from .operands import TensorBase
+from .ops import VIEW_OPS
+from .operands import TensorBase, scalar_as, expand_to
 from .tensor_math import MathOps
 from .tensor_reduce import ReduceOps, Statistics
 from .tensor_shape import ShapeOps, host_values
@@ -28,10 +29,10 @@ def schedule(*tensors, read=False) -> Schedule:
     backend = get_backend(nodes[0].device)
     return Schedule(nodes, read=read, fuse=fusion_default() and backend.fuses, memory_of=backend.memory_of)
 
-def realize(*tensors, read=False) -> None:
-    "Compute every tensor in `tensors` together: one schedule (and one submission on Vulkan) per device."
+def realize(*tensors, read=False, deferred=True) -> None:
+    "Compute every tensor in `tensors` together, and the work deferred on their devices: one schedule (and one submission on Vulkan) per device."
     nodes = [t.node if isinstance(t, TensorBase) else t for t in tensors]
-    deferred = [n for d in {n.device for n in nodes} for n in take_deferred(d)]
+    deferred = [n for d in {n.device for n in nodes} for n in take_deferred(d)] if deferred else []
     by_device: dict = {}
     for n in nodes + deferred:
         if not n.realized: by_device.setdefault(n.device, []).append(n)
@@ -50,13 +51,103 @@ def _run(backend, outs, read):
         elif n.op is not Op.ASSIGN:
             n.buf = None
 
+# %% ../nbs/12_tensor.ipynb #40ccce79
+def _members(base) -> list:
+    "The base and its live views."
+    return [base] + [v for r in (getattr(base, "_views", None) or ()) if (v := r()) is not None and v is not base]
+
+def _shapes(base_shape, steps) -> list:
+    "The shape before each view step, and the last one's result."
+    return [tuple(base_shape)] + [sh for _, _, sh, _ in steps]
+
+def _embed(old: Node, steps, value: Node) -> Node:
+    "`old` with the region its view `steps` select replaced by `value` (lazy, functional)."
+    shapes = _shapes(old.shape, steps)
+    val, mask = value, None
+    for (op, arg, sh, _), src in zip(reversed(steps), reversed(shapes[:-1])):
+        if op is Op.DETACH: continue
+        if op in (Op.RESHAPE, Op.EXPAND):    # (an EXPAND that stretches a dim was refused before)
+            val = make_node(Op.RESHAPE, (val,), shape=src, dtype=val.dtype)
+            if mask is not None: mask = make_node(Op.RESHAPE, (mask,), shape=src, dtype=bool_)
+        elif op is Op.PERMUTE:
+            inv = tuple(int(i) for i in np.argsort(arg))
+            val = make_node(Op.PERMUTE, (val,), inv)
+            if mask is not None: mask = make_node(Op.PERMUTE, (mask,), inv)
+        elif op is Op.SLICE:
+            if all(a == (0, n, 1) for a, n in zip(arg, src)): continue
+            if mask is None: mask = Node(Op.FULL, (), True, sh, bool_, old.device)
+            val = make_node(Op.SLICE_BACKWARD, (val,), arg, shape=src, dtype=val.dtype)
+            mask = make_node(Op.SLICE_BACKWARD, (mask,), arg, shape=src, dtype=bool_)
+    return val if mask is None else make_node(Op.WHERE, (mask, val, old))
+
+def _replay(steps, node: Node, grad: bool) -> Node:
+    "A view's node again: its `steps` over the base's `node` (gradients tracked when `grad`)."
+    prev, _grad_mode.enabled = _grad_mode.enabled, grad
+    try:
+        for op, arg, sh, dt in steps: node = make_node(op, (node,), arg, shape=sh, dtype=dt)
+    finally: _grad_mode.enabled = prev
+    return node
+
+def _rebind(t, node: Node) -> None:
+    "Make tensor `t` hold `node`, made for it (a leaf that requires grad stays one); its old node is overwritten."
+    old = t.node
+    if node is old: return
+    autograd.mark_overwritten(old)
+    if old.requires_grad and old.leaf_of is not None and old.leaf_of() is t:
+        node.requires_grad, node.leaf_of = True, weakref.ref(t)
+    t.node, node.tref = node, weakref.ref(t)
+
+def _refs(nodes: list) -> list:
+    "How many references each of `nodes` has besides this list."
+    return [sys.getrefcount(n) - _REF_OVERHEAD for n in nodes]
+_REF_OVERHEAD = 0
+_REF_OVERHEAD = _refs([object()])[0]    # the list, the loop variable and the call itself
+
+def _lowerable(base, new: Node) -> bool:
+    "May `new` (the base's next value) be written into the base's memory (ASSIGN) with no one noticing?"
+    if new.requires_grad: return False
+    cands, n = [], base.node
+    while n.buf is None and n.op is Op.ASSIGN: cands.append(n); n = n.srcs[0]
+    if n.buf is None or not get_backend(n.device).exclusive(n): return False
+    cands.append(n); m = None
+    expect = {id(c): 0 for c in cands}
+    members = _members(base)
+    for v in members[1:]:                             # the views' own nodes, down to the base's
+        m = v.node
+        while id(m) not in expect:
+            if m.op not in VIEW_OPS or m.buf is not None or not m.srcs: return False
+            cands.append(m); expect[id(m)] = 0; m = m.srcs[0]
+    skip = lambda m: m.buf is not None or id(m) in expect
+    vg = toposort([new], skip=skip)
+    for m in vg:                                      # the new value reads the memory only as it is written: aligned
+        if m.op in VIEW_OPS and id(m.srcs[0]) in expect: return False
+        if any(id(s) in expect and s is not cands[0] for s in m.srcs): return False
+    earlier = toposort([c.srcs[1] for c in cands if c.op is Op.ASSIGN and c.buf is None], skip=skip)
+    _count(expect, members, cands + vg + earlier)     # (the writes still pending read it too, checked when made)
+    del n, m, members, vg, earlier                    # (a local naming a node would count as a reference)
+    return _refs(cands) == [expect[id(c)] for c in cands]
+
+def _count(expect: dict, tensors, nodes) -> None:
+    "Add to `expect` (id -> count) the references that `tensors` and the sources of `nodes` make."
+    for t in tensors:
+        if id(t.node) in expect: expect[id(t.node)] += 1
+    for m in nodes:
+        for s in m.srcs:
+            if id(s) in expect: expect[id(s)] += 1
+
+def _overlapping(base_shape, steps) -> bool:
+    "Does a view step make two elements share memory (an EXPAND that stretches a dim)?"
+    shapes = _shapes(base_shape, steps)
+    return any(op is Op.EXPAND and any(a != b and b > 1 for a, b in zip((1,) * (len(sh) - len(src)) + src, sh))
+               for (op, _, sh, _), src in zip(steps, shapes[:-1]))
+
 # %% ../nbs/12_tensor.ipynb #45e9703c
 class Tensor(MathOps, ReduceOps, Statistics, ShapeOps, LinalgOps):
     "A lazily computed n-dimensional array on one device."
     __slots__ = ()
 
     def __init__(self, node: Node):
-        self.node, self.grad = node, None
+        self.node, self.grad, self._base = node, None, None
         if node.tref is None or node.tref() is None: node.tref = weakref.ref(self)
     @staticmethod
     def _wrap(node: Node) -> "Tensor": return Tensor(node)
@@ -108,8 +199,66 @@ class Tensor(MathOps, ReduceOps, Statistics, ShapeOps, LinalgOps):
         "Accumulate d(self)/d(leaf) into every leaf's `.grad`, lazily (see `vkml.autograd`)."
         autograd.backward(self, gradient)
     def detach(self) -> "Tensor":
-        "This tensor's value as one that never requires grad (a lazy DETACH node)."
-        return autograd.detach(self)
+        "This tensor's value as one that never requires grad (a lazy DETACH node; a view: it shares the storage)."
+        return self._as_view(autograd.detach(self))
+
+    # -- writing in place (see "Writing in place" above)
+    @property
+    def _version(self) -> int:
+        "How many in-place writes this tensor's storage has had (shared with its views, as PyTorch's)."
+        return getattr(self if self._base is None else self._base, "_vc", 0)
+    def _write(self, value, what: str = "in-place op") -> "Tensor":
+        "Make this tensor hold `value` (a fresh lazy tensor of its shape, dtype and device), seen by every view."
+        if value.shape != self.shape:
+            raise ShapeError(f"{what}: the result has shape {value.shape} but the tensor written in place has {self.shape}: "
+                             f"an in-place op cannot change its tensor's shape (only the other operand broadcasts)")
+        if value.dtype is not self.dtype:
+            raise DTypeError(f"{what}: the result is {value.dtype.name} but the tensor written in place is {self.dtype.name}: "
+                             f"an in-place op keeps its tensor's dtype (vkML never promotes)")
+        check_same_device([self.node, value.node], what)
+        base = self if self._base is None else self._base
+        if is_grad_enabled() and base.requires_grad and base.is_leaf and self.requires_grad:   # (not a detach()ed view)
+            who = "a leaf tensor" if base is self else "a view of a leaf tensor"
+            raise InplaceError(f"{what}: {who} that requires grad is being used in an in-place operation (PyTorch "
+                               f"refuses it too): do it under `with vkml.no_grad():`, or on a copy (`.clone()`)")
+        steps = self._steps if self._base is not None else ()
+        if _overlapping(base.shape, steps):
+            raise ShapeError(f"{what}: more than one element of the written-to tensor refers to a single memory location "
+                             f"(it is an expanded view): write into a copy (`.clone()`) instead")
+        if self.numel():
+            new = _embed(base.node, steps, value.node)
+            if _lowerable(base, new): new = make_node(Op.ASSIGN, (base.node, new))
+            views = _members(base)[1:]
+            grads = [v.node.requires_grad for v in views]
+            _rebind(base, new)
+            for v, g in zip(views, grads): _rebind(v, _replay(v._steps, base.node, g or base.requires_grad))
+        base._vc = getattr(base, "_vc", 0) + 1
+        return self
+    def copy_(self, src, non_blocking: bool = False) -> "Tensor":
+        "Copy `src` (broadcast to this shape; cast and moved here, explicitly) into this tensor, in place."
+        if not isinstance(src, TensorBase):
+            raise DTypeError(f"copy_ takes a Tensor, got {type(src).__name__}: use `fill_` for a number")
+        if src.device != self.device: src = src.to(self.device)
+        if src.dtype is not self.dtype: src = src.cast(self.dtype)
+        if src.shape != self.shape:
+            try: ok = broadcast_shapes(src.shape, self.shape) == self.shape
+            except ShapeError: ok = False
+            if not ok: raise ShapeError(f"copy_: a source of shape {src.shape} does not broadcast to {self.shape}")
+            src = expand_to(src, self.shape)
+        return self._write(src._apply(Op.CONTIGUOUS, src), "copy_")
+    def fill_(self, value) -> "Tensor":
+        "Every element set to `value` (a number, or a 0-d tensor), in place."
+        if isinstance(value, TensorBase):
+            if value.ndim: raise ShapeError(f"fill_ takes a number or a 0-d tensor, got shape {value.shape}")
+            return self.copy_(value)
+        v = scalar_as(value, self.dtype, "fill_")
+        return self._write(self._wrap(Node(Op.FULL, (), v, self.shape, self.dtype, self.device)), "fill_")
+    def zero_(self) -> "Tensor":
+        "Every element set to 0, in place."
+        return self.fill_(False if self.dtype is bool_ else 0)
+    def clone(self) -> "Tensor":
+        "A copy of this tensor's value with storage of its own (gradients flow back to this one)."
+        return self._apply(Op.CONTIGUOUS, self)
     def register_post_accumulate_grad_hook(self, hook):
         "Call `hook(self)` after backward has accumulated this leaf's `.grad` (PyTorch's name)."
         return autograd.register_post_accumulate_grad_hook(self, hook)

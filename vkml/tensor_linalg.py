@@ -9,7 +9,8 @@ from .dtypes import *
 from .dtypes import FLOATS
 from .ops import Op, NUMERIC
 from .graph import check_same_device
-from .operands import (TensorBase, EinsumError, need_tensor, check_dtype, mixed_dtypes, expand_to, reshape_to)
+from .operands import (TensorBase, EinsumError, need_tensor, check_dtype, mixed_dtypes, expand_to, reshape_to,
+                           with_out)
 
 # %% auto #0
 __all__ = ['LinalgOps', 'matmul', 'einsum']
@@ -52,65 +53,93 @@ class LinalgOps(TensorBase):
                              f"with `vkml.tensor(..., device={self.device!r})`")
         return NotImplemented
 
+@with_out
 def matmul(a, b):
     "Matrix product with NumPy's broadcasting over batch dimensions (ranks 1-4)."
     need_tensor("matmul", a)
     return a.matmul(b)
 
-# %% ../nbs/11_tensor_linalg.ipynb #0d982917
+# %% ../nbs/11_tensor_linalg.ipynb #9296b0db
+_LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+
 def _parse_einsum(equation: str, operands) -> tuple:
-    "(input subscripts, output subscript, size of each letter), all checked."
+    "(input subscripts, output subscript) with `...` replaced by letters of its own; checked."
+    if not isinstance(equation, str): raise EinsumError(f"einsum's equation must be a string, got {type(equation).__name__}")
     eq = equation.replace(" ", "")
-    if "." in eq: raise EinsumError("einsum: ellipsis (...) is not supported: write every index")
-    if eq.count("->") != 1: raise EinsumError(f"einsum needs an explicit output ('ij,jk->ik'), got {equation!r}")
-    lhs, out = eq.split("->")
+    if eq.count("->") > 1: raise EinsumError(f"einsum: {equation!r} has more than one '->'")
+    lhs, arrow, out = eq.partition("->")
     ins = lhs.split(",")
     if len(ins) != len(operands): raise EinsumError(f"einsum: {equation!r} names {len(ins)} operands, got {len(operands)}")
-    if len(ins) not in (1, 2): raise EinsumError(f"einsum takes one or two operands, got {len(ins)}")
+    for o in operands: need_tensor("einsum", o)
     for s in ins + [out]:
-        if not builtins.all(c.isascii() and c.isalpha() for c in s): raise EinsumError(f"einsum: bad subscript {s!r}")
-        if len(set(s)) != len(s): raise EinsumError(f"einsum: {s!r} repeats an index (a diagonal): not supported")
+        if s.count("...") > 1 or not builtins.all(c in _LETTERS for c in s.replace("...", "")):
+            raise EinsumError(f"einsum: bad subscript {s!r} (letters a-z, A-Z and at most one '...')")
+    ell = builtins.max([o.ndim - len(s.replace("...", "")) for o, s in zip(operands, ins) if "..." in s], default=0)
+    free = [c for c in _LETTERS if c not in eq][::-1][:ell][::-1]     # letters for the ellipsis dims
+    new = []
     for o, s in zip(operands, ins):
-        need_tensor("einsum", o)
-        if o.ndim != len(s): raise EinsumError(f"einsum: subscript {s!r} has {len(s)} indices, its operand has shape {o.shape}")
-    if set(out) - set("".join(ins)): raise EinsumError(f"einsum: output {out!r} has an index no input has")
+        k = o.ndim - len(s.replace("...", ""))
+        if ("..." in s and k < 0) or ("..." not in s and k != 0):
+            raise EinsumError(f"einsum: subscript {s!r} does not fit its operand of shape {o.shape}")
+        new.append(s.replace("...", "".join(free[ell - k:])))
+    if arrow:
+        if "..." in out and "..." not in lhs: raise EinsumError(f"einsum: the output {out!r} has '...' but no input does")
+        out = out.replace("...", "".join(free))
+        if len(set(out)) != len(out): raise EinsumError(f"einsum: the output {out!r} names an index twice")
+        if set(out) - set("".join(new)): raise EinsumError(f"einsum: the output {out!r} has an index no input has")
+    else:
+        every = "".join(new)
+        out = "".join(free) + "".join(sorted(c for c in set(every) if every.count(c) == 1 and c not in free))
     check_same_device([o.node for o in operands], "einsum")
-    if any(o.dtype is not operands[0].dtype for o in operands): raise mixed_dtypes("einsum", [o.dtype for o in operands])
+    if builtins.any(o.dtype is not operands[0].dtype for o in operands): raise mixed_dtypes("einsum", [o.dtype for o in operands])
     check_dtype("einsum", operands[0].dtype, NUMERIC)
+    return new, out
+
+def _diagonals(x, s: str):
+    "`x` with every repeated letter of its subscript `s` reduced to the diagonal: (x, subscript with each letter once)."
+    while (c := next((c for c in s if s.count(c) > 1), None)) is not None:
+        i, j = s.index(c), s.index(c, s.index(c) + 1)
+        if x.shape[i] != x.shape[j]:
+            raise ShapeError(f"einsum: index {c!r} is repeated in one operand with sizes {x.shape[i]} and {x.shape[j]}")
+        n = x.shape[i]
+        rest = [d for d in range(x.ndim) if d not in (i, j)]
+        y = x._apply(Op.PERMUTE, x, arg=tuple(rest + [i, j]))
+        y = reshape_to(y, y.shape[:-2] + (n * n,))
+        x = y._apply(Op.SLICE, y, arg=tuple((0, d, 1) for d in y.shape[:-1]) + (((0, n * n, n + 1) if n else (0, 0, 1)),))
+        s = "".join(s[d] for d in rest) + c
+    return x, s
+
+def _sizes(xs, subs) -> dict:
+    "The size of each letter over all operands (a 1 broadcasts against any size)."
     size = {}
-    for o, s in zip(operands, ins):
-        for c, d in zip(s, o.shape):
+    for x, s in zip(xs, subs):
+        for c, d in zip(s, x.shape):
             if c in size and size[c] != d and 1 not in (size[c], d):
                 raise ShapeError(f"einsum: index {c!r} is {size[c]} in one operand and {d} in another "
-                                 f"(shapes {' and '.join(str(o.shape) for o in operands)})")
-            if size.get(c, 1) == 1: size[c] = d   # a 1 broadcasts against any size, 0 included
-    check_rank(tuple(size[c] for c in out), "einsum output")
-    return ins, out, size
+                                 f"(shapes {' and '.join(str(x.shape) for x in xs)})")
+            if size.get(c, 1) == 1: size[c] = d
+    return size
+
+def _sum_out(x, s: str, keep):
+    "`x` summed over the letters of `s` not in `keep`: (x, its subscript)."
+    gone = tuple(i for i, c in enumerate(s) if c not in keep)
+    if not gone: return x, s
+    return x._apply(Op.SUM, x, arg=(gone, False)), "".join(c for c in s if c in keep)
 
 def _align(x, sub: str, order: str, size: dict):
     "`x` (indexed by `sub`) permuted to `order`, with 1s for absent letters, expanded to full sizes."
     mine = [c for c in order if c in sub]
-    y = x.permute([sub.index(c) for c in mine])
+    perm = tuple(sub.index(c) for c in mine)
+    y = x if perm == tuple(range(x.ndim)) else x._apply(Op.PERMUTE, x, arg=perm)
     y = reshape_to(y, tuple(y.shape[mine.index(c)] if c in sub else 1 for c in order))
     return expand_to(y, tuple(size[c] for c in order))
 
-def einsum(equation: str, *operands):
-    "Sums of products over the indices `equation` names ('ij,jk->ik', 'bij,bjk->bik', 'ij->ji', 'i,i->')."
-    if len(operands) == 1 and isinstance(operands[0], (list, tuple)): operands = tuple(operands[0])
-    ins, out, size = _parse_einsum(equation, operands)
-    every = "".join(ins) + out
-    kept = ["".join(c for c in s if every.count(c) > 1) for s in ins]  # a letter only one operand has is summed first
-    if len(ins) == 2:
-        sa, sb = kept
-        k = "".join(c for c in sa if c in sb and c not in out)
-        if not k or not operands[0].dtype.is_float:
-            check_rank(tuple(size[c] for c in out + k), "einsum's broadcast product")
-    xs = [o if ks == s else o._apply(Op.SUM, o, arg=(tuple(i for i, c in enumerate(s) if c not in ks), False))
-          for o, s, ks in zip(operands, ins, kept)]
-    if len(xs) == 1: return xs[0].permute([kept[0].index(c) for c in out])
-    a, b = xs
+def _contract(a, sa: str, b, sb: str, out: str, size: dict):
+    "Σ over the letters a and b share but `out` lacks of a·b, indexed by `out` (every letter of either is in `out` or shared)."
+    k = "".join(c for c in sa if c in sb and c not in out)
     if not k or not a.dtype.is_float:   # a broadcast product, then a sum over the contracted letters
         order = out + k
+        check_rank(tuple(size[c] for c in order), "einsum's broadcast product")
         p = a._apply(Op.MUL, _align(a, sa, order, size), _align(b, sb, order, size))
         return p._apply(Op.SUM, p, arg=(tuple(range(len(out), len(order))), False)) if k else p
     batch = "".join(c for c in out if c in sa and c in sb)
@@ -119,5 +148,30 @@ def einsum(equation: str, *operands):
     bs, ms, ns, ks = (math.prod(size[c] for c in g) for g in (batch, m, n, k))
     a3 = a._apply(Op.RESHAPE, _align(a, sa, batch + m + k, size), shape=(bs, ms, ks), dtype=a.dtype)
     b3 = b._apply(Op.RESHAPE, _align(b, sb, batch + k + n, size), shape=(bs, ks, ns), dtype=b.dtype)
-    y = reshape_to(a._apply(Op.MATMUL, a3, b3), tuple(size[c] for c in batch + m + n))
-    return y.permute([(batch + m + n).index(c) for c in out])
+    y = reshape_to(a._apply(Op.MATMUL, a3, b3), check_rank(tuple(size[c] for c in batch + m + n), "einsum intermediate"))
+    have = batch + m + n
+    return y if have == out else y._apply(Op.PERMUTE, y, arg=tuple(have.index(c) for c in out))
+
+@with_out
+def einsum(equation: str, *operands):
+    "Sums of products over the indices `equation` names: 'ij,jk->ik', 'bij,bjk', '...ij->...ji', 'ii', 'ij,jk,kl->il'."
+    if len(operands) == 1 and isinstance(operands[0], (list, tuple)): operands = tuple(operands[0])
+    if not operands: raise EinsumError("einsum needs at least one operand")
+    ins, out = _parse_einsum(equation, operands)
+    xs, subs = [], []
+    for o, s in zip(operands, ins):
+        x, s = _diagonals(o, s); xs.append(x); subs.append(s)
+    size = _sizes(xs, subs)
+    check_rank(tuple(size[c] for c in out), "einsum output")
+    for i in range(len(xs)):      # a letter in no other operand and not in the output: summed first
+        others = out + "".join(subs[j] for j in range(len(xs)) if j != i)
+        xs[i], subs[i] = _sum_out(xs[i], subs[i], others)
+    x, s = xs[0], subs[0]
+    for i in range(1, len(xs)):   # left to right: keep the letters a later operand or the output needs
+        later = out + "".join(subs[i + 1:])
+        y, t = xs[i], subs[i]
+        keep = "".join(dict.fromkeys(c for c in s + t if c in later))
+        x, s = _contract(x, s, y, t, keep, size), keep
+    x, s = _sum_out(x, s, out)
+    if s != out: x = _align(x, s, out, size) if set(s) != set(out) else x._apply(Op.PERMUTE, x, arg=tuple(s.index(c) for c in out))
+    return x

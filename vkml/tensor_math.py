@@ -10,7 +10,7 @@ from .dtypes import *
 from .dtypes import FLOATS
 from .ops import Op, ACCEPTED_DTYPES, NUMERIC, ALL
 from .operands import (TensorBase, ArgumentError, need_tensor, check_dtype, scalar_as, is_scalar,
-                           common_operands, lift, expand_to, elementwise_op)
+                           common_operands, lift, expand_to, elementwise_op, with_out)
 
 # %% auto #0
 __all__ = ['cast', 'neg', 'abs', 'sign', 'exp', 'log', 'sqrt', 'rsqrt', 'reciprocal', 'sin', 'cos', 'tanh', 'sigmoid', 'erf',
@@ -50,6 +50,27 @@ class Casts(TensorBase):
     def bool(self): return self.cast(bool_)
 
 # %% ../nbs/08_tensor_math.ipynb #66f2692e
+def _inplace(name: str):
+    "The in-place form `name_` of the method `name`: its result written into the tensor (see `vkml.tensor`)."
+    def f(self, *args, **kw): return self._write(getattr(self, name)(*args, **kw), f"{name}_")
+    f.__name__ = f.__qualname__ = name + "_"
+    f.__doc__ = f"`{name}`, in place (PyTorch's `{name}_`): writes into this tensor, seen by its views."
+    return f
+
+def _inplace_binary(name: str):
+    "The in-place form of the binary method `name`: the other operand must broadcast to this tensor's shape."
+    def f(self, other, *args, **kw):
+        shp = getattr(other, "shape", None)
+        if shp is not None and tuple(shp) != self.shape:
+            try: ok = broadcast_shapes(tuple(shp), self.shape) == self.shape
+            except ShapeError: ok = False
+            if not ok: raise ShapeError(f"{name}_: an operand of shape {tuple(shp)} does not broadcast to the tensor's "
+                                        f"shape {self.shape}: an in-place op cannot change its tensor's shape")
+        return self._write(getattr(self, name)(other, *args, **kw), f"{name}_")
+    f.__name__ = f.__qualname__ = name + "_"
+    f.__doc__ = f"`{name}`, in place (PyTorch's `{name}_`): writes into this tensor, seen by its views."
+    return f
+
 class UnaryMath(TensorBase):
     "One-input math and activations."
     __slots__ = ()
@@ -96,9 +117,12 @@ class UnaryMath(TensorBase):
         return self / (self.abs() + 1)
 
     def clamp(self, min=None, max=None):
-        "This tensor limited to [min, max] (either may be None; scalars or tensors; a NaN bound gives NaN)."
+        "This tensor limited to [min, max] (either may be None; scalars or tensors; min > max gives max, a NaN bound NaN)."
         lo, hi = min, max
-        if lo is None and hi is None: raise ArgumentError("clamp needs at least one of min and max")
+        if lo is None and hi is None: raise ArgumentError("clamp: at least one of 'min' or 'max' must not be None")
+        for b in (lo, hi):
+            if b is not None and not (is_scalar(b) or isinstance(b, TensorBase)):
+                raise DTypeError(f"clamp's min and max must be numbers or tensors, got {type(b).__name__} {b!r}")
         if isinstance(lo, TensorBase) or isinstance(hi, TensorBase):
             bounds = [b for b in (lo, hi) if b is not None]
             dtype, device, shape = common_operands("clamp", [self, *bounds], NUMERIC)
@@ -112,10 +136,17 @@ class UnaryMath(TensorBase):
     clip = clamp
     def hardtanh(self, min_val: float = -1.0, max_val: float = 1.0):
         "x clamped to [min_val, max_val] (min_val must not exceed max_val)."
-        for v in (min_val, max_val):
-            if not is_scalar(v): raise DTypeError(f"hardtanh's min_val and max_val are numbers, got {type(v).__name__}")
-        if not min_val <= max_val: raise ArgumentError(f"hardtanh: min_val {min_val} must not exceed max_val {max_val}")
+        for n, v in (("min_val", min_val), ("max_val", max_val)):
+            if not is_scalar(v) or isinstance(v, (bool, np.bool_)):
+                raise DTypeError(f"hardtanh's {n} must be a number, got {type(v).__name__} {v!r}")
+        if not min_val <= max_val: raise ArgumentError(f"hardtanh: min_val cannot be greater than max_val ({min_val} > {max_val})")
         return self.clamp(min_val, max_val)
+
+    neg_, abs_, sign_, exp_, log_, sqrt_, rsqrt_, reciprocal_ = (_inplace(n) for n in
+        ("neg", "abs", "sign", "exp", "log", "sqrt", "rsqrt", "reciprocal"))
+    sin_, cos_, tanh_, sigmoid_, erf_, erfc_, relu_, clamp_, clip_ = (_inplace(n) for n in
+        ("sin", "cos", "tanh", "sigmoid", "erf", "erfc", "relu", "clamp", "clip"))
+    leaky_relu_, elu_, hardtanh_ = (_inplace(n) for n in ("leaky_relu", "elu", "hardtanh"))
 
     def __neg__(self): return self.neg()
     def __abs__(self): return self.abs()
@@ -146,7 +177,12 @@ class Arithmetic(TensorBase):
         if rounding_mode is not None: raise ArgumentError(f"div's rounding_mode {rounding_mode!r} is not supported: vkML divides floats only")
         return elementwise_op(Op.DIV, "div", self, other)
     true_divide = div
-    def pow(self, exponent): "xʸ, broadcast (floats only)."; return elementwise_op(Op.POW, "pow", self, exponent)
+    def pow(self, exponent):
+        "xʸ, broadcast; integers too (a negative integer exponent gives 0, or ±1 for ±1, as PyTorch's)."
+        if self.dtype.is_int and is_scalar(exponent) and not isinstance(exponent, (bool, np.bool_, float, np.floating)) and exponent < 0:
+            raise ArgumentError(f"pow: integers to negative integer powers are not allowed ({self.dtype.name} ** {exponent}): "
+                                f"use `.float()` first")
+        return elementwise_op(Op.POW, "pow", self, exponent)
     def maximum(self, other):
         "The larger of the two (NaN wins), broadcast."
         need_tensor("maximum (use clamp(min=...) for a scalar)", other)
@@ -180,7 +216,7 @@ class Arithmetic(TensorBase):
     def __rmul__(self, y): return elementwise_op(Op.MUL, "mul", y, self) if _known(y) else _foreign(y, "mul")
     def __truediv__(self, y): return elementwise_op(Op.DIV, "div", self, y) if _known(y) else _foreign(y, "div", "__rtruediv__")
     def __rtruediv__(self, y): return elementwise_op(Op.DIV, "div", y, self) if _known(y) else _foreign(y, "div")
-    def __pow__(self, y): return elementwise_op(Op.POW, "pow", self, y) if _known(y) else _foreign(y, "pow", "__rpow__")
+    def __pow__(self, y): return self.pow(y) if _known(y) else _foreign(y, "pow", "__rpow__")
     def __rpow__(self, y): return elementwise_op(Op.POW, "pow", y, self) if _known(y) else _foreign(y, "pow")
     def __eq__(self, y): return self.eq(y) if _known(y) else NotImplemented
     def __ne__(self, y): return self.ne(y) if _known(y) else NotImplemented
@@ -190,11 +226,19 @@ class Arithmetic(TensorBase):
     def __ge__(self, y): return self.ge(y) if _known(y) else _foreign(y, "ge", "__le__")
     __hash__ = TensorBase.__hash__   # defining __eq__ would otherwise remove it
 
+    add_, sub_, mul_, div_, pow_ = (_inplace_binary(n) for n in ("add", "sub", "mul", "div", "pow"))
+    def __iadd__(self, y): return self.add_(y) if _known(y) else NotImplemented    # x += y is in place, as PyTorch's
+    def __isub__(self, y): return self.sub_(y) if _known(y) else NotImplemented
+    def __imul__(self, y): return self.mul_(y) if _known(y) else NotImplemented
+    def __itruediv__(self, y): return self.div_(y) if _known(y) else NotImplemented
+    def __ipow__(self, y): return self.pow_(y) if _known(y) else NotImplemented
+
 class MathOps(Casts, UnaryMath, Arithmetic):
     "Every elementwise method of `Tensor`."
     __slots__ = ()
 
 # %% ../nbs/08_tensor_math.ipynb #4486bfe4
+@with_out
 def where(condition, input, other):
     "`input` where `condition` is true, else `other`, all broadcast."
     need_tensor("where", condition)
@@ -204,13 +248,13 @@ def where(condition, input, other):
     return condition._apply(Op.WHERE, expand_to(condition, shape), lift(input, condition, dtype, device, shape, "where"),
                             lift(other, condition, dtype, device, shape, "where"))
 
-def _unary_function(name):
+def _unary_function(name, out=True):
     def f(x, *args, **kw):
         need_tensor(name, x)
         return getattr(x, name)(*args, **kw)
     f.__name__ = f.__qualname__ = name
     f.__doc__ = getattr(MathOps, name).__doc__
-    return f
+    return with_out(f) if out else f
 
 def _binary_function(name, op):
     def f(x, y, **kw):
@@ -219,24 +263,26 @@ def _binary_function(name, op):
         return y._scaled(name, x, kw.get("alpha", 1), op, reflected=True) if name in ("add", "sub") else elementwise_op(op, name, x, y)
     f.__name__ = f.__qualname__ = name
     f.__doc__ = getattr(MathOps, name).__doc__
-    return f
+    return with_out(f)
 
-cast = _unary_function("cast")
+cast = _unary_function("cast", out=False)
 neg, abs, sign, exp, log, sqrt, rsqrt, reciprocal = (_unary_function(n) for n in
     ("neg", "abs", "sign", "exp", "log", "sqrt", "rsqrt", "reciprocal"))
 sin, cos, tanh, sigmoid, erf, erfc, clamp, clip = (_unary_function(n) for n in
     ("sin", "cos", "tanh", "sigmoid", "erf", "erfc", "clamp", "clip"))
-relu, leaky_relu, elu, selu, gelu, silu, softplus, mish, softsign, hardtanh = (_unary_function(n) for n in
+relu, leaky_relu, elu, selu, gelu, silu, softplus, mish, softsign, hardtanh = (_unary_function(n, out=False) for n in
     ("relu", "leaky_relu", "elu", "selu", "gelu", "silu", "softplus", "mish", "softsign", "hardtanh"))
-isnan, isinf = _unary_function("isnan"), _unary_function("isinf")
+isnan, isinf = _unary_function("isnan", out=False), _unary_function("isinf", out=False)
 add, sub, mul, div, pow = (_binary_function(n, op) for n, op in
     (("add", Op.ADD), ("sub", Op.SUB), ("mul", Op.MUL), ("div", Op.DIV), ("pow", Op.POW)))
 eq, ne, lt, le, gt, ge = (_binary_function(n, op) for n, op in
     (("eq", Op.EQUAL), ("ne", Op.NOT_EQUAL), ("lt", Op.LESS), ("le", Op.LESS_EQUAL), ("gt", Op.GREATER), ("ge", Op.GREATER_EQUAL)))
 
+@with_out
 def maximum(x, y):
     "The larger of x and y (NaN wins), broadcast; both tensors."
     need_tensor("maximum", x); return x.maximum(y)
+@with_out
 def minimum(x, y):
     "The smaller of x and y (NaN wins), broadcast; both tensors."
     need_tensor("minimum", x); return x.minimum(y)

@@ -8,11 +8,12 @@ import builtins, collections, math
 from .dtypes import *
 from .dtypes import FLOATS
 from .ops import Op, ACCEPTED_DTYPES
-from .operands import TensorBase, ArgumentError, need_tensor, check_dtype, is_scalar, reshape_to, reduce_axes
+from .operands import (TensorBase, ArgumentError, need_tensor, check_dtype, is_scalar, reshape_to, reduce_axes,
+                           with_out, const_like)
 
 # %% auto #0
-__all__ = ['sum', 'mean', 'amax', 'amin', 'prod', 'argmax', 'argmin', 'var', 'std', 'logsumexp', 'cumsum', 'norm', 'ReduceOps',
-           'Statistics']
+__all__ = ['sum', 'mean', 'amax', 'amin', 'prod', 'argmax', 'argmin', 'any', 'all', 'var', 'std', 'logsumexp', 'cumsum', 'norm',
+           'ReduceOps', 'Statistics']
 
 # %% ../nbs/09_tensor_reduce.ipynb #f3cdbfed
 _MinMax = collections.namedtuple("MinMax", "values indices")
@@ -43,6 +44,11 @@ class ReduceOps(TensorBase):
 
     def _minmax(self, op, name, dim, keepdim):
         axes = reduce_axes(dim, self.ndim)
+        if self.dtype is bool_:     # over bools: `any` for amax, `all` for amin (an empty extent has no answer)
+            if self._extent(axes) == 0:
+                raise EmptyReductionError(f"{name} over an empty extent of a bool tensor (shape {self.shape}) has no value: "
+                                          f"use `any()` or `all()`, which give False and True there")
+            return self.cast(int32)._reduce(op, axes, keepdim).cast(bool_)
         check_dtype(name, self.dtype, ACCEPTED_DTYPES[op])
         if not self.dtype.is_float and self._extent(axes) == 0:
             raise EmptyReductionError(f"{name} over an empty extent of an integer tensor (shape {self.shape}) has no "
@@ -54,6 +60,21 @@ class ReduceOps(TensorBase):
     def amin(self, dim=None, keepdim: bool = False):
         "The minimum over `dim` (NaN wins; an empty float extent gives +inf)."
         return self._minmax(Op.MIN, "amin", dim, keepdim)
+
+    def _count_true(self, axes, keepdim):
+        "How many elements over `axes` are nonzero (NaN counts), as int32."
+        nz = self if self.dtype is bool_ else self._apply(Op.NOT_EQUAL, self, const_like(0, self))
+        return nz.cast(int32)._reduce(Op.SUM, axes, keepdim)
+    def any(self, dim=None, keepdim: bool = False):
+        "True where some element over `dim` is nonzero (any dtype; NaN counts; an empty extent gives False)."
+        axes = reduce_axes(dim, self.ndim)
+        c = self._count_true(axes, keepdim)
+        return c._apply(Op.GREATER, c, const_like(0, c))
+    def all(self, dim=None, keepdim: bool = False):
+        "True where every element over `dim` is nonzero (any dtype; an empty extent gives True)."
+        axes = reduce_axes(dim, self.ndim)
+        c = self._count_true(axes, keepdim)
+        return c._apply(Op.EQUAL, c, const_like(self._extent(axes), c))
 
     def prod(self, dim=None, keepdim: bool = False, *, dtype=None):
         "The product over `dim`, in index order (CPU only; int32/bool give int64; empty gives 1)."
@@ -126,20 +147,21 @@ class Statistics(TensorBase):
         return y._apply(Op.CUMSUM, y, arg=axis)
 
     def norm(self, p="fro", dim=None, keepdim: bool = False):
-        "The vector p-norm over `dim`: 2 ('fro', default), 1, inf, −inf, 0 or any other p > 0."
+        "The vector p-norm over `dim` for any p: 2 ('fro', default), 1, ±inf, 0 (a count), or (Σ|x|ᵖ)^(1/p), negative p too."
         axes = reduce_axes(dim, self.ndim); check_dtype("norm", self.dtype, FLOATS)
         if p == "fro": p = 2
-        if not is_scalar(p) or isinstance(p, builtins.bool) or p < 0 and p != -math.inf:
-            raise ArgumentError(f"norm's p must be 'fro', inf, -inf or a number >= 0, got {p!r}")
-        if p in (math.inf, -math.inf) and self._extent(axes) == 0:
-            raise EmptyReductionError(f"the {p}-norm of an empty extent (shape {self.shape}) is undefined")
+        if p == "nuc": raise ArgumentError("norm's p='nuc' (the nuclear norm) needs singular values, which vkML does not compute")
+        if not is_scalar(p) or isinstance(p, builtins.bool) or math.isnan(p):
+            raise ArgumentError(f"norm's p must be 'fro' or a number (inf, -inf and negative ones included), got {p!r}")
+        if (p < 0 or p == math.inf) and self._extent(axes) == 0:
+            raise EmptyReductionError(f"the {p}-norm of an empty extent (shape {self.shape}) is undefined (PyTorch refuses it too)")
         a = self.abs()
         if p == 2: return (self * self)._reduce(Op.SUM, axes, keepdim).sqrt()
         if p == 1: return a._reduce(Op.SUM, axes, keepdim)
         if p == math.inf: return a._reduce(Op.MAX, axes, keepdim)
         if p == -math.inf: return a._reduce(Op.MIN, axes, keepdim)
         if p == 0: return (self != 0.0).cast(self.dtype)._reduce(Op.SUM, axes, keepdim)
-        return (a ** float(p))._reduce(Op.SUM, axes, keepdim) ** (1.0 / p)
+        return (a ** float(p))._reduce(Op.SUM, axes, keepdim) ** (1.0 / p)    # p < 0: a zero makes the sum inf, the norm 0
 
 # %% ../nbs/09_tensor_reduce.ipynb #a6f4f460
 def _function(name, cls):
@@ -150,6 +172,6 @@ def _function(name, cls):
     f.__doc__ = getattr(cls, name).__doc__
     return f
 
-sum, mean, amax, amin, prod, argmax, argmin = (_function(n, ReduceOps) for n in
-    ("sum", "mean", "amax", "amin", "prod", "argmax", "argmin"))
-var, std, logsumexp, cumsum, norm = (_function(n, Statistics) for n in ("var", "std", "logsumexp", "cumsum", "norm"))
+sum, mean, amax, amin, prod, argmax, argmin, any, all = (with_out(_function(n, ReduceOps)) for n in
+    ("sum", "mean", "amax", "amin", "prod", "argmax", "argmin", "any", "all"))
+var, std, logsumexp, cumsum, norm = (with_out(_function(n, Statistics)) for n in ("var", "std", "logsumexp", "cumsum", "norm"))

@@ -10,12 +10,14 @@ from .dtypes import *
 from .ops import Op, ACCEPTED_DTYPES, ALL
 from .graph import Node, check_same_device, get_backend
 from .operands import (TensorBase, ArgumentError, IndexingError, need_tensor, check_dtype, mixed_dtypes,
-                           scalar_as, common_operands, lift, expand_to, reshape_to, const_like, reduce_axes)
+                           scalar_as, is_scalar, common_operands, lift, expand_to, reshape_to, const_like, reduce_axes,
+                           with_out)
 
 # %% auto #0
 __all__ = ['reshape', 'flatten', 'squeeze', 'unsqueeze', 'permute', 'transpose', 'expand', 'contiguous', 'split', 'pad', 'flip',
-           'repeat', 'tril', 'triu', 'index_select', 'gather', 'index_add', 'masked_fill', 'Views', 'Copies', 'cat',
-           'stack', 'host_values', 'check_index_values', 'checked_index', 'Indexing', 'one_hot', 'ShapeOps']
+           'repeat', 'tril', 'triu', 'index_select', 'gather', 'scatter', 'scatter_add', 'index_add', 'index_put',
+           'masked_fill', 'Views', 'Copies', 'cat', 'stack', 'host_values', 'check_index_values', 'checked_index',
+           'Indexing', 'one_hot', 'ShapeOps']
 
 # %% ../nbs/10_tensor_shape.ipynb #9b3b7a8b
 def _varargs(shape) -> tuple:
@@ -29,7 +31,7 @@ class Views(TensorBase):
     def reshape(self, *shape):
         "The same elements in row-major order at `shape` (one dim may be -1)."
         shape = _varargs(shape)
-        if any(not isinstance(d, (int, np.integer)) or d < -1 for d in shape) or list(shape).count(-1) > 1:
+        if builtins.any(not isinstance(d, (int, np.integer)) or d < -1 for d in shape) or list(shape).count(-1) > 1:
             raise ShapeError(f"reshape takes ints >= 0 and at most one -1, got {shape}")
         n, known = self.numel(), math.prod(d for d in shape if d != -1)
         if -1 in shape:
@@ -37,27 +39,28 @@ class Views(TensorBase):
             shape = tuple(n // known if d == -1 else d for d in shape)
         if math.prod(shape) != n:
             raise ShapeError(f"cannot reshape a tensor of shape {self.shape} ({n} elements) to {tuple(shape)}")
-        return reshape_to(self, check_rank(tuple(int(d) for d in shape), "reshape target"))
+        return self._as_view(reshape_to(self, check_rank(tuple(int(d) for d in shape), "reshape target")))
     view = reshape
     def view_as(self, other): return self.reshape(other.shape)
     reshape_as = view_as
 
     def flatten(self, start_dim: int = 0, end_dim: int = -1):
         "Dims `start_dim`..`end_dim` merged into one."
-        if self.ndim == 0: return reshape_to(self, (1,))
+        if self.ndim == 0: return self._as_view(reshape_to(self, (1,)))
         s, e = normalize_axis(start_dim, self.ndim), normalize_axis(end_dim, self.ndim)
         if s > e: raise ArgumentError(f"flatten: start_dim {start_dim} comes after end_dim {end_dim}")
-        return reshape_to(self, self.shape[:s] + (math.prod(self.shape[s:e + 1]),) + self.shape[e + 1:])
+        return self._as_view(reshape_to(self, self.shape[:s] + (math.prod(self.shape[s:e + 1]),) + self.shape[e + 1:]))
 
     def squeeze(self, dim=None):
-        "Without its size-1 dims (only those in `dim`, an int or a tuple, when given)."
+        "Without its size-1 dims (only those in `dim`, an int or a tuple of them, when given; others stay)."
+        if isinstance(dim, (tuple, list)) and not dim: return self
         axes = range(self.ndim) if dim is None else reduce_axes(dim, self.ndim)
-        return reshape_to(self, tuple(d for i, d in enumerate(self.shape) if not (i in axes and d == 1)))
+        return self._as_view(reshape_to(self, tuple(d for i, d in enumerate(self.shape) if not (i in axes and d == 1))))
 
     def unsqueeze(self, dim: int):
         "With a new size-1 dim at `dim`."
         d = normalize_axis(dim, self.ndim + 1)
-        return reshape_to(self, check_rank(self.shape[:d] + (1,) + self.shape[d:], "unsqueeze result"))
+        return self._as_view(reshape_to(self, check_rank(self.shape[:d] + (1,) + self.shape[d:], "unsqueeze result")))
 
     def permute(self, *dims):
         "Dims reordered: result dim i is this tensor's dim `dims[i]`."
@@ -65,7 +68,7 @@ class Views(TensorBase):
         if len(dims) != self.ndim: raise AxisError(f"permute of a rank-{self.ndim} tensor needs {self.ndim} dims, got {dims}")
         perm = tuple(normalize_axis(d, self.ndim) for d in dims)
         if sorted(perm) != list(range(self.ndim)): raise AxisError(f"permute: {dims} is not a permutation of the dims")
-        return self if perm == tuple(range(self.ndim)) else self._apply(Op.PERMUTE, self, arg=perm)
+        return self if perm == tuple(range(self.ndim)) else self._as_view(self._apply(Op.PERMUTE, self, arg=perm))
 
     def transpose(self, dim0: int, dim1: int):
         "Dims `dim0` and `dim1` swapped."
@@ -83,12 +86,12 @@ class Views(TensorBase):
         check_rank(sizes, "expand target")
         k = len(sizes) - self.ndim
         if k < 0: raise ShapeError(f"expand: target {sizes} has fewer dims than the tensor {self.shape}")
-        if any(s == -1 for s in sizes[:k]): raise ShapeError(f"expand: -1 is not allowed for a new dim, got {sizes}")
+        if builtins.any(s == -1 for s in sizes[:k]): raise ShapeError(f"expand: -1 is not allowed for a new dim, got {sizes}")
         shape = tuple(sizes[:k]) + tuple(d if s == -1 else s for d, s in zip(self.shape, sizes[k:]))
         for d, s in zip(self.shape, shape[k:]):
             if d != s and d != 1 or s < 0:
                 raise ShapeError(f"cannot expand a tensor of shape {self.shape} to {tuple(sizes)}")
-        return expand_to(self, shape)
+        return self._as_view(expand_to(self, shape))
     def expand_as(self, other): return self.expand(other.shape)
 
     def contiguous(self):
@@ -116,7 +119,7 @@ class Copies(TensorBase):
             if builtins.sum(sizes) != n or builtins.any(v < 0 for v in sizes):
                 raise ArgumentError(f"split sections {list(s)} do not add up to dim {dim}'s size {n}")
         starts = [builtins.sum(sizes[:i]) for i in range(len(sizes))]
-        return tuple(self._slice_axis(axis, a, a + k) for a, k in zip(starts, sizes))
+        return tuple(self._as_view(self._slice_axis(axis, a, a + k)) for a, k in zip(starts, sizes))
 
     def pad(self, pad, mode: str = "constant", value=None):
         "Padded with `value` (0): `pad` is (left, right) for the last dim, then the one before, ..."
@@ -131,10 +134,10 @@ class Copies(TensorBase):
             if n + b + a < 0: raise ShapeError(f"pad {pad} crops more than {self.shape} holds")
         x = self
         crop = tuple((builtins.max(0, -b), n - builtins.max(0, -a), 1) for n, (b, a) in zip(self.shape, widths))
-        if any(c != (0, n, 1) for c, n in zip(crop, self.shape)):
+        if builtins.any(c != (0, n, 1) for c, n in zip(crop, self.shape)):
             x = self._apply(Op.SLICE, self, arg=tuple(c if c[1] > c[0] else (0, 0, 1) for c in crop))
         grow = tuple((builtins.max(0, b), builtins.max(0, a)) for b, a in widths)
-        return x if not any(b or a for b, a in grow) else x._apply(Op.PAD, x, arg=(grow, v))
+        return x if not builtins.any(b or a for b, a in grow) else x._apply(Op.PAD, x, arg=(grow, v))
 
     def flip(self, dims):
         "Reversed along `dims`."
@@ -179,8 +182,9 @@ def _check_group(name, tensors):
         raise ArgumentError(f"{name} takes a non-empty list of tensors")
     for t in tensors: need_tensor(name, t)
     check_same_device([t.node for t in tensors], name)
-    if any(t.dtype is not tensors[0].dtype for t in tensors): raise mixed_dtypes(name, [t.dtype for t in tensors])
+    if builtins.any(t.dtype is not tensors[0].dtype for t in tensors): raise mixed_dtypes(name, [t.dtype for t in tensors])
 
+@with_out
 def cat(tensors, dim: int = 0):
     "`tensors` joined along `dim` (other dims equal)."
     _check_group("cat", tensors)
@@ -188,10 +192,11 @@ def cat(tensors, dim: int = 0):
     if t0.ndim == 0: raise ShapeError("cat cannot join 0-d tensors: use `stack`")
     axis = normalize_axis(dim, t0.ndim)
     for t in tensors[1:]:
-        if t.ndim != t0.ndim or any(a != b for i, (a, b) in enumerate(zip(t.shape, t0.shape)) if i != axis):
+        if t.ndim != t0.ndim or builtins.any(a != b for i, (a, b) in enumerate(zip(t.shape, t0.shape)) if i != axis):
             raise ShapeError(f"cat along dim {dim} needs the other dims equal, got {t0.shape} and {t.shape}")
     return t0._apply(Op.CONCAT, *tensors, arg=axis)
 
+@with_out
 def stack(tensors, dim: int = 0):
     "`tensors` (all one shape) joined along a new dim."
     _check_group("stack", tensors)
@@ -209,11 +214,11 @@ def host_values(t):
     return get_backend(n.device).peek(n) if n.realized else None
 
 def _index_tensor(name, x, index) -> None:
-    "Check a 1-D int64 index tensor on `x`'s device."
+    "Check a 1-D (or 0-d) int64 index tensor on `x`'s device."
     if not isinstance(index, TensorBase): raise IndexingError(f"{name} takes a 1-D int64 Tensor index, got {type(index).__name__}")
-    if index.dtype is bool_: raise IndexingError(f"{name}: boolean masks are not supported: use `masked_fill` or `where`")
+    if index.dtype is bool_: raise IndexingError(f"{name} takes int64 indices, got a bool mask: use `x[mask]`, `masked_fill` or `where`")
     if index.dtype is not int64: raise DTypeError(f"{name}'s index must be int64, got {index.dtype.name}: use `.long()`")
-    if index.ndim != 1: raise IndexingError(f"{name} takes a 1-D index, got shape {index.shape}: use `.reshape(-1)`")
+    if index.ndim > 1: raise IndexingError(f"{name} takes a 1-D index, got shape {index.shape}: use `.reshape(-1)`")
     check_same_device([x.node, index.node], name)
 
 def check_index_values(name, index, size: int, dim, ignore=None) -> None:
@@ -234,16 +239,87 @@ def checked_index(name, index, size: int, dim=None, ignore=None):
     if host_values(index) is not None or index.numel() == 0:
         check_index_values(name, index, size, dim, ignore)
         return index
-    return index._apply(Op.CHECK_INDEX, index, arg=(name, int(size), ignore, dim))
+    n = index.node
+    if n.op is Op.CHECK_INDEX and n.arg[1:] == (int(size), ignore, dim, False): return index   # checked already
+    return index._apply(Op.CHECK_INDEX, index, arg=(name, int(size), ignore, dim, False))
 
 def _norm_slice(s: slice, n: int) -> tuple:
     "A slice as (start, stop, step) over an axis of `n`; an empty one as (0, 0, 1)."
-    if s.step == 0: raise IndexingError("slice step cannot be zero")
-    start, stop, step = s.indices(n)
+    for v in (s.start, s.stop, s.step):
+        if v is not None and not _is_int(v) and not (isinstance(v, TensorBase) and v.ndim == 0 and v.dtype.is_int):
+            raise IndexingError(f"slice indices must be ints or None, got {v!r}")
+    if s.step is not None and int(s.step) == 0: raise IndexingError("slice step cannot be zero")
+    start, stop, step = slice(*(None if v is None else int(v) for v in (s.start, s.stop, s.step))).indices(n)
     return (start, stop, step) if len(range(start, stop, step)) else (0, 0, 1)
 
+def _host_array(data) -> np.ndarray:
+    "A list, tuple or numpy array used as an index, as an int64 (or, from bools, bool) array."
+    try: a = np.asarray(data)
+    except ValueError: raise IndexingError(f"a ragged list cannot be an index: {data!r}") from None
+    if a.dtype == np.bool_: a = a.astype(np.bool_)
+    elif a.dtype.kind in "iu" or a.size == 0: a = a.astype(np.int64)
+    else: raise IndexingError(f"an index list holds ints or bools, got {a.dtype} values: {data!r}")
+    check_rank(a.shape, "index")
+    return np.array(a, order="C")
+
+def _host_index(x, a: np.ndarray) -> TensorBase:
+    "A host index array as a tensor on `x`'s device."
+    a = np.array(a, order="C")
+    return x._wrap(Node(Op.INPUT, (), None, a.shape, to_dtype(a.dtype), x.device, buf=get_backend(x.device).from_numpy(a)))
+
+def _is_mask(it) -> bool:
+    return (isinstance(it, TensorBase) and it.dtype is bool_) or (isinstance(it, np.ndarray) and it.dtype == np.bool_)
+
+def _is_adv(it) -> bool: return isinstance(it, (TensorBase, np.ndarray))
+
+def _items(x, idx) -> list:
+    "`idx` as a list, one item per dim of `x` (after ... is expanded): int, slice, None, Python bool, Tensor."
+    out = []
+    for it in (list(idx) if isinstance(idx, tuple) else [idx]):
+        if it is None or it is Ellipsis or isinstance(it, slice): out.append(it)
+        elif isinstance(it, (bool, np.bool_)): out.append(bool(it))
+        elif _is_int(it): out.append(int(it))
+        elif isinstance(it, TensorBase):
+            if it.dtype is int32: it = it.long()
+            elif it.dtype not in (int64, bool_):
+                raise IndexingError(f"tensors used as indices must be int64, int32 or bool, got {it.dtype.name}: use `.long()`")
+            check_same_device([x.node, it.node], "indexing")
+            out.append(bool(it.item()) if it.dtype is bool_ and it.ndim == 0 else it)   # a 0-d mask is a Python bool
+        elif isinstance(it, (list, tuple, np.ndarray)):
+            a = _host_array(it)
+            out.append(bool(a) if a.dtype == np.bool_ and a.ndim == 0 else a)
+        else:
+            raise IndexingError(f"vkML indexes with ints, slices, None, ..., bools, lists and int64 or bool tensors; "
+                                f"got {type(it).__name__}")
+    ells = [i for i, it in enumerate(out) if it is Ellipsis]     # (by identity: an index array has no truth value)
+    if len(ells) > 1: raise IndexingError("an index can have only one ellipsis (...)")
+    used = builtins.sum(it.ndim if _is_mask(it) else 1 for it in out if it is not None and it is not Ellipsis and not isinstance(it, bool))
+    if used > x.ndim: raise IndexingError(f"too many indices ({used}) for a tensor of rank {x.ndim}")
+    fill = [slice(None)] * (x.ndim - used)
+    if ells: out[ells[0]:ells[0] + 1] = fill
+    else: out += fill
+    return out
+
+def _unmask(x, items) -> list:
+    "Bool masks replaced by the int64 indices of their true elements: a mask's result shape depends on its values, so this reads it."
+    out, ax = [], 0
+    for it in items:
+        if _is_mask(it):
+            dims = x.shape[ax:ax + it.ndim]
+            if tuple(it.shape) != dims:
+                raise IndexingError(f"the mask's shape {tuple(it.shape)} does not match the indexed dims {dims} "
+                                    f"(dims {ax}..{ax + it.ndim - 1} of {x.shape})")
+            out += list(np.nonzero(it if isinstance(it, np.ndarray) else it.numpy()))
+            ax += it.ndim
+        else:
+            out.append(it)
+            if it is not None and not isinstance(it, bool): ax += 1
+    return out
+
+def _scalar_value(v) -> bool: return is_scalar(v) or (isinstance(v, TensorBase) and v.numel() == 1)
+
 class Indexing(TensorBase):
-    "`x[...]`, index_select, gather, index_add, masked_fill: methods of `Tensor`."
+    "`x[...]` (read and write), index_select, gather, scatter, index_add, index_put, masked_fill: methods of `Tensor`."
     __slots__ = ()
     def _index_select(self, dim: int, index):
         "GATHER along `dim` with the 1-D `index` expanded (stride 0) to the output shape."
@@ -252,87 +328,233 @@ class Indexing(TensorBase):
         idx = expand_to(reshape_to(index, (1,) * dim + (k,) + (1,) * (self.ndim - dim - 1)), shape)
         return self._apply(Op.GATHER, self, idx, arg=dim)
 
-    def __getitem__(self, idx):
-        "x[idx] for ints, slices, None, ... and one 1-D int64 tensor."
-        items = list(idx) if isinstance(idx, tuple) else [idx]
+    def _basic(self, items):
+        "(view, advanced): the view the ints, slices, None and bools make, and [(its dim, index tensor)] for the rest."
+        slices, shape, adv, empty, ax = [], [], [], [], 0
         for it in items:
-            if not (it is None or it is Ellipsis or isinstance(it, (slice, TensorBase)) or _is_int(it)):
-                raise IndexingError(f"vkML indexes with ints, slices, None, ... and one 1-D int64 tensor; got "
-                                    f"{type(it).__name__}: use `index_select`, `gather` or `masked_fill`/`where`")
-        used = builtins.sum(1 for it in items if it is not None and it is not Ellipsis)
-        if items.count(Ellipsis) > 1: raise IndexingError("an index can have only one ellipsis (...)")
-        if used > self.ndim: raise IndexingError(f"too many indices ({used}) for a tensor of rank {self.ndim}")
-        fill = [slice(None)] * (self.ndim - used)
-        if Ellipsis in items: k = items.index(Ellipsis); items[k:k + 1] = fill
-        else: items += fill
-        tensors = [it for it in items if isinstance(it, TensorBase)]
-        if len(tensors) > 1: raise IndexingError("vkML takes one tensor index at a time: chain `index_select` calls")
-        for t in tensors: _index_tensor("indexing", self, t)
-        slices, shape, tpos, ax = [], [], None, 0
-        for it in items:
-            if it is None: shape.append(1); continue
+            if it is None or isinstance(it, bool):      # a new dim: size 1, or 0 for False (PyTorch's x[False])
+                if it is False: empty.append(len(shape))
+                shape.append(1); continue
             n = self.shape[ax]; ax += 1
             if isinstance(it, slice):
                 s = _norm_slice(it, n); slices.append(s); shape.append(len(range(*s)))
-            elif isinstance(it, TensorBase):
-                slices.append((0, n, 1)); tpos = len(shape); shape.append(n)
-                check_index_values("indexing", it, n, ax - 1); tcheck = (n, ax - 1)
+            elif _is_adv(it):
+                slices.append((0, n, 1)); adv.append((len(shape), it)); shape.append(n)
             else:
                 if not -n <= it < n: raise IndexOutOfRangeError(f"index {it} is out of range for dim {ax - 1} of size {n}")
-                i = int(it) % n; slices.append((i, i + 1, 1))
-        final = list(shape)
-        if tpos is not None: final[tpos] = tensors[0].shape[0]
-        check_rank(final, "indexing result")
+                i = it % n; slices.append((i, i + 1, 1))
         y = self
-        if any(s != (0, n, 1) for s, n in zip(slices, self.shape)): y = self._apply(Op.SLICE, y, arg=tuple(slices))
-        y = reshape_to(y, shape)
-        return y if tpos is None else y._index_select(tpos, checked_index("indexing", tensors[0], *tcheck))
+        if builtins.any(s != (0, n, 1) for s, n in zip(slices, self.shape)): y = self._apply(Op.SLICE, y, arg=tuple(slices))
+        y = reshape_to(y, check_rank(tuple(shape), "indexing result"))
+        if empty: y = y._apply(Op.SLICE, y, arg=tuple((0, 0, 1) if i in empty else (0, d, 1) for i, d in enumerate(y.shape)))
+        return self._as_view(y), adv
+
+    def _flat_index(self, adv, what="indexing"):
+        "(dims, broadcast shape, flat int64 index over the advanced dims in row-major order), negatives wrapped."
+        dims, ts = [d for d, _ in adv], [t for _, t in adv]
+        sizes = [self.shape[d] for d in dims]
+        bshape = broadcast_shapes(*(t.shape for t in ts))
+        hs = [t if isinstance(t, np.ndarray) else host_values(t) for t in ts]
+        for d, n, h in zip(dims, sizes, hs):           # data: checked (and negatives wrapped) on the host
+            if h is None: continue
+            bad = (h < -n) | (h >= n)
+            if bad.any(): raise IndexOutOfRangeError(f"index {int(h[bad].flat[0])} is out of range for dim {d} of size {n}")
+        if builtins.all(h is not None for h in hs):
+            flat = np.zeros(bshape, np.int64)
+            for n, h in zip(sizes, hs): flat = flat * n + np.where(h < 0, h + n, h)
+            return dims, bshape, _host_index(self, flat.reshape(-1))
+        flat = None                                     # computed indices: checked and wrapped on the device
+        for d, n, t, h in zip(dims, sizes, ts, hs):
+            if h is not None: t = _host_index(self, np.where(h < 0, h + n, h))
+            else: t = t._apply(Op.CHECK_INDEX, t, arg=(what, n, None, d, True))   # (each dim: a flat index could hide one)
+            t = expand_to(t, bshape)
+            flat = t if flat is None else flat._apply(Op.ADD, flat._apply(Op.MUL, flat, const_like(n, flat)), t)
+        return dims, bshape, reshape_to(flat, (math.prod(bshape),))
+
+    def _gathered_layout(self, dims):
+        "(z, d0, perm): this tensor with the advanced `dims` merged into dim d0 (moved to the front when not adjacent)."
+        k, p = len(dims), math.prod(self.shape[d] for d in dims)
+        if dims == list(range(dims[0], dims[0] + k)):
+            return reshape_to(self, self.shape[:dims[0]] + (p,) + self.shape[dims[0] + k:]), dims[0], None
+        perm = tuple(dims + [d for d in range(self.ndim) if d not in dims])
+        z = self._apply(Op.PERMUTE, self, arg=perm)
+        return reshape_to(z, (p,) + z.shape[k:]), 0, perm
+
+    def _advanced(self, adv):
+        "This tensor indexed by the advanced index tensors `adv`: broadcast together; separated ones go first."
+        dims, bshape, flat = self._flat_index(adv)
+        z, d0, _ = self._gathered_layout(dims)
+        out = z._index_select(d0, flat)
+        return reshape_to(out, check_rank(z.shape[:d0] + bshape + z.shape[d0 + 1:], "indexing result"))
+
+    def __getitem__(self, idx):
+        "x[idx]: ints, slices, None, ..., bools, lists, int64 tensors and bool masks, with NumPy's and PyTorch's rules."
+        items = _items(self, idx)
+        if builtins.any(_is_mask(it) for it in items): items = _unmask(self, items)
+        y, adv = self._basic(items)
+        return y._advanced(adv) if adv else y
+
+    def _value_as(self, value, shape, what):
+        "`value` (a number or a tensor) in this tensor's dtype and device, broadcast to `shape` (PyTorch's setitem rules)."
+        if isinstance(value, np.ndarray): value = _host_array_value(self, value)
+        if isinstance(value, TensorBase):
+            if value.device != self.device: value = value.to(self.device)
+            if value.dtype is not self.dtype: value = value.cast(self.dtype)
+            while value.ndim > len(shape) and value.shape[0] == 1: value = reshape_to(value, value.shape[1:])
+            try: ok = broadcast_shapes(value.shape, shape) == tuple(shape)
+            except ShapeError: ok = False
+            if not ok: raise ShapeError(f"{what}: a value of shape {value.shape} cannot be broadcast to the indexed shape {tuple(shape)}")
+            return expand_to(value, shape)
+        return const_like(scalar_as(value, self.dtype, what), self, tuple(shape))
+
+    def _scattered(self, adv, value, accumulate, what):
+        "This tensor's value with `value` written (or added) where the advanced indices `adv` point."
+        dims, bshape, flat = self._flat_index(adv, what)
+        z, d0, perm = self._gathered_layout(dims)
+        n = math.prod(bshape)
+        v = self._value_as(value, check_rank(z.shape[:d0] + bshape + z.shape[d0 + 1:], "indexing result"), what)
+        v = reshape_to(v, z.shape[:d0] + (n,) + z.shape[d0 + 1:])
+        idx = expand_to(reshape_to(flat, (1,) * d0 + (n,) + (1,) * (z.ndim - d0 - 1)), v.shape)
+        if accumulate: check_dtype(what, self.dtype, ACCEPTED_DTYPES[Op.INDEX_ADD])
+        z = z._apply(Op.INDEX_ADD if accumulate else Op.SCATTER, z, idx, v, arg=d0)
+        if perm is None: return reshape_to(z, self.shape)
+        z = reshape_to(z, tuple(self.shape[d] for d in perm))
+        return z._apply(Op.PERMUTE, z, arg=tuple(int(i) for i in np.argsort(perm)))
+
+    def _put(self, idx, value, accumulate: bool, what: str):
+        "Write (or add) `value` at `idx`, in place: the engine of `x[idx] = value` and `index_put_`."
+        items = _items(self, idx)
+        masks = [it for it in items if _is_mask(it)]
+        if (not accumulate and len(masks) == 1 and _scalar_value(value)
+                and builtins.all(it is masks[0] or (isinstance(it, slice) and it == slice(None)) for it in items)):
+            ax = next(i for i, it in enumerate(items) if it is masks[0])       # no host read: a WHERE
+            m = masks[0]
+            if tuple(m.shape) != self.shape[ax:ax + m.ndim]:
+                raise IndexingError(f"the mask's shape {tuple(m.shape)} does not match the indexed dims {self.shape[ax:ax + m.ndim]}")
+            if isinstance(m, np.ndarray): m = _host_index(self, m)
+            m = expand_to(reshape_to(m, (1,) * ax + m.shape + (1,) * (self.ndim - ax - m.ndim)), self.shape)
+            v = self._value_as(value if is_scalar(value) else reshape_to(value, ()), self.shape, what)
+            return self._write(self._apply(Op.WHERE, m, v, self), what)
+        if masks: items = _unmask(self, items)
+        y, adv = self._basic(items)
+        if not adv:
+            v = y._value_as(value, y.shape, what)
+            return y._write(y._apply(Op.ADD, y, v) if accumulate else y._apply(Op.CONTIGUOUS, v), what)
+        return y._write(y._scattered(adv, value, accumulate, what), what)
+
+    def __setitem__(self, idx, value):
+        "x[idx] = value, in place (any index `x[idx]` reads; `value` broadcast to what it selects, cast to x's dtype)."
+        self._put(idx, value, False, "setitem")
+
+    def index_put_(self, indices, values, accumulate: bool = False):
+        "self[indices] = values in place (`accumulate`: added instead, repeated indices included) (PyTorch's)."
+        if not isinstance(indices, (tuple, list)): raise IndexingError(f"index_put_ takes a tuple of index tensors, got {type(indices).__name__}")
+        for t in indices: need_tensor("index_put_", t)
+        need_tensor("index_put_", values)
+        self._put(tuple(indices), values, bool(accumulate), "index_put_")
+        return self
+    def index_put(self, indices, values, accumulate: bool = False):
+        "A copy of this tensor with `values` put at `indices` (see `index_put_`)."
+        return self.clone().index_put_(indices, values, accumulate)
 
     def index_select(self, dim: int, index):
-        "The slices at positions `index` (1-D int64) along `dim`."
-        if self.ndim == 0: raise ShapeError("index_select needs a tensor of rank >= 1")
-        axis = normalize_axis(dim, self.ndim); _index_tensor("index_select", self, index)
-        return self._index_select(axis, checked_index("index_select", index, self.shape[axis], dim))
+        "The slices at positions `index` (1-D or 0-d int64) along `dim`."
+        _index_tensor("index_select", self, index)
+        axis = normalize_axis(dim, builtins.max(self.ndim, 1))
+        index = checked_index("index_select", index, self.shape[axis] if self.ndim else 1, dim)   # computed: on the device
+        x = self if self.ndim else reshape_to(self, (1,))
+        y = x._index_select(axis, index if index.ndim else reshape_to(index, (1,)))
+        return reshape_to(y, index.shape) if self.ndim == 0 else y
+
+    def _scatter_args(self, name, dim, index):
+        need_tensor(name, index)
+        if index.dtype is not int64: raise DTypeError(f"{name}'s index must be int64, got {index.dtype.name}: use `.long()`")
+        check_same_device([self.node, index.node], name)
+        if index.ndim != self.ndim: raise ShapeError(f"{name}: index {index.shape} must have the rank of {self.shape}")
+        axis = normalize_axis(dim, builtins.max(self.ndim, 1))
+        if builtins.any(a > b for d, (a, b) in enumerate(zip(index.shape, self.shape)) if d != axis):
+            raise ShapeError(f"{name}: index {index.shape} must be no larger than {self.shape} off dim {dim}")
+        check_index_values(name, index, self.shape[axis] if self.ndim else 1, dim)
+        x, i = (self, index) if self.ndim else (reshape_to(self, (1,)), reshape_to(index, (1,)))
+        return x, i, axis
 
     def gather(self, dim: int, index):
         "out[i][j] = x[i][index[i][j]] along `dim` (torch.gather)."
-        need_tensor("gather", index)
-        axis = normalize_axis(dim, self.ndim)
-        if index.dtype is not int64: raise DTypeError(f"gather's index must be int64, got {index.dtype.name}: use `.long()`")
-        check_same_device([self.node, index.node], "gather")
-        if index.ndim != self.ndim or any(i > s for d, (i, s) in enumerate(zip(index.shape, self.shape)) if d != axis):
-            raise ShapeError(f"gather: index {index.shape} must have the rank of {self.shape} and no larger other dims")
-        check_index_values("gather", index, self.shape[axis] if self.ndim else 1, dim)
-        if self.ndim == 0: return reshape_to(self._apply(Op.GATHER, reshape_to(self, (1,)), reshape_to(index, (1,)), arg=0), ())
-        return self._apply(Op.GATHER, self, index, arg=axis)
+        x, i, axis = self._scatter_args("gather", dim, index)
+        return reshape_to(x._apply(Op.GATHER, x, i, arg=axis), index.shape)
+
+    def _scatter(self, name, dim, index, src, op):
+        x, i, axis = self._scatter_args(name, dim, index)
+        if isinstance(src, TensorBase):
+            check_same_device([self.node, src.node], name)
+            if src.dtype is not self.dtype: raise mixed_dtypes(name, [self.dtype, src.dtype])
+            s = src if src.ndim == x.ndim else expand_to(src, i.shape) if src.ndim == 0 else src
+            if s.ndim != x.ndim or builtins.any(a > b for a, b in zip(i.shape, s.shape)):
+                raise ShapeError(f"{name}: index {index.shape} must be no larger than src {src.shape} in every dim")
+            if s.shape != i.shape: s = s._apply(Op.SLICE, s, arg=tuple((0, d, 1) for d in i.shape))
+        else:
+            s = const_like(scalar_as(src, self.dtype, name), x, i.shape)
+        check_dtype(name, self.dtype, ACCEPTED_DTYPES[op])
+        return reshape_to(x._apply(op, x, i, s, arg=axis), self.shape)
+    def scatter(self, dim: int, index, src=None, *, value=None, reduce=None):
+        "A copy with `src[i][j]` (or `value`) written at [i][index[i][j]] along `dim` (torch.scatter; a repeated index: the last wins)."
+        if reduce is not None: raise ArgumentError(f"scatter's reduce={reduce!r} is not supported: use `scatter_add` for 'add'")
+        if (src is None) == (value is None): raise ArgumentError("scatter takes one of src (a tensor or number) and value")
+        return self._scatter("scatter", dim, index, value if src is None else src, Op.SCATTER)
+    def scatter_add(self, dim: int, index, src):
+        "A copy with `src[i][j]` added at [i][index[i][j]] along `dim`, repeats accumulating (torch.scatter_add)."
+        need_tensor("scatter_add", src)
+        return self._scatter("scatter_add", dim, index, src, Op.INDEX_ADD)
+    def scatter_(self, dim: int, index, src=None, *, value=None, reduce=None):
+        "`scatter`, in place."
+        return self._write(self.scatter(dim, index, src, value=value, reduce=reduce), "scatter_")
+    def scatter_add_(self, dim: int, index, src):
+        "`scatter_add`, in place."
+        return self._write(self.scatter_add(dim, index, src), "scatter_add_")
 
     def index_add(self, dim: int, index, source, *, alpha=1):
         "With alpha·source[i] added at position index[i] along `dim` (repeats accumulate)."
         need_tensor("index_add", source)
-        if self.ndim == 0: raise ShapeError("index_add needs a tensor of rank >= 1")
-        axis = normalize_axis(dim, self.ndim); _index_tensor("index_add", self, index)
+        x, src = (self, source) if self.ndim else (reshape_to(self, (1,)), reshape_to(source, (1,)) if source.ndim == 0 else source)
+        axis = normalize_axis(dim, x.ndim); _index_tensor("index_add", x, index)
+        if index.ndim == 0: index = reshape_to(index, (1,))
         check_same_device([self.node, source.node], "index_add")
         if source.dtype is not self.dtype: raise mixed_dtypes("index_add", [self.dtype, source.dtype])
         check_dtype("index_add", self.dtype, ACCEPTED_DTYPES[Op.INDEX_ADD])
-        want = self.shape[:axis] + index.shape + self.shape[axis + 1:]
-        if source.shape != want:
+        want = x.shape[:axis] + index.shape + x.shape[axis + 1:]
+        if src.shape != want:
             raise ShapeError(f"index_add: source {source.shape} must be {want} (x {self.shape}, index {index.shape}, dim {dim})")
         if alpha != 1: scalar_as(alpha, self.dtype, "index_add")
-        check_index_values("index_add", index, self.shape[axis], dim)
+        check_index_values("index_add", index, x.shape[axis], dim)
         k = index.shape[0]
-        idx = expand_to(reshape_to(index, (1,) * axis + (k,) + (1,) * (self.ndim - axis - 1)), want)
-        src = source if alpha == 1 else source * alpha
-        return self._apply(Op.INDEX_ADD, self, idx, src, arg=axis)
+        idx = expand_to(reshape_to(index, (1,) * axis + (k,) + (1,) * (x.ndim - axis - 1)), want)
+        src = src if alpha == 1 else src * alpha
+        return reshape_to(x._apply(Op.INDEX_ADD, x, idx, src, arg=axis), self.shape)
+    def index_add_(self, dim: int, index, source, *, alpha=1):
+        "`index_add`, in place."
+        return self._write(self.index_add(dim, index, source, alpha=alpha), "index_add_")
 
     def masked_fill(self, mask, value):
-        "With `value` where `mask` (bool, broadcast to this shape) is true."
+        "`value` where `mask` (bool) is true, else this tensor; the two broadcast together (PyTorch's out-of-place rule)."
         need_tensor("masked_fill", mask)
         if mask.dtype is not bool_: raise DTypeError(f"masked_fill's mask must be bool, got {mask.dtype.name}: use `.bool()`")
         if isinstance(value, TensorBase) and value.ndim:
             raise ShapeError(f"masked_fill's value must be a scalar or a 0-d tensor, got {value.shape}")
         dtype, device, shape = common_operands("masked_fill", (self, value), ALL, like=mask)
-        if shape != self.shape: raise ShapeError(f"masked_fill: mask {mask.shape} does not broadcast to {self.shape}")
-        return self._apply(Op.WHERE, expand_to(mask, shape), lift(value, self, dtype, device, shape, "masked_fill"), self)
+        return self._apply(Op.WHERE, expand_to(mask, shape), lift(value, self, dtype, device, shape, "masked_fill"),
+                           expand_to(self, shape))
+    def masked_fill_(self, mask, value):
+        "`masked_fill`, in place (the mask must broadcast to this tensor's shape)."
+        need_tensor("masked_fill_", mask)
+        if broadcast_shapes(mask.shape, self.shape) != self.shape:
+            raise ShapeError(f"masked_fill_: a mask of shape {mask.shape} does not broadcast to the tensor's shape {self.shape}")
+        return self._write(self.masked_fill(mask, value), "masked_fill_")
+
+def _host_array_value(x, a: np.ndarray) -> TensorBase:
+    "A numpy array used as a value to write: a tensor on `x`'s device (float64 refused, as everywhere)."
+    dt = to_dtype(a.dtype)
+    a = np.array(a, order="C")
+    return x._wrap(Node(Op.INPUT, (), None, a.shape, dt, x.device, buf=get_backend(x.device).from_numpy(a)))
 
 def one_hot(x, num_classes: int = -1):
     "int64 `x` as one-hot rows of `num_classes` (inferred from the maximum when -1), int64."
@@ -365,5 +587,6 @@ def _function(name, cls):
 reshape, flatten, squeeze, unsqueeze, permute, transpose, expand, contiguous = (_function(n, Views) for n in
     ("reshape", "flatten", "squeeze", "unsqueeze", "permute", "transpose", "expand", "contiguous"))
 split, pad, flip, repeat, tril, triu = (_function(n, Copies) for n in ("split", "pad", "flip", "repeat", "tril", "triu"))
-index_select, gather, index_add, masked_fill = (_function(n, Indexing) for n in
-    ("index_select", "gather", "index_add", "masked_fill"))
+index_select, gather = (with_out(_function(n, Indexing)) for n in ("index_select", "gather"))
+scatter, scatter_add, index_add, index_put, masked_fill = (_function(n, Indexing) for n in
+    ("scatter", "scatter_add", "index_add", "index_put", "masked_fill"))

@@ -7,9 +7,10 @@ from __future__ import annotations
 import collections, math, weakref
 import numpy as np
 from ..dtypes import *
-from ..ops import Op
-from ..graph import Node, no_grad, defer, canonical_device
+from ..ops import Op, VIEW_OPS
+from ..graph import Node, no_grad, defer, canonical_device, make_node
 from ..tensor import Tensor, realize, from_numpy_node, tensor
+from ..operands import ArgumentError
 import vkml.functional as VF
 import vkml.autograd  # Tensor.backward and Tensor.detach, which state dicts and batch norm use
 from . import functional
@@ -18,9 +19,10 @@ from . import functional as F
 # %% auto #0
 __all__ = ['ReLU', 'GELU', 'SiLU', 'Tanh', 'Sigmoid', 'LeakyReLU', 'ELU', 'Softplus', 'Softmax', 'LogSoftmax', 'StateDictError',
            'assign', 'Parameter', 'Module', 'Sequential', 'ModuleList', 'uniform', 'kaiming_uniform', 'Linear',
-           'Conv2d', 'ConvTranspose2d', 'MaxPool2d', 'AvgPool2d', 'Flatten', 'Identity', 'BatchNorm1d', 'BatchNorm2d',
-           'LayerNorm', 'RMSNorm', 'GroupNorm', 'Embedding', 'Dropout', 'CrossEntropyLoss', 'NLLLoss', 'MSELoss',
-           'L1Loss', 'SmoothL1Loss', 'BCELoss', 'BCEWithLogitsLoss', 'KLDivLoss']
+           'Conv2d', 'ConvTranspose2d', 'MaxPool2d', 'MaxUnpool2d', 'AvgPool2d', 'AdaptiveAvgPool2d',
+           'AdaptiveMaxPool2d', 'Flatten', 'Identity', 'BatchNorm1d', 'BatchNorm2d', 'LayerNorm', 'RMSNorm',
+           'GroupNorm', 'Embedding', 'Dropout', 'CrossEntropyLoss', 'NLLLoss', 'MSELoss', 'L1Loss', 'SmoothL1Loss',
+           'BCELoss', 'BCEWithLogitsLoss', 'KLDivLoss']
 
 # %% ../../nbs/30_nn.ipynb #fb54470c
 class StateDictError(CheckpointError):
@@ -34,6 +36,13 @@ def assign(t: Tensor, value: Tensor) -> Tensor:
     rg = t.requires_grad
     node = value.node
     if node is t.node: return t
+    if t.node.realized and t.node.op not in VIEW_OPS:
+        # t has memory of its own: write the value into it (an ASSIGN), so that whatever binds that memory
+        # (an optimiser's flat buffer, a replayed step) sees the new value
+        node = make_node(Op.ASSIGN, (t.node, value.detach().node if value.requires_grad else value.node))
+        t.node, node.tref = node, weakref.ref(t)
+        node.requires_grad, node.leaf_of = rg, (weakref.ref(t) if rg else None)
+        return t
     owner = node.tref() if node.tref is not None else None
     if node.requires_grad or (owner is not None and owner is not value):
         node = value.detach().node   # never hijack a node that another tensor or the graph owns
@@ -200,36 +209,38 @@ def _as_array(v, key) -> np.ndarray:
     if isinstance(v, np.ndarray): return v
     raise StateDictError(f"state dict entry {key!r} is a {type(v).__name__}, not a tensor")
 
-def _load_state_dict(self: Module, state_dict: dict, strict: bool = True):
-    "Copy `state_dict`'s tensors into this module's parameters and buffers, checking keys and shapes."
+def _load_state_dict(self: Module, state_dict: dict, strict: bool = True, assign: bool = False):
+    "Copy `state_dict`'s tensors into this module's parameters and buffers: (missing_keys, unexpected_keys), as PyTorch's."
     own = self.state_dict(keep_vars=True)
+    state_dict = dict(state_dict)
+    for mp, m in self.named_modules():     # PyTorch's rule for old checkpoints: a missing counter of batch norm starts at 0
+        k = f"{mp}.num_batches_tracked" if mp else "num_batches_tracked"
+        if "num_batches_tracked" in m._buffers and k in own and k not in state_dict: state_dict[k] = np.zeros((), np.int64)
     missing = [k for k in own if k not in state_dict]
     unexpected = [k for k in state_dict if k not in own]
-    if strict and missing:
-        raise StateDictError(f"missing key {missing[0]!r} in the state dict for {type(self).__name__}"
-                             + (f" (and {len(missing) - 1} more: {missing[1:4]})" if len(missing) > 1 else ""))
-    if strict and unexpected:
-        raise StateDictError(f"unexpected key {unexpected[0]!r} in the state dict for {type(self).__name__}"
-                             + (f" (and {len(unexpected) - 1} more: {unexpected[1:4]})" if len(unexpected) > 1 else ""))
-    arrays = {}
+    errors, arrays = [], {}
     for k, t in own.items():
         if k not in state_dict: continue
         a = _as_array(state_dict[k], k)
         if t.shape == () and a.shape == (1,): a = a.reshape(())   # a 0-d tensor saved through np.ascontiguousarray
         if tuple(a.shape) != t.shape:
-            raise StateDictError(f"shape mismatch for {k!r}: the checkpoint has {tuple(a.shape)}, the module {t.shape}")
+            errors.append(f"size mismatch for {k}: copying a param with shape {tuple(a.shape)} from checkpoint, "
+                          f"the shape in current model is {t.shape}.")
+            continue
         if np.dtype(a.dtype) != t.dtype.np:
-            if t.dtype.is_float != (a.dtype.kind == "f"):
-                raise StateDictError(f"dtype mismatch for {k!r}: the checkpoint has {a.dtype}, the module {t.dtype.name}")
+            if t.dtype.is_float != (a.dtype.kind == "f") or a.dtype.kind not in "fiub":
+                errors.append(f"dtype mismatch for {k}: the checkpoint has {a.dtype}, the module {t.dtype.name}.")
+                continue
             a = a.astype(t.dtype.np)
         arrays[k] = a
-    for k, a in arrays.items():   # everything checked: now change the module
-        t = own[k]
-        node = from_numpy_node(a, t.device)
-        node.tref = weakref.ref(t)
-        rg = t.requires_grad
-        t.node = node
-        if rg: t.requires_grad_()
+    if strict:
+        if missing: errors.insert(0, "Missing key(s) in state_dict: " + ", ".join(f'"{k}"' for k in missing) + ".")
+        if unexpected: errors.insert(len(missing) > 0, "Unexpected key(s) in state_dict: " + ", ".join(f'"{k}"' for k in unexpected) + ".")
+    if errors:
+        raise StateDictError(f"Error(s) in loading state_dict for {type(self).__name__}:\n\t" + "\n\t".join(errors))
+    with no_grad():               # everything checked: now change the module, in place (views of a parameter see it)
+        for k, a in arrays.items(): own[k]._write(Tensor(from_numpy_node(a, own[k].device)), "load_state_dict")
+    if arrays: realize(*(own[k] for k in arrays))   # at once, as PyTorch's copy_: one schedule per device
     return _IncompatibleKeys(missing, unexpected)
 Module.load_state_dict = _load_state_dict
 
@@ -353,26 +364,53 @@ class ConvTranspose2d(Module):
 
 # %% ../../nbs/30_nn.ipynb #3f4ae314
 class MaxPool2d(Module):
-    "The maximum over each window."
-    def __init__(self, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False):
+    "The maximum over each window (and its flat position, with `return_indices=True`)."
+    def __init__(self, kernel_size, stride=None, padding=0, dilation=1, return_indices=False, ceil_mode=False):
         super().__init__()
         self.kernel_size, self.stride, self.padding = kernel_size, stride if stride is not None else kernel_size, padding
-        self.dilation, self.ceil_mode = dilation, ceil_mode
+        self.dilation, self.return_indices, self.ceil_mode = dilation, return_indices, ceil_mode
     def forward(self, x):
         _check_input(self, x)
-        return F.max_pool2d(x, self.kernel_size, self.stride, self.padding, self.dilation, self.ceil_mode)
+        return F.max_pool2d(x, self.kernel_size, self.stride, self.padding, self.dilation, self.ceil_mode, self.return_indices)
+    def extra_repr(self): return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
+
+class MaxUnpool2d(Module):
+    "The inverse of MaxPool2d: each value put back at the position its index names, zeros elsewhere."
+    def __init__(self, kernel_size, stride=None, padding=0):
+        super().__init__()
+        self.kernel_size, self.stride, self.padding = kernel_size, stride if stride is not None else kernel_size, padding
+    def forward(self, x, indices, output_size=None):
+        _check_input(self, x)
+        return F.max_unpool2d(x, indices, self.kernel_size, self.stride, self.padding, output_size)
     def extra_repr(self): return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
 
 class AvgPool2d(Module):
     "The mean over each window."
-    def __init__(self, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True):
+    def __init__(self, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True, divisor_override=None):
         super().__init__()
         self.kernel_size, self.stride, self.padding = kernel_size, stride if stride is not None else kernel_size, padding
-        self.ceil_mode, self.count_include_pad = ceil_mode, count_include_pad
+        self.ceil_mode, self.count_include_pad, self.divisor_override = ceil_mode, count_include_pad, divisor_override
     def forward(self, x):
         _check_input(self, x)
-        return F.avg_pool2d(x, self.kernel_size, self.stride, self.padding, self.ceil_mode, self.count_include_pad)
+        return F.avg_pool2d(x, self.kernel_size, self.stride, self.padding, self.ceil_mode, self.count_include_pad,
+                            self.divisor_override)
     def extra_repr(self): return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
+
+class AdaptiveAvgPool2d(Module):
+    "Average pooling to a fixed output size (an int or a pair; None keeps that extent)."
+    def __init__(self, output_size):
+        super().__init__(); self.output_size = output_size
+    def forward(self, x):
+        _check_input(self, x); return F.adaptive_avg_pool2d(x, self.output_size)
+    def extra_repr(self): return f"output_size={self.output_size}"
+
+class AdaptiveMaxPool2d(Module):
+    "Max pooling to a fixed output size (and the flat positions, with `return_indices=True`)."
+    def __init__(self, output_size, return_indices=False):
+        super().__init__(); self.output_size, self.return_indices = output_size, return_indices
+    def forward(self, x):
+        _check_input(self, x); return F.adaptive_max_pool2d(x, self.output_size, self.return_indices)
+    def extra_repr(self): return f"output_size={self.output_size}"
 
 class Flatten(Module):
     "Dims `start_dim`..`end_dim` merged into one (keeps the batch dim by default)."
@@ -477,15 +515,22 @@ class GroupNorm(Module):
 
 # %% ../../nbs/30_nn.ipynb #6f5168a2
 class Embedding(Module):
-    "A lookup table: row `i` of `weight` (num_embeddings, embedding_dim) for index `i` (weights ~ N(0, 1))."
-    def __init__(self, num_embeddings: int, embedding_dim: int, device="cpu"):
+    "A lookup table: row `i` of `weight` (num_embeddings, embedding_dim) for index `i` (weights ~ N(0, 1)); the `padding_idx` row starts at zero and gets no gradient."
+    def __init__(self, num_embeddings: int, embedding_dim: int, padding_idx=None, max_norm=None, norm_type=2.0,
+                 scale_grad_by_freq=False, sparse=False, device="cpu"):
         super().__init__()
+        if max_norm is not None or scale_grad_by_freq or sparse:
+            raise ArgumentError("Embedding: max_norm, scale_grad_by_freq and sparse are not supported (vkML's gradients are dense)")
         self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
+        self.padding_idx = F._padding_index(padding_idx, num_embeddings)
         with no_grad(): w = VF.randn(num_embeddings, embedding_dim).realize()
         self.weight = Parameter(w.to(device))
+        if self.padding_idx is not None:
+            with no_grad(): self.weight[self.padding_idx] = 0.0   # in place, as PyTorch's reset_parameters
     def forward(self, idx):
-        _check_input(self, idx, int64); return F.embedding(idx, self.weight)
-    def extra_repr(self): return f"{self.num_embeddings}, {self.embedding_dim}"
+        _check_input(self, idx, int64); return F.embedding(idx, self.weight, self.padding_idx)
+    def extra_repr(self):
+        return f"{self.num_embeddings}, {self.embedding_dim}" + (f", padding_idx={self.padding_idx}" if self.padding_idx is not None else "")
 
 class Dropout(Module):
     "In training, zero each element with probability p and scale the rest by 1/(1−p)."

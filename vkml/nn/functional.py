@@ -10,18 +10,18 @@ from ..dtypes import *
 from ..dtypes import FLOATS, prod
 from ..ops import Op, conv_out
 from ..tensor import Tensor, apply
-from ..tensor_shape import host_values, checked_index
+from ..tensor_shape import host_values, check_index_values, checked_index
 from ..tensor_linalg import matmul
 import vkml.functional as vf
 from ..operands import ArgumentError, check_dtype, need_tensor
 
 # %% auto #0
-__all__ = ['linear', 'conv2d', 'conv_transpose2d', 'max_pool2d', 'avg_pool2d', 'adaptive_avg_pool2d', 'unfold', 'fold', 'softmax',
-           'log_softmax', 'layer_norm', 'rms_norm', 'batch_norm_stats', 'batch_norm', 'group_norm', 'dropout',
-           'embedding', 'scaled_dot_product_attention', 'nll_loss', 'cross_entropy', 'mse_loss', 'l1_loss',
-           'smooth_l1_loss', 'binary_cross_entropy', 'binary_cross_entropy_with_logits', 'kl_div', 'relu', 'leaky_relu',
-           'elu', 'selu', 'gelu', 'silu', 'mish', 'softplus', 'softsign', 'hardtanh', 'sigmoid', 'tanh', 'pad',
-           'one_hot']
+__all__ = ['linear', 'conv2d', 'conv_transpose2d', 'max_pool2d', 'max_unpool2d', 'avg_pool2d', 'adaptive_avg_pool2d',
+           'adaptive_max_pool2d', 'unfold', 'fold', 'softmax', 'log_softmax', 'layer_norm', 'rms_norm',
+           'batch_norm_stats', 'batch_norm', 'group_norm', 'dropout', 'embedding', 'scaled_dot_product_attention',
+           'nll_loss', 'cross_entropy', 'mse_loss', 'l1_loss', 'smooth_l1_loss', 'binary_cross_entropy',
+           'binary_cross_entropy_with_logits', 'kl_div', 'relu', 'leaky_relu', 'elu', 'selu', 'gelu', 'silu', 'mish',
+           'softplus', 'softsign', 'hardtanh', 'sigmoid', 'tanh', 'pad', 'one_hot']
 
 # %% ../../nbs/17_nn_functional.ipynb #59fedae0
 def _float(x, what):
@@ -36,7 +36,7 @@ def _pair(v, what) -> tuple:
         raise ArgumentError(f"{what} must be an int or a pair of ints, got {v!r}")
     v = tuple(int(i) for i in v)
     least = _LEAST.get(what, 0)
-    if min(v) < least: raise ArgumentError(f"{what} must be {'positive' if least else 'non-negative'}, got {v}")
+    if min(v) < least: raise ArgumentError(f"{what} must be >= {least}, got {v}")
     return v
 
 _LEAST = {"stride": 1, "dilation": 1, "kernel_size": 1, "output_size": 0}   # the smallest value each argument takes (else 0)
@@ -131,31 +131,113 @@ def conv_transpose2d(x, w, bias=None, stride=1, padding=0, output_padding=0, gro
     return _unbatch(_add_channel_bias(y, bias, "conv_transpose2d"), unb)
 
 # %% ../../nbs/17_nn_functional.ipynb #fbd83ac8
-def _pool_args(x, kernel_size, stride, padding, what):
+def _need(x, what):
+    if not isinstance(x, Tensor): raise DTypeError(f"{what} takes a vkml Tensor, got {type(x).__name__}: wrap it with `vkml.tensor(...)`")
+
+def _pool_args(x, kernel_size, stride, padding, what, dilation=1):
     k = _pair(kernel_size, "kernel_size")
     s = k if stride is None or stride == () or stride == [] else _pair(stride, "stride")
-    p = _pair(padding, "padding")
+    p, d = _pair(padding, "padding"), _pair(dilation, "dilation")
     _float(x, what)
     if min(k) < 1 or min(s) < 1: raise ArgumentError(f"{what}: kernel_size {k} and stride {s} must be positive")
+    if min(p) < 0 or min(d) < 1: raise ArgumentError(f"{what}: padding {p} must be >= 0 and dilation {d} >= 1")
     if any(pi > ki // 2 for pi, ki in zip(p, k)):
         raise ArgumentError(f"{what}: padding {p} must be at most half the kernel size {k}")
     return k, s, p
 
-def max_pool2d(x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False) -> Tensor:
-    "The maximum over each window (NCHW or CHW)."
+def _flag(v, name, what) -> bool:
+    if not isinstance(v, (bool, np.bool_)): raise ArgumentError(f"{what}'s {name} must be True or False, got {v!r}")
+    return bool(v)
+
+def _window_positions(H, W, k, s, p, d, oh, ow) -> np.ndarray:
+    "(kh·kw, oh·ow) int64: each window tap's flat input position h·W + w; a tap in the padding names its window's first position in the input."
+    hs = np.arange(oh)[:, None] * s[0] - p[0] + np.arange(k[0])[None, :] * d[0]          # (oh, kh)
+    ws = np.arange(ow)[:, None] * s[1] - p[1] + np.arange(k[1])[None, :] * d[1]          # (ow, kw)
+    valid = ((hs >= 0) & (hs < H))[:, None, :, None] & ((ws >= 0) & (ws < W))[None, :, None, :]
+    pos = (np.clip(hs, 0, max(H - 1, 0))[:, None, :, None] * W + np.clip(ws, 0, max(W - 1, 0))[None, :, None, :])
+    pos, valid = pos.reshape(oh * ow, -1), valid.reshape(oh * ow, -1)
+    first = pos[np.arange(oh * ow), valid.argmax(1)]
+    return np.where(valid, pos, first[:, None]).T.astype(np.int64)
+
+def _host(x, a: np.ndarray) -> Tensor:
+    "A host array as a tensor on `x`'s device."
+    return vf.tensor(a, device=x.device)
+
+def _argmax_positions(x, pos: np.ndarray, out_hw) -> Tensor:
+    "For NCHW `x` and taps `pos` (K, L): the flat position of each window's first maximum (NaN counts as one), (N, C, *out_hw)."
+    N, C, H, W = x.shape
+    K, L = pos.shape
+    if N * C * H * W * K * L == 0: return vf.zeros((N, C) + tuple(out_hw), dtype=int64, device=x.device)
+    xf = vf.reshape(x.detach(), (N, C, H * W))
+    cols = vf.reshape(vf.gather(xf, 2, vf.expand(_host(x, pos.reshape(1, 1, K * L)), (N, C, K * L))), (N, C, K, L))
+    first = vf.argmax(cols, 2, keepdim=True)                                            # (N, C, 1, L), the tap
+    where = vf.gather(vf.expand(_host(x, pos.reshape(1, 1, K, L)), (N, C, K, L)), 2, first)
+    return vf.reshape(where, (N, C) + tuple(out_hw))
+
+def max_pool2d(x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
+    "The maximum over each window (NCHW or CHW); with `return_indices`, also each maximum's flat position h·W + w."
+    _need(x, "max_pool2d")
     x, unb = _batched(x, "max_pool2d")
-    k, s, p = _pool_args(x, kernel_size, stride, padding, "max_pool2d")
-    y = apply(Op.MAXPOOL2D, x, arg=(k, s, p, _pair(dilation, "dilation"), bool(ceil_mode)))
+    k, s, p = _pool_args(x, kernel_size, stride, padding, "max_pool2d", dilation)
+    d = _pair(dilation, "dilation")
+    y = apply(Op.MAXPOOL2D, x, arg=(k, s, p, d, _flag(ceil_mode, "ceil_mode", "max_pool2d")))
     if min(y.shape[2:]) < 1: raise ShapeError(f"max_pool2d: kernel {k} does not fit the input {x.shape[2:]}")
+    if not _flag(return_indices, "return_indices", "max_pool2d"): return _unbatch(y, unb)
+    i = _argmax_positions(x, _window_positions(*x.shape[2:], k, s, p, d, *y.shape[2:]), y.shape[2:])
+    return _unbatch(y, unb), _unbatch(i, unb)
+
+def max_unpool2d(x, indices, kernel_size, stride=None, padding=0, output_size=None) -> Tensor:
+    "The inverse of max_pool2d: zeros with each value of `x` at its flat position `indices` (a repeated index: the last wins)."
+    _need(x, "max_unpool2d"); _need(indices, "max_unpool2d")
+    x, unb = _batched(x, "max_unpool2d")
+    indices, _ = _batched(indices, "max_unpool2d")
+    if indices.dtype is not int64: raise DTypeError(f"max_unpool2d's indices must be int64, got {indices.dtype.name}: use `.long()`")
+    if indices.shape != x.shape: raise ShapeError(f"max_unpool2d: indices {indices.shape} must have the input's shape {x.shape}")
+    k, s, p = _pool_args(x, kernel_size, stride, padding, "max_unpool2d")
+    N, C, H, W = x.shape
+    want = [(n - 1) * si - 2 * pi + ki for n, si, pi, ki in zip((H, W), s, p, k)]
+    if output_size is not None:
+        o = tuple(output_size)[-2:]
+        if len(tuple(output_size)) not in (2, 4) or not all(isinstance(v, (int, np.integer)) for v in o):
+            raise ArgumentError(f"max_unpool2d: output_size must be (H, W) or (N, C, H, W), got {output_size!r}")
+        for n, w_, si in zip(o, want, s):
+            if not w_ - si < n < w_ + si:
+                raise ShapeError(f"max_unpool2d: output_size {tuple(o)} must be within a stride of the default {tuple(want)}")
+        want = [int(n) for n in o]
+    Ho, Wo = want
+    check_index_values("max_unpool2d", indices, Ho * Wo, "H*W")
+    out = vf.zeros((N, C, Ho * Wo), dtype=x.dtype, device=x.device)
+    y = vf.reshape(out.scatter(2, vf.reshape(indices, (N, C, H * W)), vf.reshape(x, (N, C, H * W))), (N, C, Ho, Wo))
     return _unbatch(y, unb)
 
-def avg_pool2d(x, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True) -> Tensor:
-    "The mean over each window (NCHW or CHW)."
+def avg_pool2d(x, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True, divisor_override=None) -> Tensor:
+    "The mean over each window (NCHW or CHW); `divisor_override` divides every window's sum by that number instead."
+    _need(x, "avg_pool2d")
     x, unb = _batched(x, "avg_pool2d")
     k, s, p = _pool_args(x, kernel_size, stride, padding, "avg_pool2d")
-    y = apply(Op.AVGPOOL2D, x, arg=(k, s, p, bool(ceil_mode), bool(count_include_pad)))
+    ceil = _flag(ceil_mode, "ceil_mode", "avg_pool2d")
+    cip = _flag(count_include_pad, "count_include_pad", "avg_pool2d") or divisor_override is not None
+    if divisor_override is not None and (not isinstance(divisor_override, (int, np.integer)) or isinstance(divisor_override, bool)
+                                         or divisor_override == 0):
+        raise ArgumentError(f"avg_pool2d: divisor_override must be a nonzero int, got {divisor_override!r}")
+    y = apply(Op.AVGPOOL2D, x, arg=(k, s, p, ceil, cip))
     if min(y.shape[2:]) < 1: raise ShapeError(f"avg_pool2d: kernel {k} does not fit the input {x.shape[2:]}")
+    if divisor_override is not None:   # the window's sum over the override: the mean (padding counted) times its divisor
+        H, W = x.shape[2:]
+        oh, ow = y.shape[2:]
+        div = lambda n, kk, ss, pp, no: np.minimum(np.arange(no) * ss - pp + kk, n + pp) - (np.arange(no) * ss - pp)
+        m = np.outer(div(H, k[0], s[0], p[0], oh), div(W, k[1], s[1], p[1], ow)) / float(divisor_override)
+        y = y * _host(x, m.astype(x.dtype.np).reshape(1, 1, oh, ow))
     return _unbatch(y, unb)
+
+def _output_size(output_size, x, what) -> tuple:
+    "An adaptive pool's output size (an int, or a pair whose None keeps that extent), checked."
+    os_ = tuple(output_size) if isinstance(output_size, (tuple, list)) else (output_size, output_size)
+    if len(os_) != 2 or not all(o is None or (isinstance(o, (int, np.integer)) and not isinstance(o, bool)) for o in os_):
+        raise ArgumentError(f"{what}: output_size must be an int or a pair of ints (or None), got {output_size!r}")
+    oh, ow = (d if o is None else int(o) for o, d in zip(os_, x.shape[2:]))
+    if oh < 1 or ow < 1: raise ArgumentError(f"{what}: output_size must be positive, got {output_size!r}")
+    return oh, ow
 
 def _adaptive_axis(x, axis, out):
     "Average `x` along `axis` into `out` windows of PyTorch's adaptive bounds."
@@ -165,20 +247,41 @@ def _adaptive_axis(x, axis, out):
     return vf.cat(parts, axis)
 
 def adaptive_avg_pool2d(x, output_size) -> Tensor:
-    "Average pooling to a fixed output size (an int, a pair; None keeps that extent)."
+    "Average pooling to a fixed output size (an int, a pair; None keeps that extent); any size, larger than the input too."
+    _need(x, "adaptive_avg_pool2d")
     x, unb = _batched(x, "adaptive_avg_pool2d")
     _float(x, "adaptive_avg_pool2d")
-    os_ = output_size if isinstance(output_size, (tuple, list)) else (output_size, output_size)
-    if len(os_) != 2 or not all(o is None or (isinstance(o, (int, np.integer)) and not isinstance(o, bool)) for o in os_):
-        raise ArgumentError(f"adaptive_avg_pool2d: output_size must be an int, a pair of ints (or None), got {output_size!r}")
-    oh, ow = (d if o is None else int(o) for o, d in zip(os_, x.shape[2:]))
+    oh, ow = _output_size(output_size, x, "adaptive_avg_pool2d")
     h, w = x.shape[2:]
-    if oh < 1 or ow < 1: raise ArgumentError(f"adaptive_avg_pool2d: output_size must be positive, got {output_size}")
     if h % oh == 0 and w % ow == 0:
         y = avg_pool2d(x, (h // oh, w // ow))
     else:
         y = _adaptive_axis(_adaptive_axis(x, 2, oh), 3, ow)
     return _unbatch(y, unb)
+
+def _adaptive_positions(H, W, oh, ow) -> np.ndarray:
+    "(K, oh·ow): the flat positions of each adaptive window, a short window padded with its first position."
+    bounds = lambda n, o: [((i * n) // o, -(-((i + 1) * n) // o)) for i in range(o)]
+    wins = [[h * W + w for h in range(h0, h1) for w in range(w0, w1)] for h0, h1 in bounds(H, oh) for w0, w1 in bounds(W, ow)]
+    K = max(len(v) for v in wins)
+    return np.array([v + [v[0]] * (K - len(v)) for v in wins], np.int64).T
+
+def adaptive_max_pool2d(x, output_size, return_indices=False):
+    "Max pooling to a fixed output size (windows as adaptive_avg_pool2d's); with `return_indices`, also the flat positions."
+    _need(x, "adaptive_max_pool2d")
+    x, unb = _batched(x, "adaptive_max_pool2d")
+    _float(x, "adaptive_max_pool2d")
+    oh, ow = _output_size(output_size, x, "adaptive_max_pool2d")
+    N, C, H, W = x.shape
+    if H == 0 or W == 0: raise ShapeError(f"adaptive_max_pool2d: an empty input {x.shape[2:]} has no maximum")
+    if H % oh == 0 and W % ow == 0:
+        out = max_pool2d(x, (H // oh, W // ow), return_indices=True)
+    else:
+        i = _argmax_positions(x, _adaptive_positions(H, W, oh, ow), (oh, ow))
+        y = vf.reshape(vf.gather(vf.reshape(x, (N, C, H * W)), 2, vf.reshape(i, (N, C, oh * ow))), (N, C, oh, ow))
+        out = (y, i)
+    y, i = (_unbatch(t, unb) for t in out)
+    return (y, i) if _flag(return_indices, "return_indices", "adaptive_max_pool2d") else y
 
 def unfold(x, kernel_size, dilation=1, padding=0, stride=1) -> Tensor:
     "Sliding windows as columns: (N, C, H, W) -> (N, C*kh*kw, L) (torch.nn.functional.unfold)."
@@ -306,18 +409,31 @@ def dropout(x, p=0.5, training=True) -> Tensor:
     keep = vf.rand(x.shape, device=x.device) >= p   # float32 uniforms whatever x's dtype: p keeps its precision
     return vf.where(keep, x * (1.0 / (1.0 - p)), 0.0)
 
-def embedding(idx, weight) -> Tensor:
-    "Rows of `weight` (num_embeddings, dim) picked by the int64 indices `idx`."
-    need_tensor("embedding's indices", idx); need_tensor("embedding's weight", weight)
+def _padding_index(padding_idx, num_embeddings: int):
+    "`padding_idx` (None, or an int in [-num, num)) as an index in [0, num), or None (PyTorch's check)."
+    if padding_idx is None: return None
+    if not isinstance(padding_idx, (int, np.integer)) or isinstance(padding_idx, bool) or not -num_embeddings <= padding_idx < num_embeddings:
+        raise ArgumentError(f"padding_idx must be within num_embeddings ({num_embeddings}): -{num_embeddings} .. "
+                            f"{num_embeddings - 1}, got {padding_idx!r}")
+    return int(padding_idx) % num_embeddings
+
+def embedding(idx, weight, padding_idx=None, max_norm=None, norm_type=2.0, scale_grad_by_freq=False, sparse=False) -> Tensor:
+    "Rows of `weight` (num_embeddings, dim) picked by the int64 indices `idx`; the `padding_idx` row gets no gradient."
+    _need(idx, "embedding"); _need(weight, "embedding")
+    if max_norm is not None or scale_grad_by_freq or sparse:
+        raise ArgumentError("embedding: max_norm, scale_grad_by_freq and sparse are not supported (vkML's gradients are dense)")
     if idx.dtype not in (int64, int32): raise DTypeError(f"embedding indices must be int64, got {idx.dtype.name}: use `.long()`")
     if weight.ndim != 2: raise ShapeError(f"embedding's weight must be (num_embeddings, dim), got {weight.shape}")
     v, d = weight.shape
+    pad = _padding_index(padding_idx, v)
     if (h := host_values(idx)) is not None and h.size and (h.min() < 0 or h.max() >= v):
         bad = h[(h < 0) | (h >= v)].flat[0]
         raise IndexOutOfRangeError(f"embedding: index {bad} is out of range for {v} embeddings (valid: 0 .. {v - 1})")
     flat = vf.reshape(vf.cast(idx, int64), (idx.numel(),))
     if h is None: flat = checked_index("embedding", flat, v, 0)   # computed on the device: checked there
-    rows = weight.index_select(0, flat)
+    rows = vf.index_select(weight, 0, flat)
+    if pad is not None and rows.requires_grad:   # the padding row's value, with no gradient (as PyTorch's)
+        rows = vf.where(vf.reshape(flat == pad, (idx.numel(), 1)), rows.detach(), rows)
     return vf.reshape(rows, idx.shape + (d,))
 
 # %% ../../nbs/17_nn_functional.ipynb #0ef4fa58
@@ -371,14 +487,22 @@ def _class_dim(x, target, what):
 
 def _picked(x, target, cls, ignore_index, weight):
     "Per target: (x at the target class, its class weight), and the not-ignored mask."
+    if weight is not None and weight.shape != (x.shape[cls],):
+        raise ShapeError(f"the class weight must have shape ({x.shape[cls]},), got {weight.shape}")
     valid = target != ignore_index
-    safe = vf.where(valid, target, 0)
     ushape = target.shape[:cls] + (1,) + target.shape[cls:]
+    if host_values(target) is not None:
+        # checked targets: pick with a one-hot comparison, `Σ_c [t = c]·x_c`, which fuses into the reductions
+        # around it (and its gradient into one elementwise kernel) where a gather and its scatter-add would not
+        wshape = tuple(x.shape[cls] if i == cls else 1 for i in range(x.ndim))
+        hit = vf.reshape(target, ushape) == vf.reshape(vf.arange(x.shape[cls], dtype=target.dtype, device=x.device), wshape)
+        picked = vf.sum(vf.where(hit, x, 0.0), cls)
+        w = None if weight is None else vf.sum(vf.where(hit, vf.reshape(weight, wshape), 0.0), cls)
+        return picked, w, valid
+    # computed targets: a gather, whose kernel checks every index it reads
+    safe = vf.where(valid, target, 0)
     picked = vf.reshape(vf.gather(x, cls, vf.reshape(safe, ushape)), target.shape)
-    w = None
-    if weight is not None:
-        if weight.shape != (x.shape[cls],): raise ShapeError(f"the class weight must have shape ({x.shape[cls]},), got {weight.shape}")
-        w = vf.reshape(vf.index_select(weight, 0, vf.reshape(safe, (target.numel(),))), target.shape)
+    w = None if weight is None else vf.reshape(vf.index_select(weight, 0, vf.reshape(safe, (target.numel(),))), target.shape)
     return picked, w, valid
 
 def _picked_total(valid, w, dtype):

@@ -62,30 +62,44 @@ def _reduce_first(nodes) -> list:
             if id(s) in ids and id(s) not in pro: pro.add(id(s)); stack.append(s)
     return [n for n in nodes if id(n) in pro] + [r] + [n for n in nodes if id(n) not in pro and n is not r]
 
-def describe(k: Kernel) -> Program:
-    "The program of fused (or reduce) kernel `k`."
+def describe(k: Kernel, remember: bool = True) -> Program:
+    """The program of fused (or reduce) kernel `k`: its structure worked out once per kernel of a remembered plan.
+    `remember=False` for a look before the run (a constant an earlier kernel of the run stores is a buffer then)."""
+    recipe = k.memo.get("program") if remember else None
+    if recipe is None:
+        recipe = _recipe(k)
+        if remember: k.memo["program"] = recipe
+    return _instantiate(recipe, k)
+
+def _recipe(k: Kernel) -> tuple:
+    "How `k`'s program is made from its nodes: the node order, the source description, and where each operand and parameter comes from."
     nodes_in = _reduce_first(k.nodes)
+    pos = {id(n): i for i, n in enumerate(k.nodes)}
     inside = {id(n): i for i, n in enumerate(nodes_in)}
     stored = {id(n) for n in k.stores}
     r = next((i for i, n in enumerate(nodes_in) if n.op in _REDUCE), None)   # the reduction of a reduce kernel
-    operands, op_index = [], {}          # (role, node): 'out', 'in', or for a reduce kernel 'pin' (its input's shape)
-    params, nodes, stores, rand_params = [], [], [], []
-    def operand(node, role):
+    operands, op_index = [], {}          # (role, ref): 'out', 'in', or for a reduce kernel 'pin' (its input's shape)
+    params, nodes, stores, rand_params = [], [], [], []   # params: (ref, type key)
+    def operand(node, ref, role):
         key = (id(node), role)
-        if key not in op_index: op_index[key] = len(operands); operands.append((role, node))
+        if key not in op_index: op_index[key] = len(operands); operands.append((role, ref, node.dtype.name))
         return op_index[key]
-    for n in nodes_in:                   # outputs first: their bindings come first in every kernel
-        if id(n) in stored: operand(n.srcs[0] if n.op is Op.ASSIGN else n, "out")
+    def target(i, n):
+        "(node, ref) whose memory a stored `n` goes to: an ASSIGN's target (through ASSIGNs this kernel computes too)."
+        if n.op is not Op.ASSIGN: return n, ("n", i)
+        while n.srcs[0].op is Op.ASSIGN and id(n.srcs[0]) in inside: n = n.srcs[0]
+        t = n.srcs[0]
+        return t, (("n", inside[id(t)]) if id(t) in inside else ("t", inside[id(n)]))
+    for i, n in enumerate(nodes_in):     # outputs first: their bindings come first in every kernel
+        if id(n) in stored: operand(*target(i, n), "out")
     for i, n in enumerate(nodes_in):
         role = "pin" if r is not None and i <= r else "in"
         refs = []
-        for s in n.srcs:
+        for j, s in enumerate(n.srcs):
             if id(s) in inside: refs.append(("v", inside[id(s)]))
-            elif (v := constant_value(s)) is not None:
-                if s.dtype is float16:      # a float16 constant holds a float16 value (2**63 is inf), as the oracle stores it
-                    with np.errstate(over="ignore"): v = float(np.float16(v))
-                params.append((v, s.dtype.name)); refs.append(("p", len(params) - 1))
-            else: refs.append(("a", operand(s, role)))
+            elif constant_value(s) is not None:
+                params.append((("c", i, j), s.dtype.name)); refs.append(("p", len(params) - 1))
+            else: refs.append(("a", operand(s, ("s", i, j), role)))
         first = len(params)
         if i == r:
             nodes.append((n.op.name, n.arg, (n.srcs[0].dtype.name,), n.dtype.name, tuple(refs), ()))
@@ -93,16 +107,37 @@ def describe(k: Kernel) -> Program:
             row = ELEMENTWISE[n.op]
             if row.params is not None:
                 d = n.srcs[0].dtype if n.srcs else n.dtype
-                for v, t in zip(row.params(n.arg, d), row.param_types): params.append((v, _param_type(t, d)))
-            if n.op is Op.RAND: rand_params.append((n, first))
+                for t in row.param_types: params.append((("r", i), _param_type(t, d)))
+            if n.op is Op.RAND: rand_params.append((i, first))
             variant = row.variant(n.arg) if row.variant else None
             nodes.append((n.op.name, variant, tuple(s.dtype.name for s in n.srcs), n.dtype.name, tuple(refs),
                           tuple(range(first, len(params)))))
         if id(n) in stored:
-            stores.append((len(nodes) - 1, op_index[(id(n.srcs[0] if n.op is Op.ASSIGN else n), "out")]))
-    desc = (tuple((role, node.dtype.name) for role, node in operands), tuple(t for _, t in params),
-            tuple(nodes), tuple(stores), r)
-    return Program(desc, operands, params, k.shape, stores, rand_params)
+            stores.append((len(nodes) - 1, op_index[(id(target(i, n)[0]), "out")]))
+    desc = (tuple((role, dt) for role, _, dt in operands), tuple(t for _, t in params), tuple(nodes), tuple(stores), r)
+    return ([pos[id(n)] for n in nodes_in], desc, [(role, ref) for role, ref, _ in operands],
+            [ref for ref, _ in params], stores, rand_params)
+
+def _instantiate(recipe: tuple, k: Kernel) -> Program:
+    "The program of `k` from its recipe: its operands and parameters read from its nodes."
+    perm, desc, operand_refs, param_refs, stores, rand_refs = recipe
+    ns = k.nodes
+    nodes_in = [ns[i] for i in perm]
+    at = lambda ref: nodes_in[ref[1]] if ref[0] == "n" else nodes_in[ref[1]].srcs[0 if ref[0] == "t" else ref[2]]
+    operands = [(role, at(ref)) for role, ref in operand_refs]
+    params, types, done = [], desc[1], set()
+    for ref in param_refs:
+        if ref[0] == "c":
+            s = nodes_in[ref[1]].srcs[ref[2]]
+            v = constant_value(s)
+            if s.dtype is float16:      # a float16 constant holds a float16 value (2**63 is inf), as the oracle stores it
+                with np.errstate(over="ignore"): v = float(np.float16(v))
+            params.append(v)
+        elif ref[1] not in done:             # a row's parameters: all of the node's values at once
+            done.add(ref[1])
+            n = nodes_in[ref[1]]
+            params.extend(ELEMENTWISE[n.op].params(n.arg, n.srcs[0].dtype if n.srcs else n.dtype))
+    return Program(desc, operands, list(zip(params, types)), k.shape, stores, [(nodes_in[i], first) for i, first in rand_refs])
 
 _REDUCE = {Op.SUM, Op.MEAN, Op.MAX, Op.MIN}
 
@@ -146,12 +181,22 @@ def _node_expr(name, variant, ins, out, refs, pidx, pnames, operand_ref, index) 
 
 FORMS = ("scalar", "vec4", "group", "thread")   # elementwise: one or four elements per invocation; reduce: a workgroup or a thread per output
 
+def _helpers(nodes) -> list:
+    "The GLSL functions the nodes' expressions call (a row's `helpers`), each once, in order."
+    out = []
+    for name, _, ins, o, _, _ in nodes:
+        row = ELEMENTWISE.get(Op[name])
+        if row is None or row.helpers is None: continue
+        h = row.helpers([to_dtype(d) for d in ins], to_dtype(o))
+        if h and h not in out: out.append(h)
+    return out
+
 def write_glsl(desc, form: str = "scalar") -> str:
     "The GLSL compute shader of a program's description in `form` (see `FORMS`)."
     if desc[4] is not None: return write_reduce_glsl(desc, form)
     vec4 = form == "vec4"
     operands, ptypes, nodes, stores, _ = desc
-    lines = [_PREAMBLE, f"layout(local_size_x = {LOCAL}) in;",
+    lines = [_PREAMBLE, *_helpers(nodes), f"layout(local_size_x = {LOCAL}) in;",
              "layout(push_constant) uniform PC { uint base; } pc;",
              "layout(std430, set = 0, binding = 0) readonly buffer Args { uint args[]; };"]
     written = {j for _, j in stores}
@@ -240,7 +285,7 @@ def write_reduce_glsl(desc, form: str = "group") -> str:
     rop, rarg, (rin,), rout, rrefs, _ = nodes[r]
     acc_t = COMPUTE[rout]
     group = form == "group"
-    lines = [_PREAMBLE, f"layout(local_size_x = {LOCAL}) in;",
+    lines = [_PREAMBLE, *_helpers(nodes), f"layout(local_size_x = {LOCAL}) in;",
              "layout(push_constant) uniform PC { uint base; } pc;",
              "layout(std430, set = 0, binding = 0) readonly buffer Args { uint args[]; };"]
     for j, (role, dt) in enumerate(operands):

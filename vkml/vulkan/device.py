@@ -6,14 +6,14 @@
 from __future__ import annotations
 import os, sys, time, atexit, threading
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from ..dtypes import *
 from ..dtypes import DTYPES
 
 # %% auto #0
 __all__ = ['INSTALL_HINT', 'STATS', 'DEVICE_TYPES', 'TYPE_PREFERENCE', 'vk_module', 'stats', 'reset_stats', 'validation_messages',
            'clear_validation_messages', 'Instance', 'instance', 'DeviceInfo', 'devices', 'default_index', 'check_index',
-           'Device', 'get_device', 'close']
+           'device_features', 'Device', 'get_device', 'close']
 
 # %% ../../nbs/21_vulkan_device.ipynb #d7a25ecc
 INSTALL_HINT = ("install the Vulkan loader and a driver: `apt-get install libvulkan1 mesa-vulkan-drivers` "
@@ -35,8 +35,10 @@ STATS = dict(submissions=0, dispatches=0, waits=0, barriers=0, bytes_uploaded=0,
              pipelines_created=0)
 
 def stats() -> dict:
-    "Counts since the last `reset_stats()`: submissions, dispatches, waits, barriers, bytes moved."
-    return dict(STATS)
+    "Counts since the last `reset_stats()` (submissions, dispatches, waits, barriers, bytes moved), and whether kernels fuse."
+    from vkml.vulkan.codegen import compiler      # (the code generator comes later; it needs no device)
+    glslc, why = compiler()
+    return dict(STATS, fusion="on" if glslc else f"off: {why}; every op runs its own prebuilt kernel")
 
 def reset_stats():
     "Zero the counters of `stats()`."
@@ -123,7 +125,7 @@ class DeviceInfo:
     driver: str
     api_version: str
     limits: dict
-    features: dict          # f16, i64, storage8, storage16, int8, push_descriptor, cooperative_matrix, timestamps...
+    features: dict          # f16, i64, storage8, storage16, int8, push_descriptor, cooperative_matrix, coopmat_f16, timestamps...
     subgroup_size: int
     memory: dict            # heaps and the properties of the memory types vkML uses
     missing: list = field(default_factory=list)  # minimum requirements this device fails
@@ -132,12 +134,14 @@ class DeviceInfo:
     pipeline_cache_uuid: bytes = field(default=b"", repr=False)
     vendor_id: int = 0
     device_id: int = 0
+    physical: int | None = None   # with VKML_VIRTUAL_DEVICES: the index of the physical device this one is over
     def summary(self) -> str:
         yes = [k for k, v in self.features.items() if v is True]
         no = [k for k, v in self.features.items() if v is False]
         return (f"{self.index}: {self.name} ({self.type}, {self.driver}, Vulkan {self.api_version}) "
                 f"subgroup {self.subgroup_size}; has {' '.join(yes)}" + (f"; lacks {' '.join(no)}" if no else "")
-                + (f"; UNUSABLE: {', '.join(self.missing)}" if self.missing else ""))
+                + (f"; UNUSABLE: {', '.join(self.missing)}" if self.missing else "")
+                + (f"; a logical device over physical device {self.physical}" if self.physical is not None else ""))
 
 def _version(v: int) -> str: return f"{v >> 22}.{(v >> 12) & 0x3ff}.{v & 0xfff}"
 
@@ -179,6 +183,7 @@ def _query(vk, index, pd) -> DeviceInfo:
         push_descriptor="VK_KHR_push_descriptor" in exts,
         cooperative_matrix=bool({"VK_KHR_cooperative_matrix", "VK_NV_cooperative_matrix"} & exts),
         timestamps=ts)
+    features["coopmat_f16"] = _coopmat_f16(vk, pd, exts, sub.subgroupSize, bool(ok12 and f12.vulkanMemoryModel))
     mem = vk.vkGetPhysicalDeviceMemoryProperties(pd)
     types = [(mem.memoryTypes[i].propertyFlags, mem.memoryTypes[i].heapIndex) for i in range(mem.memoryTypeCount)]
     heaps = [(mem.memoryHeaps[i].size, mem.memoryHeaps[i].flags) for i in range(mem.memoryHeapCount)]
@@ -196,14 +201,48 @@ def _query(vk, index, pd) -> DeviceInfo:
                       memory=dict(heaps=heaps, types=types), missing=missing, handle=pd, extensions=exts,
                       pipeline_cache_uuid=bytes(props.pipelineCacheUUID), vendor_id=props.vendorID, device_id=props.deviceID)
 
+def _coopmat_f16(vk, pd, exts, subgroup_size, memory_model) -> bool:
+    "Can vkML's tensor-core kernels run: KHR cooperative matrices with 16x16x16 f16 x f16 + f32 per subgroup of 32?"
+    if "VK_KHR_cooperative_matrix" not in exts or not memory_model or subgroup_size != 32: return False
+    ffi = vk.ffi
+    cm = ffi.new("VkPhysicalDeviceCooperativeMatrixFeaturesKHR*",
+                 {"sType": vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_KHR})
+    f2 = ffi.new("VkPhysicalDeviceFeatures2*", {"sType": vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, "pNext": cm})
+    vk.lib.vkGetPhysicalDeviceFeatures2(pd, f2)
+    if not cm.cooperativeMatrix: return False
+    # an instance-level extension function: fetched through the instance (the binding's own wrapper
+    # leaves the output structs' sType unset, so the call is made by hand)
+    name = "vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR"
+    fp = vk.lib.vkGetInstanceProcAddr(instance().handle, name.encode())
+    if fp == ffi.NULL: return False
+    get = ffi.cast("PFN_" + name, fp)
+    n = ffi.new("uint32_t*")
+    if get(pd, n, ffi.NULL) != 0 or n[0] == 0: return False
+    props = ffi.new("VkCooperativeMatrixPropertiesKHR[]", n[0])
+    for i in range(n[0]): props[i].sType = vk.VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_KHR
+    if get(pd, n, props) not in (0, 5): return False   # 5 = VK_INCOMPLETE
+    props = [props[i] for i in range(n[0])]
+    F16, F32, SUB = vk.VK_COMPONENT_TYPE_FLOAT16_KHR, vk.VK_COMPONENT_TYPE_FLOAT32_KHR, vk.VK_SCOPE_SUBGROUP_KHR
+    return any((p.MSize, p.NSize, p.KSize, p.AType, p.BType, p.CType, p.ResultType, p.scope) == (16, 16, 16, F16, F16, F32, F32, SUB)
+               for p in props)
+
 _infos = None
 def devices() -> list:
-    "Every Vulkan physical device, as `DeviceInfo`s (index = the N of 'vulkan:N')."
+    "Every Vulkan physical device, as `DeviceInfo`s (index = the N of 'vulkan:N'); see `VKML_VIRTUAL_DEVICES`."
     global _infos
     if _infos is None:
         vk, inst = vk_module(), instance()
-        _infos = [_query(vk, i, pd) for i, pd in enumerate(vk.vkEnumeratePhysicalDevices(inst.handle))]
+        _infos = _virtual([_query(vk, i, pd) for i, pd in enumerate(vk.vkEnumeratePhysicalDevices(inst.handle))])
     return _infos
+
+# %% ../../nbs/21_vulkan_device.ipynb #62f84764
+def _virtual(infos: list) -> list:
+    "`infos` with every physical device listed VKML_VIRTUAL_DEVICES times (default once)."
+    v = os.environ.get("VKML_VIRTUAL_DEVICES", "").strip()
+    if not v: return infos
+    if not v.isdigit() or int(v) < 1:
+        raise DeviceError(f"VKML_VIRTUAL_DEVICES={v!r}: give the number of logical devices per physical device (1, 2, ...)")
+    return [replace(d, index=i * int(v) + j, physical=i) for i, d in enumerate(infos) for j in range(int(v))]
 
 # %% ../../nbs/21_vulkan_device.ipynb #92565266
 def _listing(infos) -> str:
@@ -234,6 +273,25 @@ def check_index(idx: str) -> int:
     return int(idx)
 
 # %% ../../nbs/21_vulkan_device.ipynb #a6fda164
+def device_features(vk, f: dict) -> tuple:
+    "(VkPhysicalDeviceFeatures2 chain, extension names, the structs the chain points to) to create a device with features `f`."
+    f11 = vk.VkPhysicalDeviceVulkan11Features(storageBuffer16BitAccess=f["storage16"])
+    f12 = vk.VkPhysicalDeviceVulkan12Features(pNext=f11, storageBuffer8BitAccess=True, shaderFloat16=f["f16"],
+                                              shaderInt8=f["int8"])
+    exts, owners = ["VK_KHR_push_descriptor"], [f11, f12]
+    if f.get("coopmat_f16"):   # the tensor-core kernels: the extension, its feature and the Vulkan memory model
+        f12.vulkanMemoryModel = True
+        # keep the owning cdata: a pointer stored in `pNext` does not keep its struct alive, and the driver
+        # would read freed memory (it crashed the H200's vkCreateDevice)
+        cm = vk.ffi.new("VkPhysicalDeviceCooperativeMatrixFeaturesKHR*", {
+            "sType": vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_KHR, "cooperativeMatrix": True})
+        f11.pNext = cm
+        owners.append(cm)
+        exts.append("VK_KHR_cooperative_matrix")
+    core = vk.VkPhysicalDeviceFeatures(shaderInt64=f["i64"])
+    feats = vk.VkPhysicalDeviceFeatures2(pNext=f12, features=core)
+    return feats, exts, owners + [feats]
+
 class Device:
     "A logical device with one compute queue; owns everything created on it, released by `close()`."
     def __init__(self, index: int):
@@ -260,24 +318,19 @@ class Device:
         # the timeline
         self.submitted = 0         # serial of the last submission
         self.completed = 0         # every serial <= this has finished
-        self._inflight = deque()   # (serial, fence, cb, on_done)
+        self._inflight = deque()   # (serial, fence, cb or None, on_done): a kept (replayed) cb is not recycled
         self._fences, self._cbs = [], []
         self._wait_fence = self.ffi.new("VkFence[1]")
         self._submit_info = self.ffi.new("VkSubmitInfo*", {"sType": vk.VK_STRUCTURE_TYPE_SUBMIT_INFO, "commandBufferCount": 1})
-        self._submit_cb = self.ffi.new("VkCommandBuffer[1]")
+        self._submit_cb = self.ffi.new("VkCommandBuffer[64]")
         self._submit_info.pCommandBuffers = self._submit_cb
         self._begin = self.ffi.new("VkCommandBufferBeginInfo*", {"sType": vk.VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
                                                                 "flags": vk.VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT})
+        self._begin_kept = self.ffi.new("VkCommandBufferBeginInfo*", {"sType": vk.VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO})
 
     def _create(self, vk, info):
-        f = info.features
-        f11 = vk.VkPhysicalDeviceVulkan11Features(storageBuffer16BitAccess=f["storage16"])
-        f12 = vk.VkPhysicalDeviceVulkan12Features(pNext=f11, storageBuffer8BitAccess=True, shaderFloat16=f["f16"],
-                                                  shaderInt8=f["int8"])
-        core = vk.VkPhysicalDeviceFeatures(shaderInt64=f["i64"])
-        feats = vk.VkPhysicalDeviceFeatures2(pNext=f12, features=core)
+        feats, exts, self._feature_structs = device_features(vk, info.features)
         qinfo = vk.VkDeviceQueueCreateInfo(queueFamilyIndex=self.family, queueCount=1, pQueuePriorities=[1.0])
-        exts = ["VK_KHR_push_descriptor"]
         dinfo = vk.VkDeviceCreateInfo(pNext=feats, queueCreateInfoCount=1, pQueueCreateInfos=[qinfo],
                                       enabledExtensionCount=len(exts), ppEnabledExtensionNames=exts)
         return vk.vkCreateDevice(info.handle, dinfo, None)
@@ -302,36 +355,53 @@ class Device:
         self._closers.append((what, fn))
 
     # --- command buffers and the submission timeline ---
-    def command_buffer(self):
-        "A command buffer in the recording state."
+    def command_buffer(self, kept: bool = False):
+        "A command buffer in the recording state (`kept`: it will be submitted again, by a replay)."
         self.check_open()
         if self._cbs: cb = self._cbs.pop()
         else:
             vk = self.vk
             cb = vk.vkAllocateCommandBuffers(self.handle, vk.VkCommandBufferAllocateInfo(
                 commandPool=self.pool, level=vk.VK_COMMAND_BUFFER_LEVEL_PRIMARY, commandBufferCount=1))[0]
-        self.lib.vkBeginCommandBuffer(cb, self._begin)
+        self.lib.vkBeginCommandBuffer(cb, self._begin_kept if kept else self._begin)
         return cb
 
     def discard(self, cb):
-        "Give back a command buffer that was recorded but will not be submitted."
+        "Give back a command buffer that was recorded but will not be submitted (again)."
         self.lib.vkResetCommandBuffer(cb, 0)
         self._cbs.append(cb)
 
-    def submit(self, cb, on_done=None) -> int:
-        "End `cb`, submit it with a fence, return its serial. `on_done()` runs when it has finished."
-        lib = self.lib
-        r = lib.vkEndCommandBuffer(cb)
+    def end(self, cb):
+        "Finish recording `cb`."
+        r = self.lib.vkEndCommandBuffer(cb)
         if r: raise DeviceError(f"vkEndCommandBuffer failed ({r})")
+
+    def submit(self, cb, on_done=None, then=(), kept: bool = False) -> int:
+        "End `cb`, submit it (and the recorded command buffers `then`, in order) with a fence; return its serial."
+        self.end(cb)
+        try: return self._queue((cb, *then), None if kept else cb, on_done)
+        except DeviceError:
+            if not kept: self.discard(cb)
+            raise
+
+    def resubmit(self, cbs, on_done=None) -> int:
+        "Submit command buffers recorded before (a replay) with a fence; return the serial."
+        return self._queue(tuple(cbs), None, on_done)
+
+    def _queue(self, cbs, recycle, on_done) -> int:
+        if len(cbs) > len(self._submit_cb):
+            self._submit_cb = self.ffi.new("VkCommandBuffer[]", 2 * len(cbs))
+            self._submit_info.pCommandBuffers = self._submit_cb
+        for i, cb in enumerate(cbs): self._submit_cb[i] = cb
+        self._submit_info.commandBufferCount = len(cbs)
         fence = self._fences.pop() if self._fences else self.vk.vkCreateFence(self.handle, self.vk.VkFenceCreateInfo(), None)
-        self._submit_cb[0] = cb
-        r = lib.vkQueueSubmit(self.queue, 1, self._submit_info, fence)
+        r = self.lib.vkQueueSubmit(self.queue, 1, self._submit_info, fence)
         if r:
-            self._fences.append(fence); self.discard(cb)
+            self._fences.append(fence)
             raise DeviceError(f"vkQueueSubmit failed with VkResult {r} on {self.info.name}")
         STATS["submissions"] += 1
         self.submitted += 1
-        self._inflight.append((self.submitted, fence, cb, on_done))
+        self._inflight.append((self.submitted, fence, recycle, on_done))
         return self.submitted
 
     def _retire(self):
@@ -339,8 +409,9 @@ class Device:
         self._wait_fence[0] = fence
         self.lib.vkResetFences(self.handle, 1, self._wait_fence)
         self._fences.append(fence)
-        self.lib.vkResetCommandBuffer(cb, 0)
-        self._cbs.append(cb)
+        if cb is not None:
+            self.lib.vkResetCommandBuffer(cb, 0)
+            self._cbs.append(cb)
         self.completed = serial
         if on_done is not None: on_done()
 

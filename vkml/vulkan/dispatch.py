@@ -11,7 +11,7 @@ import numpy as np
 from ..dtypes import *
 from ..ops import Op, VIEW_OPS
 from ..elementwise import ELEMENTWISE
-from ..graph import Backend, Node
+from ..graph import Backend, Node, JitError, capture_in_progress, references
 from ..schedule import Kernel, constant_value
 from .device import Device, get_device, STATS, stats, reset_stats, vk_module, devices, check_index
 from .memory import memory, Alloc
@@ -217,6 +217,7 @@ class Window:
     def __init__(self, root: Alloc, offset: int, size: int):
         self.root, self.block, self.offset, self.size, self.use, self.pool = root, root.block, offset, size, root.use, root.pool
     checks = property(lambda self: self.root.checks, lambda self, v: setattr(self.root, "checks", v))
+    dirty = property(lambda self: self.root.dirty, lambda self, v: setattr(self.root, "dirty", v))
     def __repr__(self): return f"<Window of {self.root} [{self.offset}, {self.offset + self.size})>"
 
 def _index_error(f: Flag, value: int, pos: int) -> IndexOutOfRangeError:
@@ -225,7 +226,7 @@ def _index_error(f: Flag, value: int, pos: int) -> IndexOutOfRangeError:
     where = ""
     if f.shape and pos < prod(f.shape): where = f" at position {tuple(int(i) for i in np.unravel_index(pos, f.shape))}"
     dim = f"dim {f.dim} of size {f.size}" if f.dim is not None else f"{f.size} classes"
-    ok = f"0 .. {f.size - 1}" + (f", or ignore_index={f.ignore}" if f.ignore is not None else "")
+    ok = f"{-f.size if f.wrap else 0} .. {f.size - 1}" + (f", or ignore_index={f.ignore}" if f.ignore is not None else "")
     return IndexOutOfRangeError(f"{f.what}: index {value}{where} is out of range for {dim} (valid: {ok}); it was computed "
                                 f"on the device, so the check ran there: every result of the realize that read it is invalid "
                                 f"and reading any of them raises this error")
@@ -286,6 +287,7 @@ class Runtime:
         self.mem = memory(device)
         self.pipelines = Pipelines(device)
         self.pending = []   # (staging alloc, tensor alloc, nbytes) uploads for the next submission
+        self.capture = None # the step being captured for replay (vkml.jit), if any
         self.programs = {}  # (desc, form) -> pipeline name of a generated kernel
         self._pc1 = ffi.new("uint32_t[32]")
         self.push_data = {}   # push words -> their cdata (see `push_cdata`)
@@ -341,7 +343,9 @@ class Recorder:
     def __init__(self, rt: Runtime):
         self.rt, self.dev = rt, rt.dev
         dev, lib = self.dev, self.dev.lib
-        self.cb = dev.command_buffer()
+        self.capture = cap = rt.capture    # a captured recording is kept, to be submitted again
+        self.touched = None if cap is None else cap.touched
+        self.cb = dev.command_buffer(kept=cap is not None)
         self.serial = dev.submitted + 1   # the serial this command buffer will get
         self.planner = BarrierPlanner()
         self.bound = None
@@ -349,8 +353,8 @@ class Recorder:
         self.args = None                  # the current argument chunk: (binding, uint32 view, next free word)
         self.n = 0                        # commands recorded (an empty recording is not submitted)
         self.qpool, self.names = None, []
-        self.profiles = list(_profiles)
-        if dev.submitted:                 # make earlier submissions' writes visible to this one
+        self.profiles = list(_profiles) if cap is None else []
+        if dev.submitted or cap is not None:   # make earlier submissions' writes visible to this one
             src, dst, b = rt.lead
             lib.vkCmdPipelineBarrier(self.cb, src, dst, 0, 1, b, 0, dev.ffi.NULL, 0, dev.ffi.NULL)
         if self.profiles:
@@ -401,12 +405,13 @@ class Recorder:
         self.n += 1
         self.dev.lib.vkCmdCopyBuffer(self.cb, src.block.buffer, dst.block.buffer, 1, region)
         src.use[0] = dst.use[0] = self.serial
+        if self.touched is not None: self.touched += (src, dst)
 
     def record(self, d: Dispatch, scratch: dict):
         "Record one dispatch (the hot path)."
         gx, gy, gz = d.groups
         if gx == 0 or gy == 0 or gz == 0: return
-        rt, serial = self.rt, self.serial
+        rt, serial, touched = self.rt, self.serial, self.touched
         nb = len(d.bindings)
         pipe = rt.pipelines.pipes.get((d.shader, nb)) or rt.pipelines.get(d.shader, nb)
         infos, writes_ix = pipe.infos, d.writes
@@ -427,6 +432,7 @@ class Recorder:
             (writes if i in writes_ix else reads).append((a.block.id, a.offset, a.offset + a.size))
             a.use[0] = serial
             allocs.append(a)
+            if touched is not None: touched.append(a)
         if flagged or rt.watch or rt.failed: self._taint(allocs, writes_ix, flagged)
         bar = self.planner.step("compute", reads, writes)
         if bar: self._barrier(bar)
@@ -460,15 +466,17 @@ class Recorder:
         self.flags.append((a, f))
         self.flag_ix[id(f)] = len(self.flags) - 1
         self.rt.watch.add(self.serial)
+        if self.capture is not None: self.capture.flag_serials.add(self.serial)
         return len(self.flags) - 1
 
     def _taint(self, allocs, writes_ix, flagged):
         "What a dispatch writes depends on the index checks of what it reads, and on its own (`flagged`)."
         rt = self.rt
+        kept = self.capture.flag_serials if self.capture is not None else ()   # a replay repeats these checks
         taint = {flagged} if flagged else set()
         for i, a in enumerate(allocs):
             if i not in writes_ix and a.checks:
-                live = {c for c in a.checks if c[0] in rt.watch or c in rt.failed}
+                live = {c for c in a.checks if c[0] in rt.watch or c in rt.failed or c[0] in kept}
                 a.checks = frozenset(live) or None
                 taint |= live
         if taint:
@@ -490,7 +498,8 @@ class Recorder:
         rb = self.rt.mem.pool("readback").alloc((hi - lo) * isz)
         self.copy(t.alloc, lo * isz, rb, 0, (hi - lo) * isz)
         STATS["bytes_downloaded"] += t.view.numel * isz
-        return lambda: _host_array(rb.block.host, rb.offset, t.view, t.dtype, lo)
+        view, dtype = t.view, t.dtype     # (not `t`: the getter is kept in t.fetch, and a cycle would free t only at a gc)
+        return lambda: _host_array(rb.block.host, rb.offset, view, dtype, lo)
 
     def _done(self, qpool, names, profiles, keep, flags, serial):
         "Runs when the submission has finished: read the index checks' flags and the timestamps."
@@ -510,14 +519,21 @@ class Recorder:
                     for p in profiles: p.add(name, us)
             dev.vk.vkDestroyQueryPool(dev.handle, qpool, None)
 
-    def submit(self) -> int:
+    def submit(self, then=()) -> int:
+        "Submit the recording (followed by the recorded command buffers `then`); its serial."
         src, dst, b = self.rt.tail
         ffi = self.dev.ffi
         self.dev.lib.vkCmdPipelineBarrier(self.cb, src, dst, 0, 1, b, 0, ffi.NULL, 0, ffi.NULL)
         args = (self.qpool, self.names, self.profiles, self.keep, self.flags, self.serial)
         on_done = lambda: self._done(*args)   # holds `keep` (the cdata the command buffer read) until the fence
-        s = self.dev.submit(self.cb, on_done)
+        cap = self.capture
+        if cap is not None and cap.prologue is not None:      # a capture's input copies go first, in the same submission
+            pro, cap.prologue = cap.prologue, None
+            self.dev.end(self.cb)
+            s = pro.submit(then=(self.cb, *then))
+        else: s = self.dev.submit(self.cb, on_done, then, kept=cap is not None)
         assert s == self.serial
+        if cap is not None: cap.recorded(self)
         self.rt.mem.tensors.end_recording(s)
         del self.rt.pending[:len(self.uploads)]
         return s
@@ -526,6 +542,7 @@ class Recorder:
         "Throw the recording away (an error happened while recording)."
         if self.flags: self.rt.watch.discard(self.serial)
         for n in self.made: n.buf = None
+        self.touched = None
         self.rt.mem.tensors.end_recording(self.serial)
         self.dev.discard(self.cb)
         if self.qpool is not None: self.dev.vk.vkDestroyQueryPool(self.dev.handle, self.qpool, None)
@@ -583,6 +600,7 @@ def _too_many(k: Kernel, shape):
 class VulkanBackend(Backend):
     "Runs schedules on one Vulkan device."
     name = "vulkan"
+    can_capture = True
     def __init__(self, index: int):
         self.index = index
         self._dev = None
@@ -640,7 +658,10 @@ class VulkanBackend(Backend):
         t = node.buf
         dev = t.device
         dev.check_open()
-        if t.host is not None: return np.array(t.host, copy=True)
+        if t.host is not None and not t.alloc.dirty: return np.array(t.host, copy=True)
+        if runtime(dev).capture is not None:
+            raise JitError("a function captured by vkml.jit read a tensor's value on the host (.item(), .numpy(), "
+                           "print...): a replay would not read it again. Return the tensor and read it after the call")
         with dev.lock:
             rt = runtime(dev)
             if t.fetch is not None:
@@ -670,11 +691,29 @@ class VulkanBackend(Backend):
     def memory_of(self, buf) -> int:
         a = buf.alloc
         return id(a.root if type(a) is Window else a)
+    def exclusive(self, node: Node) -> bool:
+        buf = node.buf
+        if not isinstance(buf, VkTensor) or references(buf) != 1: return False
+        a = buf.alloc          # no other view of the allocation, no pending upload into it
+        return type(a) is not Window and references(a) == 1
+
+    def capture(self, inputs: list, run, notes=None):
+        "Record `run` into command buffers kept for replay (see the replay notebook)."
+        from vkml.vulkan.replay import capture
+        return capture(self, inputs, run, notes)
+
+    def alias(self, buf, shape, offset) -> VkTensor:
+        "A contiguous view of `shape` over `buf`'s memory, `offset` elements in (its memory may now be written in place)."
+        buf.alloc.dirty = True          # host copies of it are no longer to be trusted
+        return VkTensor(buf.alloc, View(tuple(shape), contiguous_view(tuple(shape)).strides, buf.view.offset + offset), buf.dtype)
 
     def peek(self, node: Node):
         "The value when reading it costs no submission: a host copy, a recorded readback, or directly readable memory."
         t = node.buf
-        if t.host is not None or t.fetch is not None or runtime(t.device).mem.direct_readback: return self.to_numpy(node)
+        if t.host is not None and not t.alloc.dirty: return np.array(t.host, copy=True)
+        if runtime(t.device).capture is not None: return None      # (a captured step reads nothing back)
+        if t.fetch is not None or runtime(t.device).mem.direct_readback:
+            return self.to_numpy(node)
         return None
 
     # --- running a schedule ---
@@ -695,7 +734,7 @@ class VulkanBackend(Backend):
                 continue
             launchers.append(None)
             if k.kind in ("fused", "reduce") and not can_compile:
-                if not codegen.has_spirv(codegen.describe(k).source): uncompiled.append(k)
+                if not codegen.has_spirv(codegen.describe(k, remember=False).source): uncompiled.append(k)
         if missing:
             raise BackendError(f"the Vulkan backend has no kernel for {', '.join(sorted(missing))}: compute "
                                f"{'it' if len(missing) == 1 else 'them'} on the CPU with `.to('cpu')`")
@@ -720,8 +759,12 @@ class VulkanBackend(Backend):
 
     def _run(self, dev, schedule):
         rt = runtime(dev)
+        if rt.capture is None and capture_in_progress() is not None:
+            raise JitError(f"a function captured by vkml.jit realized tensors on two devices ({dev.name} too): "
+                           f"a captured step runs on one device")
         launchers = self._check(dev, schedule)
         rec = Recorder(rt)
+        self._placed = schedule.placed
         done = []
         try:
             for k, launch in zip(schedule.kernels, launchers):
@@ -743,6 +786,7 @@ class VulkanBackend(Backend):
             rec.abort(); return
         s = rec.submit()
         for n, get in gets: n.buf.fetch = (s, get)
+        if rt.capture is not None: rt.capture.fetches += [(n.buf, get) for n, get in gets]
 
     def _source(self, rec, n: Node) -> VkTensor:
         "`n`'s buffer; a constant seen through views (which the schedule folds away) becomes one element, broadcast."
@@ -784,11 +828,20 @@ class VulkanBackend(Backend):
         shift = (start - a.offset) // isz
         return VkTensor(Window(root, start, max(end - start, 4)), View(t.view.shape, t.view.strides, t.view.offset - shift), t.dtype)
 
+    def _out(self, rec, n: Node) -> VkTensor:
+        "Fresh contiguous memory for node `n`, or its slab of a concatenation's result (the schedule's placement)."
+        p = self._placed.get(id(n))
+        if p is None: return VkTensor(rec.rt.mem.tensors.alloc(prod(n.shape) * n.dtype.itemsize), contiguous_view(n.shape), n.dtype)
+        c, off = p
+        if c.buf is None: c.buf = VkTensor(rec.rt.mem.tensors.alloc(prod(c.shape) * c.dtype.itemsize), contiguous_view(c.shape), c.dtype)
+        return VkTensor(c.buf.alloc, View(n.shape, contiguous_view(n.shape).strides, c.buf.view.offset + off), n.dtype)
+
     def _op(self, rec, kernel, n: Node):
         "A node run by its hand-written kernel."
+        if n.op is Op.CONCAT and n.buf is not None: return self._concat_rest(rec, kernel, n)
         srcs = [self._source(rec, s) for s in n.srcs]
         if n.op in _REDUCE_OPS and _reduce_terms(n, srcs[0]) > INT32_MAX: return self._big_reduce(rec, kernel, n, srcs[0])
-        out = VkTensor(rec.rt.mem.tensors.alloc(prod(n.shape) * n.dtype.itemsize), contiguous_view(n.shape), n.dtype)
+        out = self._out(rec, n)
         _check_32bit(n, srcs)
         ds = kernel(n, out, *srcs)
         scratch = {}          # id(Scratch) -> its allocation, made by `record` when first bound
@@ -822,6 +875,11 @@ class VulkanBackend(Backend):
         if out is not m: nodes.append(out)
         self._fused(rec, Kernel("fused", nodes, stores=[out]))
         n.buf = out.buf
+    def _concat_rest(self, rec, kernel, n: Node):
+        "A CONCAT whose result some inputs were written into already (placed): copy only the others."
+        placed = {id(s.buf.alloc) for s in n.srcs if s.buf is not None and s.buf.alloc is n.buf.alloc}
+        ds = [d for d in kernel(n, n.buf, *(s.buf for s in n.srcs)) if id(d.bindings[1].alloc) not in placed]
+        for d in ds: rec.record(d, {})
 
     def _fused(self, rec, k: Kernel):
         "A fused (or reduce) kernel: its generated shader over its operands, layout and parameters in the argument buffer."
@@ -833,8 +891,7 @@ class VulkanBackend(Backend):
             kk = prod(rnode.srcs[0].shape[a] for a in rnode.arg[0])
             if -(-kk // codegen.LOCAL) > LOOP_BUDGET: return self._unfused(rec, k)   # lavapipe's loop budget
         for n in k.stores:
-            if n.op is Op.ASSIGN: continue
-            n.buf = VkTensor(rt.mem.tensors.alloc(prod(n.shape) * n.dtype.itemsize), contiguous_view(n.shape), n.dtype)
+            if n.op is not Op.ASSIGN: n.buf = self._out(rec, n)
         if prod(prog.shape) > INT32_MAX: _too_many(k, prog.shape)    # (after the allocation: 1 TiB is out of memory first)
         bufs = [node.buf or self._source(rec, node) for _, node in prog.operands]
         if any(b.alloc.size > INT32_MAX and _span(b.view)[1] > INT32_MAX for b in bufs): _too_many(k, prog.shape)
@@ -857,6 +914,9 @@ class VulkanBackend(Backend):
             if name not in _extra_spirv: register_shader(name, codegen.spirv_for(src))
             rt.programs[(prog.desc, form)] = name
         args, base = rec.write_args(words + codegen.param_words(prog.params))
+        if prog.rand_params and rt.capture is not None:     # a replay writes new counters into these words
+            for node, first in prog.rand_params:
+                rt.capture.rand_words(node, rec.args[1], base + len(words) + len(codegen.param_words(prog.params[:first])))
         threads = n // 4 if form == "vec4" else n * codegen.LOCAL if form == "group" else n
         nout = sum(1 for role, _ in prog.operands if role == "out")
         rec.record(Dispatch(name, (args, *bufs), (base,), groups_1d(threads, codegen.LOCAL),
@@ -868,7 +928,8 @@ class VulkanBackend(Backend):
         for n in k.stores:
             if n.op is Op.ASSIGN:                       # an ASSIGN's value is its target's memory, now rewritten:
                 t = n.buf = n.srcs[0].buf
-                t.host = t.fetch = None                 # a host copy or readback of the old value is stale
+                t.alloc.dirty = True                    # host copies of the old value, in any view, are stale
+                t.fetch = None
 
     def _unfused(self, rec, k: Kernel):
         "Run kernel `k` node by node (each elementwise node alone, a reduction by its hand-written kernel)."

@@ -32,6 +32,7 @@ class Flag:
     shape: tuple = ()       # the index tensor's shape, to name the position
     dim: object = None      # the dim indexed, for the message
     ignore: int = None      # a value that is allowed besides (cross_entropy's ignore_index)
+    wrap: bool = False      # -size .. -1 are valid too (PyTorch's negative indices)
 
 @dataclass
 class Dispatch:

@@ -13,10 +13,11 @@ from .kernel_api import Dispatch, Scratch, kernel, sfx, f32_bits, pad4, groups_1
 
 # %% auto #0
 __all__ = ['MASK', 'PLAN_CACHE_SIZE', 'REDUCE_CODE', 'ROW_MIN_K', 'ROW_FEW_OUTPUTS', 'SPLIT_GROUPS', 'SPLIT_CHUNK',
-           'SPLIT_MAX_PARTS', 'ACC_ITEMSIZE', 'ARG_CODE', 'CUMSUM_ROW_MIN_K', 'ARG_MAX_K', 'CUMSUM_MAX_K', 'NO_KERNEL',
-           'words', 'scalar_words', 'view4', 'merge_dims', 'views4', 'FakeTensor', 'remember', 'plan_dispatches',
-           'fill_dispatch', 'copy_dispatch', 'pad_kernel', 'slice_backward_kernel', 'concat_kernel', 'merge_axes',
-           'split_axes', 'use_row', 'use_cols', 'split_parts', 'reduce_kernel', 'argreduce_kernel', 'cumsum_kernel']
+           'SPLIT_MAX_PARTS', 'ACC_ITEMSIZE', 'VEC_DTYPES', 'ARG_CODE', 'CUMSUM_ROW_MIN_K', 'ARG_MAX_K',
+           'ARG_COLS_MAX_K', 'CUMSUM_MAX_K', 'NO_KERNEL', 'words', 'scalar_words', 'view4', 'merge_dims', 'views4',
+           'FakeTensor', 'remember', 'plan_dispatches', 'fill_dispatch', 'copy_dispatch', 'pad_kernel',
+           'slice_backward_kernel', 'concat_kernel', 'merge_axes', 'split_axes', 'use_row', 'use_cols', 'split_parts',
+           'vec_ok', 'reduce_kernel', 'argreduce_kernel', 'cumsum_kernel']
 
 # %% ../../nbs/25_kernels.ipynb #44f34ad7
 MASK = 0xFFFFFFFF
@@ -179,6 +180,15 @@ def _identity(op, dtype):
     if dtype.is_float: return -math.inf if op is Op.MAX else math.inf
     return int(np.iinfo(dtype.np).min if op is Op.MAX else np.iinfo(dtype.np).max)
 
+VEC_DTYPES = ("float32", "float16", "int32", "int64")   # the variants with 16-byte (4-element) loads
+
+def vec_ok(kind: str, dtype, off: int, osh, ost, ish, ist) -> bool:
+    "Can the `kind` ('row' or 'cols') variant load 4 elements at a time (contiguous and 4-aligned in elements)?"
+    if dtype.name not in VEC_DTYPES or off % 4: return False
+    if kind == "row": return tuple(ist) == (1,) and all(s % 4 == 0 for s in ost)
+    return (bool(ost) and ost[-1] == 1 and osh[-1] % 4 == 0 and all(s % 4 == 0 for s in ost[:-1])
+            and all(s % 4 == 0 for s in ist))
+
 def _reduce_plan(op, axes, dtype, xv, zv) -> tuple:
     "(scratch bytes or 0, plan): one dispatch (thread, row or cols variant), or two through scratch (split)."
     n = zv.numel
@@ -192,18 +202,28 @@ def _reduce_plan(op, axes, dtype, xv, zv) -> tuple:
     if not cols and not use_row(k, n):
         return 0, ((f"reduce_{s}", words(n, k, code, osh4, ost4, ish4, ist4, v.offset, zv.offset, 1, k, k),
                     groups_1d(n)),)
-    kind, blocks = ("cols", -(-n // 32)) if cols else ("row", n)
+    kind = "cols" if cols else "row"
+    vec = vec_ok(kind, dtype, v.offset, osh, ost, ish, ist)
+    blocks = -(-n // (128 if vec else 32)) if cols else n
+    # terms one workgroup folds per loop trip of each thread: 256 threads x 4 (x 4 more with VEC) for a
+    # row; 8 slices x 4 terms (VEC: x 2 vectors) for cols
+    per_trip = (4096 if vec else 1024) if kind == "row" else (16 if vec else 32)
     parts = split_parts(k, blocks)
-    per = 256 if kind == "row" else 8    # threads sharing one output's terms; each trip folds 4 terms
-    parts = max(parts, -(-k // (4 * per * (LOOP_BUDGET - 8))))   # lavapipe's budget (broadcast views only)
+    parts = max(parts, -(-k // (per_trip * (LOOP_BUDGET - 16))))   # lavapipe's budget (broadcast views only)
+    vs = "_vec" if vec else ""
     if parts == 1:
         push = words(n, k, code, osh4, ost4, ish4, ist4, v.offset, zv.offset, 1, k, k)
-        return 0, ((f"reduce_{kind}_{s}", push, groups_1d(blocks * 256)),)
+        return 0, ((f"reduce_{kind}{vs}_{s}", push, groups_1d(blocks * 256)),)
     chunk = -(-k // parts)
+    if vec and kind == "row": chunk = -(-chunk // 4) * 4    # every chunk but the last starts 4-aligned
+    parts = -(-k // chunk)
     p1 = words(n, k, code, osh4, ost4, ish4, ist4, v.offset, 0, parts, chunk, k)
+    if cols:   # partials laid out (parts, n): the second pass reads them coalesced, as a cols reduction
+        p2 = words(n, parts, code, pad4((n,), (1,)), pad4((parts,), (n,)), 0, zv.offset, 1, parts, k)
+        return n * parts * ACC_ITEMSIZE[dtype.name], ((f"reduce_cols_part{vs}_{s}", p1, groups_1d(blocks * parts * 256)),
+                                                      (f"reduce_cols_final_{s}", p2, groups_1d(-(-n // 32) * 256)))
     p2 = words(n, parts, code, pad4((n,), (parts,)), pad4((parts,), (1,)), 0, zv.offset, 1, parts, k)
-    part = "reduce_cols_part" if cols else "reduce_part"
-    return n * parts * ACC_ITEMSIZE[dtype.name], ((f"{part}_{s}", p1, groups_1d(blocks * parts * 256)),
+    return n * parts * ACC_ITEMSIZE[dtype.name], ((f"reduce_part{vs}_{s}", p1, groups_1d(blocks * parts * 256)),
                                                   (f"reduce_final_{s}", p2, groups_1d(n * 256)))
 
 @kernel(Op.SUM, Op.MEAN, Op.MAX, Op.MIN)
@@ -223,6 +243,7 @@ def reduce_kernel(node, out, x):
 ARG_CODE = {Op.ARGMAX: 0, Op.ARGMIN: 1}
 CUMSUM_ROW_MIN_K = 128   # from this axis length, a workgroup per line scanning tiles of 2048
 ARG_MAX_K = 256 * 8 * (LOOP_BUDGET - 8)    # argreduce_row: 256 threads, 8 terms per loop trip
+ARG_COLS_MAX_K = 8 * 8 * (LOOP_BUDGET - 8) # argreduce_cols: 8 slices, 8 terms per loop trip
 CUMSUM_MAX_K = 2048 * (LOOP_BUDGET - 8)    # cumsum_row: one loop trip per tile of 2048
 
 @kernel(Op.ARGMAX, Op.ARGMIN)
@@ -242,6 +263,8 @@ def argreduce_kernel(node, out, x):
         raise BackendError(f"{node.op.name.lower()} over {k:,} terms: a thread of a row would loop past lavapipe's "
                            f"silent limit of 65,535 iterations (at most {ARG_MAX_K:,} terms); make the input "
                            f"contiguous in shorter rows, or reduce in two steps")
+    if use_cols(k, n, ost, (strides[axis],)) and k <= ARG_COLS_MAX_K:
+        return [Dispatch(f"argreduce_cols_{sfx(x.dtype)}", (out, x), push, groups_1d(-(-n // 32) * 256))]
     if use_row(k, n): return [Dispatch(f"argreduce_row_{sfx(x.dtype)}", (out, x), push, groups_1d(n * 256))]
     return [Dispatch(f"argreduce_{sfx(x.dtype)}", (out, x), push, groups_1d(n))]
 

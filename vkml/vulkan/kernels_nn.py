@@ -4,77 +4,156 @@
 
 # %% ../../nbs/26_kernels_nn.ipynb #5030aa46
 from __future__ import annotations
-import math
+import math, os
 from ..dtypes import *
-from ..dtypes import prod
+from ..dtypes import prod, contiguous_strides
 from ..ops import Op, conv_out
 from .kernel_api import Dispatch, Scratch, Flag, kernel, sfx, pad4, groups_1d, MAX_GROUPS, MAX_PUSH_WORDS, LOOP_BUDGET
+from .kernels import fill_dispatch, copy_dispatch
+from types import SimpleNamespace as NS
 
 # %% auto #0
-__all__ = ['MATMUL_TILES', 'BIG_TILE_MIN_GROUPS', 'SMALL_MAX_MN', 'COL_SCRATCH_BYTES', 'CT_LOWER_MIN_K', 'INDEX_ADD_CHUNK',
-           'matmul_variant', 'matmul_trips', 'matmul_dispatch', 'matmul_kernel', 'merged_stride', 'im2col_dispatch',
-           'im2col_kernel', 'conv2d_kernel', 'taps', 'check_trips', 'col2im_dispatch', 'conv_transpose2d_kernel',
+__all__ = ['MATMUL_TILES', 'FILL_GROUPS', 'MIN_TILE_USE', 'SMALL_MAX_MN', 'SPLIT_K_MIN', 'FORCE_TILE', 'COOPMAT_TILES',
+           'COOPMAT_MORE', 'NO_EMULATION', 'COOPMAT', 'COL_SCRATCH_BYTES', 'CT_LOWER_MIN_K', 'INDEX_ADD_CHUNK',
+           'tile_dims', 'matmul_variant', 'split_k', 'matmul_trips', 'coopmat_layout_ok', 'coopmat_variant',
+           'matmul_dispatch', 'matmul_kernel', 'merged_stride', 'im2col_dispatch', 'im2col_kernel', 'implicit_conv',
+           'conv2d_weight_kernel', 'conv2d_kernel', 'taps', 'check_trips', 'col2im_dispatch', 'conv_transpose2d_kernel',
            'col2im_kernel', 'window_trips', 'maxpool2d_kernel', 'avgpool2d_kernel', 'maxpool2d_backward_kernel',
-           'gather_kernel', 'index_add_kernel', 'check_index_kernel']
+           'gather_kernel', 'index_add_kernel', 'scatter_kernel', 'check_index_kernel']
 
 # %% ../../nbs/26_kernels_nn.ipynb #c9c940c7
-MATMUL_TILES = {"matmul": (64, 64), "matmul128": (128, 128)}  # variant -> (BM, BN); see shaders/variants_nn.py
-BIG_TILE_MIN_GROUPS = 128  # 128x128 tiles only when they still give this many workgroups (H200: 132 SMs)
+MATMUL_TILES = {"matmul128": (128, 128, 8), "matmul128x64": (128, 64, 16), "matmul64x128": (64, 128, 16),
+                "matmul": (64, 64, 16)}   # variant -> (BM, BN, BK), most work per thread first; see shaders/variants_nn.py
+FILL_GROUPS = 120         # workgroups that keep every multiprocessor of a big GPU busy (H200: 132 SMs)
+MIN_TILE_USE = 0.8        # a tile shape is a candidate only if at least this share of its tiles' area is C
 SMALL_MAX_MN = 1024       # an M*N this small fills under a quarter of one 64x64 tile: use matmul_small
+SPLIT_K_MIN = 512         # split K to fill the GPU only into chunks of at least this many terms
+FORCE_TILE = None         # a variant name to use whatever the sizes (benchmarks compare tiles with it)
+
+COOPMAT_TILES = {"matmul_cm128x256s8": (128, 256, 32), "matmul_cm128x128s8": (128, 128, 32),
+                 "matmul_cm64x64s4": (64, 64, 32)}   # tensor-core variants (f16), biggest first; see shaders/variants_nn.py
+COOPMAT_MORE = {"matmul_cm128x128s4": (128, 128, 32), "matmul_cm128x128s8d": (128, 128, 32),
+                "matmul_cm64x64s4d": (64, 64, 32)}   # built and tested, not chosen by default (benchmarks force them)
+NO_EMULATION = {"matmul_cm128x128s8d"}   # too much shared memory for lavapipe: no emulated twin
+COOPMAT = os.environ.get("VKML_COOPMAT", "auto")   # auto: where the device has them; off; emulate: the emulated kernels anywhere
+
+def tile_dims(name: str) -> tuple:
+    "(BM, BN, BK) of a tiled or tensor-core variant (an emulated one included)."
+    base = name.replace("_emu", "")
+    return MATMUL_TILES.get(base) or COOPMAT_TILES.get(base) or COOPMAT_MORE[base]
+
+def _tiles(name, M, N, batch) -> int:
+    bm, bn, _ = tile_dims(name)
+    return -(-M // bm) * -(-N // bn) * batch
+
+def _pick(tiles: dict, M: int, N: int, batch: int, fallback: str) -> str:
+    "The first (biggest) tile of `tiles` that gives every SM work and wastes little on ragged edges."
+    for name, (bm, bn, _) in tiles.items():
+        use = M * N * batch / (_tiles(name, M, N, batch) * bm * bn)
+        if use >= MIN_TILE_USE and _tiles(name, M, N, batch) >= FILL_GROUPS: return name
+    return fallback
 
 def matmul_variant(M: int, N: int, batch: int) -> str:
-    "The variant for an (M, N) output times `batch`: big tiles only when there is work for many groups."
+    "The variant for an (M, N) output times `batch`: the biggest tile that still gives every SM work."
+    if FORCE_TILE and "_cm" not in FORCE_TILE: return FORCE_TILE
     if M * N <= SMALL_MAX_MN: return "matmul_small"
-    big = -(-M // 128) * -(-N // 128) * batch
-    return "matmul128" if M >= 128 and N >= 128 and big >= BIG_TILE_MIN_GROUPS else "matmul"
+    return _pick(MATMUL_TILES, M, N, batch, "matmul")
 
+def split_k(name: str, M: int, N: int, K: int, nb: int) -> int:
+    "Chunks of K for a tiled product that launches too few workgroups to fill the GPU (1: no split)."
+    if name == "matmul_small" or FORCE_TILE: return 1
+    t = _tiles(name, M, N, nb)
+    if t >= FILL_GROUPS or K < 2 * SPLIT_K_MIN: return 1
+    return min(-(-2 * FILL_GROUPS // t), K // SPLIT_K_MIN)
 
-def matmul_trips(name: str, M: int, N: int, K: int, nb: int) -> int:
-    "Loop trips one invocation of matmul variant `name` runs: its grid loops and K loops (BK = 16)."
+def matmul_trips(name: str, M: int, N: int, K: int, nb: int, parts: int = 1) -> int:
+    "Loop trips one invocation of matmul variant `name` runs: its grid loops and K loops (per chunk of K)."
     if name == "matmul_small": return K
-    bm, bn = MATMUL_TILES[name]
+    bm, bn, bk = tile_dims(name)
     per = lambda t: -(-t // min(t, MAX_GROUPS)) if t else 0   # grid-stride trips of one workgroup
-    z, y, x = per(nb), per(-(-M // bm)), per(-(-N // bn))
-    return z * y * x * -(-K // 16) + z * (1 + y * (1 + x))
+    z, y, x = per(nb * parts), per(-(-M // bm)), per(-(-N // bn))
+    kpart = -(-K // parts)
+    return z * y * x * -(-kpart // bk) + z * (1 + y * (1 + x))
+
+def _features(*ts) -> dict:
+    "The features of the device the first bound tensor lives on ({} for stand-ins and scratch)."
+    for t in ts:
+        al = getattr(t, "alloc", None)
+        if al is not None: return al.pool.dev.info.features
+    return {}
+
+def coopmat_layout_ok(M, N, K, A, B) -> bool:
+    "Can the tensor-core kernel read A and B (offset, sb1, sb2, s_row, s_col) in whole 16-byte vectors of 8 halves?"
+    (ao, a1, a2, am, ak), (bo, b1, b2, bk, bn) = A, B
+    at, bt = ak != 1, bn != 1                 # A m-contiguous, B k-contiguous (transposed operands)
+    if (at and am != 1) or (bt and bk != 1): return False
+    lead_a, lead_b = (ak if at else am), (bn if bt else bk)
+    if any(v % 8 for v in (ao, a1, a2, lead_a, bo, b1, b2, lead_b)): return False
+    return (M if at else K) % 8 == 0 and (K if bt else N) % 8 == 0
+
+def coopmat_variant(dtype, M, N, K, nb, A, B, *ts):
+    "The tensor-core variant for this f16 product on the device of `ts`, or None (the plain kernel runs)."
+    mode = COOPMAT
+    if dtype != float16 or mode == "off" or M * N <= SMALL_MAX_MN or K == 0: return None
+    if mode != "emulate" and not _features(*ts).get("coopmat_f16"): return None
+    if not coopmat_layout_ok(M, N, K, A, B): return None
+    name = FORCE_TILE if FORCE_TILE and "_cm" in FORCE_TILE else _pick(COOPMAT_TILES, M, N, nb, "matmul_cm64x64s4")
+    if mode == "emulate":   # lavapipe runs the emulation one multiply-add a loop trip: short products only
+        bm, bn, _ = tile_dims(name)
+        frags = bm * bn // 256 // (4 if "s4" in name else 8)    # 16x16 fragments per subgroup
+        if name in NO_EMULATION: return None
+        if -(-K // 16) * frags * 8 * 18 > LOOP_BUDGET: return None
+        name = name + "_emu"
+    return name
 
 def _contiguous_c(M, N, B1, B2, C) -> bool:
     "Does C's (offset, sb1, sb2, sm, sn) walk (B1, B2, M, N) row-major with no gaps?"
     return all(d == 1 or s == e for d, s, e in zip((B1, B2, M, N), C[1:], (B2 * M * N, M * N, N, 1)))
 
+def _sum_slabs(dtype, c, slabs, rows, parts, c_off, f32=False) -> Dispatch:
+    "Sum `parts` f32 slabs of `rows` outputs each (laid out (parts, rows)) into C, in order: a cols reduction."
+    fin = "reduce_cols_final_f32" if dtype == float32 or f32 else f"reduce_cols_final_{sfx(dtype)}"
+    push = (rows, parts, 0, *pad4((rows,), (1,))[0], *pad4((rows,), (1,))[1], *pad4((parts,), (rows,))[0],
+            *pad4((parts,), (rows,))[1], 0, c_off, 1, parts, parts)   # reduce.comp's PC: a SUM of `parts`
+    return Dispatch(fin, (c, slabs), push, groups_1d(-(-rows // 32) * 256))
+
 def matmul_dispatch(dtype, c, a, b, M, N, K, B1, B2, A, B, C, c_f32=False) -> list:
     "The matmul dispatches; A/B/C are (offset, stride_b1, stride_b2, stride_row, stride_col) in elements."
-    name = matmul_variant(M, N, B1 * B2)
-    if name == "matmul_small": groups = groups_1d(-(-M // 4) * -(-N // 4) * B1 * B2, 64)
-    else:
-        bm, bn = MATMUL_TILES[name]
-        groups = (min(-(-N // bn), MAX_GROUPS), min(-(-M // bm), MAX_GROUPS), min(B1 * B2, MAX_GROUPS))
+    nb = B1 * B2
+    name = coopmat_variant(dtype, M, N, K, nb, A, B, c, a, b) or matmul_variant(M, N, nb)
     if K == 0: a = b = c   # nothing is read: bind the output so no empty buffer is ever bound
     f32 = c_f32 and dtype == float16
     suffix = sfx(dtype) + ("_f32" if f32 else "")   # f16 operands, f32 result
-    if matmul_trips(name, M, N, K, B1 * B2) <= LOOP_BUDGET:
-        return [Dispatch(f"{name}_{suffix}", (c, a, b), (M, N, K, B1, B2, *A, *B, *C), groups)]
-    # Split K (lavapipe's loop budget): each chunk's product goes to an f32 slab of a scratch buffer,
-    # then reduce_final sums the slabs of every output in a fixed order (deterministic).
-    base = matmul_trips(name, M, N, 0, B1 * B2)
-    kc = (LOOP_BUDGET - base) // max(1, matmul_trips(name, M, N, 16, B1 * B2) - base) * 16 if name != "matmul_small" else LOOP_BUDGET
-    rows = B1 * B2 * M * N
-    if kc <= 0 or not _contiguous_c(M, N, B1, B2, C):
-        raise BackendError(f"matmul of ({M}x{K}) @ ({K}x{N}) x {B1 * B2}: one shader invocation would loop past "
+    if name == "matmul_small":
+        groups = groups_1d(-(-M // 4) * -(-N // 4) * nb, 64)
+        if K <= LOOP_BUDGET: return [Dispatch(f"{name}_{suffix}", (c, a, b), (M, N, K, B1, B2, *A, *B, *C, 0, 0), groups)]
+        parts, kc = -(-K // LOOP_BUDGET), LOOP_BUDGET
+    else:
+        bm, bn, bk = tile_dims(name)
+        parts = split_k(name, M, N, K, nb)
+        while matmul_trips(name, M, N, K, nb, parts) > LOOP_BUDGET and parts < K: parts *= 2   # lavapipe's budget
+        kc = -(-K // parts)
+        kc = -(-kc // bk) * bk if parts > 1 else 0     # chunks of whole slabs
+        if parts > 1: parts = -(-K // kc)
+        groups = (min(-(-N // bn), MAX_GROUPS), min(-(-M // bm), MAX_GROUPS), min(nb * parts, MAX_GROUPS))
+        if parts == 1: return [Dispatch(f"{name}_{suffix}", (c, a, b), (M, N, K, B1, B2, *A, *B, *C, 0, 0), groups)]
+    # Split K: each chunk's product goes to an f32 slab of a scratch buffer, then a cols reduction sums
+    # the slabs of every output in a fixed order (deterministic). Tiled: one dispatch, the chunks on the
+    # z grid; small: one dispatch per chunk (lavapipe's loop budget only).
+    rows = nb * M * N
+    if not _contiguous_c(M, N, B1, B2, C) or (name != "matmul_small" and matmul_trips(name, M, N, K, nb, parts) > LOOP_BUDGET):
+        raise BackendError(f"matmul of ({M}x{K}) @ ({K}x{N}) x {nb}: one shader invocation would loop past "
                            f"lavapipe's 65,535 iterations; split the product along K (sum of smaller matmuls)")
-    parts = -(-K // kc)
     slabs = Scratch(parts * rows * 4)
     pname = f"{name}_{sfx(dtype)}" + ("_f32" if dtype == float16 else "")   # partials always in f32
-    ds = []
-    for i, k0 in enumerate(range(0, K, kc)):
-        Ai = (A[0] + k0 * A[4], *A[1:])
-        Bi = (B[0] + k0 * B[3], *B[1:])
-        ds.append(Dispatch(pname, (slabs, a, b), (M, N, min(kc, K - k0), B1, B2, *Ai, *Bi,
-                                                 i * rows, B2 * M * N, M * N, N, 1), groups))
-    fin = "reduce_final_f32" if dtype == float32 or f32 else f"reduce_final_{sfx(dtype)}"
-    s4, st4 = pad4((rows,), (1,))
-    p4, pt4 = pad4((parts,), (rows,))
-    push = (rows, parts, 0, *s4, *st4, *p4, *pt4, 0, C[0], 1, parts, parts)   # reduce.comp's PC: a SUM of `parts`
-    return ds + [Dispatch(fin, (c, slabs), push, groups_1d(rows * 256))]
+    slab_c = (0, B2 * M * N, M * N, N, 1)
+    if name == "matmul_small":
+        ds = [Dispatch(pname, (slabs, a, b), (M, N, min(kc, K - k0), B1, B2, A[0] + k0 * A[4], *A[1:],
+                                              B[0] + k0 * B[3], *B[1:], i * rows, *slab_c[1:], 0, 0), groups)
+              for i, k0 in enumerate(range(0, K, kc))]
+    else:
+        ds = [Dispatch(pname, (slabs, a, b), (M, N, K, B1, B2, *A, *B, *slab_c, kc, rows), groups)]
+    return ds + [_sum_slabs(dtype, c, slabs, rows, parts, C[0], f32)]
 
 @kernel(Op.MATMUL)
 def matmul_kernel(node, out, a, b):
@@ -114,9 +193,72 @@ def im2col_kernel(node, out, x):
     if out.view.numel == 0: return []
     return [im2col_dispatch(node.dtype, out, out.view.offset, x, x.view.offset, x.view.strides, N, C, H, W, k, s, p, d, OH, OW)]
 
+def _pair(a: int, b: int) -> int: return (a & 0xFFFF) | ((b & 0xFFFF) << 16)
+
+def implicit_conv(dt, out, wt, x, N, G, M, Cg, kh, kw, A, a_sc, OH, OW, S, P, D) -> list | None:
+    """`out` (N, G·M, OH·OW) = for every (image, group) the weights A (M × Cg·kh·kw, k = tap·Cg + channel,
+    A = (offset, 0, group stride, row stride, tap stride), `a_sc` per channel) times the windows of x
+    (stride S, padding P, dilation D: pairs) gathered in the kernel. One dispatch, or None when it does not fit."""
+    L, K = OH * OW, Cg * kh * kw
+    H, W = x.view.shape[2:]
+    name = matmul_variant(M, L, N * G)
+    if name == "matmul_small" or not all(-32768 <= v < 32768 for v in (*S, *P, *D)) or not (0 < H < 65536 and 0 < W < 65536):
+        return None
+    if matmul_trips(name, M, L, K, N * G) > LOOP_BUDGET: return None   # lavapipe's budget: the lowered path splits K
+    bm, bn, _ = tile_dims(name)
+    xn, xc, xh, xw = x.view.strides
+    push = (M, L, K, N, G, *A, x.view.offset, xn, Cg * xc, xc, xw, out.view.offset, G * M * L, M * L, L, 1, 0, 0,
+            a_sc, Cg, OW, kw, _pair(H, W), _pair(*S), _pair(*P), _pair(*D), xh, L)
+    groups = (min(-(-L // bn), MAX_GROUPS), min(-(-M // bm), MAX_GROUPS), min(N * G, MAX_GROUPS))
+    return [Dispatch(f"conv{name[len('matmul'):]}_{sfx(dt)}", (out, wt, x), push, groups)]
+
+@kernel(Op.CONV2D_WEIGHT)
+def conv2d_weight_kernel(node, out, g, x):
+    "conv2d's weight gradient as an implicit GEMM: per group, g (O/g × N·L) times x's windows (N·L × C/g·kh·kw); K split to fill the GPU."
+    (kh, kw), S, P, D, G = node.arg
+    N, O, Ho, Wo = g.view.shape
+    C, H, W = x.view.shape[1:]
+    if out.view.numel == 0: return []
+    dt, Og, Cg, L = node.dtype, O // G, C // G, Ho * Wo
+    M, NC, K = Og, Cg * kh * kw, N * L
+    if K == 0: return fill_dispatch(out, 0)
+    if not all(-32768 <= v < 32768 for v in (*S, *P, *D)) or not (H < 65536 and W < 65536):
+        raise BackendError(f"conv2d weight gradient: geometry {S, P, D}, image {H}x{W} past what the kernel packs in int16")
+    ds = []
+    pix = merged_stride((Ho, Wo), g.view.strides[2:])
+    if pix is None:   # g's pixels do not walk as one axis: copy g contiguous first
+        gc = Scratch(g.view.numel * dt.itemsize)
+        cp = copy_dispatch(NS(dtype=dt), g, g.view.shape, contiguous_strides(g.view.shape), 0)
+        cp.bindings = (gc, g)
+        ds.append(cp)
+        ga, (gn, gcs), goff, pix = gc, (O * L, L), 0, 1
+    else: ga, (gn, gcs), goff = g, g.view.strides[:2], g.view.offset
+    name = matmul_variant(M, NC, G)
+    if name == "matmul_small": name = "matmul"          # (only tiled variants: K is long here)
+    bm, bn, bk = tile_dims(name)
+    parts = split_k(name, M, NC, K, G)
+    while matmul_trips(name, M, NC, K, G, parts) > LOOP_BUDGET and parts < K: parts *= 2   # lavapipe's budget
+    per = -(-K // parts)
+    kc = -(-per // bk) * bk if parts > 1 else 0     # chunks of whole slabs
+    if parts > 1: parts = -(-K // kc)
+    xn, xc, xh, xw = x.view.strides
+    A = (goff, 0, Og * gcs, gcs, pix)
+    B = (x.view.offset, xn, Cg * xc, xc, xw)
+    geo = (gn, Cg, Wo, kw, _pair(H, W), _pair(*S), _pair(*P), _pair(*D), xh, L)
+    groups = (min(-(-NC // bn), MAX_GROUPS), min(-(-M // bm), MAX_GROUPS), min(G * parts, MAX_GROUPS))
+    tile = name[len("matmul"):]
+    if parts == 1:
+        C_ = (out.view.offset, 0, Og * NC, NC, 1)
+        return ds + [Dispatch(f"wgrad{tile}_{sfx(dt)}", (out, ga, x), (M, NC, K, 1, G, *A, *B, *C_, 0, 0, *geo), groups)]
+    rows = G * M * NC                     # partial products in f32 slabs, summed in order by a cols reduction
+    slabs = Scratch(parts * rows * 4)
+    pname = f"wgrad{tile}_{sfx(dt)}" + ("_f32" if dt == float16 else "")
+    ds.append(Dispatch(pname, (slabs, ga, x), (M, NC, K, 1, G, *A, *B, 0, 0, Og * NC, NC, 1, kc, rows, *geo), groups))
+    return ds + [_sum_slabs(dt, out, slabs, rows, parts, out.view.offset)]
+
 @kernel(Op.CONV2D)
 def conv2d_kernel(node, out, x, w):
-    "NCHW convolution: im2col into scratch (in image chunks), then one grouped, batched matmul per chunk."
+    "NCHW convolution: an implicit GEMM (or im2col into scratch, in image chunks, then one batched matmul per chunk)."
     (sh, sw), (ph, pw), (dh, dw), G = node.arg
     N, C, H, W = x.view.shape
     O, Cg, kh, kw = w.view.shape
@@ -139,6 +281,12 @@ def conv2d_kernel(node, out, x, w):
     hw = merged_stride((H, W), x.view.strides[2:])
     if (kh, kw, sh, sw, ph, pw) == (1, 1, 1, 1, 0, 0) and hw is not None:   # the input is the matrix
         return ds + matmul_dispatch(dt, out, wa, x, Og, L, Kc, N, G, A, (x.view.offset, xn, Cg * xc, xc, hw), C_(0))
+    so, sc, skh, skw = w.view.strides
+    tap = merged_stride((kh, kw), (skh, skw))
+    if tap is not None:
+        imp = implicit_conv(dt, out, w, x, N, G, Og, Cg, kh, kw, (w.view.offset, 0, Og * so, so, tap), sc, OH, OW,
+                            (sh, sw), (ph, pw), (dh, dw))
+        if imp: return imp
     per_img = C * kh * kw * L * dt.itemsize
     chunk = max(1, min(N, COL_SCRATCH_BYTES // per_img))
     col = Scratch(chunk * per_img)
@@ -191,6 +339,13 @@ def conv_transpose2d_kernel(node, out, x, w):
         push = (total, Cin, H, W, Cout, Ho, Wo, kh, kw, sh, sw, ph, pw, dh, dw, G, *_xs(x), *_xs(w))
         if x.view.numel == 0 or w.view.numel == 0: x = w = out   # nothing to sum: zeros, never read
         return [Dispatch(f"conv_transpose2d_{sfx(dt)}", (out, x, w), push, groups_1d(total))]
+    if (sh, sw) == (1, 1):   # stride 1: the forward gather turned around (padding -p, dilation -d), weights transposed
+        s0, s1, s2, s3 = w.view.strides
+        tap = merged_stride((kh, kw), (s2, s3))
+        if tap is not None:
+            imp = implicit_conv(dt, out, w, x, N, G, Cog, Cig, kh, kw, (w.view.offset, 0, Cig * s0, s1, tap), s0, Ho, Wo,
+                                (1, 1), (-ph, -pw), (-dh, -dw))
+            if imp: return imp
     # cols[n, g] = W_g^T (Cog*kh*kw, Cig) @ x[n, g] (Cig, H*W), then fold the columns onto the output
     ds = []
     ws = merged_stride((Cog, kh, kw), w.view.strides[1:])
@@ -292,11 +447,20 @@ INDEX_ADD_CHUNK = 8 * (LOOP_BUDGET - 16)   # index entries one dispatch scans (8
 @kernel(Op.INDEX_ADD)
 def index_add_kernel(node, out, dst, idx, src):
     "torch.scatter_add, deterministic: each output scans the index entries along `axis`."
+    return _scan_dispatches("index_add", node, out, dst, idx, src)
+
+@kernel(Op.SCATTER)
+def scatter_kernel(node, out, dst, idx, src):
+    "torch.scatter, deterministic: each output scans the index entries along `axis`; the last match wins."
+    return _scan_dispatches("scatter", node, out, dst, idx, src)
+
+def _scan_dispatches(kind, node, out, dst, idx, src) -> list:
+    "The dispatches of index_add.comp (`kind` 'index_add', or 'scatter': its SET variant)."
     axis, r = node.arg, len(dst.view.shape)
     total = out.view.numel
     if total == 0:
         if idx.view.numel and dst.view.shape[axis] == 0:   # no position to add at: every index is out of range
-            raise IndexOutOfRangeError(f"index_add: dim {axis} of the destination {dst.view.shape} is empty, so "
+            raise IndexOutOfRangeError(f"{kind}: dim {axis} of the destination {dst.view.shape} is empty, so "
                                        f"none of the {idx.view.numel} indices is in range")
         return []
     if idx.view.numel == 0: idx = src = dst   # nothing to add: never read
@@ -304,8 +468,8 @@ def index_add_kernel(node, out, dst, idx, src):
     sp = _p4(src) if src is not dst else (0,) * 5
     ishape = pad4(idx.view.shape) if idx is not dst else (0,) * 4
     a4, n = axis + 4 - r, ishape[axis + 4 - r]
-    name, groups = f"index_add_{sfx(node.dtype)}", groups_1d(total)
-    flag = Flag("index_add", dst.view.shape[axis], ishape if n <= INDEX_ADD_CHUNK else (), axis)
+    name, groups = f"{kind}_{sfx(node.dtype)}", groups_1d(total)
+    flag = Flag(kind, dst.view.shape[axis], ishape if n <= INDEX_ADD_CHUNK else (), axis)
     if n <= INDEX_ADD_CHUNK:
         return [Dispatch(name, (out, dst, idx, src, flag), (total, *pad4(dst.view.shape), *_p4(dst), *ishape, *ip, *sp, a4),
                          groups, (0, 4))]
@@ -324,10 +488,11 @@ def index_add_kernel(node, out, dst, idx, src):
 @kernel(Op.CHECK_INDEX)
 def check_index_kernel(node, out, idx):
     "A copy of the indices that raises the error flag at the first one out of range (see `vkml.ops.Op.CHECK_INDEX`)."
-    what, size, ignore, dim = node.arg
+    what, size, ignore, dim, wrap = node.arg
     total = out.view.numel
     if total == 0: return []
     ig = 0 if ignore is None else int(ignore) & 0xFFFFFFFFFFFFFFFF
-    return [Dispatch("check_index_i64", (out, idx, Flag(what, size, idx.view.shape, dim, ignore)),
-                     (total, *pad4(idx.view.shape), *_p4(idx), size, int(ignore is not None), ig & 0xFFFFFFFF, ig >> 32),
+    return [Dispatch("check_index_i64", (out, idx, Flag(what, size, idx.view.shape, dim, ignore, bool(wrap))),
+                     (total, *pad4(idx.view.shape), *_p4(idx), size, int(ignore is not None) | int(bool(wrap)) << 1,
+                      ig & 0xFFFFFFFF, ig >> 32),
                      groups_1d(total), (0, 2))]

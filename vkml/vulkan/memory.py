@@ -4,14 +4,14 @@
 
 # %% ../../nbs/22_allocator.ipynb #1f9445f0
 from __future__ import annotations
-import bisect, os, weakref
+import bisect, contextlib, os, weakref
 import numpy as np
 from ..dtypes import *
 from .device import Device, get_device, STATS, check_index, vk_module
 
 # %% auto #0
-__all__ = ['BLOCK_SIZE', 'ALIGN', 'pick_memory_type', 'memory_flags', 'Block', 'Alloc', 'align_up', 'Pool', 'Memory', 'memory',
-           'memory_stats', 'reset_peak_memory_stats', 'empty_cache']
+__all__ = ['BLOCK_SIZE', 'PRIVATE_BLOCK_SIZE', 'ALIGN', 'pick_memory_type', 'memory_flags', 'Block', 'Alloc', 'align_up', 'Pool',
+           'Memory', 'memory', 'memory_stats', 'reset_peak_memory_stats', 'empty_cache']
 
 # %% ../../nbs/22_allocator.ipynb #aa1c611f
 def pick_memory_type(info, kind: str):
@@ -55,10 +55,10 @@ class Block:
 
 class Alloc:
     "A range [offset, offset+size) of a block, shared by the tensors that view it; returned when the last one goes."
-    __slots__ = ("block", "offset", "size", "use", "pool", "born", "checks", "__weakref__")
+    __slots__ = ("block", "offset", "size", "use", "pool", "born", "dirty", "checks", "__weakref__")
     def __init__(self, block, offset, size, pool):
         self.block, self.offset, self.size, self.pool, self.use = block, offset, size, pool, [0]
-        self.born = pool.recording
+        self.born, self.dirty = pool.recording, False   # dirty: written in place, so no host copy of it is current
         self.checks = None   # serials of submissions whose index checks this range's value depends on (see 27_dispatch)
     def __del__(self):
         try: self.pool.dropped.append((self.block.id, self.offset, self.size, self.use, self.born))
@@ -69,6 +69,7 @@ def align_up(n: int, a: int) -> int: return (n + a - 1) // a * a
 
 # %% ../../nbs/22_allocator.ipynb #6469478c
 BLOCK_SIZE = 64 << 20
+PRIVATE_BLOCK_SIZE = 4 << 20   # a captured step's pools (see `Memory.private_pools`) grow in smaller blocks
 ALIGN = 256
 
 class Pool:
@@ -255,6 +256,7 @@ class Memory:
     def __init__(self, device: Device):
         self.dev = device
         self.pools = {}
+        self.private, self.retired = [], []   # the pools of captured steps (vkml.jit); those whose capture is gone
         self.tensors = self.pool("device")
         # uploads are plain memcpys into the tensor's memory when it is host-visible
         self.direct_upload = self.tensors.host_visible
@@ -266,13 +268,50 @@ class Memory:
 
     def pool(self, kind: str) -> Pool:
         p = self.pools.get(kind)
-        if p is None: p = self.pools[kind] = Pool(self.dev, kind)
+        if p is None:
+            p = self.pools[kind] = Pool(self.dev, kind, PRIVATE_BLOCK_SIZE if self.capturing else BLOCK_SIZE)
         return p
+
+    # --- a captured step's own memory (see vkml.jit) ---
+    capturing = False
+
+    @contextlib.contextmanager
+    def private_pools(self):
+        "Inside the block every allocation comes from fresh pools, which no one outside is ever handed."
+        self.sweep()
+        saved = self.pools, self.tensors
+        self.pools, self.capturing = {}, True
+        mine = self.pools
+        try:
+            self.tensors = self.pool("device")
+            yield mine
+        finally:
+            self.pools, self.tensors, self.capturing = saved[0], saved[1], False
+            self.private.append(mine)
+
+    def retire(self, pools: dict):
+        "The capture that owned `pools` is gone: close each once the tensors still using it are dropped."
+        self.retired.append(pools)
+        self.sweep()
+
+    def sweep(self):
+        for pools in list(self.retired):
+            for kind, p in list(pools.items()):
+                p.collect()
+                if p.live == 0 and not p.deferred: p.close(); del pools[kind]
+            if not pools:
+                self.retired.remove(pools)
+                self.private = [q for q in self.private if q is not pools]
+
+    def all_pools(self) -> list:
+        "The shared pools and every capture's."
+        return list(self.pools.values()) + [p for pools in self.private for p in pools.values()]
 
     def stats(self) -> dict:
         with self.dev.lock:
-            for p in self.pools.values(): p.collect()
-        ps = list(self.pools.values())
+            self.sweep()
+            ps = self.all_pools()
+            for p in ps: p.collect()
         return dict(bytes_in_use=sum(p.in_use for p in ps), bytes_reserved=sum(p.reserved for p in ps),
                     peak_bytes_in_use=max((p.peak for p in ps), default=0), allocations=sum(p.allocations for p in ps),
                     buffers=sum(p.live for p in ps), blocks=sum(len(p.blocks) for p in ps))
@@ -280,14 +319,14 @@ class Memory:
     def reset_peak(self):
         "Start measuring the peak again from what is in use now."
         with self.dev.lock:
-            for p in self.pools.values(): p.collect(); p.peak = p.in_use
+            for p in self.all_pools(): p.collect(); p.peak = p.in_use
 
     def empty_cache(self):
         with self.dev.lock:
             for p in self.pools.values(): p.empty_cache()
 
     def close(self):
-        for p in reversed(list(self.pools.values())): p.close()
+        for p in reversed(self.all_pools()): p.close()
 
 def memory(device: Device = None) -> Memory:
     "The `Memory` of `device` (default: the default device)."

@@ -1,0 +1,105 @@
+"""Memory stays flat: 1,000 training steps of a small MLP with Adam, 1,000 inference batches under
+no_grad and 1,000 replayed steps keep the device bytes in use and the number of live buffers exactly
+where they were after step 2, and the host's resident memory within a few percent. A planted leak (a
+range the allocator never takes back) fails the same check."""
+import gc
+import os
+import numpy as np
+import pytest
+
+import vkml
+import vkml.functional as VF
+import vkml.nn as nn
+import vkml.optim as optim
+from vkml.tensor import tensor
+from vkml.vulkan import memory as vkmem
+
+pytestmark = pytest.mark.vulkan
+
+STEPS = 1000
+RSS_TOLERANCE = 0.03          # host memory may move a little (allocator arenas); a leak moves it a lot
+
+
+def rss() -> int:
+    "Resident host memory of this process, in bytes."
+    with open("/proc/self/statm") as f: return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def sample() -> tuple:
+    s = vkml.memory_stats()
+    return s["bytes_in_use"], s["buffers"], rss()
+
+
+def assert_flat(samples, what):
+    "Every sample after step 2 has the device bytes and buffers of step 2, and RSS within the tolerance."
+    (b0, n0, r0), last = samples[0], samples[-1]
+    grew = [(i + 2, b, n) for i, (b, n, _) in enumerate(samples) if (b, n) != (b0, n0)]
+    assert not grew, f"{what}: device memory moved after step 2 (step, bytes, buffers): first {grew[:3]}, was {(b0, n0)}"
+    assert last[2] <= r0 * (1 + RSS_TOLERANCE), f"{what}: host RSS grew from {r0:,} to {last[2]:,} bytes"
+
+
+def model_and_data(seed=0):
+    VF.manual_seed(seed)
+    model = nn.Sequential(nn.Linear(64, 128), nn.ReLU(), nn.Linear(128, 128), nn.ReLU(), nn.Linear(128, 10)).to("vulkan")
+    rng = np.random.default_rng(0)
+    data = [(rng.standard_normal((32, 64)).astype(np.float32), rng.integers(0, 10, 32)) for _ in range(8)]
+    return model, data
+
+
+def settle():
+    "Collect what earlier tests left in reference cycles, so that it is not freed during the measurement."
+    gc.collect()
+    vkml.memory_stats()
+
+
+def train_steps(n, jit=False):
+    settle()
+    model, data = model_and_data()
+    opt = optim.Adam(model.parameters(), lr=1e-3)
+    def step(x, y):
+        opt.zero_grad()
+        loss = nn.functional.cross_entropy(model(x), y)
+        loss.backward(); opt.step()
+        return loss
+    if jit: step = vkml.jit(step)
+    samples = []
+    for i in range(n):
+        x, y = data[i % len(data)]
+        step(tensor(x, device="vulkan"), tensor(y, device="vulkan")).item()
+        if i >= 2: samples.append(sample())
+    return samples
+
+
+def inference_batches(n):
+    settle()
+    model, data = model_and_data()
+    samples = []
+    with vkml.no_grad():
+        for i in range(n):
+            x, _ = data[i % len(data)]
+            model(tensor(x, device="vulkan")).argmax(1).numpy()
+            if i >= 2: samples.append(sample())
+    return samples
+
+
+def test_training_steps_keep_memory_flat():
+    assert_flat(train_steps(STEPS), "1,000 Adam steps")
+
+
+def test_replayed_steps_keep_memory_flat():
+    assert_flat(train_steps(STEPS, jit=True), "1,000 replayed Adam steps")
+
+
+def test_inference_keeps_memory_flat():
+    assert_flat(inference_batches(STEPS), "1,000 no_grad batches")
+
+
+def test_a_planted_leak_fails_the_check(monkeypatch):
+    "A pool that never takes back one range of each collection: the check must catch it."
+    real = vkmem.Pool.collect
+    def leaky(self):
+        if self.kind == "device" and self.dropped: self.dropped.pop(); self.live -= 1   # forgotten: never freed
+        real(self)
+    monkeypatch.setattr(vkmem.Pool, "collect", leaky)
+    with pytest.raises(AssertionError, match="device memory moved"):
+        assert_flat(train_steps(60), "60 Adam steps, leaking")

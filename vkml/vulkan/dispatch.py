@@ -659,11 +659,11 @@ class VulkanBackend(Backend):
         dev = t.device
         dev.check_open()
         if t.host is not None and not t.alloc.dirty: return np.array(t.host, copy=True)
-        if runtime(dev).capture is not None:
-            raise JitError("a function captured by vkml.jit read a tensor's value on the host (.item(), .numpy(), "
-                           "print...): a replay would not read it again. Return the tensor and read it after the call")
-        with dev.lock:
+        with dev.lock:          # (a capture holds the lock: another thread waits for its end, the capturing one is refused)
             rt = runtime(dev)
+            if rt.capture is not None:
+                raise JitError("a function captured by vkml.jit read a tensor's value on the host (.item(), .numpy(), "
+                               "print...): a replay would not read it again. Return the tensor and read it after the call")
             if t.fetch is not None:
                 serial, get = t.fetch
                 dev.wait(serial)

@@ -59,7 +59,13 @@ def _flush(rt):
         rec.submit()
 
 def capture(backend, inputs: list, run, notes: CaptureNotes = None):
-    "Record `run(static INPUT nodes)` for replay: (Captured, run's result)."
+    """Record `run(static INPUT nodes)` for replay: (Captured, run's result). The device's lock is held
+    throughout: another thread's work on the device waits rather than land in the capture."""
+    with backend.device.lock:
+        _release_orphans()
+        return _capture(backend, inputs, run, notes)
+
+def _capture(backend, inputs: list, run, notes: CaptureNotes = None):
     dev = backend.device
     rt = runtime(dev)
     if rt.capture is not None: raise JitError("a vkml.jit function was called inside another one's capture: jit the outer one only")
@@ -126,6 +132,11 @@ def _copies(self, inputs) -> Recorder:
 
 def replay(self, inputs: list) -> int:
     "Run the step again on `inputs` (realized, contiguous nodes of the captured shapes); the submission's serial."
+    with self.dev.lock:
+        _release_orphans()
+        return self._replay(inputs)
+
+def _replay(self, inputs: list) -> int:
     if self.released: raise JitError("this capture was released")
     dev = self.dev
     dev.check_open()
@@ -151,6 +162,9 @@ def replay(self, inputs: list) -> int:
 
 def release(self):
     "Give the command buffers back and let the capture's memory go (once its tensors are dropped)."
+    with self.dev.lock: _release(self)
+
+def _release(self):
     if self.released: return
     self.released = True
     dev = self.dev
@@ -163,5 +177,19 @@ def release(self):
     self.flags, self.tainted, self._flag_at = [], [], {}
     if not dev.closed: self.rt.mem.sweep()
 
-Captured._write, Captured._copies, Captured.replay, Captured.release = _write, _copies, replay, release
-Captured.__del__ = lambda self: self.release() if not getattr(self, "released", True) else None
+_orphans = []     # captures dropped (garbage-collected) while another thread held their device's lock
+
+def _collected(self):
+    "A capture the garbage collector drops: released now if its device is free, else by the next capture or replay."
+    if getattr(self, "released", True): return
+    lock = self.dev.lock
+    if lock.acquire(blocking=False):        # (never wait in a finalizer: the lock's holder may be waiting on this thread)
+        try: _release(self)
+        finally: lock.release()
+    else: _orphans.append(self)
+
+def _release_orphans():
+    while _orphans: _orphans.pop().release()
+
+Captured._write, Captured._copies, Captured.replay, Captured._replay, Captured.release = _write, _copies, replay, _replay, release
+Captured.__del__ = _collected

@@ -475,6 +475,26 @@ def test_out_of_device_memory_is_typed_and_the_device_keeps_working():
 
 
 @pytest.mark.vulkan
+def test_filling_the_heap_is_a_typed_error_and_frees_everything():
+    """Many allocations, each fine, until the heap is full. Before: lavapipe's driver granted blocks past its
+    2 GiB heap from the host's RAM until the kernel killed the process; now the pools count every block against
+    its heap and the allocation past it is an OutOfMemoryError (a GPU driver refuses near there too: the H200
+    run shows it, bench/h200_reliability.py)."""
+    from vkml.vulkan.device import get_device
+    heap = max(s for s, _ in get_device().info.memory["heaps"])
+    if heap > 8 << 30: pytest.skip("a device heap larger than 8 GiB: filled on the H200 run instead")
+    base = vkml.memory_stats("vulkan")["bytes_in_use"]
+    held, chunk = [], 64 << 20
+    with pytest.raises(OutOfMemoryError, match="cannot allocate"):
+        for _ in range(int(1.5 * heap / chunk) + 1):     # (without the check: 1.5x the heap, granted)
+            held.append(F.ones(chunk // 4, device="vulkan")); vkml.realize(held[-1])
+    assert 0 < len(held) * chunk <= heap
+    del held; gc.collect()
+    assert vkml.memory_stats("vulkan")["bytes_in_use"] <= base + (1 << 20)
+    assert (F.ones(3, device="vulkan") * 2).sum().item() == 6.0
+
+
+@pytest.mark.vulkan
 def test_softmax_over_a_dim_of_size_one_compiles_on_vulkan():
     "Before: the fused reduce kernel read a prologue value outside its loop ('v1: undeclared identifier')."
     for shape, d in [((3, 1), 1), ((1,), 0), ((), 0)]:

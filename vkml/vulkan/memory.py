@@ -78,7 +78,9 @@ class Pool:
         self.dev, self.kind, self.block_size = device, kind, block_size
         info = device.info
         self.type_index, self.host_visible = pick_memory_type(info, kind)
-        self.heap_size = info.memory["heaps"][info.memory["types"][self.type_index][1]][0]
+        self.heap = info.memory["types"][self.type_index][1]
+        self.heap_size = info.memory["heaps"][self.heap][0]
+        self.heap_reserved = device.__dict__.setdefault("heap_reserved", {})   # heap -> bytes in blocks, all pools
         self.max_alloc = info.limits["maxMemoryAllocationSize"] or self.heap_size
         self.align = max(ALIGN, info.limits["minStorageBufferOffsetAlignment"])
         self.blocks: dict = {}
@@ -140,6 +142,8 @@ class Pool:
         vk, dev = self.dev.vk, self.dev
         size = max(self.block_size, align_up(nbytes, 1 << 20))
         if size > self.max_alloc: size = align_up(nbytes, self.align)
+        if self.heap_reserved.get(self.heap, 0) + size > self.heap_size:
+            return None       # past the heap the device reports: refused here (lavapipe would take the host's RAM)
         usage = (vk.VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | vk.VK_BUFFER_USAGE_TRANSFER_SRC_BIT
                  | vk.VK_BUFFER_USAGE_TRANSFER_DST_BIT)
         buf = vk.vkCreateBuffer(dev.handle, vk.VkBufferCreateInfo(size=size, usage=usage,
@@ -162,6 +166,7 @@ class Pool:
         self._next_id += 1
         self.blocks[b.id] = b
         self.reserved += size
+        self.heap_reserved[self.heap] = self.heap_reserved.get(self.heap, 0) + size
         self._insert(b.id, 0, size)
         return b
 
@@ -171,6 +176,7 @@ class Pool:
         vk.vkDestroyBuffer(h, b.buffer, None)
         vk.vkFreeMemory(h, b.memory, None)
         self.reserved -= b.size
+        self.heap_reserved[self.heap] -= b.size
         del self.blocks[b.id]
 
     def empty_cache(self):

@@ -112,7 +112,9 @@ def test_fuzz_finds_a_planted_wrong_stride(monkeypatch):
 
 
 def test_fuzz_finds_a_planted_missing_index_check(monkeypatch):
-    "Indices computed on the device, checked by no one (the flags are never read): the clamped answer is found."
+    """Indices computed on the device, checked by no one (the flags are never read): the clamped answer is found
+    (as the device returning a value where the oracle raises, or, when the program's bad index lives on the
+    device in the oracle's run, the other way round)."""
     from vkml.vulkan import dispatch
     from vkml.vulkan.device import get_device
     real = dispatch.Recorder._done
@@ -121,4 +123,4 @@ def test_fuzz_finds_a_planted_missing_index_check(monkeypatch):
         return real(self, qpool, names, profiles, keep, [], serial)
     monkeypatch.setattr(dispatch.Recorder, "_done", done)
     found = _finds()
-    assert "returned a value" in found and "IndexOutOfRangeError" in found, found[:500]
+    assert ("returned a value" in found or "where the oracle computes" in found) and "IndexOutOfRangeError" in found, found[:500]

@@ -15,8 +15,8 @@ from .tensor import Tensor
 
 # %% auto #0
 __all__ = ['UNARY', 'BINARY', 'REDUCE', 'OPS', 'CREATION', 'DEVICE_LIMITS', 'RTOL', 'ACCUMULATING', 'HOSTILE_FLOATS',
-           'HOSTILE_INTS', 'HOSTILE_ARGS', 'EXACT_UNARY', 'JUMPY_UNARY', 'STEP_KINDS', 'CI_CHUNKS', 'CHUNK', 'CI_SEED',
-           'REGRESSIONS', 'Ref', 'Odd', 'Program', 'run', 'Mismatch', 'agree', 'check', 'programs']
+           'HOSTILE_INTS', 'HOSTILE_ARGS', 'EXACT_UNARY', 'JUMPY_UNARY', 'INPLACE_EXACT', 'STEP_KINDS', 'CI_CHUNKS',
+           'CHUNK', 'CI_SEED', 'REGRESSIONS', 'Ref', 'Odd', 'Program', 'run', 'Mismatch', 'agree', 'check', 'programs']
 
 # %% ../nbs/52_fuzz.ipynb #e4821d8c
 @dataclass(frozen=True)
@@ -69,6 +69,8 @@ class Program:
             if isinstance(v, float) and not math.isfinite(v): return {"$float": repr(v)}
             if isinstance(v, int) and not isinstance(v, bool) and abs(v) > 2**53: return {"$int": str(v)}
             if isinstance(v, DType): return {"$dtype": v.name}
+            if isinstance(v, slice): return {"$slice": [enc(v.start), enc(v.stop), enc(v.step)]}
+            if v is Ellipsis: return {"$ellipsis": True}
             return v
         items = [["in", it[1].tolist(), it[1].dtype.name, list(it[1].shape), it[2]] if it[0] == "in"
                  else ["op", it[1], enc(list(it[2])), enc(it[3])] for it in self.items]
@@ -86,6 +88,8 @@ class Program:
             if "$float" in v: return float(v["$float"])
             if "$int" in v: return int(v["$int"])
             if "$dtype" in v: return to_dtype(v["$dtype"])
+            if "$slice" in v: return slice(*(dec(x) for x in v["$slice"]))
+            if "$ellipsis" in v: return Ellipsis
             raise ValueError(f"not a program value: {v!r}")
         d = json.loads(s)
         items = [("in", np.array(it[1], dtype=to_dtype(it[2]).np).reshape(it[3]), it[4]) if it[0] == "in"
@@ -100,6 +104,17 @@ def _pick(f, i):
     return g
 
 def _getitem(x, *idx): return x[idx[0] if len(idx) == 1 else tuple(idx)]
+
+def _setitem(x, v, *idx):
+    "x after `x[idx] = v` (in place): x itself."
+    x[idx[0] if len(idx) == 1 else tuple(idx)] = v
+    return x
+
+def _inplace(x, name, view, *args, **kw):
+    """x after its in-place method `name` ran, on x or (`view`: a tuple of slices) on the view x[view],
+    which writes through into x: x itself."""
+    getattr(x if view is None else x[view], name)(*args, **kw)
+    return x
 
 UNARY = ["neg", "abs", "sign", "exp", "log", "sqrt", "rsqrt", "reciprocal", "sin", "cos", "tanh", "sigmoid", "erf",
          "erfc", "relu", "elu", "selu", "gelu", "silu", "softplus", "mish", "softsign", "isnan", "isinf"]
@@ -120,6 +135,7 @@ OPS = {**{n: getattr(F, n) for n in UNARY}, **BINARY, **{n: getattr(F, n) for n 
        "conv2d": NF.conv2d, "max_pool2d": NF.max_pool2d, "avg_pool2d": NF.avg_pool2d, "layer_norm": NF.layer_norm,
        "group_norm": NF.group_norm, "cross_entropy": NF.cross_entropy, "nll_loss": NF.nll_loss, "mse_loss": NF.mse_loss,
        "embedding": NF.embedding, "dropout": NF.dropout, "kl_div": NF.kl_div,
+       "setitem": _setitem, "inplace": _inplace,
        "vadd": F.add, "zeros": F.zeros, "ones": F.ones, "full": F.full, "arange": F.arange, "linspace": F.linspace, "eye": F.eye}
 
 # %% ../nbs/52_fuzz.ipynb #3d803747
@@ -168,7 +184,7 @@ class Mismatch(AssertionError):
 
 ACCUMULATING = {"matmul", "linear", "conv2d", "einsum", "sum", "mean", "var", "std", "norm", "logsumexp", "cumsum", "prod",
                 "softmax", "log_softmax", "layer_norm", "group_norm", "cross_entropy", "nll_loss", "mse_loss", "kl_div",
-                "avg_pool2d", "index_add"}
+                "avg_pool2d", "index_add", "inplace"}
 
 def agree(want: np.ndarray, got: np.ndarray, loose: float = 0.0) -> str | None:
     """None when `got` matches the oracle's `want`, else what differs. `loose` (the largest magnitude among the
@@ -440,12 +456,14 @@ def _indexing(c: _Ctx):
     if op == "getitem":
         items = []
         for s in sh[:c.draw(st.integers(0, nd))]:
-            k = c.draw(st.sampled_from(["slice", "slice", "int", "none", "ellipsis", "tensor"]))
+            k = c.draw(st.sampled_from(["slice", "slice", "int", "none", "ellipsis", "tensor", "list", "mask"]))
             if k == "slice": items.append(slice(c.draw(st.integers(-4, 4)), c.draw(st.one_of(st.none(), st.integers(-4, 4))),
                                                 c.draw(st.sampled_from([None, 1, 2, -1, -2, 0]))))
             elif k == "int": items.append(c.draw(st.integers(-s - 1, s)))
             elif k == "none": items.append(None)
             elif k == "ellipsis": items.append(Ellipsis)
+            elif k == "list": items.append([c.draw(st.integers(-s - 1, s)) for _ in range(c.draw(st.integers(0, 3)))])
+            elif k == "mask": items.append(c.input(bool_, (s,) if not c.coin(0.05) else (s + 1,)))
             else: items.append(c.index(s, (c.draw(st.integers(0, 3)),)))
         if c.coin(0.03): items.append(c.draw(st.sampled_from([1.5, "a", [0, 1]])))
         return c.step(op, (x, *items), {}, e)
@@ -540,6 +558,73 @@ def _creation(c: _Ctx):
     if op == "linspace": return c.step(op, (c.scalar(float32, 0.1), c.scalar(float32, 0.1), c.draw(st.integers(-1, 5))), kw, False)
     c.step("eye", (c.draw(st.integers(-1, 4)),) + ((c.draw(st.integers(0, 3)),) if c.coin(0.5) else ()), kw, True)
 
+INPLACE_EXACT = {"fill_", "zero_", "neg_", "abs_", "relu_", "clamp_", "masked_fill_", "copy_"}
+
+def _inplace_step(c: _Ctx):
+    n = len(c.prog.items)
+    try: _draw_inplace(c)
+    finally:     # the written tensor is the step's value: it is as exact as the step, and no longer tame
+        if len(c.prog.items) > n and c.prog.items[-1][0] == "op":
+            x = c.prog.items[-1][2][0]
+            if isinstance(x, Ref) and isinstance(c.vals[-1], Tensor): c.exact[x.i], c.tame[x.i] = c.exact[-1], False
+
+def _draw_inplace(c: _Ctx):
+    """A write in place: an in-place method (on the tensor or on a basic view of it, which writes through),
+    `x[idx] = v` with any index (advanced ones scatter), index_put_, scatter_, scatter_add_, index_add_.
+    The step's value is the written tensor (each backend's program writes its own copy of the inputs)."""
+    st = c.st
+    op = c.draw(st.sampled_from(["add_", "sub_", "mul_", "div_", "clamp_", "fill_", "zero_", "neg_", "abs_", "relu_",
+                                 "masked_fill_", "copy_", "setitem", "setitem", "index_put_", "scatter_", "scatter_add_",
+                                 "index_add_"]))
+    x = c.pick(lambda t, e: t.ndim >= 1 or op not in ("scatter_", "scatter_add_", "index_add_"))
+    if x is None: return
+    t, e, nd, sh = c.t(x), c.exact[x.i], c.t(x).ndim, c.t(x).shape
+    val = lambda shape: c.scalar(t.dtype) if c.coin(0.4) else c.input(t.dtype if not c.coin(0.05) else None, shape)
+    if op == "setitem":
+        items = []
+        for s in sh[:c.draw(st.integers(1, max(nd, 1)))] if nd else ():
+            k = c.draw(st.sampled_from(["slice", "int", "tensor", "list", "mask"]))
+            if k == "slice": items.append(slice(c.draw(st.integers(-3, 3)), None, c.draw(st.sampled_from([None, 1, 2]))))
+            elif k == "int": items.append(c.draw(st.integers(-s - 1, s)))
+            elif k == "list": items.append([c.draw(st.integers(-max(s, 1), max(s, 1) - 1)) for _ in range(c.draw(st.integers(1, 3)))])
+            elif k == "mask": items.append(c.input(bool_, (s,)))
+            else: items.append(c.index(s, (c.draw(st.integers(1, 3)),)))
+        items = items or [Ellipsis]
+        v = c.scalar(t.dtype) if c.coin(0.6) else c.input(t.dtype, ())
+        return c.step("setitem", (x, v, *items), {}, e and (not isinstance(v, Ref) or c.exact[v.i]))
+    if op == "index_put_":
+        s = sh[0] if nd else 1
+        idx = c.index(s, (c.draw(st.integers(0, 3)),))
+        acc = c.coin(0.5)
+        v = c.input(t.dtype, (c.t(idx).shape[0],) + sh[1:]) if c.coin(0.5) else c.input(t.dtype, ())
+        return c.step("inplace", (x, op, None, (idx,), v), {"accumulate": acc}, e and not acc)
+    if op in ("scatter_", "scatter_add_", "index_add_"):
+        dim = c.dim(nd)
+        ax = dim % nd if isinstance(dim, int) and not isinstance(dim, bool) and -nd <= dim < nd else 0
+        if op == "index_add_":
+            k = c.draw(st.integers(0, 4))
+            src = c.input(t.dtype, sh[:ax] + (k,) + sh[ax + 1:])
+            return c.step("inplace", (x, op, None, dim, c.index(sh[ax], (k,)), src), {}, e and t.dtype.is_int)
+        ishape = tuple(c.draw(st.integers(0, s)) if i != ax else c.draw(st.integers(0, 3)) for i, s in enumerate(sh))
+        src = c.input(t.dtype, ishape)
+        return c.step("inplace", (x, op, None, dim, c.index(sh[ax], ishape), src), {},
+                      e and (op == "scatter_" or t.dtype.is_int))
+    view = None
+    if nd and c.coin(0.3): view = tuple(slice(c.draw(st.integers(0, 1)), None, c.draw(st.sampled_from([1, 2]))) for _ in sh[:1])
+    vshape = t[view].shape if view is not None else sh
+    if op in ("add_", "sub_", "mul_", "div_"):
+        y = val(_broadcast_partner(c, vshape) if c.coin(0.9) else _shape(c.draw))
+        exact = e and (not isinstance(y, Ref) or c.exact[y.i]) and op != "div_" and t.dtype is not float16
+        return c.step("inplace", (x, op, view, y), {}, exact)
+    if op == "clamp_": return c.step("inplace", (x, op, view), {"min": c.scalar(t.dtype), "max": c.scalar(t.dtype)}, e)
+    if op == "fill_": return c.step("inplace", (x, op, view, c.scalar(t.dtype)), {}, e)
+    if op == "masked_fill_":
+        return c.step("inplace", (x, op, view, c.input(bool_, _broadcast_partner(c, vshape)), c.scalar(t.dtype)), {}, e)
+    if op == "copy_":
+        y = c.input(t.dtype if not c.coin(0.2) else None, _broadcast_partner(c, vshape))
+        return c.step("inplace", (x, op, view, y), {}, e)
+    c.step("inplace", (x, op, view), {}, e)
+
 def _wrong_type(c: _Ctx):
     "A public function given something that is not a tensor where it takes one."
     op = c.draw(c.st.sampled_from(["exp", "sum", "relu", "reshape", "softmax", "vadd", "gather", "cross_entropy"]))
@@ -550,7 +635,7 @@ def _wrong_type(c: _Ctx):
     c.step(op, args, {}, False)
 
 STEP_KINDS = [(_unary, 5), (_binary, 6), (_where, 1), (_reduce, 4), (_shape_op, 5), (_indexing, 4), (_nn, 3),
-              (_creation, 1), (_wrong_type, 0.3)]
+              (_creation, 1), (_inplace_step, 3), (_wrong_type, 0.3)]
 
 def programs(max_steps: int = 3, hostile: float = 0.15, fuse: float = 0.1):
     "The hypothesis strategy of programs: up to `max_steps` steps; `hostile`: how often values are; `fuse`: how often fused."

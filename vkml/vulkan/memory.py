@@ -93,6 +93,7 @@ class Pool:
         self._next_id = 0
         self._scan_at = -1
         self.closed = False
+        self.refusal = None        # why the last new block was refused (for the OutOfMemoryError's message)
 
     # --- the free list ---
     def _insert(self, bid, off, size):
@@ -142,8 +143,9 @@ class Pool:
         vk, dev = self.dev.vk, self.dev
         size = max(self.block_size, align_up(nbytes, 1 << 20))
         if size > self.max_alloc: size = align_up(nbytes, self.align)
-        if self.heap_reserved.get(self.heap, 0) + size > self.heap_size:
-            return None       # past the heap the device reports: refused here (lavapipe would take the host's RAM)
+        if self.heap_reserved.get(self.heap, 0) + size > self.heap_size:   # refused here (lavapipe would take the host's RAM)
+            self.refusal = f"a new block of {size:,} bytes would pass the heap's size"
+            return None
         usage = (vk.VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | vk.VK_BUFFER_USAGE_TRANSFER_SRC_BIT
                  | vk.VK_BUFFER_USAGE_TRANSFER_DST_BIT)
         buf = vk.vkCreateBuffer(dev.handle, vk.VkBufferCreateInfo(size=size, usage=usage,
@@ -153,8 +155,9 @@ class Pool:
             if not req.memoryTypeBits & (1 << self.type_index): raise DeviceError("buffer cannot use the chosen memory type")
             mem = vk.vkAllocateMemory(dev.handle, vk.VkMemoryAllocateInfo(allocationSize=req.size,
                                       memoryTypeIndex=self.type_index), None)
-        except (vk.VkErrorOutOfDeviceMemory, vk.VkErrorOutOfHostMemory):
+        except (vk.VkErrorOutOfDeviceMemory, vk.VkErrorOutOfHostMemory) as e:
             vk.vkDestroyBuffer(dev.handle, buf, None)
+            self.refusal = f"the driver refused a new block of {size:,} bytes ({type(e).__name__})"
             return None
         self.allocations += 1
         vk.vkBindBufferMemory(dev.handle, buf, mem, 0)
@@ -225,6 +228,7 @@ class Pool:
         got = self._refit(size) if self.recycled and not host else None
         if got is None: got = self._fit(size)
         if got is None:
+            self.refusal = None
             if size > min(self.heap_size, self.max_alloc): self._oom(nbytes)
             self.collect()
             got = self._fit(size)
@@ -246,7 +250,8 @@ class Pool:
         raise OutOfMemoryError(
             f"{self.dev.name} ({self.dev.info.name}) cannot allocate {nbytes:,} bytes of {self.kind} memory: "
             f"{self.in_use:,} bytes are in use and {self.reserved:,} reserved in {len(self.blocks)} blocks; "
-            f"the heap has {self.heap_size:,} bytes and one allocation may have {self.max_alloc:,}. "
+            f"the heap has {self.heap_size:,} bytes and one allocation may have {self.max_alloc:,}"
+            f"{'; ' + self.refusal if self.refusal else ''}. "
             f"Drop tensors you no longer need, use smaller batches, or device='cpu'")
 
     def close(self):

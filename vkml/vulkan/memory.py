@@ -94,6 +94,7 @@ class Pool:
         self._scan_at = -1
         self.closed = False
         self.refusal = None        # why the last new block was refused (for the OutOfMemoryError's message)
+        self.on_full = None        # the device's memory sets it: empty every pool's cache
 
     # --- the free list ---
     def _insert(self, bid, off, size):
@@ -238,6 +239,9 @@ class Pool:
             if got is None:
                 self.empty_cache()
                 if self._new_block(size) is not None: got = self._fit(size)
+            if got is None and self.on_full is not None:    # the heap is shared: every pool gives its cache back
+                self.on_full()
+                if self._new_block(size) is not None: got = self._fit(size)
             if got is None: self._oom(nbytes)
         bid, off = got
         a = Alloc(self.blocks[bid], off, size, self)
@@ -281,7 +285,13 @@ class Memory:
         p = self.pools.get(kind)
         if p is None:
             p = self.pools[kind] = Pool(self.dev, kind, PRIVATE_BLOCK_SIZE if self.capturing else BLOCK_SIZE)
+            p.on_full = self._empty_all
         return p
+
+    def _empty_all(self):
+        "Every pool's unused blocks back to the driver (a pool found the heap full)."
+        self.sweep()
+        for p in self.all_pools(): p.empty_cache()
 
     # --- a captured step's own memory (see vkml.jit) ---
     capturing = False

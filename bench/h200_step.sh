@@ -21,7 +21,8 @@ step() {   # step NAME TIMEOUT_S COMMAND...
 }
 export TESTS="python3 -m pytest -q -p no:cacheprovider tests/test_parity_elementwise.py tests/test_parity_nn.py \
 tests/test_vk_runtime.py tests/test_jit.py tests/test_optim.py tests/test_plan_cache.py tests/test_one_submission_graph.py \
-tests/test_elementwise_table.py tests/test_memory.py tests/test_fidelity.py tests/test_autograd_vulkan.py tests/test_demo.py"
+tests/test_elementwise_table.py tests/test_memory.py tests/test_fidelity.py tests/test_autograd_vulkan.py tests/test_demo.py \
+tests/test_parity_f64.py tests/test_higher_order.py"
 t0=$SECONDS
 TAIL=4 step tests ${TESTS_S:-200} $TESTS; rc=$?
 python3 - "$OUT" "$rc" "$((SECONDS - t0))" <<'PY'
@@ -40,3 +41,5 @@ step vs_torch ${VS_S:-200} python3 bench/vs_torch.py --out "$OUT/vs_torch_h200.j
 step fusion ${FUSION_S:-100} python3 bench/fusion.py --out "$OUT/fusion_h200.json"
 step host ${HOST_S:-40} python3 bench/host_overhead.py --devices vulkan --json "$OUT/host_h200.json"
 cat "$OUT/cpu_speed.txt" "$OUT/gpu.txt"
+# the device tool brings back a handful of files: the JSONs, and every log in one archive
+(cd "$OUT" && tar czf logs.tgz *.log *.txt && rm -f *.log *.txt)

@@ -10,6 +10,8 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"
+sys.path.insert(0, str(HERE))
+from render_ddp import render_ddp   # the two-GPU data-parallel run (bench/ddp.py), when its JSON exists
 
 
 def load(name):
@@ -109,6 +111,8 @@ def render() -> str:
                       f"{c['ratio']:.2f}" if c.get("ratio") else "–", c.get("goal") or "–",
                       {True: "yes", False: "**no**", None: "–"}[c.get("met")], c.get("vkml_rate", ""),
                       c.get("torch_rate", ""), " ".join(c.get("shaders", []))) for c in k["cases"]]), ""]
+    ddp = render_ddp(RESULTS)
+    if ddp: s += [ddp, ""]
     return "\n".join(s)
 
 
@@ -119,15 +123,19 @@ def _num(x, unit):
 
 # Why a row misses its goal: prose only (the figures are in the table above, computed).
 LIMITS = {
-    "mlp_eager": "the host. An eager step builds, schedules and records its graph in Python at every step; on this "
-                 "host that costs more than PyTorch's whole step (see `host_per_op` and `bench/diag_step.py`). Tried: "
-                 "a one-pass ASSIGN ordering, regions that count distinct buffers, remembered plans and kernel "
-                 "programs, leaner node construction. What is left is per-node Python; `vkml.jit` removes it.",
+    "mlp_jit": "the matmuls: for these mid-sized products the tile policy launches about one workgroup per SM, "
+               "which leaves the GPU under-occupied (`bench/matmul_sweep.py` compares tile policies, "
+               "`bench/diag_mlp.py` prints GPU time per shader). A GPU that starts at idle clocks also costs the "
+               "first case: `bench/vs_torch.py` now warms the GPU and alternates the two libraries.",
+    "cnn_jit": "as for `mlp_jit`: the convolutions' matmuls.",
+    "mlp_eager": "the host. An eager step builds, schedules and records its graph in Python at every step; that "
+                 "costs more than PyTorch's whole step (`bench/diag_step.py` splits it). Tried: a one-pass ASSIGN "
+                 "ordering, regions that count distinct buffers, remembered plans and kernel programs, leaner node "
+                 "construction, a remembered compiler lookup. What is left is per-node Python; `vkml.jit` removes it.",
     "cnn_eager": "the host, as for `mlp_eager`: the convolution step has more nodes per step.",
     "cifar_bn": "time per step is reported beside PyTorch, not a goal; see its note for memory.",
     "host_per_op": "per-node Python in building (`make_node`, argument checks) and realizing (signature, program "
-                   "recipe, recording) on a host whose Python runs the primitive operations about half as fast as "
-                   "the development machine (`bench/micro_host.py`). Tried: as for `mlp_eager`.",
+                   "recipe, recording); `bench/micro_host.py` prints what the host's Python primitives cost.",
     "replay_host": "one `vkQueueSubmit` with a fence, recording the input copies, and the Python around them.",
     "demo": "the demo's steps are tiny; see the vulkan and cpu figures.",
 }

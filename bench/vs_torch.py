@@ -42,13 +42,18 @@ DEV = "vulkan"
 def med(xs): return statistics.median(xs)
 
 
-def timed(fn, n, warm):
-    "Median wall seconds of fn() over n calls after `warm` calls (fn syncs itself)."
-    for _ in range(warm): fn()
+def samples(fn, n):
+    "Wall seconds of each of n calls of fn() (fn syncs itself)."
     out = []
     for _ in range(n):
         t0 = time.perf_counter(); fn(); out.append(time.perf_counter() - t0)
-    return med(out)
+    return out
+
+
+def timed(fn, n, warm):
+    "Median wall seconds of fn() over n calls after `warm` calls (fn syncs itself)."
+    for _ in range(warm): fn()
+    return med(samples(fn, n)) if n else None
 
 
 # ------------------------------------------------------------------ models, both libraries
@@ -81,13 +86,13 @@ def _cifar_layers(M, widths=(32, 64, 128)):
         c = w
     return layers + [M.Flatten(), M.Linear(c * 4 * 4, 10)]
 
-def vk_cifar():
+def vk_cifar(widths=(32, 64, 128)):
     VF.manual_seed(0)
-    return nn.Sequential(*_cifar_layers(nn)).to(DEV)
+    return nn.Sequential(*_cifar_layers(nn, widths)).to(DEV)
 
-def th_cifar():
+def th_cifar(widths=(32, 64, 128)):
     torch.manual_seed(0)
-    return torch.nn.Sequential(*_cifar_layers(torch.nn)).cuda()
+    return torch.nn.Sequential(*_cifar_layers(torch.nn, widths)).cuda()
 
 
 def batches(shape, classes, k=4, seed=0):
@@ -136,11 +141,29 @@ def scale(s, unit): return s * (1e3 if unit == "ms" else 1e6)
 
 
 # ------------------------------------------------------------------ cases
-def case_steps(name, what, vk_model, th_model, shape, classes, jit, goal, n, warm):
+def case_steps(name, what, vk_model, th_model, shape, classes, jit, goal, n, warm, rounds=3):
+    "Both libraries' steps timed in alternating rounds, so that a GPU clock that drifts meets both alike."
     data = batches(shape, classes)
-    vk = scale(timed(vk_stepper(vk_model(), data, jit), n, warm), "ms")
-    th = scale(timed(th_stepper(th_model(), data), n, warm), "ms") if HAVE_TORCH else None
+    runs = {"vk": vk_stepper(vk_model(), data, jit)}
+    if HAVE_TORCH: runs["th"] = th_stepper(th_model(), data)
+    times = {k: [] for k in runs}
+    for k, run in runs.items(): timed(run, 0, warm)
+    for _ in range(rounds):
+        for k, run in runs.items(): times[k] += samples(run, -(-n // rounds))
+    vk = scale(med(times["vk"]), "ms")
+    th = scale(med(times["th"]), "ms") if HAVE_TORCH else None
     return row(name, what, vk, th, goal)
+
+
+def warm_gpu(seconds):
+    "Keep the GPU busy for `seconds` (both libraries) so that the first case does not meet idle clocks."
+    a = vkml.randn(2048, 2048, device=DEV)
+    t_end = time.perf_counter() + seconds / (2 if HAVE_TORCH else 1)
+    while time.perf_counter() < t_end: (a @ a).sum().item()
+    if HAVE_TORCH:
+        b = torch.randn(2048, 2048, device="cuda")
+        t_end = time.perf_counter() + seconds / 2
+        while time.perf_counter() < t_end: (b @ b).sum().item()
 
 
 def case_cifar(steps, shape):
@@ -250,6 +273,7 @@ def main(argv=None):
     ap.add_argument("--out", required=True)
     ap.add_argument("--quick", action="store_true", help="small sizes and few steps (a smoke run, e.g. on lavapipe)")
     ap.add_argument("--cases", nargs="+", default=None)
+    ap.add_argument("--warm-s", type=float, default=3.0, help="seconds of GPU work before the first case (clocks up)")
     a = ap.parse_args(argv)
     q = a.quick
     mlp = (784, 1024, 1024, 10) if not q else (64, 64, 64, 10)
@@ -271,6 +295,7 @@ def main(argv=None):
         "demo": lambda: case_demo(5 if not q else 1),
     }
     todo = a.cases or list(cases)
+    warm_gpu(a.warm_s)
     rows = []
     out = Path(a.out)
     out.parent.mkdir(parents=True, exist_ok=True)

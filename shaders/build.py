@@ -73,7 +73,9 @@ def compile_variant(name: str, file: str, defines: dict, outdir: Path = OUT) -> 
     "Compile one variant into `outdir/<name>.spv` (atomically: a temporary file, then a rename)."
     outdir.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=outdir); os.close(fd)   # not *.spv until done
-    r = subprocess.run(command(file, defines, Path(tmp)), capture_output=True, text=True)
+    try: r = subprocess.run(command(file, defines, Path(tmp)), capture_output=True, text=True)
+    except BaseException:       # no compiler (glslang): leave no temporary behind (the wheel would ship it)
+        os.unlink(tmp); raise
     if r.returncode != 0:
         os.unlink(tmp)
         raise RuntimeError(f"the compiler failed for {name} ({file} {defines}):\n{r.stderr}{r.stdout}")

@@ -55,12 +55,12 @@ void main() {
     int ilo, ihi, jlo, jhi;
     tap_range(oy + p.ph, p.dh, p.sh, p.BH, p.kh, p.qh, ilo, ihi);
     tap_range(ox + p.pw, p.dw, p.sw, p.BW, p.kw, p.qw, jlo, jhi);
-    float acc = 0.0;
+    FACC acc = FACC(0);
     for (int i = ilo; i <= ihi; i += p.qh) {
         const int by = (oy + p.ph - i * p.dh) / p.sh;
         for (int j = jlo; j <= jhi; j += p.qw) {
             const int bx = (ox + p.pw - j * p.dw) / p.sw;
-            acc += float(x[base + (i * p.kw + j) * p.x_sck + (by * p.BW + bx) * p.x_sl]);
+            acc += FACC(x[base + (i * p.kw + j) * p.x_sck + (by * p.BW + bx) * p.x_sl]);
         }
     }
     y[p.y_off + int(gid)] = T(acc);
@@ -83,7 +83,7 @@ void main() {
     const int g = co / coutg, cog = co % coutg;
     const int xb = p.x_off + n * p.x_sn + g * cing * p.x_sc;
     const int wb = p.w_off + g * cing * p.w_sci + cog * p.w_sco;
-    float acc = 0.0;
+    FACC acc = FACC(0);
     for (int i = 0; i < p.kh; ++i) {
         const int ty = oy + p.ph - i * p.dh;
         if (ty < 0 || ty % p.sh != 0 || ty / p.sh >= p.H) continue;
@@ -93,7 +93,7 @@ void main() {
             if (tx < 0 || tx % p.sw != 0 || tx / p.sw >= p.W) continue;
             const int xo = xb + iy * p.x_sh + (tx / p.sw) * p.x_sw, wo = wb + i * p.w_sh + j * p.w_sw;
             for (int ci = 0; ci < cing; ++ci)
-                acc = fma(float(x[xo + ci * p.x_sc]), float(w[wo + ci * p.w_sci]), acc);
+                acc = fma(FACC(x[xo + ci * p.x_sc]), FACC(w[wo + ci * p.w_sci]), acc);
         }
     }
     y[int(gid)] = T(acc);

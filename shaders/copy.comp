@@ -21,14 +21,16 @@ layout(push_constant) uniform PC {
     int  lo[4];      // window start per axis
     int  step[4];    // window step per axis (nonzero)
     uint cnt[4];     // window length per axis
-    uint fill[2];    // fill value: float bits / int / int64 (low, high)
+    uint fill[2];    // fill value: float bits / int / int64 or double (low, high)
 } pc;
 
 layout(std430, set = 0, binding = 0) writeonly buffer Z { T z[]; };
 layout(std430, set = 0, binding = 1) readonly buffer X { T x[]; };
 
 T fill_value() {
-#if defined(T_F32) || defined(T_F16)
+#if defined(T_F64)
+    return F64(pc.fill[0], pc.fill[1]);
+#elif defined(T_F32) || defined(T_F16)
     return T(uintBitsToFloat(pc.fill[0]));
 #elif defined(T_I64)
     return I64(pc.fill[0], pc.fill[1]);

@@ -1,7 +1,7 @@
 #version 450
 // fill.comp: z[i] = value for every element of a contiguous z: the identity of an empty reduction,
-// or a pad of an empty tensor. The value arrives as two words: float bits, an int, an int64 as (low,
-// high), bool 0/1. (The graph's own sources, FULL, ARANGE and RAND, are generated kernels.)
+// or a pad of an empty tensor. The value arrives as two words: float bits, an int, an int64 or a
+// double as (low, high), bool 0/1. (The graph's own sources, FULL, ARANGE and RAND, are generated kernels.)
 #include "common.glsl"
 layout(local_size_x = 256) in;
 
@@ -16,7 +16,9 @@ layout(std430, set = 0, binding = 0) writeonly buffer Z { T z[]; };
 void main() {
     uint gid = GID;
     if (gid >= pc.n) return;
-#if defined(T_FLOAT)
+#if defined(T_F64)
+    z[pc.z_off + gid] = F64(pc.v[0], pc.v[1]);
+#elif defined(T_FLOAT)
     z[pc.z_off + gid] = T(uintBitsToFloat(pc.v[0]));
 #elif defined(T_I64)
     z[pc.z_off + gid] = I64(pc.v[0], pc.v[1]);

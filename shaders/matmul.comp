@@ -1,5 +1,5 @@
 #version 450
-// C[b] = A[b] @ B[b]: (M,K) @ (K,N) -> (M,N) for every batch b, f32 accumulation.
+// C[b] = A[b] @ B[b]: (M,K) @ (K,N) -> (M,N) for every batch b, accumulated in FACC (f32; f64 for f64).
 // Tiled: a workgroup owns a BM x BN tile of C and walks K in slabs of BK, staging the A and B
 // slabs through shared memory, double-buffered (the next slab's global loads are issued before
 // this slab's multiplies and stored into the other buffer after them: one barrier per slab). Each
@@ -54,9 +54,17 @@
 #define TC T
 #if defined(T_F16)
 #define TCV4 f16vec4
+#elif defined(T_F64)
+#define TCV4 dvec4
 #else
 #define TCV4 vec4
 #endif
+#endif
+// FACC4: four accumulators (shared-memory slabs and register blocks): vec4, dvec4 for f64
+#if defined(T_F64)
+#define FACC4 dvec4
+#else
+#define FACC4 vec4
 #endif
 layout(std430, set = 0, binding = 0) writeonly buffer OutC { TC c[]; };
 layout(std430, set = 0, binding = 0) writeonly buffer OutC4 { TCV4 c4[]; };   // the same memory, 4 at a time
@@ -101,14 +109,14 @@ void main() {
     const int bbase = p.b_off + int(b1) * p.b_sb1 + int(b2) * p.b_sb2;
     const int cbase = p.c_off + int(b1) * p.c_sb1 + int(b2) * p.c_sb2;
     const uint m0 = im * TM, n0 = jn * TN;
-    float acc[TM][TN];
-    [[unroll]] for (uint i = 0; i < TM; ++i) [[unroll]] for (uint j = 0; j < TN; ++j) acc[i][j] = 0.0;
+    FACC acc[TM][TN];
+    [[unroll]] for (uint i = 0; i < TM; ++i) [[unroll]] for (uint j = 0; j < TN; ++j) acc[i][j] = FACC(0);
     for (uint k = 0; k < p.K; ++k) {
-        float ar[TM], br[TN];
+        FACC ar[TM], br[TN];
         [[unroll]] for (uint i = 0; i < TM; ++i)
-            ar[i] = m0 + i < p.M ? float(a[abase + int(m0 + i) * p.a_sm + int(k) * p.a_sk]) : 0.0;
+            ar[i] = m0 + i < p.M ? FACC(a[abase + int(m0 + i) * p.a_sm + int(k) * p.a_sk]) : FACC(0);
         [[unroll]] for (uint j = 0; j < TN; ++j)
-            br[j] = n0 + j < p.N ? float(b[bbase + int(k) * p.b_sk + int(n0 + j) * p.b_sn]) : 0.0;
+            br[j] = n0 + j < p.N ? FACC(b[bbase + int(k) * p.b_sk + int(n0 + j) * p.b_sn]) : FACC(0);
         [[unroll]] for (uint i = 0; i < TM; ++i)
             [[unroll]] for (uint j = 0; j < TN; ++j) acc[i][j] = fma(ar[i], br[j], acc[i][j]);
     }
@@ -124,8 +132,8 @@ layout(local_size_x = NT) in;
 
 // k-major slabs of vec4s: As[buf][k][m/4]. One vec4 of padding per row spreads the transposed
 // (k-fast) stores of a slab over the banks; reads stay 16-byte aligned.
-shared vec4 As[2][BK][BM / 4 + 1];
-shared vec4 Bs[2][BK][BN / 4 + 1];
+shared FACC4 As[2][BK][BM / 4 + 1];
+shared FACC4 Bs[2][BK][BN / 4 + 1];
 
 #define LA (BM * BK / NT)   // A values each thread stages per slab
 #define LB (BK * BN / NT)   // B values
@@ -142,7 +150,7 @@ int hi16(uint v) { return int(v) >> 16; }
 #error "the implicit-GEMM fast path needs the thread count to be a multiple of BN"
 #endif
 void load_slabs(int abase, int bbase, uint m0, uint n0, uint k0, uint kend, uint tid, bool a_kfast, bool b_nfast,
-                uint poy, uint pox, out float pa[LA], out float pb[LB]) {
+                uint poy, uint pox, out FACC pa[LA], out FACC pb[LB]) {
 #if defined(IMPLICIT)
     // k = tap * Cg + channel. When Cg is a multiple of BK a slab lies within one tap: its tap is
     // uniform and computed once (no division per element).
@@ -155,12 +163,12 @@ void load_slabs(int abase, int bbase, uint m0, uint n0, uint k0, uint kend, uint
 #if defined(WGRAD)
         // A is the output gradient g: row = output channel, k = (image, pixel)
         const uint n = gk / p.L, px = gk - n * p.L;
-        pa[l] = (gm < p.M && gk < kend) ? float(a[abase + int(gm) * p.a_sm + int(n) * p.a_sc + int(px) * p.a_sk]) : 0.0;
+        pa[l] = (gm < p.M && gk < kend) ? FACC(a[abase + int(gm) * p.a_sm + int(n) * p.a_sc + int(px) * p.a_sk]) : FACC(0);
 #elif defined(IMPLICIT)
         const uint r = one_tap ? rs : gk / p.Cg, ci = gk - r * p.Cg;
-        pa[l] = (gm < p.M && gk < kend) ? float(a[abase + int(gm) * p.a_sm + int(r) * p.a_sk + int(ci) * p.a_sc]) : 0.0;
+        pa[l] = (gm < p.M && gk < kend) ? FACC(a[abase + int(gm) * p.a_sm + int(r) * p.a_sk + int(ci) * p.a_sc]) : FACC(0);
 #else
-        pa[l] = (gm < p.M && gk < kend) ? float(a[abase + int(gm) * p.a_sm + int(gk) * p.a_sk]) : 0.0;
+        pa[l] = (gm < p.M && gk < kend) ? FACC(a[abase + int(gm) * p.a_sm + int(gk) * p.a_sk]) : FACC(0);
 #endif
     }
 #if defined(IMPLICIT) && !defined(WGRAD)
@@ -175,7 +183,7 @@ void load_slabs(int abase, int bbase, uint m0, uint n0, uint k0, uint kend, uint
         const int pix = bbase + iy * p.x_sh + ix * p.b_sn;
         [[unroll]] for (uint l = 0; l < LB; ++l) {
             const uint gk = k0 + tid / BN + l * (NT / BN), ci = gk - rs * p.Cg;
-            pb[l] = (inside && gk < kend) ? float(b[pix + int(ci) * p.b_sk]) : 0.0;
+            pb[l] = (inside && gk < kend) ? FACC(b[pix + int(ci) * p.b_sk]) : FACC(0);
         }
         return;
     }
@@ -185,7 +193,7 @@ void load_slabs(int abase, int bbase, uint m0, uint n0, uint k0, uint kend, uint
         const uint gk = k0 + (b_nfast ? e / BN : e % BK), gn = n0 + (b_nfast ? e % BN : e / BK);
 #if defined(IMPLICIT)
         // the window element (channel ci, tap (i, j)) of output pixel (oy, ox): zero outside the image
-        float v = 0.0;
+        FACC v = FACC(0);
         if (gn < p.N && gk < kend) {
 #if defined(WGRAD)
             // k = (image n, output pixel), column = (channel, tap) as the weight is laid out: image n's window element
@@ -200,16 +208,16 @@ void load_slabs(int abase, int bbase, uint m0, uint n0, uint k0, uint kend, uint
             const int iy = int(oy) * lo16(p.S) - lo16(p.P) + int(i) * lo16(p.D);
             const int ix = int(ox) * hi16(p.S) - hi16(p.P) + int(j) * hi16(p.D);
             if (iy >= 0 && iy < int(p.HW & 0xffffu) && ix >= 0 && ix < int(p.HW >> 16))
-                v = float(b[bbase + img + int(ci) * p.b_sk + iy * p.x_sh + ix * p.b_sn]);
+                v = FACC(b[bbase + img + int(ci) * p.b_sk + iy * p.x_sh + ix * p.b_sn]);
         }
         pb[l] = v;
 #else
-        pb[l] = (gn < p.N && gk < kend) ? float(b[bbase + int(gk) * p.b_sk + int(gn) * p.b_sn]) : 0.0;
+        pb[l] = (gn < p.N && gk < kend) ? FACC(b[bbase + int(gk) * p.b_sk + int(gn) * p.b_sn]) : FACC(0);
 #endif
     }
 }
 
-void store_slabs(uint buf, uint tid, bool a_kfast, bool b_nfast, float pa[LA], float pb[LB]) {
+void store_slabs(uint buf, uint tid, bool a_kfast, bool b_nfast, FACC pa[LA], FACC pb[LB]) {
     [[unroll]] for (uint l = 0; l < LA; ++l) {
         const uint e = tid + l * NT;
         const uint k = a_kfast ? e % BK : e / BM, m = a_kfast ? e / BK : e % BM;
@@ -236,8 +244,12 @@ void main() {
     const bool a_kfast = p.a_sk == 1 || p.a_sm != 1;
     const bool b_nfast = p.b_sn == 1 || p.b_sk != 1;
 #endif
-    // C in 16-byte stores: rows contiguous and 4-aligned
+    // C in 16-byte stores: rows contiguous and 4-aligned (never f64: 32-byte vectors need an alignment a binding does not promise)
+#if defined(T_F64) && !defined(C_F32)
+    const bool c_vec = false;
+#else
     const bool c_vec = p.c_sn == 1 && ((p.c_sm | p.c_off | p.c_sb1 | p.c_sb2 | p.c_sq) & 3) == 0 && p.N % 4u == 0u;
+#endif
     for (uint bq = gl_WorkGroupID.z; bq < nb * parts; bq += gl_NumWorkGroups.z) {
         const uint bz = bq % nb, q = bq / nb;
         const uint b1 = bz / p.B2, b2 = bz % p.B2;
@@ -248,9 +260,9 @@ void main() {
         for (uint tm = gl_WorkGroupID.y; tm < tilesM; tm += gl_NumWorkGroups.y)
         for (uint tn = gl_WorkGroupID.x; tn < tilesN; tn += gl_NumWorkGroups.x) {
             const uint m0 = tm * BM, n0 = tn * BN;
-            vec4 acc[TM][TN / 4];
-            [[unroll]] for (uint i = 0; i < TM; ++i) [[unroll]] for (uint j = 0; j < TN / 4; ++j) acc[i][j] = vec4(0.0);
-            float pa[LA], pb[LB];
+            FACC4 acc[TM][TN / 4];
+            [[unroll]] for (uint i = 0; i < TM; ++i) [[unroll]] for (uint j = 0; j < TN / 4; ++j) acc[i][j] = FACC4(0);
+            FACC pa[LA], pb[LB];
             // this thread's output pixel in the implicit-GEMM fast path (NT is a multiple of BN)
 #if defined(IMPLICIT) && !defined(WGRAD)
             const uint pgn = n0 + tid % BN, poy = pgn / p.OW, pox = pgn - poy * p.OW;
@@ -265,13 +277,13 @@ void main() {
                 const bool more = k0 + BK < kend;
                 if (more) load_slabs(abase, bbase, m0, n0, k0 + BK, kend, tid, a_kfast, b_nfast, poy, pox, pa, pb);
                 [[unroll]] for (uint kk = 0; kk < BK; ++kk) {
-                    vec4 ar[TM / 4], br[TN / 4];
+                    FACC4 ar[TM / 4], br[TN / 4];
                     [[unroll]] for (uint i = 0; i < TM / 4; ++i) ar[i] = As[buf][kk][i * TY + ty];
                     [[unroll]] for (uint j = 0; j < TN / 4; ++j) br[j] = Bs[buf][kk][j * TX + tx];
                     [[unroll]] for (uint i = 0; i < TM / 4; ++i)
                         [[unroll]] for (uint r = 0; r < 4; ++r)
                             [[unroll]] for (uint j = 0; j < TN / 4; ++j)
-                                acc[i * 4 + r][j] = fma(vec4(ar[i][r]), br[j], acc[i * 4 + r][j]);
+                                acc[i * 4 + r][j] = fma(FACC4(ar[i][r]), br[j], acc[i * 4 + r][j]);
                 }
                 if (more) store_slabs(buf ^ 1u, tid, a_kfast, b_nfast, pa, pb);
                 barrier();
@@ -284,7 +296,7 @@ void main() {
                 if (gm >= p.M) continue;
                 [[unroll]] for (uint j = 0; j < TN / 4; ++j) {
                     const uint gn = n0 + 4 * (j * TX + tx);
-                    const vec4 v = acc[i * 4 + r][j];
+                    const FACC4 v = acc[i * 4 + r][j];
                     if (c_vec && gn < p.N) c4[(cbase + int(gm) * p.c_sm + int(gn)) >> 2] = TCV4(v);
                     else [[unroll]] for (uint u = 0; u < 4; ++u)
                         if (gn + u < p.N) c[cbase + int(gm) * p.c_sm + int(gn + u) * p.c_sn] = TC(v[u]);

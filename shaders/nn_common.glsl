@@ -6,6 +6,12 @@
 #include "common.glsl"
 #extension GL_EXT_control_flow_attributes : require
 #define TO_ACC(x) ACC(x)
+// FACC: what the float kernels (matmul, convolution) multiply and add in: float for f32 and f16, double for f64.
+#if defined(T_F64)
+#define FACC double
+#else
+#define FACC float
+#endif
 #define FROM_ACC(x) T(x)
 #define NEG_INF F_NINF
 

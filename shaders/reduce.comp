@@ -19,7 +19,7 @@
 //             combined in shared memory, in order;
 //   COLS PART the first pass of a split COLS reduction: partials laid out (parts, n), so that
 //   COLS FINAL (the second pass, the same kernel over ACC partials) reads them coalesced too.
-// f16 accumulates in f32, ints exactly in their own width (wrapping), bool SUM is OR. MAX/MIN
+// f16 accumulates in f32, f64 in double, ints exactly in their own width (wrapping), bool SUM is OR. MAX/MIN
 // propagate NaN. The host never launches k == 0 (an empty reduction is a FILL of the identity).
 // lavapipe stops an invocation's loops after 65,535 trips in total, silently: fold takes 4 terms
 // (VEC: 4 vectors) per trip, and the host adds PART workgroups until one thread's share of a row
@@ -156,7 +156,7 @@ ACC combine4(ACC a, TXV4 v) {
 
 T finish(ACC a) {
 #if defined(T_FLOAT)
-    if (pc.op == R_MEAN) a = a / float(pc.kdiv);
+    if (pc.op == R_MEAN) a = a / ACC(pc.kdiv);
 #elif defined(T_B8)
     a = a != 0u ? 1u : 0u;
 #endif

@@ -4,15 +4,15 @@
 `vkml/spirv/<name>.spv`. Names follow the contract: `<kernel>_<dtype>`, with `_row` for the
 workgroup-per-row reductions. (Elementwise kernels are generated from the elementwise table: see
 `shaders/build.py --generated`.) The storage type
-is picked by one define (T_F32 T_F16 T_I32 T_I64 T_B8, see common.glsl). Rows of other kernel
+is picked by one define (T_F32 T_F16 T_F64 T_I32 T_I64 T_B8, see common.glsl). Rows of other kernel
 families live in `variants_<family>.py` next to this file and are appended here.
 """
 import importlib.util, pathlib
 
-T = {"f32": "T_F32", "f16": "T_F16", "i32": "T_I32", "i64": "T_I64", "b8": "T_B8"}
-ALL = ("f32", "f16", "i32", "i64", "b8")
-NUMERIC = ("f32", "f16", "i32", "i64")
-FLOATS = ("f32", "f16")
+T = {"f32": "T_F32", "f16": "T_F16", "f64": "T_F64", "i32": "T_I32", "i64": "T_I64", "b8": "T_B8"}
+ALL = ("f32", "f16", "f64", "i32", "i64", "b8")
+NUMERIC = ("f32", "f16", "f64", "i32", "i64")
+FLOATS = ("f32", "f16", "f64")
 
 
 def _rows():
@@ -32,7 +32,7 @@ def _rows():
         rows.append((f"reduce_part_{s}", "reduce.comp", {T[s]: "1", "ROW": "1", "PART": "1"}))
         rows.append((f"reduce_final_{s}", "reduce.comp", {T[s]: "1", "ROW": "1", "FINAL": "1"}))
         rows.append((f"reduce_cols_final_{s}", "reduce.comp", {T[s]: "1", "COLS": "1", "FINAL": "1"}))
-    for s in NUMERIC:   # 16-byte loads of 4 terms (rows) or 4 neighbouring outputs (cols), when aligned
+    for s in ("f32", "f16", "i32", "i64"):   # 16-byte loads of 4 terms (rows) or 4 neighbouring outputs (cols), when aligned (kernels.VEC_DTYPES)
         rows.append((f"reduce_row_vec_{s}", "reduce.comp", {T[s]: "1", "ROW": "1", "VEC": "1"}))
         rows.append((f"reduce_part_vec_{s}", "reduce.comp", {T[s]: "1", "ROW": "1", "PART": "1", "VEC": "1"}))
         rows.append((f"reduce_cols_vec_{s}", "reduce.comp", {T[s]: "1", "COLS": "1", "VEC": "1"}))

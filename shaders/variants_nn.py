@@ -2,12 +2,15 @@
 
 `VARIANTS_NN` rows are `(name, file, defines)`; `shaders/variants.py` imports and appends them, and
 `shaders/build.py` compiles each row with `glslc --target-env=vulkan1.2 -O -D<k>=<v> ...` into
-`vkml/spirv/<name>.spv`. The storage type is chosen by one define (T_F32, T_F16, T_I32, T_I64,
-T_B8; see nn_common.glsl), the kernel of a multi-kernel file by another.
+`vkml/spirv/<name>.spv`. The storage type is chosen by one define (T_F32, T_F16, T_F64, T_I32,
+T_I64, T_B8; see nn_common.glsl), the kernel of a multi-kernel file by another. float64 has every
+kernel but pooling's, and one tile for matmul and the implicit-GEMM convolutions (64x64 with BK = 8:
+its double-buffered slabs of dvec4 take 17 KiB of shared memory).
 """
 
-_T = {"f32": "T_F32", "f16": "T_F16", "i32": "T_I32", "i64": "T_I64", "b8": "T_B8"}
+_T = {"f32": "T_F32", "f16": "T_F16", "f64": "T_F64", "i32": "T_I32", "i64": "T_I64", "b8": "T_B8"}
 FLOAT_SFX = ("f32", "f16")
+F64_SFX = ("f32", "f16", "f64")   # the float kernels that have a float64 variant too
 
 # matmul tile shapes: name -> (BM, BN, BK, TM, TN); threads = (BM/TM) * (BN/TN) = 256 for all. Shared
 # memory (double-buffered, f32, one vec4 of padding per row): 2*BK*(BM+4 + BN+4)*4 bytes, at most
@@ -25,6 +28,7 @@ COOPMAT_TILES = {"matmul_cm128x256s8": (128, 256, 32, 2, 4), "matmul_cm128x128s8
                  "matmul_cm128x128s4": (128, 128, 32, 2, 2), "matmul_cm64x64s4": (64, 64, 32, 2, 2),
                  "matmul_cm128x128s8d": (128, 128, 32, 2, 4), "matmul_cm64x64s4d": (64, 64, 32, 2, 2)}
 NO_EMULATION = {"matmul_cm128x128s8d"}
+MATMUL_F64 = (64, 64, 8, 4, 4)   # float64's one tile (matmul_f64, conv_f64, wgrad_f64): kernels_nn.F64_TILES says the same
 
 
 def _rows():
@@ -56,19 +60,22 @@ def _rows():
                      {"T_F16": "1", "C_F32": "1", "BM": str(bm), "BN": str(bn), "BK": str(bk), "TM": str(tm), "TN": str(tn)}))
     rows.append(("matmul_small_f16_f32", "matmul.comp", {"T_F16": "1", "C_F32": "1", "SMALL": "1", "TM": "4", "TN": "4"}))
     rows.append(("col2im_f32_f16", "conv.comp", {"T_F16": "1", "X_F32": "1", "COL2IM": "1"}))
-    for s in FLOAT_SFX:   # small products: one 4x4 register block per thread, no shared memory
+    bm, bn, bk, tm, tn = MATMUL_F64
+    for kname, extra in (("matmul", {}), ("conv", {"IMPLICIT": "1"}), ("wgrad", {"WGRAD": "1"})):
+        rows.append((f"{kname}_f64", "matmul.comp", {"T_F64": "1", **extra, "BM": str(bm), "BN": str(bn), "BK": str(bk), "TM": str(tm), "TN": str(tn)}))
+    for s in F64_SFX:   # small products: one 4x4 register block per thread, no shared memory
         rows.append((f"matmul_small_{s}", "matmul.comp", {_T[s]: "1", "SMALL": "1", "TM": "4", "TN": "4"}))
-    for kname, file, kind in [("im2col", "conv.comp", "IM2COL"), ("col2im", "conv.comp", "COL2IM"),
-                              ("conv_transpose2d", "conv.comp", "CONV_TRANSPOSE2D"),
-                              ("maxpool2d", "pool.comp", "MAXPOOL2D"), ("avgpool2d", "pool.comp", "AVGPOOL2D"),
-                              ("maxpool2d_backward", "pool.comp", "MAXPOOL2D_BACKWARD")]:
-        for s in FLOAT_SFX:
+    for kname, file, kind, sfxs in [("im2col", "conv.comp", "IM2COL", F64_SFX), ("col2im", "conv.comp", "COL2IM", F64_SFX),
+                                    ("conv_transpose2d", "conv.comp", "CONV_TRANSPOSE2D", F64_SFX),
+                                    ("maxpool2d", "pool.comp", "MAXPOOL2D", FLOAT_SFX), ("avgpool2d", "pool.comp", "AVGPOOL2D", FLOAT_SFX),
+                                    ("maxpool2d_backward", "pool.comp", "MAXPOOL2D_BACKWARD", FLOAT_SFX)]:
+        for s in sfxs:
             rows.append((f"{kname}_{s}", file, {_T[s]: "1", kind: "1"}))
-    for s in ("f32", "f16", "i32", "i64", "b8"):
+    for s in ("f32", "f16", "f64", "i32", "i64", "b8"):
         rows.append((f"gather_{s}", "gather.comp", {_T[s]: "1"}))
-    for s in ("f32", "f16", "i32", "i64"):
+    for s in ("f32", "f16", "f64", "i32", "i64"):
         rows.append((f"index_add_{s}", "index_add.comp", {_T[s]: "1"}))
-    for s in ("f32", "f16", "i32", "i64", "b8"):
+    for s in ("f32", "f16", "f64", "i32", "i64", "b8"):
         rows.append((f"scatter_{s}", "index_add.comp", {_T[s]: "1", "SET": "1"}))
     rows.append(("check_index_i64", "check_index.comp", {"T_I64": "1"}))
     return rows

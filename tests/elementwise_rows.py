@@ -4,14 +4,14 @@ table-driven suite (test_elementwise_table.py) runs them for every row, and a th
 with no other edit."""
 import numpy as np
 
-from vkml.dtypes import float16, float32, bool_, int32, int64
+from vkml.dtypes import float16, float32, float64, bool_, int32, int64
 from vkml.elementwise import ELEMENTWISE
 from vkml.gradcheck import gradcheck
 from vkml.ops import Op
 from vkml.tensor import apply, tensor
 
 SPECIAL = {"CAST", "WHERE", "ASSIGN"}     # their own signatures: tested by the hand-written parity suite
-TOL = {float32: (1e-5, 1e-6), float16: (1e-3, 1e-4)}
+TOL = {float32: (1e-5, 1e-6), float16: (1e-3, 1e-4), float64: (1e-13, 1e-15)}   # the SPEC's parity bounds (f64: ADR 0023)
 
 
 def derived_rows() -> list:
@@ -67,15 +67,15 @@ def check_gradient(row):
     assert gradcheck(lambda *ts: _apply(row, ts), arrays), row.name
 
 
-def vulkan_gradient(row):
-    "The gradient of Σ w·op(x) on Vulkan against the CPU's, in float32."
+def vulkan_gradient(row, dtype=float32):
+    "The gradient of Σ w·op(x) on Vulkan against the CPU's, in `dtype` (float32 or float64)."
     rng = np.random.default_rng(2)
-    arrays = [sample(row, float32, (3, 4), rng, keep_off_kinks=0.05) for _ in range(row.arity)]
-    w = rng.standard_normal((3, 4)).astype(np.float32)
+    arrays = [sample(row, dtype, (3, 4), rng, keep_off_kinks=0.05) for _ in range(row.arity)]
+    w = rng.standard_normal((3, 4)).astype(dtype.np)
     grads = {}
     for d in ("cpu", "vulkan"):
         xs = [tensor(a, device=d, requires_grad=True) for a in arrays]
         (_apply(row, xs) * tensor(w, device=d)).sum().backward()
         grads[d] = [x.grad.numpy() for x in xs]
     for i, (c, v) in enumerate(zip(grads["cpu"], grads["vulkan"])):
-        _close(c, v, row, float32, f"{row.name} gradient of input {i}")
+        _close(c, v, row, dtype, f"{row.name} {dtype.name} gradient of input {i}")

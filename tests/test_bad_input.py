@@ -24,6 +24,7 @@ i4 = tensor(np.zeros((1, 1, 2, 2), np.int64))
 e03 = tensor(np.zeros((0, 3), np.float32))
 ie03 = tensor(np.zeros((0, 3), np.int32))
 x3 = tensor(np.ones(3, np.float32))
+d3 = tensor(np.zeros(3))   # float64
 # every other input a bad call needs, built here so that the calls themselves build nothing
 x31, o0, o22, o24, o33 = x3.reshape(3, 1), F.ones(()), F.ones(2, 2), F.ones(2, 4), F.ones(3, 3)
 b4, l2, l31, i3, i0 = tensor(np.ones(4, bool)), l3[:2], tensor(np.zeros((3, 1), np.int64)), i23[0], tensor(np.int32(1))
@@ -147,11 +148,12 @@ BAD = [
     ("max(dim) empty", lambda: e03.max(0), EmptyReductionError, "empty"),
     ("var empty", lambda: e03.var(0), EmptyReductionError, "empty"),
     ("norm inf empty", lambda: F.norm(e03, math.inf, 0), EmptyReductionError, "empty"),
-    # float64 and other foreign input
-    ("float64 array operand", lambda: x3 + np.zeros(3), DTypeError, ".astype(np.float32)"),
-    ("float64 array tensor", lambda: tensor(np.zeros(3)), DTypeError, ".astype(np.float32)"),
-    ("float64 dtype", lambda: F.zeros(2, dtype="float64"), DTypeError, ".astype(np.float32)"),
-    ("float64 cast", lambda: x3.cast(np.float64), DTypeError, ".astype(np.float32)"),
+    # float64 meeting float32 (never promoted), and dtypes vkML does not have
+    ("float64 array operand", lambda: x3 + np.zeros(3), DTypeError, "`.double()`"),
+    ("float64 tensor operand", lambda: x3 * d3, DTypeError, "never promotes"),
+    ("int8 array tensor", lambda: tensor(np.zeros(3, np.int8)), DTypeError, ".astype(np.int64)"),
+    ("complex dtype", lambda: F.zeros(2, dtype="complex64"), DTypeError, ".astype(np.float32)"),
+    ("int16 cast", lambda: x3.cast(np.int16), DTypeError, ".astype(np.int64)"),
     ("uint8 array operand", lambda: x3 + np.zeros(3, np.uint8), DTypeError, "uint8"),
     ("list operand", lambda: F.add(x3, [1, 2, 3]), DTypeError, "vkml.tensor"),
     ("no tensor", lambda: F.add(2, 3), DTypeError, "Tensor"),

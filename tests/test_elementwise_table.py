@@ -7,6 +7,7 @@ import pytest
 import vkml
 from vkml.elementwise import ELEMENTWISE, elementwise, remove_elementwise
 from vkml.ops import Op, ACCEPTED_DTYPES
+from vkml.dtypes import float32, float64
 from vkml.tensor import apply, tensor
 from elementwise_rows import derived_rows, parity, check_gradient, vulkan_gradient
 
@@ -34,6 +35,18 @@ def test_gradient_rule(row):
 @pytest.mark.parametrize("row", GRADS, ids=lambda r: r.name)
 def test_gradient_on_vulkan(row):
     vulkan_gradient(row)
+
+
+@pytest.mark.vulkan
+@pytest.mark.parametrize("row", [r for r in GRADS if float64 in r.dtypes], ids=lambda r: r.name)
+def test_float64_gradient_on_vulkan(row):
+    "The rule's nodes run as float64 kernels (math64.glsl) and agree with the CPU's to ADR 0023's bound."
+    vulkan_gradient(row, float64)
+
+
+def test_every_float_row_is_tested_in_float64():
+    "parity() runs every dtype a row takes: a float row without float64 would drop out of the f64 suite silently."
+    assert all(float64 in r.dtypes for r in ROWS if float32 in r.dtypes)
 
 
 @pytest.fixture

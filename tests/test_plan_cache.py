@@ -57,3 +57,33 @@ def test_signatures_see_structure_not_values():
     a = sig(held + 1.0)
     b = sig(x * 2.0 + 1.0)          # (outside the assert: pytest's rewriting would hold the temporary)
     assert a != b                   # a held intermediate must be stored
+
+
+def test_the_compiler_is_looked_up_once_per_path(monkeypatch):
+    "Every realize asks whether glslc exists; a PATH search per realize cost more than a dispatch (seen in a profile)."
+    from vkml.vulkan import codegen
+    import shutil
+    calls = []
+    real = shutil.which
+    monkeypatch.setattr(shutil, "which", lambda *a, **k: calls.append(a) or real(*a, **k))
+    codegen._which.cache_clear()
+    first = codegen.compiler()
+    for _ in range(5): assert codegen.compiler() == first
+    assert len(calls) == 1
+    monkeypatch.setenv("PATH", "/nonexistent")          # a different PATH is searched again
+    assert codegen.compiler()[0] is None and len(calls) == 2
+    codegen._which.cache_clear()
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_float64_graphs_get_their_own_plans(device):
+    "The same graph in float32 and float64 (same shapes, same numbers): each keeps its own precision and constants."
+    a = np.array([1.0 + 1e-12, 2.0, -3.0, 0.1])
+    x32, x64 = tensor(a.astype(np.float32)), tensor(a)
+    sig = lambda t: S.signature(S.order([t.node]), [t.node], True, False)
+    assert sig(x32 * 0.1 + 1e-9) != sig(x64 * 0.1 + 1e-9)
+    for dt in (np.float32, np.float64, np.float32, np.float64):     # each remembered plan recalled once
+        got = ((tensor(a.astype(dt), device=device) * 0.1 + 1e-9) * 3.0).exp().numpy()
+        want = np.exp((a.astype(dt) * dt(0.1) + dt(1e-9)) * dt(3.0))
+        assert got.dtype == dt
+        np.testing.assert_allclose(got, want, rtol=1e-14 if dt is np.float64 else 1e-6)

@@ -10,7 +10,7 @@ import vkml.registry as R
 
 SPEC_CATEGORIES = {"creation": 12, "unary math": 15, "activations": 10, "binary": 8, "comparison": 8,
                    "reductions": 14, "shape / indexing": 26, "matmul / conv / pool": 11, "nn functional": 9,
-                   "losses": 8, "einsum": 1}
+                   "losses": 8, "einsum": 1, "linear algebra": 9}
 
 
 def _outs(o):
@@ -22,7 +22,7 @@ def test_table_matches_spec_groups():
     cats = {}
     for o in R.OPERATORS.values(): cats[o.category] = cats.get(o.category, 0) + 1
     assert cats == SPEC_CATEGORIES
-    assert len(R.OPERATORS) == sum(SPEC_CATEGORIES.values()) == 122
+    assert len(R.OPERATORS) == sum(SPEC_CATEGORIES.values()) == 131
 
 
 def test_counts_are_computed():
@@ -116,7 +116,10 @@ def test_graph_op_table():
     by = {r["op"]: r for r in rows}
     assert by["PROD"]["numpy"] and not by["PROD"]["vulkan"]
     assert by["ARGMAX"]["reason"].startswith("by design") and not by["ARGMAX"]["grad"]
-    assert by["MATMUL"]["dtypes"] == "f32 f16"
+    assert by["MATMUL"]["dtypes"] == "f32 f16 f64"
+    assert by["MATMUL"]["grad2"] and by["MAXPOOL2D"]["grad"] and not by["MAXPOOL2D"]["grad2"]
+    assert by["MAXPOOL2D"]["reason"].startswith("second order, not yet implemented")
+    assert by["SVD"]["dtypes"] == "f32 f64" and by["SVD"]["grad2"] and not by["SVD"]["vulkan"]
     table = R.graph_op_table()
     assert table.count("\n") == len(Op) + 1 and "| PROD |" in table
 
@@ -130,7 +133,7 @@ def test_completeness_reports_what_is_missing():
 
 def _tested_operators():
     mods, missing = [], []
-    for name in ("test_reference", "test_reference_nn"):
+    for name in ("test_reference", "test_reference_nn", "test_linalg"):
         try: mods.append(importlib.import_module(name))
         except ModuleNotFoundError: missing.append(name)
     return set().union(*(getattr(m, "TESTED_OPERATORS", set()) for m in mods)), missing

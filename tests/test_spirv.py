@@ -187,3 +187,12 @@ def test_host_push_words_match_the_shader_blocks():
     for d in ds:
         assert all(0 <= w < 2**32 for w in d.push), d
         assert len(d.push) * 4 == push_constant_size((SPIRV / f"{d.shader}.spv").read_bytes()), d.shader
+
+
+def test_a_missing_compiler_leaves_no_temporary(tmp_path, monkeypatch):
+    "Regression: without glslang a cooperative-matrix variant raised after its temporary was made, leaving a .tmp in vkml/spirv."
+    def missing(): raise RuntimeError("no glslang")
+    monkeypatch.setattr(build, "glslang", missing)
+    name, file, defines = next(r for r in VARIANTS if "COOPMAT" in r[2])
+    with pytest.raises(RuntimeError, match="no glslang"): build.compile_variant(name, file, defines, outdir=tmp_path)
+    assert list(tmp_path.iterdir()) == []

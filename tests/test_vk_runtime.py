@@ -555,6 +555,23 @@ def test_validation_catches_a_planted_leak(selftest_spv):
     assert any("vkDestroyDevice" in m and "VK_OBJECT_TYPE_BUFFER" in m for m in out["msgs"]), out["msgs"]
 
 
+def test_without_a_compiler_python_numbers_run_from_prebuilt_kernels(monkeypatch, tmp_path):
+    "No glslc and a cold kernel cache: `x + 1.0`, `2.0 * x`, `x > 0` and masked_fill read the number as a parameter of a prebuilt kernel."
+    import vkml
+    from vkml.vulkan import codegen
+    monkeypatch.setenv("VKML_GLSLC", "off")
+    monkeypatch.setenv("VKML_KERNEL_CACHE", str(tmp_path))       # nothing compiled earlier can help
+    monkeypatch.setattr(codegen, "_spirv", {})
+    a = np.linspace(-2, 2, 12, dtype=np.float32).reshape(3, 4)
+    for d in ("cpu", "vulkan"):
+        x = vkml.tensor(a, device=d)
+        got = [(x + 1.0).numpy(), (2.0 * x).numpy(), (x > 0).numpy(), x.masked_fill(x > 0, 0.5).numpy(),
+               vkml.where(x > 0, x, 0.0).numpy()]
+        if d == "cpu": want = got
+    for g, w in zip(got, want): np.testing.assert_array_equal(g, w)
+    assert not list(tmp_path.iterdir())                              # every kernel was prebuilt
+
+
 def test_without_a_compiler_schedules_run_unfused_and_stats_say_so(monkeypatch):
     "No glslc: every elementwise op runs its own prebuilt kernel, the results are the same, stats() says why."
     import vkml

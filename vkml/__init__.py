@@ -11,9 +11,9 @@ __version__ = "0.1.0"
 # %% ../nbs/99_api.ipynb #6cbde70f
 from .dtypes import (VkmlError, DTypeError, ShapeError, RankError, AxisError, DeviceError, BackendError,
                          VulkanUnavailableError, FeatureError, OutOfMemoryError, EmptyReductionError, GradError,
-                         InplaceError, IndexOutOfRangeError, CheckpointError, DType, float32, float16, int32, int64, bool_,
+                         InplaceError, IndexOutOfRangeError, CheckpointError, LinAlgError, DType, float32, float16, float64, int32, int64, bool_,
                          MAX_DIMS)
-from .tensor import Tensor, tensor, realize, no_grad, is_grad_enabled, schedule
+from .tensor import Tensor, tensor, realize, no_grad, enable_grad, is_grad_enabled, schedule
 import vkml.cpu
 import vkml.autograd
 from .gradcheck import gradcheck, GradcheckError
@@ -27,11 +27,12 @@ from .functional import (zeros, ones, full, zeros_like, ones_like, full_like, ar
     EinsumError, IndexingError)
 from .nn.functional import matmul, softmax, log_softmax
 import vkml.vulkan   # registers the "vulkan" backend (touches no device)
-from . import registry, nn, optim, io, data, distributed   # distributed loads MPI only in init_process_group()
+from . import registry, nn, optim, io, data, linalg, distributed   # distributed loads MPI only in init_process_group()
+from .linalg import logdet
 from .capture import jit, Jit
 from .graph import JitError
 from .io import save, load
 from .vulkan import devices, stats, reset_stats, memory_stats, reset_peak_memory_stats, profile, close   # touch no device until called
 
 # %% ../nbs/99_api.ipynb #a129c20e
-half, float, int, long, bool = float16, float32, int32, int64, bool_  # PyTorch's aliases, as vkml.float32 etc.
+half, float, double, int, long, bool = float16, float32, float64, int32, int64, bool_  # PyTorch's aliases, as vkml.float32 etc.

@@ -8,14 +8,14 @@ import math
 import numpy as np
 from .dtypes import *
 from .ops import *
-from .ops import NO_GRAD_REASONS, Category
+from .ops import NO_GRAD_REASONS, NO_HIGHER_ORDER, Category
 from .elementwise import ELEMENTWISE
-from .graph import Node, make_node, toposort, no_grad, defer, get_backend
+from .graph import Node, make_node, toposort, no_grad, enable_grad, is_grad_enabled, defer, get_backend
 from .operands import TensorBase as Tensor
 import weakref
 
 # %% auto #0
-__all__ = ['vjp_rules', 'overwritten', 'EAGER_DETACH', 'vjp_rule', 'mark_overwritten', 'backward', 'RemovableHandle',
+__all__ = ['vjp_rules', 'overwritten', 'EAGER_DETACH', 'vjp_rule', 'mark_overwritten', 'backward', 'grad', 'RemovableHandle',
            'register_post_accumulate_grad_hook', 'detach']
 
 # %% ../nbs/13_autograd.ipynb #275eddb6
@@ -114,9 +114,22 @@ def _minmax_vjp(node, g, srcs):
 vjp_rules[Op.MAX] = _minmax_vjp
 vjp_rules[Op.MIN] = _minmax_vjp
 
+def _others(x, axes) -> Tensor:
+    "Π_{j≠i} x_j over each reduced extent, as PROD over a (M, k, k) layout with ones on the diagonal (differentiable)."
+    kept = [i for i in range(x.ndim) if i not in axes]
+    perm = kept + sorted(axes)
+    M, K = prod(x.shape[i] for i in kept), prod(x.shape[i] for i in axes)
+    rows = _expand(_reshape(_permute(x, perm), (M, 1, K)), (M, K, K))
+    i = x._wrap(Node(Op.ARANGE, (), (0, 1), (K,), int64, x.device))
+    diag = _apply(Op.EQUAL, _expand(_reshape(i, (K, 1)), (K, K)), _expand(_reshape(i, (1, K)), (K, K)))
+    eye = _expand(_reshape(diag, (1, K, K)), (M, K, K))
+    o = _apply(Op.PROD, _where(eye, 1.0, rows), arg=((2,), False))                  # (M, K): o[m, i] = Π_{j≠i} x[m, j]
+    return _permute(_reshape(o, tuple(x.shape[i] for i in perm)), np.argsort(perm).tolist())
+
 def _prod_vjp(node, g, srcs):
-    "g·Π_{j≠i} x_j: p/x with no zero, p at the single zero, 0 with two or more (p = product of the nonzeros)"
+    "g·Π_{j≠i} x_j: p/x with no zero, p at the single zero, 0 with two or more (p = product of the nonzeros); differentiable form under create_graph"
     (axes, keepdim), x = node.arg, srcs[0]
+    if x.requires_grad and is_grad_enabled(): return (_mul(_unreduce(g, x.shape, axes, keepdim), _others(x, axes)),)
     is0 = _eq(x, 0.0)
     zeros = _expand(_sum(_cast(is0, x.dtype), axes), x.shape)                          # zeros per extent
     p = _expand(_apply(Op.PROD, _where(is0, 1.0, x), arg=(tuple(axes), True)), x.shape)  # product of the nonzeros
@@ -153,6 +166,11 @@ def _slice_vjp(node, g, srcs):
     "SliceBackward(g): zeros with g at the slice"
     return (_apply(Op.SLICE_BACKWARD, g, arg=node.arg, shape=srcs[0].shape, dtype=g.dtype),)
 vjp_rules[Op.SLICE] = _slice_vjp
+
+def _slice_backward_vjp(node, g, srcs):
+    "Slice(g): the adjoint of the adjoint (what a second derivative through a slice needs)"
+    return (_slice(g, node.arg),)
+vjp_rules[Op.SLICE_BACKWARD] = _slice_backward_vjp
 
 def _pad_vjp(node, g, srcs):
     "Slice(g): drop the padding"
@@ -263,6 +281,8 @@ def _maxpool2d_vjp(node, g, srcs):
     "MaxPool2dBackward(g, x): to each window's first maximum"
     return (_apply(Op.MAXPOOL2D_BACKWARD, g, srcs[0], arg=node.arg),)
 vjp_rules[Op.MAXPOOL2D] = _maxpool2d_vjp
+NO_HIGHER_ORDER[Op.MAXPOOL2D] = (Category.NOT_YET, "its rule emits MAXPOOL2D_BACKWARD, which has no rule yet: "
+                                 "a second derivative of max_pool2d stops there")
 
 # %% ../nbs/13_autograd.ipynb #6cfc9d9a
 def _avgpool2d_vjp(node, g, srcs):
@@ -285,6 +305,172 @@ def _avgpool2d_vjp(node, g, srcs):
     dx = _apply(Op.COL2IM, cols, arg=((H2, W2), kernel, (1, 1), padding, stride))
     return (_crop(dx, H, W),)
 vjp_rules[Op.AVGPOOL2D] = _avgpool2d_vjp
+
+# %% ../nbs/13_autograd.ipynb #e4da4dcc
+def _mT(x: Tensor) -> Tensor:
+    "The batch of matrices transposed (a PERMUTE view of the last two axes)."
+    return _permute(x, list(range(x.ndim - 2)) + [x.ndim - 1, x.ndim - 2])
+
+def _mm(a: Tensor, b: Tensor) -> Tensor:
+    "a @ b for batches (..., m, k) and (..., k, n) of one batch shape, as one rank-3 MATMUL."
+    *batch, m, k = a.shape
+    n, B = b.shape[-1], prod(batch)
+    y = _apply(Op.MATMUL, _reshape(a, (B, m, k)), _reshape(b, (B, k, n)))
+    return _reshape(y, (*batch, m, n))
+
+def _grids(like: Tensor, n: int, m: int = None):
+    "(row, column) int64 indices of an (..., n, m) batch like `like`, expanded to its shape."
+    m = n if m is None else m
+    i = like._wrap(Node(Op.ARANGE, (), (0, 1), (max(n, m),), int64, like.device))
+    lead = (1,) * (like.ndim - 2)
+    rows = _expand(_reshape(_slice(i, [(0, n, 1)]), lead + (n, 1)), like.shape)
+    cols = _expand(_reshape(_slice(i, [(0, m, 1)]), lead + (1, m)), like.shape)
+    return rows, cols
+
+def _diag_embed(v: Tensor) -> Tensor:
+    "(..., k) -> (..., k, k) with v on the diagonal."
+    k = v.shape[-1]
+    full = _expand(_reshape(v, v.shape[:-1] + (1, k)), v.shape + (k,))
+    rows, cols = _grids(full, k)
+    return _where(_eq(rows, cols), full, 0.0)
+
+def _tril_half(x: Tensor) -> Tensor:
+    "The lower triangle of x with its diagonal halved (Φ of the cholesky rule)."
+    rows, cols = _grids(x, x.shape[-1])
+    return _add(_where(_gt(rows, cols), x, 0.0), _where(_eq(rows, cols), _mul(x, 0.5), 0.0))
+
+def _triu_sym(x: Tensor) -> Tensor:
+    "X + Xᵀ − diag(X) of the upper triangle X = triu(x) (qr's syminvadj)."
+    rows, cols = _grids(x, x.shape[-1])
+    up = _where(_lt(rows, cols), x, 0.0)
+    return _add(up, _mT(up), _where(_eq(rows, cols), x, 0.0))
+
+def _sibling(node, srcs, which) -> Tensor:
+    "Another result of node's decomposition (its arg with `which` replaced)."
+    return _apply(node.op, *srcs, arg=(*node.arg[:-1], which))
+
+def _col(v: Tensor) -> Tensor: return _reshape(v, v.shape + (1,))           # (..., k) -> (..., k, 1)
+def _row(v: Tensor) -> Tensor: return _reshape(v, v.shape[:-1] + (1, v.shape[-1]))
+
+def _inv_vjp(node, g, srcs):
+    "−Yᵀ g Yᵀ, Y = A⁻¹"
+    yt = _mT(g._wrap(node))
+    return (_neg(_mm(_mm(yt, g), yt)),)
+vjp_rules[Op.INV] = _inv_vjp
+
+def _solve_vjp(node, g, srcs):
+    "gB = A⁻ᵀg (SOLVE with Aᵀ), gA = −gB Xᵀ"
+    a, b = srcs
+    gb = _apply(Op.SOLVE, _mT(a), g)
+    return (_neg(_mm(gb, _mT(g._wrap(node)))), gb)
+vjp_rules[Op.SOLVE] = _solve_vjp
+
+def _batch_scale(s: Tensor, like: Tensor) -> Tensor:
+    "A per-matrix scalar (shape = the batch) broadcast over the matrices of `like`."
+    return _expand(_reshape(s, s.shape + (1, 1)), like.shape)
+
+def _det_vjp(node, g, srcs):
+    "g·det·A⁻ᵀ"
+    a = srcs[0]
+    return (_mul(_batch_scale(_mul(g, g._wrap(node)), a), _mT(_apply(Op.INV, a))),)
+vjp_rules[Op.DET] = _det_vjp
+
+def _slogdet_vjp(node, g, srcs):
+    "g·A⁻ᵀ for log|det|; nothing for the sign"
+    if node.arg == 0: return (None,)
+    a = srcs[0]
+    return (_mul(_batch_scale(g, a), _mT(_apply(Op.INV, a))),)
+vjp_rules[Op.SLOGDET] = _slogdet_vjp
+
+def _cholesky_vjp(node, g, srcs):
+    "½(S + Sᵀ), S = L⁻ᵀ Φ(Lᵀ gL) L⁻¹, Φ: the lower triangle, diagonal halved"
+    L = g._wrap(node)
+    if node.arg: L, g = _mT(L), _mT(g)                     # upper: U = Lᵀ, gL = gUᵀ
+    linv = _apply(Op.INV, L)
+    s = _mm(_mm(_mT(linv), _tril_half(_mm(_mT(L), g))), linv)
+    return (_mul(_add(s, _mT(s)), 0.5),)
+vjp_rules[Op.CHOLESKY] = _cholesky_vjp
+
+def _eigh_vjp(node, g, srcs):
+    "V (diag(gL) + skew(Vᵀ gV)/2 ⊘ E) Vᵀ, E_ij = λ_j − λ_i"
+    a, which = srcs[0], node.arg[1]
+    if which == 0:                                          # eigenvalues: V diag(gL) Vᵀ
+        v = _sibling(node, srcs, 1)
+        return (_mm(_mul(v, _expand(_row(g), v.shape)), _mT(v)),)
+    v, lam = g._wrap(node), _sibling(node, srcs, 0)
+    vg = _mm(_mT(v), g)
+    skew = _mul(_sub(vg, _mT(vg)), 0.5)
+    e = _sub(_expand(_row(lam), v.shape), _expand(_col(lam), v.shape))
+    rows, cols = _grids(v, v.shape[-1])
+    inner = _where(_eq(rows, cols), 0.0, _div(skew, _where(_eq(rows, cols), 1.0, e)))
+    return (_mm(_mm(v, inner), _mT(v)),)
+vjp_rules[Op.EIGH] = _eigh_vjp
+
+def _qr_square(q, r, gq, gr):
+    "(gQ + Q·sym(triu(gR Rᵀ − Qᵀ gQ))) R⁻ᵀ for m ≥ n; gq or gr may be None."
+    n = _mm(gr, _mT(r)) if gr is not None else None
+    if gq is not None:
+        qg = _mm(_mT(q), gq)
+        n = _neg(qg) if n is None else _sub(n, qg)
+    m = _mm(q, _triu_sym(n))
+    if gq is not None: m = _add(m, gq)
+    return _mT(_apply(Op.SOLVE, r, _mT(m)))                 # M R⁻ᵀ = (R⁻¹ Mᵀ)ᵀ
+
+def _qr_vjp(node, g, srcs):
+    "(gQ + Q·sym(triu(gR Rᵀ − Qᵀ gQ))) R⁻ᵀ (m ≥ n); m < n: [X | Y], the square case on X, gY = Q gV"
+    (mode, which), a = node.arg, srcs[0]
+    m, n = a.shape[-2:]
+    if mode == "complete" and m > n:
+        raise GradError("qr: the derivative with mode='complete' and more rows than columns is not defined "
+                        "(Q's extra columns are any basis of the complement): use mode='reduced'")
+    q = g._wrap(node) if which == 0 else _sibling(node, srcs, 0)
+    r = g._wrap(node) if which == 1 else _sibling(node, srcs, 1)
+    gq, gr = (g, None) if which == 0 else (None, g)
+    if m >= n: return (_qr_square(q, r, gq, gr),)
+    full = lambda t, lo, hi: _slice(t, [(0, d, 1) for d in t.shape[:-1]] + [(lo, hi, 1)])
+    u = full(r, 0, m)                                       # R = [U | V], X = QU, Y = QV
+    if gr is None: return (_apply(Op.CONCAT, _qr_square(q, u, gq, None), _full(a.shape[:-1] + (n - m,), 0.0, g), arg=a.ndim - 1),)
+    gu, gv = full(gr, 0, m), full(gr, m, n)
+    y = full(a, m, n)
+    gx = _qr_square(q, u, _mm(y, _mT(gv)), gu)             # gQ += Y gVᵀ
+    return (_apply(Op.CONCAT, gx, _mm(q, gv), arg=a.ndim - 1),)
+vjp_rules[Op.QR] = _qr_vjp
+
+def _svd_vjp(node, g, srcs):
+    "U[(skew(UᵀgU) ⊘ E)S + S(skew(VᵀgV) ⊘ E) + diag(gS)]Vᵀ + (I − UUᵀ)gU S⁻¹Vᵀ + U S⁻¹gVᵀ(I − VVᵀ), E_ij = s_j² − s_i²"
+    (full, which), a = node.arg, srcs[0]
+    m, n = a.shape[-2:]
+    k = min(m, n)
+    cut = lambda t, rows, cols: _slice(t, [(0, d, 1) for d in t.shape[:-2]] + [(0, rows, 1), (0, cols, 1)])
+    u = cut(_sibling(node, srcs, 0), m, k)
+    vh = cut(_sibling(node, srcs, 2), k, n)
+    s = _sibling(node, srcs, 1)
+    if which == 1: return (_mm(_mul(u, _expand(_row(g), u.shape)), vh),)   # U diag(gS) Vh
+    kk = u.shape[:-2] + (k, k)
+    s2 = _mul(s, s)
+    e = _sub(_expand(_row(s2), kk), _expand(_col(s2), kk))
+    rows, cols = _grids(_expand(_row(s2), kk), k)
+    diag = _eq(rows, cols)
+    def over_e(x): return _where(diag, 0.0, _div(x, _where(diag, 1.0, e)))
+    v = _mT(vh)
+    if which == 0:
+        gu = cut(g, m, k)
+        ug = _mm(_mT(u), gu)
+        inner = _mul(over_e(_sub(ug, _mT(ug))), _expand(_row(s), kk))            # (skew(UᵀgU) ⊘ E) S
+        out = _mm(_mm(u, inner), vh)
+        if m > k:                                                                 # + (I − UUᵀ) gU S⁻¹ Vᵀ
+            gus = _div(gu, _expand(_row(s), gu.shape))
+            out = _add(out, _mm(_sub(gus, _mm(u, _mm(_mT(u), gus))), vh))
+        return (out,)
+    gv = _mT(cut(g, k, n))
+    vg = _mm(_mT(v), gv)
+    inner = _mul(_expand(_col(s), kk), over_e(_sub(vg, _mT(vg))))                # S (skew(VᵀgV) ⊘ E)
+    out = _mm(_mm(u, inner), vh)
+    if n > k:                                                                     # + U S⁻¹ gVᵀ (I − VVᵀ)
+        gvs = _div(_mT(gv), _expand(_col(s), (*gv.shape[:-2], k, n)))
+        out = _add(out, _mm(u, _sub(gvs, _mm(_mm(gvs, v), vh))))
+    return (out,)
+vjp_rules[Op.SVD] = _svd_vjp
 
 # %% ../nbs/13_autograd.ipynb #18c1ab7f
 def vjp_rule(op: Op):
@@ -336,39 +522,110 @@ def _check_saved(node: Node, g: Tensor, grads) -> None:
         if id(n) in seen or id(n) in stop or n.buf is not None: continue
         seen.add(id(n)); stack.extend(n.srcs)
 
-def backward(tensor: Tensor, gradient=None) -> None:
-    "Accumulate d(tensor)/d(leaf) into every leaf's `.grad`, lazily; `gradient` defaults to 1 for one element."
-    root = tensor.node
-    if not root.requires_grad:
-        raise GradError("this tensor does not require grad: none of its inputs did (call `requires_grad_()` on "
-                        "the leaves first), or it was computed under `no_grad()` or from `.detach()`")
-    if not root.dtype.is_float:
-        raise GradError(f"backward needs a float output, this one is {root.dtype.name}: integer and bool results "
-                        f"have no gradient")
-    wrap, ready = tensor._wrap, []
-    with no_grad():
-        grads = {id(root): _initial_grad(tensor, gradient)}
-        for node in reversed(toposort([root], skip=lambda n: not n.requires_grad)):
+def _check_output(t: Tensor, what: str):
+    if not t.node.requires_grad:
+        raise GradError(f"{what} does not require grad: none of its inputs did (call `requires_grad_()` on "
+                        f"the leaves first), or it was computed under `no_grad()` or from `.detach()`")
+    if not t.node.dtype.is_float:
+        raise GradError(f"{what} is {t.node.dtype.name}: backward needs a float output (integer and bool results "
+                        f"have no gradient)")
+
+def _walk(roots: list, seeds: list, create_graph: bool, wanted=None) -> dict:
+    """Reverse mode over the graph of `roots` (nodes) seeded with `seeds` (their gradients). Without `wanted`,
+    each leaf's gradient goes to its `.grad`; with `wanted` (node ids), the gradients of those nodes are
+    returned, only nodes from which one of them is reached are walked, and no `.grad` is touched.
+    Returns ({id: gradient} of the wanted nodes, the leaves whose hooks are due)."""
+    order = toposort(roots, skip=lambda n: not n.requires_grad)
+    needed = None
+    if wanted is not None:   # the nodes on a path to a wanted one (sources first, so one pass)
+        needed = set()
+        for n in order:
+            if id(n) in wanted or any(id(s) in needed for s in n.srcs): needed.add(id(n))
+    wrap, ready, found = seeds[0]._wrap, [], {}
+    with enable_grad() if create_graph else no_grad():
+        grads = {}
+        for r, g in zip(roots, seeds): grads[id(r)] = g if id(r) not in grads else grads[id(r)] + g
+        for node in reversed(order):
+            if needed is not None and id(node) not in needed: continue
             g = grads.pop(id(node), None)
             if g is None: continue                      # no path from here to the output
-            if node.leaf_of is not None:                # a leaf: accumulate, stop
+            if wanted is not None and id(node) in wanted:
+                found[id(node)] = g                     # complete: every consumer came before
+            elif node.leaf_of is not None:              # a leaf: accumulate, stop
                 leaf = node.leaf_of()
                 if leaf is not None:
                     leaf.grad = g if leaf.grad is None else leaf.grad + g
                     if id(leaf) in _hooks: ready.append(leaf)
                 continue
+            if not any(s.requires_grad and (needed is None or id(s) in needed) for s in node.srcs): continue
             rule = vjp_rule(node.op)
             if rule is None:
                 raise GradError(f"cannot differentiate through {node.op.name}: {_reason(node.op)}")
             out = rule(node, g, tuple(wrap(s) for s in node.srcs))
             if overwritten: _check_saved(node, g, out)
             for src, gs in zip(node.srcs, out):
-                if gs is None or not src.requires_grad: continue
+                if gs is None or not src.requires_grad or (needed is not None and id(src) not in needed): continue
                 prev = grads.get(id(src))
                 grads[id(src)] = gs if prev is None else prev + gs
+    return found, ready
+
+def backward(tensor: Tensor, gradient=None, retain_graph=None, create_graph: bool = False, inputs=None) -> None:
+    """Accumulate d(tensor)/d(leaf) into every leaf's `.grad` (only into `inputs`' when given), lazily;
+    `gradient` defaults to 1 for one element; `create_graph`: the gradients are differentiable themselves."""
+    _check_output(tensor, "this tensor")
+    seed = _initial_grad(tensor, gradient)
+    if inputs is None:
+        _, ready = _walk([tensor.node], [seed], create_graph)
+    else:
+        inputs, ready = _tensors(inputs, "inputs"), []
+        for i, t in enumerate(inputs):
+            if not t.requires_grad: raise GradError(f"backward: inputs[{i}] does not require grad")
+        found, _ = _walk([tensor.node], [seed], create_graph, wanted={id(t.node) for t in inputs})
+        for t in dict.fromkeys(inputs):
+            g = found.get(id(t.node))
+            if g is None: continue
+            t.grad = g if t.grad is None else t.grad + g
+            if id(t) in _hooks: ready.append(t)
     defer(tensor)  # the output joins the next realize on its device (the optimiser's): one submission per step
     for leaf in ready:
         for hook in list(_hooks.get(id(leaf), ())): hook(leaf)
+
+def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph: bool = False, only_inputs: bool = True,
+         allow_unused=None, is_grads_batched: bool = False, materialize_grads: bool = False) -> tuple:
+    """PyTorch's `torch.autograd.grad`: the sum over `outputs` of their vector-Jacobian products with
+    `grad_outputs`, with respect to each of `inputs`, as a tuple; no `.grad` is touched."""
+    if is_grads_batched:
+        raise GradError("grad: is_grads_batched=True (vmap over grad_outputs) is not supported: call grad once per "
+                        "row of grad_outputs")
+    outputs, inputs = _tensors(outputs, "outputs"), _tensors(inputs, "inputs")
+    gos = [None] * len(outputs) if grad_outputs is None else _tensors(grad_outputs, "grad_outputs") \
+        if isinstance(grad_outputs, Tensor) else list(grad_outputs)
+    if len(gos) != len(outputs):
+        raise GradError(f"grad: {len(outputs)} outputs but {len(gos)} grad_outputs: give one per output (None for a scalar's 1)")
+    for i, t in enumerate(outputs): _check_output(t, f"grad: outputs[{i}]")
+    for i, t in enumerate(inputs):
+        if not t.requires_grad:
+            raise GradError(f"grad: inputs[{i}] does not require grad: call `requires_grad_()` on it before computing the outputs")
+    if allow_unused is None: allow_unused = materialize_grads
+    if materialize_grads and not allow_unused:
+        raise GradError("grad: materialize_grads=True needs allow_unused=True (or None)")
+    seeds = [_initial_grad(o, g) for o, g in zip(outputs, gos)]
+    found, _ = _walk([o.node for o in outputs], seeds, create_graph, wanted={id(t.node) for t in inputs})
+    out = []
+    for i, t in enumerate(inputs):
+        g = found.get(id(t.node))
+        if g is None and materialize_grads: g = _full(t.shape, 0.0, t)
+        elif g is None and not allow_unused:
+            raise GradError(f"grad: inputs[{i}] is not used in the graph of the outputs (no path leads to it): "
+                            f"pass allow_unused=True to get None for it, or materialize_grads=True for zeros")
+        out.append(g)
+    return tuple(out)
+def _tensors(xs, what) -> list:
+    "A tensor or a sequence of tensors, as a list (a typed error for anything else)."
+    xs = [xs] if isinstance(xs, Tensor) else list(xs)
+    for i, x in enumerate(xs):
+        if not isinstance(x, Tensor): raise GradError(f"{what}[{i}] is a {type(x).__name__}, not a vkml Tensor")
+    return xs
 
 # %% ../nbs/13_autograd.ipynb #a1361ff2
 _hooks: dict = {}   # id(leaf tensor) -> its hooks

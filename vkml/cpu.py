@@ -63,9 +63,7 @@ class CPUBackend(Backend):
     @property
     def impl(self) -> dict: return {**numpy_impl, **{op: r.numpy for op, r in ELEMENTWISE.items()}}
     def __init__(self, device="cpu"): self.device = device
-    def from_numpy(self, arr):
-        if arr.dtype == np.float64 and not _f64.enabled: to_dtype(arr.dtype)  # raises, naming the cast
-        return arr
+    def from_numpy(self, arr): return arr
     def to_numpy(self, node): return np.array(node.buf, copy=True)
     def memory_of(self, buf):
         while isinstance(buf, np.ndarray) and buf.base is not None: buf = buf.base
@@ -438,3 +436,65 @@ def _avgpool(n, x):
             total += np.where(hv[:, None] & wv[None, :], v, 0)
     div = (_avg_divisor(H, kh, sh, ph, oh, include_pad)[:, None] * _avg_divisor(W, kw, sw, pw, ow, include_pad)[None, :])
     return total / div.astype(acc)
+
+# %% ../nbs/06_cpu.ipynb #f1909a05
+def _batch_index(shape, i) -> tuple:
+    "The batch coordinates of the i-th matrix of a batch of `shape` (row-major)."
+    return tuple(int(c) for c in np.unravel_index(i, shape)) if shape else ()
+
+def _not_pd(a, upper) -> LinAlgError:
+    "The error for a batch that is not positive-definite: the first bad matrix and its first bad leading minor."
+    flat = a.reshape(-1, *a.shape[-2:])
+    for i, m in enumerate(flat):
+        for k in range(1, m.shape[0] + 1):
+            try: np.linalg.cholesky(m[:k, :k])
+            except np.linalg.LinAlgError:
+                at = f" (batch element {_batch_index(a.shape[:-2], i)})" if a.ndim > 2 else ""
+                return LinAlgError(f"cholesky: the input is not positive-definite{at}: its leading minor of order {k} "
+                                   f"is not positive-definite")
+    return LinAlgError("cholesky: the input is not positive-definite")
+
+def _singular(what, a) -> LinAlgError:
+    flat = a.reshape(-1, *a.shape[-2:])
+    bad = next((i for i, m in enumerate(flat) if m.shape[0] and np.linalg.matrix_rank(m) < m.shape[0]), 0)
+    at = f" (batch element {_batch_index(a.shape[:-2], bad)})" if a.ndim > 2 else ""
+    return LinAlgError(f"{what}: the input matrix is singular{at}, so it has no inverse; check its rank "
+                       f"(vkml.linalg.svd) or use a least-squares formulation")
+
+@impl(Op.CHOLESKY)
+def _cholesky(n, a):
+    a = a.astype(np.float64)
+    try: L = np.linalg.cholesky(a)
+    except np.linalg.LinAlgError: raise _not_pd(a, n.arg) from None
+    return np.swapaxes(L, -1, -2) if n.arg else L
+
+@impl(Op.INV)
+def _inv(n, a):
+    try: return np.linalg.inv(a.astype(np.float64))
+    except np.linalg.LinAlgError: raise _singular("inv", a.astype(np.float64)) from None
+
+@impl(Op.SOLVE)
+def _solve_impl(n, a, b):
+    try: return np.linalg.solve(a.astype(np.float64), b.astype(np.float64))
+    except np.linalg.LinAlgError: raise _singular("solve", a.astype(np.float64)) from None
+
+@impl(Op.DET)
+def _det_impl(n, a): return np.linalg.det(a.astype(np.float64))
+
+@impl(Op.SLOGDET)
+def _slogdet_impl(n, a): return np.linalg.slogdet(a.astype(np.float64))[n.arg]
+
+@impl(Op.EIGH)
+def _eigh_impl(n, a):
+    uplo, which = n.arg
+    return np.linalg.eigh(a.astype(np.float64), UPLO=uplo)[which]
+
+@impl(Op.QR)
+def _qr_impl(n, a):
+    mode, which = n.arg
+    return np.linalg.qr(a.astype(np.float64), mode=mode)[which]
+
+@impl(Op.SVD)
+def _svd_impl(n, a):
+    full, which = n.arg
+    return np.linalg.svd(a.astype(np.float64), full_matrices=full)[which]

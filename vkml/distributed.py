@@ -74,6 +74,8 @@ def init_process_group(backend: str = "mpi", timeout=None) -> None:
     if _group.size > 1 and _previous_excepthook is None:
         _previous_excepthook, sys.excepthook = sys.excepthook, _abort_on_uncaught
 
+_ABORT_GRACE_S = 1.0   # how long a failing rank waits for its report to leave before MPI_Abort
+
 def _abort_on_uncaught(tp, value, tb):
     "sys.excepthook of a rank in a group of several: report the error, then end every rank (MPI_Abort)."
     (_previous_excepthook or sys.__excepthook__)(tp, value, tb)
@@ -81,6 +83,9 @@ def _abort_on_uncaught(tp, value, tb):
     if g is None: return
     sys.stderr.write(f"vkml.distributed: rank {g.rank} of {g.size} stopped on {tp.__name__}; ending every rank (MPI_Abort)\n")
     sys.stderr.flush(); sys.stdout.flush()
+    # mpiexec forwards a rank's output through a pipe it reads when it gets to it; on a busy machine an
+    # abort handled first kills the ranks with this report still unread (seen on a 2-core CI runner)
+    time.sleep(_ABORT_GRACE_S)
     g.MPI.COMM_WORLD.Abort(1)
 
 def destroy_process_group() -> None:

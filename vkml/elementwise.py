@@ -135,7 +135,7 @@ elementwise("CONST", 0, lambda n: np.full(n.shape, n.arg), "{p0}", dtypes=ALL, n
             params=lambda arg, dt: (arg,), param_types="T", arg_doc="value: a Python scalar; shape ()")
 elementwise("FULL", 0, lambda n: np.full(n.shape, n.arg), "{p0}", dtypes=ALL, no_grad=_NO_SRC,
             params=lambda arg, dt: (arg,), param_types="T", arg_doc="value: a Python scalar")
-elementwise("ARANGE", 0, _arange, {"f": "({p0} + float({i}) * {p1})", "i": "({p0} + {T}({i}) * {p1})"},
+elementwise("ARANGE", 0, _arange, "({p0} + {T}({i}) * {p1})",
             dtypes=NUMERIC, no_grad=_NO_SRC, params=lambda arg, dt: arg, param_types="TT",
             arg_doc="(start, step): element i is start + i*step")
 elementwise("RAND", 0, _rand, _rand_glsl, dtypes=FLOATS, no_grad=_NO_SRC,
@@ -227,6 +227,12 @@ def _clamp(n, x):
     if hi is not None: x = np.minimum(x, np.asarray(hi, x.dtype))
     return x
 
+def _abs_vjp(g, y, x):
+    "g·sign(x); sign is built under no_grad (piecewise constant), so a second derivative sees 0 through it"
+    from vkml.graph import no_grad   # (the graph module imports this one: imported at call time)
+    with no_grad(): s = x.sign()
+    return (g * s,)
+
 def _clamp_vjp(g, y, x):
     "g·(lo ≤ x ≤ hi)"
     lo, hi = y.node.arg
@@ -236,7 +242,7 @@ def _clamp_vjp(g, y, x):
 
 elementwise("NEG", 1, lambda n, x: -x, "(-{a})", vjp=lambda g, y, x: (-g,), dtypes=NUMERIC)
 elementwise("ABS", 1, lambda n, x: np.abs(x), {"f": "abs({a})", "i": "({a} < {T}(0) ? -{a} : {a})"},
-            vjp=lambda g, y, x: (g * x.sign(),), dtypes=NUMERIC, **_KINK0)
+            vjp=_abs_vjp, dtypes=NUMERIC, **_KINK0)
 elementwise("SIGN", 1, lambda n, x: np.sign(x),
             {"f": "({a} > 0.0 ? 1.0 : ({a} < 0.0 ? -1.0 : {a}))",
              "i": "({a} > {T}(0) ? {T}(1) : ({a} < {T}(0) ? {T}(-1) : {T}(0)))"}, dtypes=NUMERIC,
@@ -247,9 +253,9 @@ elementwise("CLAMP", 1, _clamp, {"f": "vclamp({a}, {p0}, {p1})", "i": "min(max({
 
 # %% ../nbs/03_elementwise.ipynb #f10e2d67
 def _pow_vjp(g, y, a, b):
-    "g·b·a^(b−1) (0 where b = 0), g·y·ln a where a > 0 (else 0)"
-    da = (b * a ** (b - 1.0)).where(b != 0, 0.0)
-    db = (y * a.log()).where(a > 0, 0.0)
+    "g·b·a^(b−1) (0 where b = 0), g·y·ln a where a > 0 (else 0); the masked-off lanes see safe values (1), so no inf·0 reaches a second derivative"
+    da = (b * a ** (b.where(b != 0, 1.0) - 1.0)).where(b != 0, 0.0)
+    db = (y * a.where(a > 0, 1.0).log()).where(a > 0, 0.0)
     return (g * da, g * db)
 
 def _extremum_vjp(g, y, a, b):
@@ -309,7 +315,7 @@ elementwise("WHERE", 3, lambda n, c, a, b: np.where(c, a, b), "({a} != 0u ? {b} 
             dtypes=ALL, data_input=1)
 
 # %% ../nbs/03_elementwise.ipynb #55744f06
-_ACC = {"float32": "float", "float16": "float", "int32": "int", "int64": "int64_t", "bool": "uint"}
+_ACC = {"float32": "float", "float16": "float", "float64": "double", "int32": "int", "int64": "int64_t", "bool": "uint"}
 
 def _cast_glsl(arg, ins, out):
     src = ins[0]

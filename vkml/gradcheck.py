@@ -9,10 +9,10 @@ from .dtypes import *
 from .ops import Op
 from .graph import Node
 from .tensor import Tensor, apply
-from .autograd import backward
+from .autograd import backward, grad
 
 # %% auto #0
-__all__ = ['GradcheckError', 'gradcheck']
+__all__ = ['GradcheckError', 'gradcheck', 'gradgradcheck']
 
 # %% ../nbs/14_gradcheck.ipynb #c0e93280
 class GradcheckError(VkmlError, AssertionError):
@@ -32,6 +32,17 @@ def _dot(out: Tensor, w: np.ndarray) -> Tensor:
     prod_ = apply(Op.MUL, out, Tensor(Node(Op.INPUT, (), None, w.shape, out.dtype, "cpu", buf=w)))
     return apply(Op.SUM, prod_, arg=(tuple(range(out.ndim)), False)) if out.ndim else prod_
 
+def _outputs(out) -> list:
+    "fn's result as a list of tensors (a tuple of outputs, or one)."
+    return list(out) if isinstance(out, (tuple, list)) else [out]
+
+def _dots(outs: list, ws: list) -> Tensor:
+    "Σ ⟨w_i, out_i⟩ over the outputs (None ones count 0)."
+    terms = [_dot(o, w) for o, w in zip(outs, ws) if o is not None]
+    total = terms[0]
+    for t in terms[1:]: total = apply(Op.ADD, total, t)
+    return total
+
 def gradcheck(fn, inputs, eps=1e-6, atol=1e-5, rtol=1e-3, seed=0) -> bool:
     "Compare `fn`'s analytic gradients with central differences in float64 on the CPU: True, or raise at the worst element."
     from vkml.cpu import float64_mode
@@ -42,12 +53,13 @@ def gradcheck(fn, inputs, eps=1e-6, atol=1e-5, rtol=1e-3, seed=0) -> bool:
     arrays = [a.astype(np.float64) if a.dtype.kind == "f" else a for a in arrays]
     with float64_mode():
         ts = _inputs64(arrays, wrt)
-        out = fn(*ts)
-        w = np.random.default_rng(seed).standard_normal(out.shape)
-        loss = _dot(out, w)
+        outs = _outputs(fn(*ts))
+        rng = np.random.default_rng(seed)
+        ws = [rng.standard_normal(o.shape) if o is not None else None for o in outs]
+        loss = _dots(outs, ws)
         if loss.requires_grad: backward(loss)
         analytic = [np.zeros(arrays[i].shape) if ts[i].grad is None else ts[i].grad.numpy() for i in wrt]
-        def f(arrs): return float(_dot(fn(*_inputs64(arrs, ())), w).numpy())
+        def f(arrs): return float(_dots(_outputs(fn(*_inputs64(arrs, ()))), ws).numpy())
         worst = None
         for i, an in zip(wrt, analytic):
             for j in np.ndindex(arrays[i].shape):
@@ -62,3 +74,26 @@ def gradcheck(fn, inputs, eps=1e-6, atol=1e-5, rtol=1e-3, seed=0) -> bool:
         raise GradcheckError(f"gradcheck failed: input {i} at index {j}: analytic {float(an):.10g}, numeric {float(num):.10g} "
                              f"(|difference| {abs(an - num):.3g} > atol + rtol·|numeric| = {atol + rtol * abs(num):.3g})")
     return True
+
+# %% ../nbs/14_gradcheck.ipynb #59997abe
+def gradgradcheck(fn, inputs, grad_outputs=None, eps=1e-6, atol=1e-5, rtol=1e-3, seed=0) -> bool:
+    "Check `fn`'s second derivatives: gradcheck of its vector-Jacobian product with `grad_outputs` (default: random), built with `create_graph=True`."
+    from vkml.cpu import float64_mode
+    arrays = [np.array(x.numpy() if isinstance(x, Tensor) else x) for x in inputs]
+    wrt = [i for i, (x, a) in enumerate(zip(inputs, arrays))
+           if a.dtype.kind == "f" and (not isinstance(x, Tensor) or x.requires_grad)]
+    if not wrt: raise GradError("gradgradcheck needs a float input to differentiate (a numpy array or a tensor requiring grad)")
+    if grad_outputs is None:
+        with float64_mode():
+            outs = _outputs(fn(*_inputs64([a.astype(np.float64) if a.dtype.kind == "f" else a for a in arrays], ())))
+        rng = np.random.default_rng(seed + 1)
+        grad_outputs = [rng.standard_normal(o.shape) for o in outs]
+    gos = [np.asarray(u.numpy() if isinstance(u, Tensor) else u, np.float64) for u in _outputs(grad_outputs)]
+    def first(*ts):
+        xs, us = list(ts[:len(inputs)]), ts[len(inputs):]
+        for i in wrt:
+            if not xs[i].requires_grad: xs[i].requires_grad_()   # gradcheck's numeric inputs are plain
+        outs = _outputs(fn(*xs))
+        us = [u if u.dtype is o.dtype else apply(Op.CAST, u, shape=u.shape, dtype=o.dtype) for u, o in zip(us, outs)]
+        return grad(outs, [xs[i] for i in wrt], grad_outputs=us, create_graph=True, materialize_grads=True)
+    return gradcheck(first, [*inputs, *gos], eps=eps, atol=atol, rtol=rtol, seed=seed)

@@ -11,9 +11,9 @@ from .ops import Op, SHAPE_RULES, CALLER_SHAPED, ACCEPTED_DTYPES
 import vkml.elementwise   # defines the elementwise ops, so every Op exists once the graph does
 
 # %% auto #0
-__all__ = ['Node', 'is_grad_enabled', 'no_grad', 'Backend', 'references', 'register_backend', 'canonical_device', 'get_backend',
-           'check_same_device', 'make_node', 'toposort', 'defer', 'take_deferred', 'JitError', 'CaptureNotes',
-           'capture_in_progress', 'note_refresh', 'note_rand']
+__all__ = ['Node', 'is_grad_enabled', 'no_grad', 'enable_grad', 'Backend', 'references', 'register_backend', 'canonical_device',
+           'get_backend', 'check_same_device', 'make_node', 'toposort', 'defer', 'take_deferred', 'JitError',
+           'CaptureNotes', 'capture_in_progress', 'note_refresh', 'note_rand']
 
 # %% ../nbs/04_graph.ipynb #ae69abc4
 class Node:
@@ -45,6 +45,13 @@ def is_grad_enabled() -> bool: return _grad_mode.enabled
 def no_grad():
     "Inside this block, new nodes do not require grad (as `torch.no_grad`)."
     prev, _grad_mode.enabled = _grad_mode.enabled, False
+    try: yield
+    finally: _grad_mode.enabled = prev
+
+@contextlib.contextmanager
+def enable_grad():
+    "Inside this block, new nodes require grad when a source does, even inside `no_grad()` (as `torch.enable_grad`)."
+    prev, _grad_mode.enabled = _grad_mode.enabled, True
     try: yield
     finally: _grad_mode.enabled = prev
 

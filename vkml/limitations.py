@@ -17,9 +17,10 @@ from .registry import OPERATORS, BACKENDS, backend_impl, vjp_rules, try_trace, c
 __all__ = ['MEANING', 'DONE', 'BACKEND_GAPS', 'RESULTS', 'FUSION_FEATURE', 'FUSION_LIVE', 'EINSUM_CASES', 'LINALG', 'label',
            'md_table', 'legend', 'headline', 'no_grad_rows', 'breakdown', 'no_grad_table', 'backend_gap',
            'off_backend_rows', 'off_backend_table', 'vulkan_reason', 'vulkan_device', 'results', 'mixed_devices_row',
-           'rank_row', 'float64_row', 'multi_gpu_row', 'gradient_exchange_row', 'fusion_row', 'lazy_detach_row',
-           'gpu_wins_row', 'higher_order_row', 'nonleaf_grad_row', 'einsum_row', 'mask_index_row', 'inplace_row',
-           'linalg_row', 'threading_row', 'index_check_row', 'feature_rows', 'feature_table', 'summary', 'provenance']
+           'rank_row', 'float64_row', 'float64_vulkan_row', 'multi_gpu_row', 'gradient_exchange_row', 'fusion_row',
+           'lazy_detach_row', 'gpu_wins_row', 'higher_order_row', 'nonleaf_grad_row', 'einsum_row', 'mask_index_row',
+           'inplace_row', 'linalg_row', 'threading_row', 'index_check_row', 'feature_rows', 'feature_table', 'summary',
+           'provenance']
 
 # %% ../nbs/50_limitations.ipynb #884355cd
 MEANING = {
@@ -86,6 +87,10 @@ BACKEND_GAPS = {
         "inf·0) where the index-order product of the CPU oracle does not: a lane kernel would break parity with the "
         "oracle, and a one-lane kernel is a serial chain of multiplies on one GPU thread",
         "nbs/40_experiment_prod.ipynb, ADR 0005"),
+    **{("vulkan", op): (Category.NOT_YET,
+        "the factorizations run on the CPU (numpy's LAPACK); there is no Vulkan kernel for them yet, so a Vulkan "
+        "tensor is refused with BackendError naming `.to('cpu')`", "nbs/18_linalg.ipynb")
+       for op in (Op.CHOLESKY, Op.INV, Op.SOLVE, Op.DET, Op.SLOGDET, Op.EIGH, Op.QR, Op.SVD)},
 }
 "(backend, graph op) -> (category, reason, where the evidence is) for graph ops a backend leaves out on purpose."
 
@@ -168,15 +173,30 @@ def rank_row():
                 f"MAX_DIMS = {MAX_DIMS}; a rank-{MAX_DIMS + 1} tensor raises RankError: “{_short(msg)}”" if msg
                 else f"rank {MAX_DIMS + 1} accepted", "ADR 0003")
 
-def float64_row():
-    import vkml.cpu, vkml.autograd
+def float64_row(vk_why=None):
+    "float64: a public dtype on the CPU (with autograd) and on Vulkan devices with shaderFloat64, probed."
     msg = _raises(lambda: vkml.tensor(np.zeros(2)), DTypeError)
-    from vkml.gradcheck import gradcheck   # (vkml.gradcheck, the attribute, is this function)
-    private = "float64_mode" in inspect.getsource(gradcheck)
-    return _row("float64", Category.BY_DESIGN if msg else DONE,
-                (f"float64 input raises DTypeError (“{_short(msg, 70)}”); float64 runs only inside the private "
-                 f"`vkml.cpu.float64_mode()`" + (", which `gradcheck` uses" if private else "")) if msg else "float64 tensors accepted",
-                "nbs/06_cpu.ipynb, nbs/13_autograd.ipynb")
+    if msg: return _row("float64", Category.NOT_YET, f"float64 input raises DTypeError (“{_short(msg, 70)}”)", "ADR 0023")
+    x = vkml.tensor(np.array([0.1, 0.2]), requires_grad=True)
+    (x.exp() * x).sum().backward()
+    cpu = f"CPU: float64 tensors and gradients (d/dx x·eˣ at 0.1 is {x.grad.numpy()[0]:.15g})"
+    if vk_why: vk = "Vulkan: not probed here (no Vulkan device)"
+    else:
+        dev = vulkan_device()["name"]
+        try:
+            got = vkml.tensor(np.array([0.1]), device="vulkan").exp().numpy()[0]
+            vk = f"Vulkan ({dev}): float64 kernels, e^0.1 = {got:.17g} (numpy {np.exp(0.1):.17g})"
+        except FeatureError as e: vk = f"Vulkan ({dev}): FeatureError “{_short(str(e), 80)}”"
+    return _row("float64", DONE, f"{cpu}; {vk}", "ADR 0023, nbs/01_dtypes.ipynb, nbs/24_codegen.ipynb")
+
+def float64_vulkan_row():
+    "The graph ops whose Vulkan kernel has no float64 variant (read from `kernel_dtypes`)."
+    from vkml.vulkan.kernel_api import kernel_dtypes
+    gaps = sorted(op.name for op, dts in kernel_dtypes.items() if float64 not in dts)
+    return _row("float64 kernels on Vulkan", Category.NOT_YET if gaps else DONE,
+                (f"{', '.join(gaps)} have no float64 variant: a float64 graph that needs one raises BackendError "
+                 f"naming `.to('cpu')`; every other kernel has one") if gaps else "every kernel has a float64 variant",
+                "nbs/26_kernels_nn.ipynb")
 
 def multi_gpu_row(vk_why):
     import vkml.nn, vkml.distributed
@@ -311,13 +331,19 @@ def gpu_wins_row(vk_why):
 # %% ../nbs/50_limitations.ipynb #e588f717
 def higher_order_row():
     import vkml.autograd as A
+    from vkml.ops import NO_HIGHER_ORDER
     x = vkml.tensor([1.5], requires_grad=True)
-    (x * x * x).sum().backward()
-    flag = "create_graph" in inspect.signature(A.backward).parameters
-    ok = x.grad.requires_grad or flag
-    return _row("higher-order gradients", DONE if ok else Category.NOT_YET,
-                "supported" if ok else f"backward builds the gradient graph under no_grad(): after y.backward(), "
-                f"x.grad.requires_grad is {x.grad.requires_grad}, and backward takes no create_graph", "nbs/13_autograd.ipynb")
+    try:
+        (x * x * x).sum().backward(create_graph=True)
+        d2 = A.grad(x.grad.sum(), x)[0].item() if x.grad.requires_grad else None
+    except TypeError: d2 = None
+    if d2 is None:
+        return _row("higher-order gradients", Category.NOT_YET, "backward builds its gradients under no_grad(): no "
+                    "create_graph", "nbs/13_autograd.ipynb")
+    stops = ", ".join(f"{op.name} ({why})" for op, (_, why) in NO_HIGHER_ORDER.items())
+    return _row("higher-order gradients", DONE, f"`grad(..., create_graph=True)` and `backward(create_graph=True)`: "
+                f"d²(x³)/dx² at 1.5 is {d2:g}; every rule passes gradgradcheck but " + (stops or "none"),
+                "nbs/13_autograd.ipynb, nbs/14_gradcheck.ipynb")
 
 def nonleaf_grad_row():
     x = vkml.tensor([1.0, 2.0], requires_grad=True)
@@ -373,13 +399,18 @@ def inplace_row():
                 f"{'keeps the old one (the write is functional then)' if kept else 'does NOT keep it'}; a write into a region "
                 f"of a tensor still costs a pass over the whole tensor", "ADR 0022, nbs/12_tensor.ipynb")
 
-LINALG = ("cholesky", "det", "logdet", "eigh")
+LINALG = tuple(o.name.rsplit(".", 1)[-1] for o in OPERATORS.values() if o.category == "linear algebra")   # from the registry
 
 def linalg_row():
-    import vkml.functional as VF
-    missing = [n for n in LINALG if not hasattr(VF, n) and n not in OPERATORS]
-    return _row("linear algebra", Category.NOT_YET if missing else DONE,
-                f"{', '.join(missing)} not implemented (CPU-side is the plan, SPEC)" if missing else "all present", "SPEC")
+    import vkml.linalg as LA
+    missing = [n for n in LINALG if not hasattr(LA, n)]
+    if missing: return _row("linear algebra", Category.NOT_YET, f"{', '.join(missing)} not implemented", "nbs/18_linalg.ipynb")
+    A = vkml.tensor(np.array([[4.0, 1.0], [1.0, 3.0]]), requires_grad=True)
+    LA.logdet(A).backward()
+    return _row("linear algebra", DONE,
+                f"`vkml.linalg`: {', '.join(LINALG)}, batched, float32 and float64, with gradients (d logdet/dA = A⁻ᵀ: "
+                f"{np.round(A.grad.numpy(), 4).tolist()}); CPU only: on Vulkan a BackendError names `.to('cpu')`",
+                "nbs/18_linalg.ipynb")
 
 def threading_row():
     import importlib
@@ -411,9 +442,9 @@ def index_check_row(vk_why):
 # %% ../nbs/50_limitations.ipynb #a03729fd
 def feature_rows(vk_why=None) -> list:
     "Every feature row, probed now (`vk_why`: why Vulkan is unavailable, or None)."
-    return [mixed_devices_row(), rank_row(), float64_row(), multi_gpu_row(vk_why), gradient_exchange_row(), fusion_row(), lazy_detach_row(vk_why),
-            higher_order_row(), nonleaf_grad_row(), einsum_row(), mask_index_row(), inplace_row(), linalg_row(),
-            threading_row(), index_check_row(vk_why),
+    return [mixed_devices_row(), rank_row(), float64_row(vk_why), float64_vulkan_row(), multi_gpu_row(vk_why), gradient_exchange_row(),
+            fusion_row(), lazy_detach_row(vk_why), higher_order_row(), nonleaf_grad_row(), einsum_row(), mask_index_row(), inplace_row(),
+            linalg_row(), threading_row(), index_check_row(vk_why),
             gpu_wins_row(vk_why)]
 
 def feature_table(rows) -> str:

@@ -131,8 +131,8 @@ def check_dtype(name: str, dtype: DType, accepted) -> None:
     raise DTypeError(f"{name} accepts {', '.join(d.name for d in accepted)}; got {dtype.name}: "
                      f"convert with {_fix(dtype, accepted)} first")
 
-_RANK = {bool_: 0, int32: 1, int64: 2, float16: 3, float32: 4}  # which side of a mix to cast towards
-_ALIAS = {float32: "float", float16: "half", int32: "int", int64: "long", bool_: "bool"}
+_RANK = {bool_: 0, int32: 1, int64: 2, float16: 3, float32: 4, float64: 5}  # which side of a mix to cast towards
+_ALIAS = {float32: "float", float16: "half", float64: "double", int32: "int", int64: "long", bool_: "bool"}
 
 def mixed_dtypes(name: str, dts) -> DTypeError:
     "The error for two dtypes in one op, naming the cast (towards the wider of the two)."
@@ -228,7 +228,7 @@ def common_operands(name: str, xs, accepted, like: TensorBase | None = None):
         raise DeviceError(f"{name} mixes a tensor on {device} with a numpy array (host memory): make it a tensor "
                           f"there first with `vkml.tensor(array, device={device!r})`")
     for a in arrays: check_rank(a.shape, "array")
-    dts = [t.dtype for t in ts] + [to_dtype(a.dtype) for a in arrays]  # to_dtype refuses float64, naming the cast
+    dts = [t.dtype for t in ts] + [to_dtype(a.dtype) for a in arrays]  # to_dtype refuses a dtype vkML lacks, naming the cast
     dtype = dts[0] if dts else scalar_dtype(xs)
     if any(d is not dtype for d in dts): raise mixed_dtypes(name, dts)
     check_dtype(name, dtype, accepted)

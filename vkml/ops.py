@@ -11,10 +11,11 @@ from .dtypes import DTYPES, FLOATS
 
 # %% auto #0
 __all__ = ['KINDS', 'REDUCE_OPS', 'VIEW_OPS', 'MOVEMENT_OPS', 'ARG_DOC', 'NUMERIC', 'ALL', 'ACCEPTED_DTYPES', 'NO_GRAD_REASONS',
-           'SHAPE_RULES', 'CALLER_SHAPED', 'Op', 'ops_of', 'Category', 'same_shape_dtype', 'conv_out', 'shape_rule']
+           'NO_HIGHER_ORDER', 'SHAPE_RULES', 'LINALG_DTYPES', 'CALLER_SHAPED', 'Op', 'ops_of', 'Category',
+           'same_shape_dtype', 'conv_out', 'shape_rule']
 
 # %% ../nbs/02_ops.ipynb #b8b574bd
-KINDS = ("input", "source", "elementwise", "reduce", "movement", "indexing", "contraction", "autograd")
+KINDS = ("input", "source", "elementwise", "reduce", "movement", "indexing", "contraction", "linalg", "autograd")
 
 class _OpSet(type):
     "Makes the class `Op` iterable and indexable by name, like an enum."
@@ -102,7 +103,7 @@ ARG_DOC = {
 }
 
 # %% ../nbs/02_ops.ipynb #4b5634b4
-NUMERIC = (float32, float16, int32, int64)
+NUMERIC = (float32, float16, float64, int32, int64)
 ALL = DTYPES
 
 ACCEPTED_DTYPES: dict[Op, tuple] = {op: NUMERIC for op in Op}
@@ -124,11 +125,16 @@ class Category(enum.Enum):
 NO_GRAD_REASONS: dict[Op, tuple[Category, str]] = {
     Op.INPUT: (Category.BY_DESIGN, "a leaf: gradients accumulate here"),
     Op.ARGMAX: (Category.BY_DESIGN, "returns integer indices"), Op.ARGMIN: (Category.BY_DESIGN, "returns integer indices"),
-    Op.MAXPOOL2D_BACKWARD: (Category.BY_DESIGN, "already a backward op: a rule would be a second derivative"),
+    Op.MAXPOOL2D_BACKWARD: (Category.NOT_YET, "max_pool2d's gradient op: its own rule (a second derivative of "
+                                              "max_pool2d, routing through each window's argmax) is not written yet"),
     Op.DETACH: (Category.BY_DESIGN, "where gradients stop"),
     Op.CHECK_INDEX: (Category.BY_DESIGN, "integer indices have no gradient"),
 }
 "Ops that have no gradient rule, with the category and the reason. Autograd fills in the rest."
+
+NO_HIGHER_ORDER: dict[Op, tuple[Category, str]] = {}
+"""Ops whose gradient rule emits an op that has no rule: `create_graph=True` builds their gradient, but a
+second derivative stops there. Autograd fills it in, beside the rules."""
 
 # %% ../nbs/02_ops.ipynb #1efae830
 def same_shape_dtype(srcs) -> tuple:
@@ -289,6 +295,54 @@ def _avgpool(arg, x):
     _pool_check("avg_pool2d", x, (kh, kw), (ph, pw))
     n, c, h, w = x.shape
     return (n, c, _pool_out(h, kh, sh, ph, 1, ceil), _pool_out(w, kw, sw, pw, 1, ceil)), x.dtype
+
+# %% ../nbs/02_ops.ipynb #37a534ff
+_define("linalg", "CHOLESKY INV SOLVE DET SLOGDET EIGH QR SVD")
+LINALG_DTYPES = (float32, float64)
+ACCEPTED_DTYPES.update({op: LINALG_DTYPES for op in ops_of("linalg")})
+ARG_DOC.update({
+    Op.CHOLESKY: "upper: False for L (A = L Lᵀ), True for U = Lᵀ", Op.INV: "None",
+    Op.SOLVE: "None: srcs (A (..., n, n), B (..., n, k)) of one batch shape; the node is X = A⁻¹B",
+    Op.DET: "None", Op.SLOGDET: "0: the sign of det, 1: log|det|",
+    Op.EIGH: "(UPLO, which): the triangle read ('L' or 'U'); which 0: eigenvalues (ascending), 1: eigenvectors (columns)",
+    Op.QR: "(mode, which): mode 'reduced' or 'complete'; which 0: Q, 1: R",
+    Op.SVD: "(full_matrices, which): which 0: U, 1: S (descending), 2: Vh",
+})
+
+def _square(what, x):
+    if len(x.shape) < 2 or x.shape[-1] != x.shape[-2]:
+        raise ShapeError(f"{what} takes (batches of) square matrices (..., n, n), got shape {x.shape}")
+
+def _matrices(what, x):
+    if len(x.shape) < 2: raise ShapeError(f"{what} takes (batches of) matrices (..., m, n), got shape {x.shape}")
+
+@shape_rule(Op.CHOLESKY, Op.INV)
+def _square_same(arg, x): _square("cholesky" if arg is not None else "inv", x); return x.shape, x.dtype
+@shape_rule(Op.DET, Op.SLOGDET)
+def _det(arg, x): _square("det", x); return x.shape[:-2], x.dtype
+@shape_rule(Op.SOLVE)
+def _solve(arg, a, b):
+    _square("solve", a)
+    if len(b.shape) != len(a.shape) or b.shape[:-2] != a.shape[:-2] or b.shape[-2] != a.shape[-1]:
+        raise ShapeError(f"SOLVE takes A (..., n, n) and B (..., n, k) of one batch shape, got {a.shape} and {b.shape}")
+    if a.dtype != b.dtype: raise DTypeError(f"graph op inputs must have one dtype, got {a.dtype} and {b.dtype}")
+    return b.shape, a.dtype
+@shape_rule(Op.EIGH)
+def _eigh(arg, x):
+    _square("eigh", x)
+    return (x.shape[:-1] if arg[1] == 0 else x.shape), x.dtype
+@shape_rule(Op.QR)
+def _qr(arg, x):
+    (mode, which), (m, n) = arg, x.shape[-2:] if len(x.shape) >= 2 else (0, 0)
+    _matrices("qr", x)
+    k = m if mode == "complete" else min(m, n)
+    return x.shape[:-2] + ((m, k) if which == 0 else (k, n)), x.dtype
+@shape_rule(Op.SVD)
+def _svd(arg, x):
+    (full, which), (m, n) = arg, x.shape[-2:] if len(x.shape) >= 2 else (0, 0)
+    _matrices("svd", x)
+    k = min(m, n)
+    return x.shape[:-2] + ((m, m if full else k), (k,), (n if full else k, n))[which], x.dtype
 
 # %% ../nbs/02_ops.ipynb #daaa49e9
 CALLER_SHAPED = {Op.INPUT, Op.RESHAPE, Op.EXPAND, Op.SLICE_BACKWARD}

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Callable
 import numpy as np
 from .dtypes import *
-from .ops import Op, ACCEPTED_DTYPES, NO_GRAD_REASONS, SHAPE_RULES, CALLER_SHAPED
+from .ops import Op, ACCEPTED_DTYPES, NO_GRAD_REASONS, NO_HIGHER_ORDER, SHAPE_RULES, CALLER_SHAPED
 from .graph import toposort
 
 # %% auto #0
@@ -34,7 +34,7 @@ class _Module:
     def __init__(self, module: str): self._module = module
     def __getattr__(self, name): return _Ref(self._module, name)
 
-_F, _NNF = _Module("vkml.functional"), _Module("vkml.nn.functional")
+_F, _NNF, _LA = _Module("vkml.functional"), _Module("vkml.nn.functional"), _Module("vkml.linalg")
 
 @dataclass(frozen=True)
 class Operator:
@@ -52,6 +52,11 @@ def _x(*shape, lo=-1.0, hi=1.0, dtype="float32"):
     return tensor(np.linspace(lo, hi, n, dtype=np.float32).reshape(shape).astype(dtype))
 
 def _pos(*shape): return _x(*shape, lo=0.1, hi=2.0)
+def _spd(n, *batch):
+    "A small, well-conditioned symmetric positive-definite CPU tensor (or a batch of them)."
+    from vkml.tensor import tensor
+    a = np.linspace(-1, 1, n * n, dtype=np.float32).reshape(n, n) * 0.3
+    return tensor(np.broadcast_to(a @ a.T + 2 * np.eye(n, dtype=np.float32), batch + (n, n)).copy())
 def _idx(values): from vkml.tensor import tensor; return tensor(np.array(values, dtype=np.int64))
 def _mask(*shape):
     from vkml.tensor import tensor
@@ -137,6 +142,12 @@ _OPERATORS = [
         ("binary_cross_entropy_with_logits", lambda: _NNF.binary_cross_entropy_with_logits(_x(2, 3), _x(2, 3, lo=0.0, hi=1.0))),
         ("kl_div", lambda: _NNF.kl_div(_x(2, 3, lo=-2.0, hi=-0.5), _x(2, 3, lo=0.1, hi=0.5), reduction="batchmean"))]),
     *_ops("einsum", _F, [("einsum", lambda: _F.einsum("ij,jk->ik", _x(2, 3), _x(3, 4)))]),
+    *[Operator(f"linalg.{n}", "linear algebra", getattr(_LA, n), ex) for n, ex in [
+        ("cholesky", lambda: _LA.cholesky(_spd(3))), ("det", lambda: _LA.det(_spd(3, 2))),
+        ("slogdet", lambda: tuple(_LA.slogdet(_spd(3)))), ("inv", lambda: _LA.inv(_spd(3))),
+        ("solve", lambda: _LA.solve(_spd(3), _x(3))), ("eigh", lambda: tuple(_LA.eigh(_spd(3)))),
+        ("qr", lambda: tuple(_LA.qr(_x(4, 3)))), ("svd", lambda: tuple(_LA.svd(_x(4, 3))))]],
+    Operator("logdet", "linear algebra", _LA.logdet, lambda: _LA.logdet(_spd(3))),
 ]
 
 OPERATORS: dict[str, Operator] = {o.name: o for o in _OPERATORS}
@@ -217,7 +228,7 @@ def operator_table() -> str:
     return "\n".join(rows)
 
 # %% ../nbs/16_registry.ipynb #7a425ee5
-_SHORT = {"float32": "f32", "float16": "f16", "int32": "i32", "int64": "i64", "bool": "b8"}
+_SHORT = {"float32": "f32", "float16": "f16", "float64": "f64", "int32": "i32", "int64": "i64", "bool": "b8"}
 
 def graph_op_rows() -> list[dict]:
     "One dict per graph op, with its registry columns."
@@ -225,16 +236,19 @@ def graph_op_rows() -> list[dict]:
     rows = []
     for op in Op:
         cat, why = NO_GRAD_REASONS.get(op, (None, ""))
+        hcat, hwhy = NO_HIGHER_ORDER.get(op, (None, ""))
         rows.append(dict(op=op.name, dtypes=" ".join(_SHORT[d.name] for d in ACCEPTED_DTYPES.get(op, ())),
-                         numpy=op in cpu, vulkan=op in vk, grad=op in rules,
-                         reason=f"{cat.value}: {why}" if cat is not None and op not in rules else ""))
+                         numpy=op in cpu, vulkan=op in vk, grad=op in rules, grad2=op in rules and hcat is None,
+                         reason=(f"{cat.value}: {why}" if cat is not None and op not in rules else
+                                 f"second order, {hcat.value}: {hwhy}" if hcat is not None else "")))
     return rows
 
 def graph_op_table() -> str:
-    "A markdown table of the graph ops."
-    out = ["| op | dtypes | numpy | vulkan | grad | no-grad reason |", "|---|---|---|---|---|---|"]
+    "A markdown table of the graph ops (grad²: the rule is differentiable itself, for `create_graph=True`)."
+    out = ["| op | dtypes | numpy | vulkan | grad | grad² | no-grad reason |", "|---|---|---|---|---|---|---|"]
     for r in graph_op_rows():
-        out.append(f"| {r['op']} | {r['dtypes']} | {_mark(r['numpy'])} | {_mark(r['vulkan'])} | {_mark(r['grad'])} | {r['reason']} |")
+        out.append(f"| {r['op']} | {r['dtypes']} | {_mark(r['numpy'])} | {_mark(r['vulkan'])} | {_mark(r['grad'])} | "
+                   f"{_mark(r['grad2'])} | {r['reason']} |")
     return "\n".join(out)
 
 # %% ../nbs/16_registry.ipynb #5119f1cf

@@ -8,7 +8,7 @@ import sys, weakref
 import numpy as np
 from .dtypes import *
 from .ops import Op
-from .graph import (Node, make_node, canonical_device, get_backend, take_deferred, no_grad, is_grad_enabled,
+from .graph import (Node, make_node, canonical_device, get_backend, take_deferred, no_grad, enable_grad, is_grad_enabled,
                         check_same_device, defer, toposort, _grad_mode)
 from .schedule import Schedule, fusion_default
 from .ops import VIEW_OPS
@@ -195,9 +195,9 @@ class Tensor(MathOps, ReduceOps, Statistics, ShapeOps, LinalgOps):
     @property
     def is_leaf(self) -> bool:
         return not self.node.requires_grad or (self.node.leaf_of is not None and self.node.leaf_of() is self)
-    def backward(self, gradient=None) -> None:
-        "Accumulate d(self)/d(leaf) into every leaf's `.grad`, lazily (see `vkml.autograd`)."
-        autograd.backward(self, gradient)
+    def backward(self, gradient=None, retain_graph=None, create_graph: bool = False, inputs=None) -> None:
+        "Accumulate d(self)/d(leaf) into every leaf's `.grad` (or only `inputs`'), lazily; `create_graph`: differentiable gradients (see `vkml.autograd`)."
+        autograd.backward(self, gradient, retain_graph, create_graph, inputs)
     def detach(self) -> "Tensor":
         "This tensor's value as one that never requires grad (a lazy DETACH node; a view: it shares the storage)."
         return self._as_view(autograd.detach(self))
@@ -298,8 +298,6 @@ def _host_array(data, dtype) -> np.ndarray:
     try:
         if dtype is not None:
             dtype = to_dtype(dtype)
-            if isinstance(data, np.ndarray) and data.dtype == np.float64:
-                to_dtype(np.float64)  # raises with the cast to make
             if dtype.is_int and not isinstance(data, np.ndarray):
                 raw = np.array(data)
                 if raw.dtype.kind in "iuO" and raw.size:
@@ -308,7 +306,7 @@ def _host_array(data, dtype) -> np.ndarray:
                         raise DTypeError(f"tensor(): a value does not fit in {dtype.name} ({lo} .. {hi}): use a wider dtype")
             return np.array(data, dtype=dtype.np)
         if isinstance(data, np.ndarray):
-            to_dtype(data.dtype)  # raises for float64 and unsupported dtypes
+            to_dtype(data.dtype)  # raises for dtypes vkML does not have, naming the cast
             return data
         arr = np.array(data)
     except ValueError as e:
@@ -344,7 +342,7 @@ def _as_dtype(x):
     if isinstance(x, str) and (x.startswith("cpu") or x.startswith("vulkan")): return None
     try: return to_dtype(x)
     except DTypeError:
-        try: np.dtype(x)   # a dtype numpy knows but vkML does not (int8, float64): say so
+        try: np.dtype(x)   # a dtype numpy knows but vkML does not (int8, complex64): say so
         except (TypeError, ValueError): return None
         raise
 

@@ -45,6 +45,7 @@ class Casts(TensorBase):
         return self if dtype is self.dtype else self._apply(Op.CAST, self, shape=self.shape, dtype=dtype)
     def float(self): return self.cast(float32)
     def half(self): return self.cast(float16)
+    def double(self): return self.cast(float64)
     def int(self): return self.cast(int32)
     def long(self): return self.cast(int64)
     def bool(self): return self.cast(bool_)

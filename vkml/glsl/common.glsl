@@ -1,10 +1,10 @@
 // common.glsl: what every elementwise/reduction shader of vkML shares.
 //   - the extensions for 8/16/64-bit storage and arithmetic (a capability is emitted only where a
 //     variant really uses the type, so an f32 variant does not need f16 or i64 on the device);
-//   - the storage-type macros: ONE of T_F32 T_F16 T_I32 T_I64 T_B8 picks
+//   - the storage-type macros: ONE of T_F32 T_F16 T_F64 T_I32 T_I64 T_B8 picks
 //       T       the element type stored in the buffers (bool is uint8_t, 1 byte like numpy)
-//       ACC     the type we compute in (f16 computes and accumulates in f32, bool in uint)
-//       T_FLOAT defined for the two float types;
+//       ACC     the type we compute in (f16 computes and accumulates in f32, f64 in double, bool in uint)
+//       T_FLOAT defined for the three float types (T_F64 variants need the device's shaderFloat64);
 //   - GID, the flat thread index of a 1-D launch folded into (gx, gy, 1) workgroups;
 //   - 4-D index math: coords of a row-major linear index, and the element offset of a strided view.
 #ifndef VKML_COMMON_GLSL
@@ -23,6 +23,10 @@
   #define T float16_t
   #define ACC float
   #define T_FLOAT 1
+#elif defined(T_F64)
+  #define T double
+  #define ACC double
+  #define T_FLOAT 1
 #elif defined(T_I32)
   #define T int
   #define ACC int
@@ -33,12 +37,14 @@
   #define T uint8_t
   #define ACC uint
 #elif !defined(NO_T)
-  #error "define one of T_F32 T_F16 T_I32 T_I64 T_B8"
+  #error "define one of T_F32 T_F16 T_F64 T_I32 T_I64 T_B8"
 #endif
 
 // The 4-element vector of the storage type, for the VEC4 fast paths.
 #if defined(T_F16)
   #define TV4 f16vec4
+#elif defined(T_F64)
+  #define TV4 dvec4
 #elif defined(T_I32)
   #define TV4 ivec4
 #elif defined(T_I64)
@@ -71,6 +77,7 @@ uvec4 coords4(uint i, uint s1, uint s2, uint s3) {
 // operands into one) skips the divisions.
 #define SHAPE_C(S) (((S)[0] == 1u && (S)[1] == 1u && (S)[2] == 1u) ? uvec4(0u, 0u, 0u, gid) : coords4(gid, (S)[1], (S)[2], (S)[3]))
 
-// An int64 from two push-constant words (low, high).
+// An int64, or a double, from two push-constant words (low, high).
 #define I64(lo, hi) int64_t((uint64_t(uint(hi)) << 32) | uint64_t(uint(lo)))
+#define F64(lo, hi) packDouble2x32(uvec2(uint(lo), uint(hi)))
 #endif

@@ -4,7 +4,7 @@
 
 # %% ../../nbs/24_codegen.ipynb #09367dee
 from __future__ import annotations
-import hashlib, os, shutil, subprocess, tempfile, importlib.resources
+import functools, hashlib, os, re, shutil, struct, subprocess, tempfile, importlib.resources
 from pathlib import Path
 import numpy as np
 from ..dtypes import *
@@ -16,14 +16,15 @@ from .kernel_api import Dispatch, f32_bits, groups_1d
 
 # %% auto #0
 __all__ = ['STORAGE', 'COMPUTE', 'VEC4', 'MASK', 'ARG_HEADER', 'ARG_OPERAND', 'LOCAL', 'FORMS', 'REDUCE_HEADER', 'THREAD_MAX_K',
-           'GLSL_DIR', 'PREBUILT_DIR', 'GLSLC_FLAGS', 'Program', 'describe', 'write_glsl', 'write_reduce_glsl',
-           'reduce_words', 'CompilerError', 'source_hash', 'cache_dir', 'compiler', 'compile_glsl', 'spirv_for',
-           'has_spirv', 'operand_words', 'layout_words', 'param_words', 'single_op_programs', 'prebuilt_sources']
+           'GLSL_DIR', 'PREBUILT_DIR', 'GLSLC_FLAGS', 'Program', 'describe', 'uses_double', 'vec4_ok',
+           'double_literals', 'write_glsl', 'write_reduce_glsl', 'reduce_words', 'CompilerError', 'source_hash',
+           'cache_dir', 'compiler', 'compile_glsl', 'spirv_for', 'has_spirv', 'operand_words', 'layout_words',
+           'param_words', 'single_op_programs', 'prebuilt_sources']
 
 # %% ../../nbs/24_codegen.ipynb #956d6410
-STORAGE = {"float32": "float", "float16": "float16_t", "int32": "int", "int64": "int64_t", "bool": "uint8_t"}
-COMPUTE = {"float32": "float", "float16": "float", "int32": "int", "int64": "int64_t", "bool": "uint"}
-VEC4 = {"float32": "vec4", "float16": "f16vec4", "int32": "ivec4", "int64": "i64vec4", "bool": "u8vec4"}
+STORAGE = {"float32": "float", "float16": "float16_t", "float64": "double", "int32": "int", "int64": "int64_t", "bool": "uint8_t"}
+COMPUTE = {"float32": "float", "float16": "float", "float64": "double", "int32": "int", "int64": "int64_t", "bool": "uint"}
+VEC4 = {"float32": "vec4", "float16": "f16vec4", "float64": "dvec4", "int32": "ivec4", "int64": "i64vec4", "bool": "u8vec4"}
 MASK = 0xFFFFFFFF
 
 def _load(dtype: DType, expr: str) -> str:
@@ -49,8 +50,8 @@ class Program:
     def name(self) -> str: return "gen_" + source_hash(self.source)
 
 def _param_type(letter: str, dtype: DType) -> str:
-    "A parameter's type key: the compute type of `dtype` for 'T', else float ('f') or uint ('u')."
-    return {"T": dtype.name, "f": "float32", "u": "uint"}[letter]
+    "A parameter's type key: the compute type of `dtype` for 'T', else float ('f': double for a float64 node) or uint ('u')."
+    return {"T": dtype.name, "f": "float64" if dtype is float64 else "float32", "u": "uint"}[letter]
 
 def _reduce_first(nodes) -> list:
     "A reduce kernel's nodes as prologue (what the reduction reads), the reduction, epilogue (the rest), each in order."
@@ -158,11 +159,30 @@ _PREAMBLE = """#version 450
 #include "generated.glsl"
 """
 
-def _param_word_count(t: str) -> int: return 2 if t == "int64" else 1
+def uses_double(desc) -> bool:
+    "Does the program of `desc` compute, read or write float64?"
+    operands, ptypes, nodes, _, _ = desc
+    return (any(dt == "float64" for _, dt in operands) or "float64" in ptypes
+            or any(out == "float64" or "float64" in ins for _, _, ins, out, _, _ in nodes))
+
+def vec4_ok(desc) -> bool:
+    "May the program of `desc` take the vec4 form (no float64 operand)?"
+    return all(dt != "float64" for _, dt in desc[0])
+
+def _preamble(desc) -> str: return _PREAMBLE + ('#include "math64.glsl"\n' if uses_double(desc) else "")
+
+_FLOAT_LITERAL = re.compile(r"(?<![\w.])((?:\d+\.\d*|\.\d+)(?:[eE][+-]?\d+)?|\d+[eE][+-]?\d+)(?![\w.])")
+
+def double_literals(expr: str) -> str:
+    "`expr` with its float literals written as doubles (`0.5` -> `0.5lf`); ints, hex and names untouched."
+    return _FLOAT_LITERAL.sub(lambda m: m.group(1) + "lf", expr)
+
+def _param_word_count(t: str) -> int: return 2 if t in ("int64", "float64") else 1
 
 def _param_expr(t: str, w: str) -> str:
     "The GLSL for a parameter of type key `t` whose first word is at args[`w`]."
     if t in ("float32", "float16"): return f"uintBitsToFloat(args[{w}])"
+    if t == "float64": return f"packDouble2x32(uvec2(args[{w}], args[{w} + 1u]))"
     if t == "int32": return f"int(args[{w}])"
     if t == "int64": return f"int64_t((uint64_t(args[{w} + 1u]) << 32) | uint64_t(args[{w}]))"
     return f"args[{w}]"     # bool (0/1) and uint
@@ -177,6 +197,7 @@ def _node_expr(name, variant, ins, out, refs, pidx, pnames, operand_ref, index) 
     names = [(f"v{j}" if kind == "v" else pnames[j] if kind == "p" else operand_ref(j)) for kind, j in refs]
     fmt = dict(zip("abc", names))
     fmt.update({f"p{j}": pnames[p] for j, p in enumerate(pidx)})
+    if out == "float64" or "float64" in ins: tmpl = double_literals(tmpl)
     return _rounded(out, tmpl.format(T=COMPUTE[out], i=index, **fmt))
 
 FORMS = ("scalar", "vec4", "group", "thread")   # elementwise: one or four elements per invocation; reduce: a workgroup or a thread per output
@@ -196,7 +217,7 @@ def write_glsl(desc, form: str = "scalar") -> str:
     if desc[4] is not None: return write_reduce_glsl(desc, form)
     vec4 = form == "vec4"
     operands, ptypes, nodes, stores, _ = desc
-    lines = [_PREAMBLE, *_helpers(nodes), f"layout(local_size_x = {LOCAL}) in;",
+    lines = [_preamble(desc), *_helpers(nodes), f"layout(local_size_x = {LOCAL}) in;",
              "layout(push_constant) uniform PC { uint base; } pc;",
              "layout(std430, set = 0, binding = 0) readonly buffer Args { uint args[]; };"]
     written = {j for _, j in stores}
@@ -262,11 +283,11 @@ def _combine(op: str, dt: str, a: str, b: str) -> str:
     "The GLSL that folds term `b` into accumulator `a` (NaN wins for the float extremes)."
     if op in ("SUM", "MEAN"): return f"{a} + {b}"
     f = "max" if op == "MAX" else "min"
-    if dt in ("float32", "float16"): return f"((isnan({a}) || isnan({b})) ? {a} + {b} : {f}({a}, {b}))"
+    if dt in ("float32", "float16", "float64"): return f"((isnan({a}) || isnan({b})) ? {a} + {b} : {f}({a}, {b}))"
     return f"{f}({a}, {b})"
 
 def _identity(op: str, dt: str) -> str:
-    kind = "f" if dt in ("float32", "float16") else ("i32" if dt == "int32" else "i64")
+    kind = "f" if dt in ("float32", "float16", "float64") else ("i32" if dt == "int32" else "i64")
     key = ("SUM", "f" if kind == "f" else "i") if op in ("SUM", "MEAN") else (op, "f" if kind == "f" else kind)
     return _IDENTITY[key].format(T=COMPUTE[dt])
 
@@ -285,7 +306,7 @@ def write_reduce_glsl(desc, form: str = "group") -> str:
     rop, rarg, (rin,), rout, rrefs, _ = nodes[r]
     acc_t = COMPUTE[rout]
     group = form == "group"
-    lines = [_PREAMBLE, *_helpers(nodes), f"layout(local_size_x = {LOCAL}) in;",
+    lines = [_preamble(desc), *_helpers(nodes), f"layout(local_size_x = {LOCAL}) in;",
              "layout(push_constant) uniform PC { uint base; } pc;",
              "layout(std430, set = 0, binding = 0) readonly buffer Args { uint args[]; };"]
     for j, (role, dt) in enumerate(operands):
@@ -397,8 +418,13 @@ def compiler() -> tuple:
     "(path of glslc or None, why not): `VKML_GLSLC` names one; `VKML_GLSLC=off` pretends there is none."
     want = os.environ.get("VKML_GLSLC", "")
     if want.lower() in ("off", "0", "none"): return None, "VKML_GLSLC=off"
-    path = shutil.which(want or "glslc")
+    path = _which(want or "glslc", os.environ.get("PATH", ""))
     return (path, None) if path else (None, "glslc is not installed (`apt-get install glslc`)")
+
+@functools.lru_cache(maxsize=16)
+def _which(name: str, path: str):
+    "shutil.which, remembered per PATH: every realize asks, and a search of PATH costs more than a dispatch."
+    return shutil.which(name, path=path)
 
 _spirv: dict = {}   # hash -> SPIR-V, this process
 
@@ -460,17 +486,25 @@ def param_words(params) -> tuple:
     out = []
     for v, t in params:
         if t in ("float32", "float16"): out.append(f32_bits(float(v)))
+        elif t == "float64": out += list(struct.unpack("<II", struct.pack("<d", float(v))))
         elif t == "int64": v = int(v); out += [v & MASK, (v >> 32) & MASK]
         elif t == "bool": out.append(1 if v else 0)
         else: out.append(int(v) & MASK)
     return tuple(out)
 
 # %% ../../nbs/24_codegen.ipynb #ad5e2efc
-def _single(op: Op, in_dtypes, out_dtype, arg=None) -> Program:
-    "The program of `op` alone over fresh inputs of `in_dtypes`, stored."
-    srcs = tuple(Node(Op.INPUT, (), None, (4,), d, "vulkan", buf=True) for d in in_dtypes)
-    n = Node(op, srcs, arg, (4,), out_dtype, "vulkan")
+def _single(op: Op, in_dtypes, out_dtype, arg=None, consts=()) -> Program:
+    "The program of `op` alone over fresh inputs of `in_dtypes` (a constant seen through a view at positions `consts`), stored."
+    def src(i, d):
+        if i not in consts: return Node(Op.INPUT, (), None, (4,), d, "vulkan", buf=True)
+        return Node(Op.EXPAND, (Node(Op.CONST, (), 0, (), d, "vulkan"),), None, (4,), d, "vulkan")
+    n = Node(op, tuple(src(i, d) for i, d in enumerate(in_dtypes)), arg, (4,), out_dtype, "vulkan")
     return describe(Kernel("fused", [n], stores=[n]))
+
+# An unfused schedule reads a Python number (`x + 1.0`, `x > 0`, `masked_fill`) as a parameter of the
+# op's kernel, so those variants ship too: each binary op with the number on either side, WHERE with
+# it in either branch or both.
+_CONST_VARIANTS = {2: [(0,), (1,)], 3: [(1,), (2,), (1, 2)]}
 
 def single_op_programs() -> list:
     "Every single-op program that ships prebuilt."
@@ -483,15 +517,18 @@ def single_op_programs() -> list:
             for arg in args:
                 if row.arity == 0: progs.append(_single(op, (), d, arg))
                 elif op is Op.CAST: progs += [_single(op, (d,), to, arg) for to in DTYPES]
-                elif op is Op.WHERE: progs.append(_single(op, (bool_, d, d), d, arg))
-                else: progs.append(_single(op, (d,) * row.arity, row.out_dtype or d, arg))
+                elif op is Op.WHERE:
+                    progs += [_single(op, (bool_, d, d), d, arg, c) for c in [(), *_CONST_VARIANTS[3]]]
+                elif op is Op.ASSIGN: progs.append(_single(op, (d, d), d, arg))
+                else: progs += [_single(op, (d,) * row.arity, row.out_dtype or d, arg, c)
+                                for c in [(), *_CONST_VARIANTS.get(row.arity, [])]]
     return progs
 
 def prebuilt_sources() -> dict:
     "{name: source} of every kernel that ships prebuilt (both forms of every single-op program)."
     out = {}
     for p in single_op_programs():
-        for form in ("scalar", "vec4"):
+        for form in ("scalar", "vec4") if vec4_ok(p.desc) else ("scalar",):
             src = write_glsl(p.desc, form)
             out["gen_" + source_hash(src)] = src
     return out

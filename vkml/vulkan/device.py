@@ -125,7 +125,7 @@ class DeviceInfo:
     driver: str
     api_version: str
     limits: dict
-    features: dict          # f16, i64, storage8, storage16, int8, push_descriptor, cooperative_matrix, coopmat_f16, timestamps...
+    features: dict          # f16, f64, i64, storage8, storage16, int8, push_descriptor, cooperative_matrix, coopmat_f16, timestamps...
     subgroup_size: int
     memory: dict            # heaps and the properties of the memory types vkML uses
     missing: list = field(default_factory=list)  # minimum requirements this device fails
@@ -176,6 +176,7 @@ def _query(vk, index, pd) -> DeviceInfo:
     ts = bool(any(q.timestampValidBits and q.queueFlags & vk.VK_QUEUE_COMPUTE_BIT for q in queues))
     features = dict(
         f16=bool(ok12 and f11.storageBuffer16BitAccess and f12.shaderFloat16),
+        f64=bool(f2.features.shaderFloat64),
         i64=bool(f2.features.shaderInt64),
         storage8=bool(ok12 and f12.storageBuffer8BitAccess),
         storage16=bool(ok12 and f11.storageBuffer16BitAccess),
@@ -288,7 +289,7 @@ def device_features(vk, f: dict) -> tuple:
         f11.pNext = cm
         owners.append(cm)
         exts.append("VK_KHR_cooperative_matrix")
-    core = vk.VkPhysicalDeviceFeatures(shaderInt64=f["i64"])
+    core = vk.VkPhysicalDeviceFeatures(shaderInt64=f["i64"], shaderFloat64=f["f64"])
     feats = vk.VkPhysicalDeviceFeatures2(pNext=f12, features=core)
     return feats, exts, owners + [feats]
 
@@ -341,6 +342,9 @@ class Device:
         if dtype.name == "float16" and not f["f16"]:
             raise FeatureError(f"{self.info.name} cannot run {what} in float16: it lacks shaderFloat16 or "
                                f"storageBuffer16BitAccess; use float32 (`.float()`) or device='cpu'")
+        if dtype.name == "float64" and not f["f64"]:
+            raise FeatureError(f"{self.info.name} cannot run {what} in float64: it lacks shaderFloat64; "
+                               f"cast to float32 (`.float()`) or compute on the CPU (`.to('cpu')`)")
         if dtype.name == "int64" and not f["i64"]:
             raise FeatureError(f"{self.info.name} cannot run {what} in int64: it lacks shaderInt64; "
                                f"use int32 (`.int()`) or device='cpu'")

@@ -15,7 +15,7 @@ from ..graph import Backend, Node, JitError, capture_in_progress, references
 from ..schedule import Kernel, constant_value
 from .device import Device, get_device, STATS, stats, reset_stats, vk_module, devices, check_index
 from .memory import memory, Alloc
-from .kernel_api import Dispatch, Scratch, Flag, vk_kernels, MAX_PUSH_WORDS, LOOP_BUDGET, groups_1d
+from .kernel_api import Dispatch, Scratch, Flag, vk_kernels, kernel_dtypes, MAX_PUSH_WORDS, LOOP_BUDGET, groups_1d
 from .kernels import fill_dispatch
 from . import codegen
 
@@ -728,8 +728,11 @@ class VulkanBackend(Backend):
         can_compile = self.fuses
         for k in schedule.kernels:
             if k.kind == "op":
-                f = vk_kernels.get(k.nodes[0].op)
-                if f is None: missing.add(k.nodes[0].op.name)
+                n = k.nodes[0]
+                f = vk_kernels.get(n.op)
+                if f is None: missing.add(n.op.name)
+                elif n.op in kernel_dtypes and (dt := (n.srcs[0] if n.srcs else n).dtype) not in kernel_dtypes[n.op]:
+                    missing.add(f"{n.op.name} in {dt.name}")
                 launchers.append(f)
                 continue
             launchers.append(None)
@@ -742,7 +745,7 @@ class VulkanBackend(Backend):
             raise BackendError(f"{' '.join(n.op.name for n in uncompiled[0].nodes)} needs a generated kernel that is not "
                                f"prebuilt, and {codegen.compiler()[1]}")
         ids = {id(n) for n in schedule.nodes}
-        lacking = not (dev.info.features["f16"] and dev.info.features["i64"])
+        lacking = not (dev.info.features["f16"] and dev.info.features["i64"] and dev.info.features["f64"])
         for n in schedule.nodes:
             for s in n.srcs:
                 if id(s) not in ids and s.buf is not None:
@@ -898,7 +901,7 @@ class VulkanBackend(Backend):
         views = [b.view for b in bufs]
         if r is None:
             words, vec4 = codegen.layout_words(views, prog.shape)
-            form = "vec4" if vec4 else "scalar"
+            form = "vec4" if vec4 and codegen.vec4_ok(prog.desc) else "scalar"
         else:
             words, form = codegen.reduce_words(prog, views, k.reduce.srcs[0].shape)
         n = words[0]

@@ -10,8 +10,8 @@ from ..dtypes import *
 from ..dtypes import DTYPES
 
 # %% auto #0
-__all__ = ['MAX_PUSH_WORDS', 'MAX_GROUPS', 'LOOP_BUDGET', 'vk_kernels', 'DTYPE_SUFFIX', 'Scratch', 'Flag', 'Dispatch', 'kernel',
-           'sfx', 'f32_bits', 'pad4', 'groups_1d']
+__all__ = ['MAX_PUSH_WORDS', 'MAX_GROUPS', 'LOOP_BUDGET', 'vk_kernels', 'kernel_dtypes', 'DTYPE_SUFFIX', 'Scratch', 'Flag',
+           'Dispatch', 'kernel', 'sfx', 'f32_bits', 'pad4', 'groups_1d']
 
 # %% ../../nbs/23_kernel_api.ipynb #0714b756
 MAX_PUSH_WORDS = 32      # 128 bytes: the push-constant size every Vulkan device guarantees
@@ -46,6 +46,9 @@ class Dispatch:
 vk_kernels: dict = {}
 "Op -> host kernel `(node, out, *srcs) -> list[Dispatch]`; filled by the kernel notebooks."
 
+kernel_dtypes: dict = {}
+"Op -> the dtypes its hand-written kernel has variants for, where that is fewer than the op accepts (pooling has no float64)."
+
 def kernel(*ops):
     "Register the decorated function as the Vulkan kernel of `ops`."
     def deco(f):
@@ -54,10 +57,10 @@ def kernel(*ops):
     return deco
 
 # %% ../../nbs/23_kernel_api.ipynb #c3da71cc
-DTYPE_SUFFIX = {"float32": "f32", "float16": "f16", "int32": "i32", "int64": "i64", "bool": "b8"}
+DTYPE_SUFFIX = {"float32": "f32", "float16": "f16", "float64": "f64", "int32": "i32", "int64": "i64", "bool": "b8"}
 
 def sfx(dtype: DType) -> str:
-    "The variant-name suffix of `dtype`: f32, f16, i32, i64, b8."
+    "The variant-name suffix of `dtype`: f32, f16, f64, i32, i64, b8."
     return DTYPE_SUFFIX[dtype.name]
 
 def f32_bits(x: float) -> int:

@@ -31,8 +31,9 @@ def words(*xs) -> tuple:
     return tuple(out)
 
 def scalar_words(value, dtype: DType) -> tuple:
-    "`value` as the two words a shader reads for `dtype`: float bits, an int, int64 (low, high), bool 0/1."
+    "`value` as the two words a shader reads for `dtype`: float bits, an int, int64 or double (low, high), bool 0/1."
     if isinstance(value, np.ndarray): value = value.item()
+    if dtype is float64: return tuple(int(w) for w in np.array([value], np.float64).view(np.uint32))
     if dtype.is_float: return (f32_bits(float(np.asarray(value, dtype=dtype.np))), 0)
     if dtype.kind == "b": return (1 if value else 0, 0)
     v = int(value)
@@ -144,7 +145,7 @@ ROW_FEW_OUTPUTS = 256  # ... or from 32 terms when there are at most this many o
 SPLIT_GROUPS = 1024    # split rows in two passes when one pass would launch fewer workgroups than this ...
 SPLIT_CHUNK = 1024     # ... and each row has at least two chunks of this many terms
 SPLIT_MAX_PARTS = 1024 # workgroups per row in the first pass (the second reduces this many partials)
-ACC_ITEMSIZE = {"float32": 4, "float16": 4, "int32": 4, "int64": 8, "bool": 4}
+ACC_ITEMSIZE = {"float32": 4, "float16": 4, "float64": 8, "int32": 4, "int64": 8, "bool": 4}
 
 def merge_axes(shape, strides) -> tuple:
     "Drop size-1 axes and merge neighbours that walk memory as one axis: (shape, strides)."

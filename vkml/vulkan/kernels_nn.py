@@ -8,18 +8,20 @@ import math, os
 from ..dtypes import *
 from ..dtypes import prod, contiguous_strides
 from ..ops import Op, conv_out
-from .kernel_api import Dispatch, Scratch, Flag, kernel, sfx, pad4, groups_1d, MAX_GROUPS, MAX_PUSH_WORDS, LOOP_BUDGET
+from .kernel_api import (Dispatch, Scratch, Flag, kernel, sfx, pad4, groups_1d, MAX_GROUPS, MAX_PUSH_WORDS, LOOP_BUDGET,
+                                    kernel_dtypes)
 from .kernels import fill_dispatch, copy_dispatch
 from types import SimpleNamespace as NS
 
 # %% auto #0
 __all__ = ['MATMUL_TILES', 'FILL_GROUPS', 'MIN_TILE_USE', 'SMALL_MAX_MN', 'SPLIT_K_MIN', 'FORCE_TILE', 'COOPMAT_TILES',
-           'COOPMAT_MORE', 'NO_EMULATION', 'COOPMAT', 'COL_SCRATCH_BYTES', 'CT_LOWER_MIN_K', 'INDEX_ADD_CHUNK',
-           'tile_dims', 'matmul_variant', 'split_k', 'matmul_trips', 'coopmat_layout_ok', 'coopmat_variant',
-           'matmul_dispatch', 'matmul_kernel', 'merged_stride', 'im2col_dispatch', 'im2col_kernel', 'implicit_conv',
-           'conv2d_weight_kernel', 'conv2d_kernel', 'taps', 'check_trips', 'col2im_dispatch', 'conv_transpose2d_kernel',
-           'col2im_kernel', 'window_trips', 'maxpool2d_kernel', 'avgpool2d_kernel', 'maxpool2d_backward_kernel',
-           'gather_kernel', 'index_add_kernel', 'scatter_kernel', 'check_index_kernel']
+           'COOPMAT_MORE', 'NO_EMULATION', 'COOPMAT', 'F64_TILES', 'COL_SCRATCH_BYTES', 'CT_LOWER_MIN_K',
+           'INDEX_ADD_CHUNK', 'tile_dims', 'matmul_variant', 'variant_for', 'split_k', 'matmul_trips',
+           'coopmat_layout_ok', 'coopmat_variant', 'matmul_dispatch', 'matmul_kernel', 'merged_stride',
+           'im2col_dispatch', 'im2col_kernel', 'implicit_conv', 'conv2d_weight_kernel', 'conv2d_kernel', 'taps',
+           'check_trips', 'col2im_dispatch', 'conv_transpose2d_kernel', 'col2im_kernel', 'window_trips',
+           'maxpool2d_kernel', 'avgpool2d_kernel', 'maxpool2d_backward_kernel', 'gather_kernel', 'index_add_kernel',
+           'scatter_kernel', 'check_index_kernel']
 
 # %% ../../nbs/26_kernels_nn.ipynb #c9c940c7
 MATMUL_TILES = {"matmul128": (128, 128, 8), "matmul128x64": (128, 64, 16), "matmul64x128": (64, 128, 16),
@@ -37,8 +39,11 @@ COOPMAT_MORE = {"matmul_cm128x128s4": (128, 128, 32), "matmul_cm128x128s8d": (12
 NO_EMULATION = {"matmul_cm128x128s8d"}   # too much shared memory for lavapipe: no emulated twin
 COOPMAT = os.environ.get("VKML_COOPMAT", "auto")   # auto: where the device has them; off; emulate: the emulated kernels anywhere
 
-def tile_dims(name: str) -> tuple:
-    "(BM, BN, BK) of a tiled or tensor-core variant (an emulated one included)."
+F64_TILES = {"matmul": (64, 64, 8)}   # float64's one tile: slabs of 8 doubles (shared memory)
+
+def tile_dims(name: str, dtype=None) -> tuple:
+    "(BM, BN, BK) of a tiled or tensor-core variant (an emulated one included); of float64's tile for `dtype` float64."
+    if dtype is float64: return F64_TILES[name]
     base = name.replace("_emu", "")
     return MATMUL_TILES.get(base) or COOPMAT_TILES.get(base) or COOPMAT_MORE[base]
 
@@ -59,6 +64,11 @@ def matmul_variant(M: int, N: int, batch: int) -> str:
     if M * N <= SMALL_MAX_MN: return "matmul_small"
     return _pick(MATMUL_TILES, M, N, batch, "matmul")
 
+def variant_for(dtype, M: int, N: int, batch: int) -> str:
+    "`matmul_variant`, or for float64 its one tile (or the small kernel)."
+    if dtype is float64: return "matmul_small" if M * N <= SMALL_MAX_MN else "matmul"
+    return matmul_variant(M, N, batch)
+
 def split_k(name: str, M: int, N: int, K: int, nb: int) -> int:
     "Chunks of K for a tiled product that launches too few workgroups to fill the GPU (1: no split)."
     if name == "matmul_small" or FORCE_TILE: return 1
@@ -66,10 +76,10 @@ def split_k(name: str, M: int, N: int, K: int, nb: int) -> int:
     if t >= FILL_GROUPS or K < 2 * SPLIT_K_MIN: return 1
     return min(-(-2 * FILL_GROUPS // t), K // SPLIT_K_MIN)
 
-def matmul_trips(name: str, M: int, N: int, K: int, nb: int, parts: int = 1) -> int:
+def matmul_trips(name: str, M: int, N: int, K: int, nb: int, parts: int = 1, dtype=float32) -> int:
     "Loop trips one invocation of matmul variant `name` runs: its grid loops and K loops (per chunk of K)."
     if name == "matmul_small": return K
-    bm, bn, bk = tile_dims(name)
+    bm, bn, bk = tile_dims(name, dtype)
     per = lambda t: -(-t // min(t, MAX_GROUPS)) if t else 0   # grid-stride trips of one workgroup
     z, y, x = per(nb * parts), per(-(-M // bm)), per(-(-N // bn))
     kpart = -(-K // parts)
@@ -120,7 +130,7 @@ def _sum_slabs(dtype, c, slabs, rows, parts, c_off, f32=False) -> Dispatch:
 def matmul_dispatch(dtype, c, a, b, M, N, K, B1, B2, A, B, C, c_f32=False) -> list:
     "The matmul dispatches; A/B/C are (offset, stride_b1, stride_b2, stride_row, stride_col) in elements."
     nb = B1 * B2
-    name = coopmat_variant(dtype, M, N, K, nb, A, B, c, a, b) or matmul_variant(M, N, nb)
+    name = coopmat_variant(dtype, M, N, K, nb, A, B, c, a, b) or variant_for(dtype, M, N, nb)
     if K == 0: a = b = c   # nothing is read: bind the output so no empty buffer is ever bound
     f32 = c_f32 and dtype == float16
     suffix = sfx(dtype) + ("_f32" if f32 else "")   # f16 operands, f32 result
@@ -129,23 +139,23 @@ def matmul_dispatch(dtype, c, a, b, M, N, K, B1, B2, A, B, C, c_f32=False) -> li
         if K <= LOOP_BUDGET: return [Dispatch(f"{name}_{suffix}", (c, a, b), (M, N, K, B1, B2, *A, *B, *C, 0, 0), groups)]
         parts, kc = -(-K // LOOP_BUDGET), LOOP_BUDGET
     else:
-        bm, bn, bk = tile_dims(name)
+        bm, bn, bk = tile_dims(name, dtype)
         parts = split_k(name, M, N, K, nb)
-        while matmul_trips(name, M, N, K, nb, parts) > LOOP_BUDGET and parts < K: parts *= 2   # lavapipe's budget
+        while matmul_trips(name, M, N, K, nb, parts, dtype) > LOOP_BUDGET and parts < K: parts *= 2   # lavapipe's budget
         kc = -(-K // parts)
         kc = -(-kc // bk) * bk if parts > 1 else 0     # chunks of whole slabs
         if parts > 1: parts = -(-K // kc)
         groups = (min(-(-N // bn), MAX_GROUPS), min(-(-M // bm), MAX_GROUPS), min(nb * parts, MAX_GROUPS))
         if parts == 1: return [Dispatch(f"{name}_{suffix}", (c, a, b), (M, N, K, B1, B2, *A, *B, *C, 0, 0), groups)]
-    # Split K: each chunk's product goes to an f32 slab of a scratch buffer, then a cols reduction sums
+    # Split K: each chunk's product goes to an f32 (float64: f64) slab of a scratch buffer, then a cols reduction sums
     # the slabs of every output in a fixed order (deterministic). Tiled: one dispatch, the chunks on the
     # z grid; small: one dispatch per chunk (lavapipe's loop budget only).
     rows = nb * M * N
-    if not _contiguous_c(M, N, B1, B2, C) or (name != "matmul_small" and matmul_trips(name, M, N, K, nb, parts) > LOOP_BUDGET):
+    if not _contiguous_c(M, N, B1, B2, C) or (name != "matmul_small" and matmul_trips(name, M, N, K, nb, parts, dtype) > LOOP_BUDGET):
         raise BackendError(f"matmul of ({M}x{K}) @ ({K}x{N}) x {nb}: one shader invocation would loop past "
                            f"lavapipe's 65,535 iterations; split the product along K (sum of smaller matmuls)")
-    slabs = Scratch(parts * rows * 4)
-    pname = f"{name}_{sfx(dtype)}" + ("_f32" if dtype == float16 else "")   # partials always in f32
+    slabs = Scratch(parts * rows * (8 if dtype is float64 else 4))
+    pname = f"{name}_{sfx(dtype)}" + ("_f32" if dtype == float16 else "")   # partials in f32 (f64 for float64)
     slab_c = (0, B2 * M * N, M * N, N, 1)
     if name == "matmul_small":
         ds = [Dispatch(pname, (slabs, a, b), (M, N, min(kc, K - k0), B1, B2, A[0] + k0 * A[4], *A[1:],
@@ -201,11 +211,11 @@ def implicit_conv(dt, out, wt, x, N, G, M, Cg, kh, kw, A, a_sc, OH, OW, S, P, D)
     (stride S, padding P, dilation D: pairs) gathered in the kernel. One dispatch, or None when it does not fit."""
     L, K = OH * OW, Cg * kh * kw
     H, W = x.view.shape[2:]
-    name = matmul_variant(M, L, N * G)
+    name = variant_for(dt, M, L, N * G)
     if name == "matmul_small" or not all(-32768 <= v < 32768 for v in (*S, *P, *D)) or not (0 < H < 65536 and 0 < W < 65536):
         return None
-    if matmul_trips(name, M, L, K, N * G) > LOOP_BUDGET: return None   # lavapipe's budget: the lowered path splits K
-    bm, bn, _ = tile_dims(name)
+    if matmul_trips(name, M, L, K, N * G, 1, dt) > LOOP_BUDGET: return None   # lavapipe's budget: the lowered path splits K
+    bm, bn, _ = tile_dims(name, dt)
     xn, xc, xh, xw = x.view.strides
     push = (M, L, K, N, G, *A, x.view.offset, xn, Cg * xc, xc, xw, out.view.offset, G * M * L, M * L, L, 1, 0, 0,
             a_sc, Cg, OW, kw, _pair(H, W), _pair(*S), _pair(*P), _pair(*D), xh, L)
@@ -233,11 +243,11 @@ def conv2d_weight_kernel(node, out, g, x):
         ds.append(cp)
         ga, (gn, gcs), goff, pix = gc, (O * L, L), 0, 1
     else: ga, (gn, gcs), goff = g, g.view.strides[:2], g.view.offset
-    name = matmul_variant(M, NC, G)
+    name = variant_for(dt, M, NC, G)
     if name == "matmul_small": name = "matmul"          # (only tiled variants: K is long here)
-    bm, bn, bk = tile_dims(name)
+    bm, bn, bk = tile_dims(name, dt)
     parts = split_k(name, M, NC, K, G)
-    while matmul_trips(name, M, NC, K, G, parts) > LOOP_BUDGET and parts < K: parts *= 2   # lavapipe's budget
+    while matmul_trips(name, M, NC, K, G, parts, dt) > LOOP_BUDGET and parts < K: parts *= 2   # lavapipe's budget
     per = -(-K // parts)
     kc = -(-per // bk) * bk if parts > 1 else 0     # chunks of whole slabs
     if parts > 1: parts = -(-K // kc)
@@ -250,8 +260,8 @@ def conv2d_weight_kernel(node, out, g, x):
     if parts == 1:
         C_ = (out.view.offset, 0, Og * NC, NC, 1)
         return ds + [Dispatch(f"wgrad{tile}_{sfx(dt)}", (out, ga, x), (M, NC, K, 1, G, *A, *B, *C_, 0, 0, *geo), groups)]
-    rows = G * M * NC                     # partial products in f32 slabs, summed in order by a cols reduction
-    slabs = Scratch(parts * rows * 4)
+    rows = G * M * NC                     # partial products in f32 (f64) slabs, summed in order by a cols reduction
+    slabs = Scratch(parts * rows * (8 if dt is float64 else 4))
     pname = f"wgrad{tile}_{sfx(dt)}" + ("_f32" if dt == float16 else "")
     ds.append(Dispatch(pname, (slabs, ga, x), (M, NC, K, 1, G, *A, *B, 0, 0, Og * NC, NC, 1, kc, rows, *geo), groups))
     return ds + [_sum_slabs(dt, out, slabs, rows, parts, out.view.offset)]
@@ -357,7 +367,7 @@ def conv_transpose2d_kernel(node, out, x, w):
         s0 = w.view.strides[0]
         wa, A = w, (w.view.offset, 0, Cig * s0, ws, s0)
     xn, xc = x.view.strides[:2]
-    per_img = Cout * kk * L * 4     # columns in f32 for f16 too: rounded once, at the end
+    per_img = Cout * kk * L * (8 if dt is float64 else 4)   # columns in f32 for f16 too: rounded once, at the end
     chunk = max(1, min(N, COL_SCRATCH_BYTES // per_img))
     col = Scratch(chunk * per_img)
     for n0 in range(0, N, chunk):
@@ -496,3 +506,6 @@ def check_index_kernel(node, out, idx):
                      (total, *pad4(idx.view.shape), *_p4(idx), size, int(ignore is not None) | int(bool(wrap)) << 1,
                       ig & 0xFFFFFFFF, ig >> 32),
                      groups_1d(total), (0, 2))]
+
+# %% ../../nbs/26_kernels_nn.ipynb #2f2bef62
+kernel_dtypes.update({op: (float32, float16) for op in (Op.MAXPOOL2D, Op.AVGPOOL2D, Op.MAXPOOL2D_BACKWARD)})

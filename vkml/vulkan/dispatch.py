@@ -12,16 +12,17 @@ from ..dtypes import *
 from ..ops import Op, VIEW_OPS
 from ..elementwise import ELEMENTWISE
 from ..graph import Backend, Node, JitError, capture_in_progress, references
-from ..schedule import Kernel
+from ..schedule import Kernel, constant_value
 from .device import Device, get_device, STATS, stats, reset_stats, vk_module, devices, check_index
 from .memory import memory, Alloc
-from .kernel_api import Dispatch, Scratch, vk_kernels, kernel_dtypes, MAX_PUSH_WORDS, LOOP_BUDGET, groups_1d
+from .kernel_api import Dispatch, Scratch, Flag, vk_kernels, kernel_dtypes, MAX_PUSH_WORDS, LOOP_BUDGET, groups_1d
+from .kernels import fill_dispatch
 from . import codegen
 
 # %% auto #0
-__all__ = ['MAX_QUERIES', 'register_shader', 'load_spirv', 'pipeline_cache_path', 'cache_header_ok', 'Pipe', 'Pipelines',
-           'Ranges', 'BarrierPlanner', 'plan_barriers', 'VkTensor', 'ArgsBinding', 'Profile', 'profile', 'Runtime',
-           'runtime', 'Recorder', 'contiguous_view', 'VulkanBackend']
+__all__ = ['MAX_QUERIES', 'INT32_MAX', 'register_shader', 'load_spirv', 'pipeline_cache_path', 'cache_header_ok', 'Pipe',
+           'Pipelines', 'Ranges', 'BarrierPlanner', 'plan_barriers', 'VkTensor', 'Window', 'ArgsBinding', 'Profile',
+           'profile', 'Runtime', 'runtime', 'Recorder', 'contiguous_view', 'VulkanBackend']
 
 # %% ../../nbs/27_dispatch.ipynb #53ba99fe
 _extra_spirv: dict = {}
@@ -210,6 +211,26 @@ class VkTensor:
     def device(self) -> Device: return self.alloc.pool.dev
     def __repr__(self): return f"<VkTensor {self.view.shape} {self.dtype.name} {self.alloc}>"
 
+class Window:
+    "A part of an allocation bound on its own (a view of a tensor larger than one binding may be); shares its fence."
+    __slots__ = ("root", "block", "offset", "size", "use", "pool")
+    def __init__(self, root: Alloc, offset: int, size: int):
+        self.root, self.block, self.offset, self.size, self.use, self.pool = root, root.block, offset, size, root.use, root.pool
+    checks = property(lambda self: self.root.checks, lambda self, v: setattr(self.root, "checks", v))
+    dirty = property(lambda self: self.root.dirty, lambda self, v: setattr(self.root, "dirty", v))
+    def __repr__(self): return f"<Window of {self.root} [{self.offset}, {self.offset + self.size})>"
+
+def _index_error(f: Flag, value: int, pos: int) -> IndexOutOfRangeError:
+    "The error an index check's flag reports: the op, the bad value and where it was."
+    if value >= 1 << 63: value -= 1 << 64
+    where = ""
+    if f.shape and pos < prod(f.shape): where = f" at position {tuple(int(i) for i in np.unravel_index(pos, f.shape))}"
+    dim = f"dim {f.dim} of size {f.size}" if f.dim is not None else f"{f.size} classes"
+    ok = f"{-f.size if f.wrap else 0} .. {f.size - 1}" + (f", or ignore_index={f.ignore}" if f.ignore is not None else "")
+    return IndexOutOfRangeError(f"{f.what}: index {value}{where} is out of range for {dim} (valid: {ok}); it was computed "
+                                f"on the device, so the check ran there: every result of the realize that read it is invalid "
+                                f"and reading any of them raises this error")
+
 class ArgsBinding:
     "A chunk of argument words, bound whole; a dispatch finds its words from the push constant `base`."
     __slots__ = ("alloc",)
@@ -271,6 +292,8 @@ class Runtime:
         self._pc1 = ffi.new("uint32_t[32]")
         self.push_data = {}   # push words -> their cdata (see `push_cdata`)
         self.max_range = device.info.limits["maxStorageBufferRange"]
+        self.watch = set()    # serials of submissions with index checks whose flags are not read yet
+        self.failed = {}      # (serial, flag) -> the IndexOutOfRangeError that flag of that submission reported
         S = dict(compute=vk.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, transfer=vk.VK_PIPELINE_STAGE_TRANSFER_BIT,
                  host=vk.VK_PIPELINE_STAGE_HOST_BIT)
         W = dict(compute=vk.VK_ACCESS_SHADER_WRITE_BIT, transfer=vk.VK_ACCESS_TRANSFER_WRITE_BIT, host=vk.VK_ACCESS_HOST_WRITE_BIT)
@@ -309,7 +332,10 @@ class Runtime:
 
 def runtime(device: Device) -> Runtime:
     rt = getattr(device, "runtime", None)
-    if rt is None: rt = device.runtime = Runtime(device)
+    if rt is None:
+        with device.lock:
+            rt = getattr(device, "runtime", None)
+            if rt is None: rt = device.runtime = Runtime(device)
     return rt
 
 class Recorder:
@@ -337,6 +363,9 @@ class Recorder:
                 queryType=vk.VK_QUERY_TYPE_TIMESTAMP, queryCount=MAX_QUERIES), None)
             lib.vkCmdResetQueryPool(self.cb, self.qpool, 0, MAX_QUERIES)
         self.readbacks_fenced = False
+        self.flags = []                   # (alloc, Flag) of the index checks recorded
+        self.flag_ix = {}                 # id(Flag) -> its index in `flags` (the chunks of one check share it)
+        self.made = []                    # nodes given a buffer outside the schedule's kernels (constants)
         rt.mem.tensors.begin_recording(self.serial)
         self.uploads = list(rt.pending)
         for staging, dst, n in self.uploads: self.copy(staging, 0, dst, 0, n)
@@ -386,20 +415,25 @@ class Recorder:
         nb = len(d.bindings)
         pipe = rt.pipelines.pipes.get((d.shader, nb)) or rt.pipelines.get(d.shader, nb)
         infos, writes_ix = pipe.infos, d.writes
-        reads, writes = [], []
+        reads, writes, allocs, flagged = [], [], [], None
         for i, t in enumerate(d.bindings):
-            if type(t) is Scratch:   # a kernel's temporary: allocated for this recording when first bound
+            tt = type(t)
+            if tt is Scratch:   # a kernel's temporary: allocated for this recording when first bound
                 a = scratch.get(id(t))
                 if a is None: a = scratch[id(t)] = rt.mem.tensors.alloc(t.nbytes)
+            elif tt is Flag:    # an index check's error flag: one per check, zeroed by the host
+                k = self.flag_ix.get(id(t))
+                if k is None: k = self._flag(t)
+                a, flagged = self.flags[k][0], (serial, k)
             else: a = t.alloc
-            if a.size > rt.max_range:
-                raise BackendError(f"{d.shader}: binding {i} is {a.size:,} bytes, more than the "
-                                   f"{rt.max_range:,} one storage buffer may bind on {self.dev.info.name}")
+            if a.size > rt.max_range: self._too_big(d, i, a)
             bi = infos[i]
             bi.buffer, bi.offset, bi.range = a.block.buffer, a.offset, a.size
             (writes if i in writes_ix else reads).append((a.block.id, a.offset, a.offset + a.size))
             a.use[0] = serial
+            allocs.append(a)
             if touched is not None: touched.append(a)
+        if flagged or rt.watch or rt.failed: self._taint(allocs, writes_ix, flagged)
         bar = self.planner.step("compute", reads, writes)
         if bar: self._barrier(bar)
         lib, cb = self.dev.lib, self.cb
@@ -420,6 +454,36 @@ class Recorder:
         self.n += 1
         STATS["dispatches"] += 1
 
+    def _too_big(self, d: Dispatch, i: int, a):
+        raise BackendError(f"{d.shader}: binding {i} is {a.size:,} bytes, more than the {self.rt.max_range:,} one "
+                           f"storage buffer may bind on {self.dev.info.name}: split the tensor into parts under "
+                           f"{self.rt.max_range >> 20} MiB (e.g. `x.split(n)`, then `vkml.cat`), or compute on device='cpu'")
+
+    def _flag(self, f: Flag):
+        "A zeroed host-visible range for index check `f`, read when this submission is done; its index in `flags`."
+        a = self.rt.mem.pool("readback").alloc(16, host=True)
+        a.block.host[a.offset:a.offset + 16] = 0
+        self.flags.append((a, f))
+        self.flag_ix[id(f)] = len(self.flags) - 1
+        self.rt.watch.add(self.serial)
+        if self.capture is not None: self.capture.flag_serials.add(self.serial)
+        return len(self.flags) - 1
+
+    def _taint(self, allocs, writes_ix, flagged):
+        "What a dispatch writes depends on the index checks of what it reads, and on its own (`flagged`)."
+        rt = self.rt
+        kept = self.capture.flag_serials if self.capture is not None else ()   # a replay repeats these checks
+        taint = {flagged} if flagged else set()
+        for i, a in enumerate(allocs):
+            if i not in writes_ix and a.checks:
+                live = {c for c in a.checks if c[0] in rt.watch or c in rt.failed or c[0] in kept}
+                a.checks = frozenset(live) or None
+                taint |= live
+        if taint:
+            for i in writes_ix:
+                a = allocs[i]
+                a.checks = frozenset(taint | (a.checks or set()))
+
     def readback(self, t: VkTensor):
         "Record a copy of `t`'s elements into host-cached memory; returns a function giving the array after the wait."
         if not self.readbacks_fenced:
@@ -437,9 +501,14 @@ class Recorder:
         view, dtype = t.view, t.dtype     # (not `t`: the getter is kept in t.fetch, and a cycle would free t only at a gc)
         return lambda: _host_array(rb.block.host, rb.offset, view, dtype, lo)
 
-    def _done(self, qpool, names, profiles, keep):
-        "Runs when the submission has finished: read the timestamps."
-        dev = self.dev
+    def _done(self, qpool, names, profiles, keep, flags, serial):
+        "Runs when the submission has finished: read the index checks' flags and the timestamps."
+        dev, rt = self.dev, self.rt
+        if flags:
+            rt.watch.discard(serial)
+            for k, (a, f) in enumerate(flags):
+                w = np.frombuffer(a.block.host, np.uint32, 4, a.offset)
+                if w[0]: rt.failed[(serial, k)] = _index_error(f, int(w[1]) | int(w[2]) << 32, int(w[3]))
         if qpool is not None:
             n = 2 * len(names)
             if n:
@@ -455,7 +524,7 @@ class Recorder:
         src, dst, b = self.rt.tail
         ffi = self.dev.ffi
         self.dev.lib.vkCmdPipelineBarrier(self.cb, src, dst, 0, 1, b, 0, ffi.NULL, 0, ffi.NULL)
-        args = (self.qpool, self.names, self.profiles, self.keep)
+        args = (self.qpool, self.names, self.profiles, self.keep, self.flags, self.serial)
         on_done = lambda: self._done(*args)   # holds `keep` (the cdata the command buffer read) until the fence
         cap = self.capture
         if cap is not None and cap.prologue is not None:      # a capture's input copies go first, in the same submission
@@ -471,6 +540,8 @@ class Recorder:
 
     def abort(self):
         "Throw the recording away (an error happened while recording)."
+        if self.flags: self.rt.watch.discard(self.serial)
+        for n in self.made: n.buf = None
         self.touched = None
         self.rt.mem.tensors.end_recording(self.serial)
         self.dev.discard(self.cb)
@@ -494,6 +565,38 @@ def contiguous_view(shape) -> View:
         v = _contiguous[shape] = View.contiguous(shape)
     return v
 
+INT32_MAX = 2**31 - 1
+_REDUCE_OPS = frozenset({Op.SUM, Op.MEAN, Op.MAX, Op.MIN})
+
+def _reduce_terms(n: Node, x) -> int:
+    "How many terms each output of reduction `n` over source view `x` folds."
+    return prod(x.view.shape[a] for a in n.arg[0]) if x.view.shape else 1
+
+def _with_srcs(n: Node, *bufs) -> Node:
+    "`n` over stand-in sources that hold `bufs` (to run a kernel on views the graph does not have)."
+    n.srcs = tuple(Node(Op.INPUT, (), None, b.view.shape, b.dtype, n.device, buf=b) for b in bufs)
+    return n
+
+def _check_32bit(n: Node, srcs):
+    "Refuse a hand-written kernel whose element counts or offsets would not fit the 32-bit integers its shaders use."
+    if prod(n.shape) > INT32_MAX or any(b.view.numel > INT32_MAX and n.op not in _REDUCE_OPS for b in srcs) \
+            or any(b.alloc.size > INT32_MAX and _span(b.view)[1] > INT32_MAX for b in srcs):
+        raise BackendError(f"{n.op.name.lower()} of {n.shape} over {', '.join(str(b.view.shape) for b in srcs)}: more "
+                           f"than 2^31 - 1 elements, and vkML's kernels count with 32-bit integers; work in parts "
+                           f"(e.g. `x.split(n)`), or on device='cpu'")
+
+def _inherit(rt, outs, srcs):
+    "Results no dispatch wrote (they are empty) still depend on their sources' index checks."
+    taint = set()
+    for b in srcs:
+        if b.alloc.checks: taint |= {c for c in b.alloc.checks if c[0] in rt.watch or c in rt.failed}
+    if taint:
+        for o in outs: o.alloc.checks = frozenset(taint | (o.alloc.checks or set()))
+
+def _too_many(k: Kernel, shape):
+    raise BackendError(f"{' '.join(n.op.name.lower() for n in k.nodes)} over {shape}: more than 2^31 - 1 elements, and "
+                       f"vkML's kernels count with 32-bit integers; work in parts (e.g. `x.split(n)`), or on device='cpu'")
+
 class VulkanBackend(Backend):
     "Runs schedules on one Vulkan device."
     name = "vulkan"
@@ -510,6 +613,11 @@ class VulkanBackend(Backend):
         return d
 
     @property
+    def lock(self):
+        "The device's lock: one thread at a time realizes, uploads or reads on it."
+        return self.device.lock
+
+    @property
     def impl(self) -> dict:
         "The ops this backend realizes: every registered kernel, every elementwise op (generated), the views and INPUT."
         d = dict(vk_kernels)
@@ -523,6 +631,9 @@ class VulkanBackend(Backend):
     def from_numpy(self, arr: np.ndarray) -> VkTensor:
         "A tensor holding `arr`: written straight into host-visible memory, or staged for the next submission."
         dev = self.device
+        with dev.lock: return self._from_numpy(dev, arr)
+
+    def _from_numpy(self, dev, arr):
         rt = runtime(dev)
         dt = to_dtype(arr.dtype)
         src = np.ascontiguousarray(arr).reshape(-1).view(np.uint8)
@@ -548,30 +659,43 @@ class VulkanBackend(Backend):
         dev = t.device
         dev.check_open()
         if t.host is not None and not t.alloc.dirty: return np.array(t.host, copy=True)
-        if runtime(dev).capture is not None:
-            raise JitError("a function captured by vkml.jit read a tensor's value on the host (.item(), .numpy(), "
-                           "print...): a replay would not read it again. Return the tensor and read it after the call")
-        if t.fetch is not None:
-            serial, get = t.fetch
-            dev.wait(serial)
+        with dev.lock:          # (a capture holds the lock: another thread waits for its end, the capturing one is refused)
+            rt = runtime(dev)
+            if rt.capture is not None:
+                raise JitError("a function captured by vkml.jit read a tensor's value on the host (.item(), .numpy(), "
+                               "print...): a replay would not read it again. Return the tensor and read it after the call")
+            if t.fetch is not None:
+                serial, get = t.fetch
+                dev.wait(serial)
+            elif rt.mem.direct_readback:
+                dev.wait(t.alloc.use[0])
+                STATS["bytes_downloaded"] += t.view.numel * t.dtype.itemsize
+                get = lambda: _host_array(t.alloc.block.host, t.alloc.offset, t.view, t.dtype, 0)
+            else:
+                rec = Recorder(rt)
+                try: get = rec.readback(t)
+                except BaseException: rec.abort(); raise
+                dev.wait(rec.submit())
+            if t.alloc.checks:       # (an empty result no dispatch wrote waits for the checks it depends on)
+                dev.wait(max(s for s, _ in t.alloc.checks)); self._raise_failed(rt, t.alloc)
             return get()
-        rt = runtime(dev)
-        if rt.mem.direct_readback:
-            dev.wait(t.alloc.use[0])
-            STATS["bytes_downloaded"] += t.view.numel * t.dtype.itemsize
-            return _host_array(t.alloc.block.host, t.alloc.offset, t.view, t.dtype, 0)
-        rec = Recorder(rt)
-        try: get = rec.readback(t)
-        except BaseException: rec.abort(); raise
-        dev.wait(rec.submit())
-        return get()
 
-    def memory_of(self, buf) -> int: return id(buf.alloc)
+    @staticmethod
+    def _raise_failed(rt, a):
+        "Raise the index error of a finished submission this allocation's value depends on, if any."
+        for c in sorted(a.checks):
+            e = rt.failed.get(c)
+            if e is not None: raise type(e)(str(e))
+        a.checks = frozenset(c for c in a.checks if c[0] in rt.watch) or None
+
+    def memory_of(self, buf) -> int:
+        a = buf.alloc
+        return id(a.root if type(a) is Window else a)
     def exclusive(self, node: Node) -> bool:
         buf = node.buf
         if not isinstance(buf, VkTensor) or references(buf) != 1: return False
         a = buf.alloc          # no other view of the allocation, no pending upload into it
-        return references(a) == 1
+        return type(a) is not Window and references(a) == 1
 
     def capture(self, inputs: list, run, notes=None):
         "Record `run` into command buffers kept for replay (see the replay notebook)."
@@ -634,6 +758,9 @@ class VulkanBackend(Backend):
     def run(self, schedule):
         "Record the schedule into one command buffer and submit it once (the host does not wait)."
         dev = self.device
+        with dev.lock: self._run(dev, schedule)
+
+    def _run(self, dev, schedule):
         rt = runtime(dev)
         if rt.capture is None and capture_in_progress() is not None:
             raise JitError(f"a function captured by vkml.jit realized tensors on two devices ({dev.name} too): "
@@ -649,6 +776,9 @@ class VulkanBackend(Backend):
                 else: self._fused(rec, k)
                 done.extend(k.stores or k.nodes)
                 for n in k.frees: n.buf = None      # the memory plan: the range is this recording's to reuse
+            keep = schedule.keep
+            for n in schedule.nodes:                # constants the schedule folded away that a tensor holds
+                if n.buf is None and n.op in VIEW_OPS and id(n) in keep: self._source(rec, n)
             gets = [(n, rec.readback(n.buf)) for n in schedule.readback if n.buf is not None] \
                 if not rt.mem.direct_readback else []
         except BaseException:
@@ -661,16 +791,45 @@ class VulkanBackend(Backend):
         for n, get in gets: n.buf.fetch = (s, get)
         if rt.capture is not None: rt.capture.fetches += [(n.buf, get) for n, get in gets]
 
+    def _source(self, rec, n: Node) -> VkTensor:
+        "`n`'s buffer; a constant seen through views (which the schedule folds away) becomes one element, broadcast."
+        if n.buf is not None: return n.buf
+        v = constant_value(n)
+        if v is None and n.op in VIEW_OPS:    # folded as a constant's view, but the constant was computed since
+            self._view(rec, n); rec.made.append(n)
+            return n.buf
+        if v is None: raise BackendError(f"internal error: {n} was not computed before it was read")
+        a = rec.rt.mem.tensors.alloc(n.dtype.itemsize)
+        for d in fill_dispatch(VkTensor(a, View((1,), (1,), 0), n.dtype), v): rec.record(d, None)
+        n.buf = VkTensor(a, View(n.shape, (0,) * len(n.shape), 0), n.dtype)
+        rec.made.append(n)
+        return n.buf
+
     def _view(self, rec, n: Node):
         "A view node: new strides over its source's memory (a copy first for RESHAPE of a strided view)."
-        s = n.srcs[0].buf
+        s = self._source(rec, n.srcs[0])
         v = _view_of(n.op, n, s.view)
         if v is None:   # RESHAPE of a strided view: materialize it first
             src = n.srcs[0]
             c = Node(Op.CONTIGUOUS, (src,), None, src.shape, n.dtype, n.device)
             self._fused(rec, Kernel("fused", [c], stores=[c]))
             s, v = c.buf, View.contiguous(n.shape)
-        n.buf = VkTensor(s.alloc, v, s.dtype)          # a view keeps its source's dtype
+        n.buf = self._window(rec.rt, VkTensor(s.alloc, v, s.dtype))   # a view keeps its source's dtype
+
+    @staticmethod
+    def _window(rt, t: VkTensor) -> VkTensor:
+        "`t`, bound through a window of just the range it views when its allocation is larger than one binding may be."
+        a = t.alloc
+        if a.size <= rt.max_range: return t
+        root = a.root if type(a) is Window else a
+        isz = t.dtype.itemsize
+        lo, hi = _span(t.view)
+        start = a.offset + lo * isz
+        start -= (start - root.offset) % root.pool.align               # binding offsets are aligned
+        end = min(root.offset + root.size, a.offset + -(-hi * isz // 4) * 4)
+        if end - start > rt.max_range: return t                        # still too big: `record` says so
+        shift = (start - a.offset) // isz
+        return VkTensor(Window(root, start, max(end - start, 4)), View(t.view.shape, t.view.strides, t.view.offset - shift), t.dtype)
 
     def _out(self, rec, n: Node) -> VkTensor:
         "Fresh contiguous memory for node `n`, or its slab of a concatenation's result (the schedule's placement)."
@@ -683,12 +842,42 @@ class VulkanBackend(Backend):
     def _op(self, rec, kernel, n: Node):
         "A node run by its hand-written kernel."
         if n.op is Op.CONCAT and n.buf is not None: return self._concat_rest(rec, kernel, n)
+        srcs = [self._source(rec, s) for s in n.srcs]
+        if n.op in _REDUCE_OPS and _reduce_terms(n, srcs[0]) > INT32_MAX: return self._big_reduce(rec, kernel, n, srcs[0])
         out = self._out(rec, n)
-        ds = kernel(n, out, *(s.buf for s in n.srcs))
+        _check_32bit(n, srcs)
+        ds = kernel(n, out, *srcs)
         scratch = {}          # id(Scratch) -> its allocation, made by `record` when first bound
         for d in ds: rec.record(d, scratch)
+        if not ds and (rec.rt.watch or rec.rt.failed): _inherit(rec.rt, [out], srcs)   # an empty result
         n.buf = out           # (scratch goes when this returns: its range is the recording's to reuse)
 
+    def _big_reduce(self, rec, kernel, n: Node, x: VkTensor):
+        """A reduction of 2^31 terms or more (a broadcast view: no buffer holds that many): the broadcast axes are
+        dropped (a max, min or mean over copies is the value itself) and a sum is scaled by their extent."""
+        axes = n.arg[0]
+        v = x.view
+        bc = [a for a in axes if v.strides[a] == 0 and v.shape[a] > 1]
+        if _reduce_terms(n, x) // prod(v.shape[a] for a in bc) > INT32_MAX:
+            raise BackendError(f"{n.op.name.lower()} over more than 2^31 - 1 stored elements: vkML's kernels count "
+                               f"with 32-bit integers; reduce in parts (e.g. over `x.split(n)`) or on device='cpu'")
+        L = prod(v.shape[a] for a in bc)
+        x1 = VkTensor(x.alloc, View(tuple(1 if a in bc else d for a, d in enumerate(v.shape)), v.strides, v.offset), x.dtype)
+        part = Node(n.op, (), n.arg, n.shape, n.dtype, n.device)
+        self._op(rec, kernel, _with_srcs(part, x1))
+        if n.op is not Op.SUM or n.dtype is bool_:
+            n.buf = part.buf; return
+        dt = float32 if n.dtype.is_float else n.dtype        # f16 scales in f32: 2^31 is past float16's range
+        if dt is int32: L = (L + 2**31) % 2**32 - 2**31       # an int32 sum wraps: so does the product
+        src = part if dt is n.dtype else Node(Op.CAST, (part,), None, n.shape, dt, n.device)
+        c = Node(Op.CONST, (), float(L) if dt.is_float else L, (), dt, n.device)
+        cv = Node(Op.EXPAND, (c,), None, n.shape, dt, n.device) if n.shape else c
+        m = Node(Op.MUL, (src, cv), None, n.shape, dt, n.device)
+        out = m if dt is n.dtype else Node(Op.CAST, (m,), None, n.shape, n.dtype, n.device)
+        nodes = [m] if src is part else [src, m]
+        if out is not m: nodes.append(out)
+        self._fused(rec, Kernel("fused", nodes, stores=[out]))
+        n.buf = out.buf
     def _concat_rest(self, rec, kernel, n: Node):
         "A CONCAT whose result some inputs were written into already (placed): copy only the others."
         placed = {id(s.buf.alloc) for s in n.srcs if s.buf is not None and s.buf.alloc is n.buf.alloc}
@@ -706,7 +895,9 @@ class VulkanBackend(Backend):
             if -(-kk // codegen.LOCAL) > LOOP_BUDGET: return self._unfused(rec, k)   # lavapipe's loop budget
         for n in k.stores:
             if n.op is not Op.ASSIGN: n.buf = self._out(rec, n)
-        bufs = [node.buf for _, node in prog.operands]
+        if prod(prog.shape) > INT32_MAX: _too_many(k, prog.shape)    # (after the allocation: 1 TiB is out of memory first)
+        bufs = [node.buf or self._source(rec, node) for _, node in prog.operands]
+        if any(b.alloc.size > INT32_MAX and _span(b.view)[1] > INT32_MAX for b in bufs): _too_many(k, prog.shape)
         views = [b.view for b in bufs]
         if r is None:
             words, vec4 = codegen.layout_words(views, prog.shape)
@@ -714,7 +905,11 @@ class VulkanBackend(Backend):
         else:
             words, form = codegen.reduce_words(prog, views, k.reduce.srcs[0].shape)
         n = words[0]
-        if n == 0: return self._finish_assigns(k)
+        if n == 0:
+            if rt.watch or rt.failed:
+                outs = [b for (role, _), b in zip(prog.operands, bufs) if role == "out"]
+                _inherit(rt, outs, [b for (role, _), b in zip(prog.operands, bufs) if role != "out"])
+            return self._finish_assigns(k)
         name = rt.programs.get((prog.desc, form))
         if name is None:
             src = codegen.write_glsl(prog.desc, form)

@@ -6,10 +6,13 @@
 // (only where p's other coordinates lie inside idx's shape). Each OUTPUT element scans the index
 // entries along the axis: no atomics, a fixed summation order, exact for integers and the same
 // bits every run. Entries outside [0, dst.shape[axis]) match no output: they are skipped, never
-// written out of bounds (the host rejects them before dispatch where it can).
+// written out of bounds, and raise the error flag (index_flag.glsl; the host rejects those it has
+// before dispatch). The threads at position 0 of the axis check the entries they scan.
 // Floats accumulate in f32 starting from dst, in the order of j (np.add.at's order).
 #include "nn_common.glsl"
 #extension GL_EXT_control_flow_attributes : require
+#define FLAG_BINDING 4
+#include "index_flag.glsl"
 #ifdef SET
   #define FOLD(acc, v) acc = (v)
 #else
@@ -31,6 +34,13 @@ layout(push_constant) uniform PC {
     int axis;
 } p;
 
+// The flat position, in the index's shape, of entry j along the axis at the other coordinates c.
+uint entry_pos(int c[4], int j) {
+    uint f = 0u;
+    [[unroll]] for (int d = 0; d < 4; ++d) f = f * uint(p.ishape[d]) + uint(d == p.axis ? j : c[d]);
+    return f;
+}
+
 void main() {
     const uint gid = GID;
     if (gid >= p.total) return;
@@ -46,16 +56,24 @@ void main() {
     if (inside) {
         const int64_t me = int64_t(c[p.axis]);
         const int n = p.ishape[p.axis], istep = p.is[p.axis], sstep = p.ss[p.axis];
+        const bool check = c[p.axis] == 0;
+        const int64_t size = int64_t(p.shape[p.axis]);
         // lavapipe stops a shader's loops after 65,535 iterations in total, silently: 8 entries per
         // trip (the inner loop is unrolled, so it is no loop), and the host splits longer scans into
         // several dispatches of at most INDEX_ADD_CHUNK entries, each adding onto the previous output.
         int j = 0;
         for (; j + 8 <= n; j += 8) {
-            [[unroll]] for (int u = 0; u < 8; ++u)
-                if (idx[io + (j + u) * istep] == me) FOLD(acc, TO_ACC(src[so + (j + u) * sstep]));
+            [[unroll]] for (int u = 0; u < 8; ++u) {
+                const int64_t v = idx[io + (j + u) * istep];
+                if (v == me) FOLD(acc, TO_ACC(src[so + (j + u) * sstep]));
+                else if (check && (v < 0 || v >= size)) report_index(v, entry_pos(c, j + u));
+            }
         }
-        for (; j < n; ++j)
-            if (idx[io + j * istep] == me) FOLD(acc, TO_ACC(src[so + j * sstep]));
+        for (; j < n; ++j) {
+            const int64_t v = idx[io + j * istep];
+            if (v == me) FOLD(acc, TO_ACC(src[so + j * sstep]));
+            else if (check && (v < 0 || v >= size)) report_index(v, entry_pos(c, j));
+        }
     }
     y[gid] = FROM_ACC(acc);
 }

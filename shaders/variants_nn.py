@@ -77,6 +77,7 @@ def _rows():
         rows.append((f"index_add_{s}", "index_add.comp", {_T[s]: "1"}))
     for s in ("f32", "f16", "f64", "i32", "i64", "b8"):
         rows.append((f"scatter_{s}", "index_add.comp", {_T[s]: "1", "SET": "1"}))
+    rows.append(("check_index_i64", "check_index.comp", {"T_I64": "1"}))
     return rows
 
 

@@ -6,7 +6,7 @@
   mistaken for a green run).
 - Every test gets a 300 s budget from pytest-timeout unless `--timeout` or a `timeout` mark says otherwise.
 """
-import os, subprocess, sys, functools
+import os, subprocess, sys, functools, tempfile
 from pathlib import Path
 import pytest
 
@@ -28,6 +28,12 @@ def pytest_addoption(parser):
 def pytest_configure(config):
     config.addinivalue_line("markers", "slow: a long run, only with --runslow or VKML_SLOW=1")
     config.addinivalue_line("markers", "vulkan: needs a Vulkan device (skipped without one; fails with VKML_REQUIRE_VULKAN=1)")
+    # Validation messages of the processes the tests start (notebooks, the demo, scripts) land in one file,
+    # which the autouse fixture below reads as well; a nested pytest session keeps its parent's file.
+    if env_flag("VKML_VALIDATION") and not os.environ.get("VKML_VALIDATION_LOG"):
+        fd, path = tempfile.mkstemp(prefix="vkml-validation-", suffix=".log")
+        os.close(fd)
+        os.environ["VKML_VALIDATION_LOG"] = path
     # pytest-timeout reads its settings in its own pytest_configure, which runs after this one (tryfirst).
     try: ini = config.getini("timeout")
     except ValueError: return  # pytest-timeout is not installed
@@ -107,17 +113,27 @@ def pytest_runtest_setup(item):
     if item.get_closest_marker("vulkan") is not None: require_vulkan()
 
 
+def _log_size(log) -> int:
+    try: return os.path.getsize(log)
+    except OSError: return 0
+
 @pytest.fixture(autouse=True)
 def no_validation_messages():
-    "With VKML_VALIDATION=1 the Khronos layer watches every Vulkan call: any message it reports fails the test."
+    """With VKML_VALIDATION=1 the Khronos layer watches every Vulkan call: any message it reports fails the test,
+    in this process or in one the test started (they append to VKML_VALIDATION_LOG)."""
     dev = sys.modules.get("vkml.vulkan.device")
     if dev is not None: dev.clear_validation_messages()
+    log = os.environ.get("VKML_VALIDATION_LOG")
+    start = _log_size(log) if log else 0
     yield
     dev = sys.modules.get("vkml.vulkan.device")
+    msgs = []
     if dev is not None:
         msgs = list(dev.validation_messages())
         dev.clear_validation_messages()
-        assert not msgs, "the validation layer reported:\n" + "\n".join(msgs[:5])
+    if log and _log_size(log) > start:
+        with open(log, "rb") as f: f.seek(start); msgs += f.read().decode(errors="replace").splitlines()
+    assert not msgs, "the validation layer reported:\n" + "\n".join(dict.fromkeys(msgs[:10]))
 
 
 @pytest.fixture

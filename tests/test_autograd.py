@@ -344,7 +344,7 @@ def test_leaf_made_from_a_computation_stops_there():
 
 # --- through the public operators -----------------------------------------------------------------------
 
-F = pytest.importorskip("vkml.functional")
+VF = pytest.importorskip("vkml.functional")
 
 def test_broadcasting_grads_sum_back():
     a = tensor(np.arange(3, dtype=np.float32).reshape(3, 1), requires_grad=True)
@@ -355,7 +355,7 @@ def test_broadcasting_grads_sum_back():
 
 def test_grads_through_views_slices_and_cat():
     x = tensor(np.arange(12, dtype=np.float32).reshape(3, 4), requires_grad=True)
-    y = F.cat([x[1:, ::2], x.permute(1, 0)[::-1, :2]], 0).reshape(3, 4)   # (2, 2) and (4, 2) -> (6, 2) -> (3, 4)
+    y = VF.cat([x[1:, ::2], x.permute(1, 0)[::-1, :2]], 0).reshape(3, 4)   # (2, 2) and (4, 2) -> (6, 2) -> (3, 4)
     w = np.arange(12, dtype=np.float32).reshape(3, 4) - 5
     (y * tensor(w)).sum().backward()
     idx = np.arange(12).reshape(3, 4)                  # where each element of y came from
@@ -525,33 +525,33 @@ def test_backward_of_an_integer_output_is_refused():
 
 # --- gradcheck of the public operators (compositions of the rules) ---------------------------------------
 
-NF = pytest.importorskip("vkml.nn.functional")
+F = pytest.importorskip("vkml.nn.functional")
 LAB = np.array([1, 0, 2])
 
 PUBLIC = {
-    "softmax": (lambda x: NF.softmax(x, -1), [r(3, 4)]),
-    "log_softmax": (lambda x: NF.log_softmax(x, 1), [r(3, 4)]),
-    "cross_entropy": (lambda x: NF.cross_entropy(x, tensor(LAB), label_smoothing=0.1), [r(3, 4)]),
-    "mse_loss": (lambda x, y: NF.mse_loss(x, y), [r(3, 4), r(3, 4, seed=1)]),
-    "smooth_l1_loss": (lambda x, y: NF.smooth_l1_loss(x, y), [r(3, 4), r(3, 4, seed=1)]),
-    "binary_cross_entropy_with_logits": (lambda x, y: NF.binary_cross_entropy_with_logits(x, y),
+    "softmax": (lambda x: F.softmax(x, -1), [r(3, 4)]),
+    "log_softmax": (lambda x: F.log_softmax(x, 1), [r(3, 4)]),
+    "cross_entropy": (lambda x: F.cross_entropy(x, tensor(LAB), label_smoothing=0.1), [r(3, 4)]),
+    "mse_loss": (lambda x, y: F.mse_loss(x, y), [r(3, 4), r(3, 4, seed=1)]),
+    "smooth_l1_loss": (lambda x, y: F.smooth_l1_loss(x, y), [r(3, 4), r(3, 4, seed=1)]),
+    "binary_cross_entropy_with_logits": (lambda x, y: F.binary_cross_entropy_with_logits(x, y),
                                          [r(3, 4), r(3, 4, lo=0, hi=1, seed=1)]),
-    "layer_norm": (lambda x, w, b_: NF.layer_norm(x, (4,), w, b_), [r(3, 4), r(4, seed=1), r(4, seed=2)]),
-    "batch_norm": (lambda x, w, b_: NF.batch_norm(x, None, None, w, b_, training=True),
+    "layer_norm": (lambda x, w, b_: F.layer_norm(x, (4,), w, b_), [r(3, 4), r(4, seed=1), r(4, seed=2)]),
+    "batch_norm": (lambda x, w, b_: F.batch_norm(x, None, None, w, b_, training=True),
                    [r(4, 3, 2, 2), r(3, seed=1), r(3, seed=2)]),
-    "linear": (lambda x, w, b_: NF.linear(x, w, b_), [r(3, 4), r(5, 4, seed=1), r(5, seed=2)]),
+    "linear": (lambda x, w, b_: F.linear(x, w, b_), [r(3, 4), r(5, 4, seed=1), r(5, seed=2)]),
     "matmul (batch broadcast)": (lambda a, b_: a @ b_, [r(2, 3, 4), r(4, 2, seed=1)]),
-    "conv2d": (lambda x, w, b_: NF.conv2d(x, w, b_, stride=2, padding=1), [r(2, 3, 5, 5), r(4, 3, 3, 3, seed=1), r(4, seed=2)]),
-    "conv_transpose2d": (lambda x, w, b_: NF.conv_transpose2d(x, w, b_, stride=2, padding=1, output_padding=1),
+    "conv2d": (lambda x, w, b_: F.conv2d(x, w, b_, stride=2, padding=1), [r(2, 3, 5, 5), r(4, 3, 3, 3, seed=1), r(4, seed=2)]),
+    "conv_transpose2d": (lambda x, w, b_: F.conv_transpose2d(x, w, b_, stride=2, padding=1, output_padding=1),
                          [r(1, 3, 3, 3), r(3, 2, 3, 3, seed=1), r(2, seed=2)]),
-    "max_pool2d": (lambda x: NF.max_pool2d(x, 2, 2, ceil_mode=True), [r(1, 2, 5, 5)]),
-    "avg_pool2d": (lambda x: NF.avg_pool2d(x, 3, 2, 1, ceil_mode=True, count_include_pad=False), [r(1, 2, 6, 6)]),
-    "adaptive_avg_pool2d": (lambda x: NF.adaptive_avg_pool2d(x, (2, 3)), [r(1, 2, 5, 7)]),
-    "scaled_dot_product_attention": (lambda q, k, v: NF.scaled_dot_product_attention(q, k, v, is_causal=True),
+    "max_pool2d": (lambda x: F.max_pool2d(x, 2, 2, ceil_mode=True), [r(1, 2, 5, 5)]),
+    "avg_pool2d": (lambda x: F.avg_pool2d(x, 3, 2, 1, ceil_mode=True, count_include_pad=False), [r(1, 2, 6, 6)]),
+    "adaptive_avg_pool2d": (lambda x: F.adaptive_avg_pool2d(x, (2, 3)), [r(1, 2, 5, 7)]),
+    "scaled_dot_product_attention": (lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True),
                                      [r(1, 3, 4), r(1, 3, 4, seed=1), r(1, 3, 4, seed=2)]),
-    "embedding": (lambda w: NF.embedding(tensor(np.array([0, 2, 2])), w), [r(4, 3)]),
+    "embedding": (lambda w: F.embedding(tensor(np.array([0, 2, 2])), w), [r(4, 3)]),
     "var / logsumexp / norm": (lambda x: x.var(1) + x.logsumexp(1) + x.norm(), [r(3, 4)]),
-    "einsum": (lambda a, b_: F.einsum("ij,jk->ik", a, b_), [r(2, 3), r(3, 2, seed=1)]),
+    "einsum": (lambda a, b_: VF.einsum("ij,jk->ik", a, b_), [r(2, 3), r(3, 2, seed=1)]),
     "getitem / flip / repeat": (lambda x: x[1:, ::-2].flip(0).repeat(2, 1), [r(3, 4)]),
 }
 

@@ -63,7 +63,7 @@ def check(got, ref, dt, scale=1.0, absref=None, k=1):
 # ---------------------------------------------------------------- completeness
 def test_every_op_has_an_implementation():
     from vkml.elementwise import ELEMENTWISE
-    assert set(numpy_impl) | set(ELEMENTWISE) == set(Op) and len(Op) == 79
+    assert set(numpy_impl) | set(ELEMENTWISE) == set(Op) and len(Op) == 80
 
 def test_zero_d_tensor_keeps_its_shape():
     assert tensor(np.float32(1.5)).shape == () and tensor(np.array(2, np.int64)).numpy().shape == ()

@@ -1,7 +1,9 @@
 """Memory stays flat: 1,000 training steps of a small MLP with Adam, 1,000 inference batches under
-no_grad and 1,000 replayed steps keep the device bytes in use and the number of live buffers exactly
-where they were after step 2, and the host's resident memory within a few percent. A planted leak (a
-range the allocator never takes back) fails the same check."""
+no_grad and 1,000 replayed steps keep the device bytes in use, the number of live buffers and the
+Vulkan objects (pipelines, descriptor set layouts, command buffers, fences, generated programs)
+exactly where they were after step 2, and the host's resident memory within a few percent. A planted
+leak (a range the allocator never takes back) fails the same check. (`vkml.close()` releasing
+everything is tests/test_reliability.py's `test_close_releases_everything_and_reopening_leaks_nothing`.)"""
 import gc
 import os
 import numpy as np
@@ -25,16 +27,30 @@ def rss() -> int:
     with open("/proc/self/statm") as f: return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
 
+def vk_objects() -> dict:
+    "Counts of the Vulkan objects a step could leak: pipelines, descriptor set layouts, command buffers, fences, programs."
+    from vkml.vulkan.device import get_device, stats
+    from vkml.vulkan.dispatch import runtime
+    dev = get_device(); rt = runtime(dev)
+    m = vkml.memory_stats("vulkan")
+    return dict(pipelines=len(rt.pipelines.pipes), layouts=len(rt.pipelines.layouts),
+                pipelines_created=stats()["pipelines_created"], command_buffers=len(dev._cbs) + len(dev._inflight),
+                fences=len(dev._fences) + len(dev._inflight), buffers=m["buffers"], blocks=m["blocks"],
+                bytes_in_use=m["bytes_in_use"], programs=len(rt.programs))
+
+
 def sample() -> tuple:
     s = vkml.memory_stats()
-    return s["bytes_in_use"], s["buffers"], rss()
+    return s["bytes_in_use"], s["buffers"], rss(), vk_objects()
 
 
 def assert_flat(samples, what):
-    "Every sample after step 2 has the device bytes and buffers of step 2, and RSS within the tolerance."
-    (b0, n0, r0), last = samples[0], samples[-1]
-    grew = [(i + 2, b, n) for i, (b, n, _) in enumerate(samples) if (b, n) != (b0, n0)]
+    "Every sample after step 2 has the device bytes, buffers and Vulkan objects of step 2, and RSS within the tolerance."
+    (b0, n0, r0, o0), last = samples[0], samples[-1]
+    grew = [(i + 2, b, n) for i, (b, n, _, _) in enumerate(samples) if (b, n) != (b0, n0)]
     assert not grew, f"{what}: device memory moved after step 2 (step, bytes, buffers): first {grew[:3]}, was {(b0, n0)}"
+    moved = [(i + 2, {k: (o0[k], o[k]) for k in o0 if o[k] != o0[k]}) for i, (_, _, _, o) in enumerate(samples) if o != o0]
+    assert not moved, f"{what}: Vulkan objects moved after step 2 (step, {{count: (was, now)}}): first {moved[:3]}"
     assert last[2] <= r0 * (1 + RSS_TOLERANCE), f"{what}: host RSS grew from {r0:,} to {last[2]:,} bytes"
 
 

@@ -82,11 +82,20 @@ class CPUBackend(Backend):
     def run(self, schedule):
         with np.errstate(all="ignore"):
             for k in schedule.kernels:
-                for n in k.nodes: n.buf = compute(n)
+                for n in k.nodes: n.buf = _compute_host(n)
                 stored = {id(n) for n in k.stores}
                 for n in k.nodes:
                     if id(n) not in stored and n.op not in VIEW_OPS: n.buf = None
                 for n in k.frees: n.buf = None
+
+def _compute_host(n: Node) -> np.ndarray:
+    "`compute(n)`, with numpy's out-of-memory errors as vkML's."
+    try: return compute(n)
+    except (MemoryError, ValueError) as e:
+        if isinstance(e, VkmlError) or (isinstance(e, ValueError) and "too big" not in str(e)): raise
+        raise OutOfMemoryError(f"the CPU backend cannot hold {n.op.name.lower()}'s result of shape {n.shape} "
+                               f"({prod(n.shape) * n.dtype.itemsize:,} bytes) or its temporaries ({e}): use smaller "
+                               f"tensors or batches") from None
 
 def compute(n: Node) -> np.ndarray:
     "The array of node `n` from its sources' arrays (the oracle's definition of every op)."
@@ -245,6 +254,17 @@ def _scatter(n, dst, idx, src):
     keep = flat.size - 1 - last
     out.reshape(-1)[flat[keep]] = src.reshape(-1)[keep]
     return out
+@impl(Op.CHECK_INDEX)
+def _check_index_op(n, idx):
+    what, size, ignore, dim, wrap = n.arg
+    bad = (idx < (-size if wrap else 0)) | (idx >= size)
+    if ignore is not None: bad &= idx != ignore
+    if bad.any():
+        pos = tuple(int(i) for i in np.argwhere(bad)[0])
+        ok = f"{-size if wrap else 0} .. {size - 1}" + (f", or ignore_index={ignore}" if ignore is not None else "")
+        of = f"dim {dim} of size {size}" if dim is not None else f"{size} classes"
+        raise IndexOutOfRangeError(f"{what}: index {int(idx[pos])} at position {pos} is out of range for {of} (valid: {ok})")
+    return np.where(idx < 0, idx + size, idx) if wrap else idx.copy()
 
 @impl(Op.INDEX_ADD)
 def _index_add(n, dst, idx, src):

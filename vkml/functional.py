@@ -102,8 +102,12 @@ def arange(start, end=None, step=1, *, dtype=None, device="cpu", requires_grad=F
     check_dtype("arange", dtype, ACCEPTED_DTYPES[Op.ARANGE])
     start, step = scalar_as(start, dtype, "arange"), scalar_as(step, dtype, "arange")
     if step == 0: raise ArgumentError("arange's step must not be zero")
-    n = len(range(start, int(end), step)) if dtype.is_int and isinstance(end, (int, np.integer)) else \
-        builtins.max(0, math.ceil((end - start) / step))
+    if dtype.is_int and isinstance(end, (int, np.integer)):   # exact for any Python int (len(range) overflows past 2^63)
+        n = builtins.max(0, (int(end) - start + step - (1 if step > 0 else -1)) // step)
+    else:
+        try: n = builtins.max(0, math.ceil((end - start) / step))
+        except OverflowError: n = math.inf
+    if n > 2**62: raise ArgumentError(f"arange({start}, {end}, {step}) would have {n} elements: no device holds that many")
     if (end - start) * step < 0: raise ArgumentError(f"arange({start}, {end}, {step}): the step goes away from end")
     if dtype.is_int and n:
         lo, hi = INT_RANGE[dtype]
@@ -120,7 +124,9 @@ def linspace(start, end, steps: int, *, dtype=None, device="cpu", requires_grad=
     start, end = _number(start, "linspace"), _number(end, "linspace")
     for v in (start, end):
         if not is_scalar(v) or isinstance(v, (bool, np.bool_)): raise DTypeError(f"linspace takes numbers, got {v!r}")
-    start, end, device = float(start), float(end), canonical_device(device)
+    try: start, end = float(start), float(end)
+    except OverflowError: raise ArgumentError(f"linspace's ends must be finite, got {start}, {end}") from None
+    device = canonical_device(device)
     if not (math.isfinite(start) and math.isfinite(end)): raise ArgumentError(f"linspace's ends must be finite, got {start}, {end}")
     if steps <= 1: t = full((steps,), start, dtype=float32, device=device)
     else:

@@ -82,6 +82,11 @@ class Backend:
     def run(self, schedule) -> None:
         "Compute every kernel of `schedule` (a `vkml.schedule.Schedule`), leaving results in the nodes' `buf`."
         raise NotImplementedError
+    @property
+    def lock(self):
+        "The lock `realize` holds while it schedules and runs on this backend: one thread at a time."
+        lk = self.__dict__.get("_lock")
+        return lk if lk is not None else self.__dict__.setdefault("_lock", threading.RLock())
     def memory_of(self, buf):
         "The identity of the memory `buf` lives in (two views of one buffer give the same)."
         return id(buf)
@@ -127,7 +132,7 @@ def canonical_device(device) -> str:
 def get_backend(device: str) -> Backend:
     "The backend object of a canonical device name, created on first use."
     b = _backends.get(device)
-    if b is None: b = _backends[device] = _FACTORIES[device.partition(":")[0]](device)
+    if b is None: b = _backends.setdefault(device, _FACTORIES[device.partition(":")[0]](device))   # one, if two threads race
     return b
 
 # %% ../nbs/04_graph.ipynb #11c3c51a
@@ -174,18 +179,21 @@ def toposort(nodes, skip=lambda n: False) -> list:
 
 # %% ../nbs/04_graph.ipynb #9e183724
 _deferred: dict = {}   # device -> weak references to tensors waiting for the next realize there
+_deferred_lock = threading.Lock()
 
 def defer(*tensors) -> None:
     "Realize `tensors` together with the next realize on their device (`backward` defers its loss this way)."
-    for t in tensors:
-        if t.node.realized: continue
-        refs = _deferred.setdefault(t.device, [])
-        if len(refs) >= 64: refs[:] = [r for r in refs if r() is not None]   # prune the dead
-        refs.append(weakref.ref(t))
+    with _deferred_lock:
+        for t in tensors:
+            if t.node.realized: continue
+            refs = _deferred.setdefault(t.device, [])
+            if len(refs) >= 64: refs[:] = [r for r in refs if r() is not None]   # prune the dead
+            refs.append(weakref.ref(t))
 
 def take_deferred(device: str) -> list:
     "The nodes deferred on `device` (whose tensors are still alive), forgetting them."
-    return [t.node for r in _deferred.pop(device, ()) if (t := r()) is not None]
+    with _deferred_lock: refs = _deferred.pop(device, ())
+    return [t.node for r in refs if (t := r()) is not None]
 
 # %% ../nbs/04_graph.ipynb #4d2694b1
 class JitError(VkmlError, RuntimeError):

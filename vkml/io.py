@@ -4,10 +4,10 @@
 
 # %% ../nbs/34_io.ipynb #dc641e2d
 from __future__ import annotations
-import json, os, tempfile
+import json, os, socket, tempfile
 import numpy as np
 import vkml
-from .dtypes import CheckpointError
+from .dtypes import CheckpointError, DTypeError, ShapeError
 from .tensor import Tensor
 
 # %% auto #0
@@ -15,29 +15,63 @@ __all__ = ['save', 'load']
 
 # %% ../nbs/34_io.ipynb #5845dfb0
 _META_KEY = "vkml"
+_KEYS = (str, int, float, type(None))   # dict keys JSON keeps as they are (bool is an int)
 
-def _flatten(obj, path, arrays):
-    "The JSON tree of `obj`; tensors and arrays go into `arrays` under their dotted path."
+def _flatten(obj, path, arrays, seen=()):
+    "The JSON tree of `obj`; tensors and arrays go into `arrays` under their dotted path (made unique)."
     name = ".".join(path)
     if isinstance(obj, (Tensor, np.ndarray)):
-        if name in arrays: raise CheckpointError(f"two entries of the state dict are both named {name!r}")
         a = obj.numpy() if isinstance(obj, Tensor) else obj
-        arrays[name] = np.array(a, order="C", copy=True)   # (np.ascontiguousarray would make 0-d arrays 1-d)
-        return {"tensor": name, "ndarray": isinstance(obj, np.ndarray)}
+        key, n = name, 1
+        while key in arrays: key, n = f"{name}#{n}", n + 1   # 'a.b' and {'a': {'b'}}, or 1 and '1': both kept
+        arrays[key] = np.array(a, order="C", copy=True)     # (np.ascontiguousarray would make 0-d arrays 1-d)
+        return {"tensor": key, "ndarray": isinstance(obj, np.ndarray)}
+    if isinstance(obj, (dict, list, tuple)):
+        if id(obj) in seen: raise CheckpointError(f"cannot save {name or 'the object'}: it contains itself")
+        seen = seen + (id(obj),)
     if isinstance(obj, dict):
-        return {"dict": [[str(k), _flatten(v, path + [str(k)], arrays)] for k, v in obj.items()]}
+        items = []
+        for k, v in obj.items():
+            if isinstance(k, np.integer): k = int(k)
+            if not isinstance(k, _KEYS):
+                raise CheckpointError(f"cannot save the key {k!r} ({type(k).__name__}) at {name!r}: dict keys must be "
+                                      f"str, int, float or None")
+            items.append([k, _flatten(v, path + [str(k)], arrays, seen)])
+        return {"dict": items, "keys": "json"}       # keys as JSON values: 1 stays an int, distinct from '1'
     if isinstance(obj, (list, tuple)):
-        return {"list": [_flatten(v, path + [str(i)], arrays) for i, v in enumerate(obj)], "tuple": isinstance(obj, tuple)}
+        return {"list": [_flatten(v, path + [str(i)], arrays, seen) for i, v in enumerate(obj)], "tuple": isinstance(obj, tuple)}
     if obj is None or isinstance(obj, (bool, int, float, str)): return {"value": obj}
     raise CheckpointError(f"cannot save a {type(obj).__name__} at {name!r}: save tensors, arrays, numbers, strings, lists and dicts")
+
+_TMP = ".vkml-save"
+
+def _leftovers(path: str) -> list:
+    "Temporary files of interrupted saves to `path` (by a process of this machine that no longer runs)."
+    d, base = os.path.split(os.path.abspath(path))
+    host, out = socket.gethostname(), []
+    try: names = os.listdir(d)
+    except OSError: return []
+    for f in names:
+        if not (f.startswith(f".{base}{_TMP}-") and f.endswith(".tmp")): continue   # .<base>.vkml-save-<host>-<pid>.<random>.tmp
+        h, _, pid = f[len(f".{base}{_TMP}-"):-len(".tmp")].rpartition(".")[0].rpartition("-")
+        if h != host or not pid.isdigit(): continue
+        try: os.kill(int(pid), 0)
+        except ProcessLookupError: out.append(os.path.join(d, f))
+        except OSError: pass       # it runs (as another user): not ours to remove
+    return out
 
 def save(obj, path) -> None:
     "Write `obj` (a state dict: tensors, nested dicts/lists, numbers) to `path` as safetensors, atomically."
     from safetensors.numpy import save_file
     arrays = {}
-    tree = _flatten(obj, [], arrays)
+    try: tree = _flatten(obj, [], arrays)
+    except RecursionError: raise CheckpointError("cannot save the object: it is nested too deeply") from None
     path = os.fspath(path)
-    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(path)), prefix=".vkml-save-", suffix=".tmp")
+    for f in _leftovers(path):     # what a killed save left behind (a kill -9 runs no cleanup)
+        try: os.unlink(f)
+        except OSError: pass
+    d, base = os.path.split(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(dir=d, prefix=f".{base}{_TMP}-{socket.gethostname()}-{os.getpid()}.", suffix=".tmp")
     os.close(fd)
     try:
         save_file(arrays, tmp, metadata={_META_KEY: json.dumps(tree)})
@@ -46,18 +80,34 @@ def save(obj, path) -> None:
         os.unlink(tmp); raise
 
 # %% ../nbs/34_io.ipynb #1f5231bf
-def _unflatten(tree, arrays, device):
-    if not isinstance(tree, dict): raise CheckpointError("the checkpoint's structure is damaged")
+def _damaged(what="") -> CheckpointError:
+    return CheckpointError(f"the checkpoint's structure is damaged{': ' + what if what else ''} (not written by vkml.save, or edited)")
+
+def _unflatten(tree, arrays, device, used):
+    if not isinstance(tree, dict): raise _damaged(f"a node is a {type(tree).__name__}")
     if "tensor" in tree:
-        if tree["tensor"] not in arrays: raise CheckpointError(f"checkpoint is missing the tensor {tree['tensor']!r}")
-        a = arrays[tree["tensor"]]
-        return a if tree.get("ndarray") else vkml.tensor(a, device=device)
+        name = tree["tensor"]
+        if not isinstance(name, str): raise _damaged(f"a tensor name is {name!r}")
+        if name not in arrays: raise CheckpointError(f"checkpoint is missing the tensor {name!r}")
+        if name in used: raise _damaged(f"the tensor {name!r} is referenced twice")
+        used.add(name)
+        a = arrays[name]
+        if tree.get("ndarray"): return a
+        try: return vkml.tensor(a, device=device)
+        except (DTypeError, ShapeError) as e: raise CheckpointError(f"the checkpoint's tensor {name!r} cannot be loaded: {e}") from None
     if "value" in tree: return tree["value"]
-    if "dict" in tree: return {k: _unflatten(v, arrays, device) for k, v in tree["dict"]}
+    if "dict" in tree:
+        items = tree["dict"]
+        if not isinstance(items, list) or not all(isinstance(kv, list) and len(kv) == 2 for kv in items): raise _damaged("a dict")
+        keys = [kv[0] for kv in items]
+        if not all(isinstance(k, _KEYS) for k in keys): raise _damaged("a dict key is not a str, int, float or None")
+        if len({(type(k), k) for k in keys}) != len(keys): raise _damaged("a dict has a key twice")
+        return {k: _unflatten(v, arrays, device, used) for k, v in items}
     if "list" in tree:
-        items = [_unflatten(v, arrays, device) for v in tree["list"]]
+        if not isinstance(tree["list"], list): raise _damaged("a list")
+        items = [_unflatten(v, arrays, device, used) for v in tree["list"]]
         return tuple(items) if tree.get("tuple") else items
-    raise CheckpointError("the checkpoint's structure is damaged")
+    raise _damaged()
 
 _DTYPES = {"F32", "F16", "BF16", "I64", "I32", "BOOL"}   # what a safetensors file may hold for vkML to read it
 
@@ -93,4 +143,5 @@ def load(path, device="cpu"):
         raise CheckpointError(f"{path} is not a readable safetensors file ({type(e).__name__}: {e})") from None
     if tree is None:   # a state dict saved elsewhere (PyTorch's `save_file(model.state_dict(), path)`): names to tensors
         return {k: vkml.tensor(arrays[k], device=device) for k in keys}
-    return _unflatten(tree, arrays, device)
+    try: return _unflatten(tree, arrays, device, set())
+    except RecursionError: raise CheckpointError(f"{path}: the checkpoint's structure is nested too deeply") from None

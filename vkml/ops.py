@@ -60,7 +60,7 @@ def _define(kind, names):
 _define("input", "INPUT")
 _define("reduce", "SUM MEAN MAX MIN PROD ARGMAX ARGMIN CUMSUM")
 _define("movement", "RESHAPE PERMUTE EXPAND SLICE PAD CONCAT SLICE_BACKWARD")
-_define("indexing", "GATHER INDEX_ADD SCATTER")
+_define("indexing", "GATHER INDEX_ADD SCATTER CHECK_INDEX")
 _define("contraction", "MATMUL CONV2D CONV_TRANSPOSE2D IM2COL COL2IM MAXPOOL2D MAXPOOL2D_BACKWARD AVGPOOL2D CONV2D_WEIGHT")
 _define("autograd", "DETACH")
 
@@ -87,6 +87,9 @@ ARG_DOC = {
     Op.GATHER: "axis: out[i][j] = x[i][idx[i][j]] (torch.gather); srcs (x, idx)",
     Op.INDEX_ADD: "axis: torch.scatter_add; srcs (dst, idx, src), idx has src's shape",
     Op.SCATTER: "axis: torch.scatter; srcs (dst, idx, src), idx has src's shape; a repeated index: the last entry wins",
+    Op.CHECK_INDEX: "(what, size, ignore, dim, wrap): the int64 indices unchanged, or IndexOutOfRangeError naming "
+                    "`what` for one outside 0 .. size-1 that is not `ignore` (None: no exception); `dim` for the "
+                    "message (None: class indices); `wrap`: -size .. -1 are valid too and come out as i + size",
     Op.MATMUL: "None: srcs (B,M,K) and (B,K,N) -> (B,M,N)",
     Op.CONV2D: "(stride, padding, dilation, groups), each a pair but groups; srcs (x NCHW, w O,C/g,kh,kw)",
     Op.CONV_TRANSPOSE2D: "(stride, padding, output_padding, dilation, groups); srcs (x, w Cin,Cout/g,kh,kw)",
@@ -109,6 +112,7 @@ ACCEPTED_DTYPES: dict[Op, tuple] = {op: NUMERIC for op in Op}
 ACCEPTED_DTYPES.update({op: FLOATS for op in (Op.MEAN, Op.MATMUL, Op.CONV2D, Op.CONV_TRANSPOSE2D, Op.IM2COL,
                                              Op.COL2IM, Op.MAXPOOL2D, Op.MAXPOOL2D_BACKWARD, Op.AVGPOOL2D, Op.CONV2D_WEIGHT)})
 ACCEPTED_DTYPES.update({op: ALL for op in MOVEMENT_OPS | {Op.INPUT, Op.GATHER, Op.SCATTER, Op.DETACH, Op.SUM, Op.CUMSUM}})
+ACCEPTED_DTYPES[Op.CHECK_INDEX] = (int64,)
 
 # %% ../nbs/02_ops.ipynb #45a6bb6b
 class Category(enum.Enum):
@@ -125,6 +129,7 @@ NO_GRAD_REASONS: dict[Op, tuple[Category, str]] = {
     Op.MAXPOOL2D_BACKWARD: (Category.NOT_YET, ("max_pool2d's gradient op: its own rule (a second derivative of "
                                                "max_pool2d, routing through each window's argmax) is not written yet")),
     Op.DETACH: (Category.BY_DESIGN, "where gradients stop"),
+    Op.CHECK_INDEX: (Category.BY_DESIGN, "integer indices have no gradient"),
 }
 "Ops that have no gradient rule, with the category and the reason. Autograd fills in the rest."
 
@@ -200,6 +205,10 @@ def _index_shape(what, axis, idx, other):
 def _gather(axis, x, idx):
     _index_shape("gather", axis, idx, x)
     return idx.shape, x.dtype
+@shape_rule(Op.CHECK_INDEX)
+def _check_index(arg, idx):
+    if idx.dtype != int64: raise DTypeError(f"{arg[0]}'s indices must be int64, got {idx.dtype}: use `.long()`")
+    return idx.shape, idx.dtype
 @shape_rule(Op.INDEX_ADD)
 def _index_add(axis, dst, idx, src):
     if idx.shape != src.shape: raise ShapeError(f"scatter index {idx.shape} and source {src.shape} differ")

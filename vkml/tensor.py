@@ -38,13 +38,18 @@ def realize(*tensors, read=False, deferred=True) -> None:
         if not n.realized: by_device.setdefault(n.device, []).append(n)
     for device, outs in by_device.items():
         backend = get_backend(device)
-        s = Schedule(outs, read=read, fuse=fusion_default() and backend.fuses, memory_of=backend.memory_of)
-        backend.run(s)
-        for n in s.nodes:
-            if id(n) in s.keep:
-                if not n.requires_grad or n.leaf_of is not None: n.srcs = ()
-            elif n.op is not Op.ASSIGN:
-                n.buf = None
+        with backend.lock:                     # one thread at a time: the nodes, the memory and the queue are shared
+            outs = [n for n in outs if not n.realized]   # another thread may have realized them meanwhile
+            if outs: _run(backend, outs, read)
+
+def _run(backend, outs, read):
+    s = Schedule(outs, read=read, fuse=fusion_default() and backend.fuses, memory_of=backend.memory_of)
+    backend.run(s)
+    for n in s.nodes:
+        if id(n) in s.keep:
+            if not n.requires_grad or n.leaf_of is not None: n.srcs = ()
+        elif n.op is not Op.ASSIGN:
+            n.buf = None
 
 # %% ../nbs/12_tensor.ipynb #40ccce79
 def _members(base) -> list:

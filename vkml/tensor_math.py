@@ -21,6 +21,21 @@ __all__ = ['cast', 'neg', 'abs', 'sign', 'exp', 'log', 'sqrt', 'rsqrt', 'recipro
 # %% ../nbs/08_tensor_math.ipynb #05d651c6
 def _known(y) -> bool: return isinstance(y, (TensorBase, np.ndarray)) or is_scalar(y)
 
+def _foreign(y, name: str, reflected: str | None = None):
+    """What an operator does with an operand it does not know: `NotImplemented` when `y`'s own class may take it
+    (a user's type with the `reflected` method), else the DTypeError (a TypeError) that says what it takes."""
+    t = type(y)
+    if reflected and t.__module__.partition(".")[0] not in ("builtins", "numpy") and hasattr(t, reflected): return NotImplemented
+    raise DTypeError(f"{name}: a vkml Tensor cannot meet a {t.__name__}; it takes tensors and Python numbers "
+                     f"(wrap data with `vkml.tensor(...)`)")
+
+def _number(name: str, v) -> float:
+    "A float parameter of an activation (a Python number) as the float32 the kernels compute with, or a DTypeError."
+    if not is_scalar(v) or isinstance(v, (bool, np.bool_)): raise DTypeError(f"{name} must be a number, got {v!r}")
+    with np.errstate(over="ignore"):
+        try: return float(np.float32(v))      # both backends use the same value (1e308 is inf in float32)
+        except OverflowError: return math.inf if v > 0 else -math.inf
+
 class Casts(TensorBase):
     "Dtype conversions."
     __slots__ = ()
@@ -82,10 +97,10 @@ class UnaryMath(TensorBase):
     def silu(self): "x·σ(x)."; return self._unary(Op.SILU, "silu")
     def leaky_relu(self, negative_slope: float = 0.01):
         "x for x > 0, else negative_slope·x."
-        return self._unary(Op.LEAKY_RELU, "leaky_relu", arg=float(negative_slope))
+        return self._unary(Op.LEAKY_RELU, "leaky_relu", arg=_number("leaky_relu's negative_slope", negative_slope))
     def elu(self, alpha: float = 1.0):
         "x for x > 0, else α(eˣ − 1)."
-        return self._unary(Op.ELU, "elu", arg=float(alpha))
+        return self._unary(Op.ELU, "elu", arg=_number("elu's alpha", alpha))
     def selu(self):
         "scale · elu(x, α) with the self-normalising constants."
         return self.elu(_SELU_ALPHA) * _SELU_SCALE
@@ -95,7 +110,7 @@ class UnaryMath(TensorBase):
         return self._unary(Op.GELU, "gelu", arg=approximate)
     def softplus(self, beta: float = 1.0, threshold: float = 20.0):
         "log(1 + e^(βx))/β, and x itself where βx > threshold."
-        return self._unary(Op.SOFTPLUS, "softplus", arg=(float(beta), float(threshold)))
+        return self._unary(Op.SOFTPLUS, "softplus", arg=(_number("softplus's beta", beta), _number("softplus's threshold", threshold)))
     def mish(self): "x·tanh(softplus(x))."; return self * self.softplus().tanh()
     def softsign(self):
         "x / (1 + |x|)."
@@ -194,22 +209,22 @@ class Arithmetic(TensorBase):
         "True where x is +inf or −inf."
         return self.abs().eq(math.inf) if self.dtype.is_float else self.ne(self)
 
-    def __add__(self, y): return self._scaled("add", y, 1, Op.ADD) if _known(y) else NotImplemented
-    def __radd__(self, y): return self._scaled("add", y, 1, Op.ADD, reflected=True) if _known(y) else NotImplemented
-    def __sub__(self, y): return self._scaled("sub", y, 1, Op.SUB) if _known(y) else NotImplemented
-    def __rsub__(self, y): return self._scaled("sub", y, 1, Op.SUB, reflected=True) if _known(y) else NotImplemented
-    def __mul__(self, y): return elementwise_op(Op.MUL, "mul", self, y) if _known(y) else NotImplemented
-    def __rmul__(self, y): return elementwise_op(Op.MUL, "mul", y, self) if _known(y) else NotImplemented
-    def __truediv__(self, y): return elementwise_op(Op.DIV, "div", self, y) if _known(y) else NotImplemented
-    def __rtruediv__(self, y): return elementwise_op(Op.DIV, "div", y, self) if _known(y) else NotImplemented
-    def __pow__(self, y): return self.pow(y) if _known(y) else NotImplemented
-    def __rpow__(self, y): return elementwise_op(Op.POW, "pow", y, self) if _known(y) else NotImplemented
+    def __add__(self, y): return self._scaled("add", y, 1, Op.ADD) if _known(y) else _foreign(y, "add", "__radd__")
+    def __radd__(self, y): return self._scaled("add", y, 1, Op.ADD, reflected=True) if _known(y) else _foreign(y, "add")
+    def __sub__(self, y): return self._scaled("sub", y, 1, Op.SUB) if _known(y) else _foreign(y, "sub", "__rsub__")
+    def __rsub__(self, y): return self._scaled("sub", y, 1, Op.SUB, reflected=True) if _known(y) else _foreign(y, "sub")
+    def __mul__(self, y): return elementwise_op(Op.MUL, "mul", self, y) if _known(y) else _foreign(y, "mul", "__rmul__")
+    def __rmul__(self, y): return elementwise_op(Op.MUL, "mul", y, self) if _known(y) else _foreign(y, "mul")
+    def __truediv__(self, y): return elementwise_op(Op.DIV, "div", self, y) if _known(y) else _foreign(y, "div", "__rtruediv__")
+    def __rtruediv__(self, y): return elementwise_op(Op.DIV, "div", y, self) if _known(y) else _foreign(y, "div")
+    def __pow__(self, y): return self.pow(y) if _known(y) else _foreign(y, "pow", "__rpow__")
+    def __rpow__(self, y): return elementwise_op(Op.POW, "pow", y, self) if _known(y) else _foreign(y, "pow")
     def __eq__(self, y): return self.eq(y) if _known(y) else NotImplemented
     def __ne__(self, y): return self.ne(y) if _known(y) else NotImplemented
-    def __lt__(self, y): return self.lt(y) if _known(y) else NotImplemented
-    def __le__(self, y): return self.le(y) if _known(y) else NotImplemented
-    def __gt__(self, y): return self.gt(y) if _known(y) else NotImplemented
-    def __ge__(self, y): return self.ge(y) if _known(y) else NotImplemented
+    def __lt__(self, y): return self.lt(y) if _known(y) else _foreign(y, "lt", "__gt__")
+    def __le__(self, y): return self.le(y) if _known(y) else _foreign(y, "le", "__ge__")
+    def __gt__(self, y): return self.gt(y) if _known(y) else _foreign(y, "gt", "__lt__")
+    def __ge__(self, y): return self.ge(y) if _known(y) else _foreign(y, "ge", "__le__")
     __hash__ = TensorBase.__hash__   # defining __eq__ would otherwise remove it
 
     add_, sub_, mul_, div_, pow_ = (_inplace_binary(n) for n in ("add", "sub", "mul", "div", "pow"))

@@ -16,8 +16,8 @@ from .operands import (TensorBase, ArgumentError, IndexingError, need_tensor, ch
 # %% auto #0
 __all__ = ['reshape', 'flatten', 'squeeze', 'unsqueeze', 'permute', 'transpose', 'expand', 'contiguous', 'split', 'pad', 'flip',
            'repeat', 'tril', 'triu', 'index_select', 'gather', 'scatter', 'scatter_add', 'index_add', 'index_put',
-           'masked_fill', 'Views', 'Copies', 'cat', 'stack', 'host_values', 'check_index_values', 'Indexing', 'one_hot',
-           'ShapeOps']
+           'masked_fill', 'Views', 'Copies', 'cat', 'stack', 'host_values', 'check_index_values', 'checked_index',
+           'Indexing', 'one_hot', 'ShapeOps']
 
 # %% ../nbs/10_tensor_shape.ipynb #9b3b7a8b
 def _varargs(shape) -> tuple:
@@ -221,15 +221,27 @@ def _index_tensor(name, x, index) -> None:
     if index.ndim > 1: raise IndexingError(f"{name} takes a 1-D index, got shape {index.shape}: use `.reshape(-1)`")
     check_same_device([x.node, index.node], name)
 
-def check_index_values(name, index, size: int, dim) -> None:
+def check_index_values(name, index, size: int, dim, ignore=None) -> None:
     "Refuse index values outside [0, size) before any kernel reads them, wherever the host already has them."
     h = host_values(index)
     if h is None or h.size == 0: return
     bad = (h < 0) | (h >= size)
+    if ignore is not None: bad &= h != ignore
     if bad.any():
         pos = tuple(int(i) for i in np.argwhere(bad)[0])
-        raise IndexOutOfRangeError(f"{name}: index {int(h[pos])} at position {pos} is out of range for dim {dim} "
-                                   f"of size {size} (valid: 0 .. {size - 1})")
+        of = f"dim {dim} of size {size}" if dim is not None else f"{size} classes"
+        ok = f"0 .. {size - 1}" + (f", or ignore_index={ignore}" if ignore is not None else "")
+        raise IndexOutOfRangeError(f"{name}: index {int(h[pos])} at position {pos} is out of range for {of} (valid: {ok})")
+
+def checked_index(name, index, size: int, dim=None, ignore=None):
+    """`index` with its values checked against [0, size): now when the host has them, else by a CHECK_INDEX node,
+    which raises IndexOutOfRangeError naming `name` when a result that depends on it is read."""
+    if host_values(index) is not None or index.numel() == 0:
+        check_index_values(name, index, size, dim, ignore)
+        return index
+    n = index.node
+    if n.op is Op.CHECK_INDEX and n.arg[1:] == (int(size), ignore, dim, False): return index   # checked already
+    return index._apply(Op.CHECK_INDEX, index, arg=(name, int(size), ignore, dim, False))
 
 def _norm_slice(s: slice, n: int) -> tuple:
     "A slice as (start, stop, step) over an axis of `n`; an empty one as (0, 0, 1)."
@@ -337,7 +349,7 @@ class Indexing(TensorBase):
         if empty: y = y._apply(Op.SLICE, y, arg=tuple((0, 0, 1) if i in empty else (0, d, 1) for i, d in enumerate(y.shape)))
         return self._as_view(y), adv
 
-    def _flat_index(self, adv):
+    def _flat_index(self, adv, what="indexing"):
         "(dims, broadcast shape, flat int64 index over the advanced dims in row-major order), negatives wrapped."
         dims, ts = [d for d, _ in adv], [t for _, t in adv]
         sizes = [self.shape[d] for d in dims]
@@ -351,11 +363,11 @@ class Indexing(TensorBase):
             flat = np.zeros(bshape, np.int64)
             for n, h in zip(sizes, hs): flat = flat * n + np.where(h < 0, h + n, h)
             return dims, bshape, _host_index(self, flat.reshape(-1))
-        ts = [_host_index(self, t) if isinstance(t, np.ndarray) else t for t in ts]
-        flat = None                                     # computed indices: combined on the device (unchecked)
-        for n, t in zip(sizes, ts):
+        flat = None                                     # computed indices: checked and wrapped on the device
+        for d, n, t, h in zip(dims, sizes, ts, hs):
+            if h is not None: t = _host_index(self, np.where(h < 0, h + n, h))
+            else: t = t._apply(Op.CHECK_INDEX, t, arg=(what, n, None, d, True))   # (each dim: a flat index could hide one)
             t = expand_to(t, bshape)
-            t = t._apply(Op.WHERE, t._apply(Op.LESS, t, const_like(0, t)), t._apply(Op.ADD, t, const_like(n, t)), t)
             flat = t if flat is None else flat._apply(Op.ADD, flat._apply(Op.MUL, flat, const_like(n, flat)), t)
         return dims, bshape, reshape_to(flat, (math.prod(bshape),))
 
@@ -397,7 +409,7 @@ class Indexing(TensorBase):
 
     def _scattered(self, adv, value, accumulate, what):
         "This tensor's value with `value` written (or added) where the advanced indices `adv` point."
-        dims, bshape, flat = self._flat_index(adv)
+        dims, bshape, flat = self._flat_index(adv, what)
         z, d0, perm = self._gathered_layout(dims)
         n = math.prod(bshape)
         v = self._value_as(value, check_rank(z.shape[:d0] + bshape + z.shape[d0 + 1:], "indexing result"), what)
@@ -449,7 +461,7 @@ class Indexing(TensorBase):
         "The slices at positions `index` (1-D or 0-d int64) along `dim`."
         _index_tensor("index_select", self, index)
         axis = normalize_axis(dim, builtins.max(self.ndim, 1))
-        check_index_values("index_select", index, self.shape[axis] if self.ndim else 1, dim)
+        index = checked_index("index_select", index, self.shape[axis] if self.ndim else 1, dim)   # computed: on the device
         x = self if self.ndim else reshape_to(self, (1,))
         y = x._index_select(axis, index if index.ndim else reshape_to(index, (1,)))
         return reshape_to(y, index.shape) if self.ndim == 0 else y
@@ -553,7 +565,7 @@ def one_hot(x, num_classes: int = -1):
         if x.numel() == 0: raise ArgumentError("one_hot cannot infer num_classes from an empty tensor: pass it")
         num_classes = int(x.amax().item()) + 1  # needs the data: realizes x
     if not _is_int(num_classes) or num_classes < 0: raise ArgumentError(f"one_hot's num_classes must be >= 0, got {num_classes!r}")
-    check_index_values("one_hot", x, int(num_classes), "classes")   # as PyTorch: a class >= num_classes is an error
+    x = checked_index("one_hot", x, int(num_classes))   # as PyTorch: a class >= num_classes is an error
     shape = x.shape + (int(num_classes),)
     classes = x._wrap(Node(Op.ARANGE, (), (0, 1), (shape[-1],), int64, x.device))
     hot = x._apply(Op.EQUAL, expand_to(reshape_to(x, x.shape + (1,)), shape), expand_to(classes, shape))

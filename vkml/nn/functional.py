@@ -10,10 +10,10 @@ from ..dtypes import *
 from ..dtypes import FLOATS, prod
 from ..ops import Op, conv_out
 from ..tensor import Tensor, apply
-from ..tensor_shape import host_values, check_index_values
+from ..tensor_shape import host_values, check_index_values, checked_index
 from ..tensor_linalg import matmul
 import vkml.functional as VF
-from ..operands import ArgumentError, check_dtype
+from ..operands import ArgumentError, check_dtype, need_tensor
 
 # %% auto #0
 __all__ = ['linear', 'conv2d', 'conv_transpose2d', 'max_pool2d', 'max_unpool2d', 'avg_pool2d', 'adaptive_avg_pool2d',
@@ -25,7 +25,8 @@ __all__ = ['linear', 'conv2d', 'conv_transpose2d', 'max_pool2d', 'max_unpool2d',
 
 # %% ../../nbs/17_nn_functional.ipynb #59fedae0
 def _float(x, what):
-    "Refuse integer and bool tensors where the maths needs floats (the error names `.float()`)."
+    "Refuse integer and bool tensors where the maths needs floats (the error names `.float()`), and non-tensors."
+    need_tensor(what, x)
     check_dtype(what, x.dtype, FLOATS)
 
 def _pair(v, what) -> tuple:
@@ -33,17 +34,30 @@ def _pair(v, what) -> tuple:
     v = tuple(v) if isinstance(v, (tuple, list)) else (v, v)
     if len(v) != 2 or not all(isinstance(i, (int, np.integer)) and not isinstance(i, bool) for i in v):
         raise ArgumentError(f"{what} must be an int or a pair of ints, got {v!r}")
-    return tuple(int(i) for i in v)
+    v = tuple(int(i) for i in v)
+    least = _LEAST.get(what, 0)
+    if min(v) < least: raise ArgumentError(f"{what} must be >= {least}, got {v}")
+    return v
+
+_LEAST = {"stride": 1, "dilation": 1, "kernel_size": 1, "output_size": 0}   # the smallest value each argument takes (else 0)
+
+def _groups(groups, what) -> int:
+    if not isinstance(groups, (int, np.integer)) or isinstance(groups, bool) or groups < 1:
+        raise ArgumentError(f"{what}: groups must be a positive int, got {groups!r}")
+    return int(groups)
 
 # %% ../../nbs/17_nn_functional.ipynb #3991e1ed
 def _mm(a, b): return apply(Op.MATMUL, a, b)
 
 def _matmul_dtypes(a, b, what):
+    need_tensor(what, a); need_tensor(what, b)
     if a.dtype != b.dtype: raise DTypeError(f"{what} of {a.dtype.name} and {b.dtype.name}: cast one with `.to(...)`")
     _float(a, what)
 
 def linear(x: Tensor, w: Tensor, b: Tensor = None) -> Tensor:
     "x @ w.T + b, with `w` of shape (out_features, in_features)."
+    need_tensor("linear", x); need_tensor("linear's weight", w)
+    if b is not None: need_tensor("linear's bias", b)
     if w.ndim != 2: raise ShapeError(f"linear's weight must be (out_features, in_features), got {w.shape}")
     if x.ndim == 0 or x.shape[-1] != w.shape[1]:
         raise ShapeError(f"linear: input {x.shape} does not end in in_features={w.shape[1]} (weight {w.shape})")
@@ -67,6 +81,7 @@ def _batched(x, what, rank=4):
 def _unbatch(y, unbatched): return VF.reshape(y, y.shape[1:]) if unbatched else y
 
 def _check_weights(x, w, what):
+    need_tensor(what, x); need_tensor(f"{what}'s weight", w)
     if w.dtype != x.dtype: raise DTypeError(f"{what}: input is {x.dtype.name} and weight {w.dtype.name}: cast one with `.to(...)`")
     _float(x, what)
     if w.ndim != 4: raise ShapeError(f"{what}'s weight must be 4-D, got {w.shape}")
@@ -82,7 +97,8 @@ def conv2d(x, w, bias=None, stride=1, padding=0, dilation=1, groups=1) -> Tensor
     _check_weights(x, w, "conv2d")
     (sh, sw), (dh, dw) = _pair(stride, "stride"), _pair(dilation, "dilation")
     o, cg, kh, kw = w.shape
-    if groups < 1 or x.shape[1] != cg * groups or o % groups:
+    groups = _groups(groups, "conv2d")
+    if x.shape[1] != cg * groups or o % groups:
         raise ShapeError(f"conv2d: input has {x.shape[1]} channels, weight {w.shape} with groups={groups} expects "
                          f"{cg * groups} (and out channels divisible by groups)")
     if isinstance(padding, str):
@@ -105,7 +121,8 @@ def conv_transpose2d(x, w, bias=None, stride=1, padding=0, output_padding=0, gro
     x, unb = _batched(x, "conv_transpose2d")
     _check_weights(x, w, "conv_transpose2d")
     s, p, op_, d = (_pair(v, n) for v, n in ((stride, "stride"), (padding, "padding"), (output_padding, "output_padding"), (dilation, "dilation")))
-    if groups < 1 or x.shape[1] != w.shape[0] or w.shape[0] % groups:
+    groups = _groups(groups, "conv_transpose2d")
+    if x.shape[1] != w.shape[0] or w.shape[0] % groups:
         raise ShapeError(f"conv_transpose2d: input has {x.shape[1]} channels, weight {w.shape} expects {w.shape[0]} (divisible by groups={groups})")
     if any(o >= max(si, di) for o, si, di in zip(op_, s, d)):
         raise ArgumentError(f"output_padding {op_} must be smaller than stride {s} or dilation {d}")
@@ -323,6 +340,7 @@ def _norm_shape(x, normalized_shape, what):
     return ns, tuple(range(x.ndim - len(ns), x.ndim))
 
 def _check_param(p, shape, what, name):
+    if p is not None: need_tensor(f"{what}'s {name}", p)
     if p is not None and p.shape != tuple(shape): raise ShapeError(f"{what}'s {name} must have shape {tuple(shape)}, got {p.shape}")
 
 def layer_norm(x, normalized_shape, weight=None, bias=None, eps=1e-5) -> Tensor:
@@ -374,9 +392,11 @@ def group_norm(x, num_groups, weight=None, bias=None, eps=1e-5) -> Tensor:
     _float(x, "group_norm")
     cs = _channel_shape(x, "group_norm")
     n, c = x.shape[:2]
+    if not isinstance(num_groups, (int, np.integer)) or isinstance(num_groups, bool):
+        raise ArgumentError(f"group_norm: num_groups must be an int, got {num_groups!r}")
     if num_groups < 1 or c % num_groups: raise ShapeError(f"group_norm: {c} channels do not split into {num_groups} groups")
     for p, nm in ((weight, "weight"), (bias, "bias")): _check_param(p, (c,), "group_norm", nm)
-    g = VF.reshape(x, (n, num_groups, prod(x.shape) // (n * num_groups)))
+    g = VF.reshape(x, (n, num_groups, prod(x.shape[1:]) // num_groups))   # (an empty batch stays empty)
     return _affine(VF.reshape(_normalize(g, (2,), eps)[0], x.shape), weight, bias, cs)
 
 # %% ../../nbs/17_nn_functional.ipynb #abd03a10
@@ -410,6 +430,7 @@ def embedding(idx, weight, padding_idx=None, max_norm=None, norm_type=2.0, scale
         bad = h[(h < 0) | (h >= v)].flat[0]
         raise IndexOutOfRangeError(f"embedding: index {bad} is out of range for {v} embeddings (valid: 0 .. {v - 1})")
     flat = VF.reshape(VF.cast(idx, int64), (idx.numel(),))
+    if h is None: flat = checked_index("embedding", flat, v, 0)   # computed on the device: checked there
     rows = VF.index_select(weight, 0, flat)
     if pad is not None and rows.requires_grad:   # the padding row's value, with no gradient (as PyTorch's)
         rows = VF.where(VF.reshape(flat == pad, (idx.numel(), 1)), rows.detach(), rows)
@@ -442,17 +463,23 @@ def _reduce_loss(l, reduction, what):
     raise ArgumentError(f"{what}: reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
 
 def _check_targets(target, c, ignore_index, what):
-    "Raise when a realized class target is outside 0..c-1 (and is not ignore_index)."
+    "The class targets, checked against 0..c-1 (or ignore_index): now when the host has them, else where they are computed."
+    need_tensor(f"{what}'s target", target)
+    if not isinstance(ignore_index, (int, np.integer)) or isinstance(ignore_index, bool):
+        raise ArgumentError(f"{what}: ignore_index must be an int, got {ignore_index!r}")
     if target.dtype != int64: raise DTypeError(f"{what}: class targets must be int64, got {target.dtype.name}: use `.long()`")
+    if target.node.op is Op.CHECK_INDEX: return target   # checked already
     t = host_values(target)   # the targets' values when the host has them; None for a lazy result
-    if t is None: return
+    if t is None: return checked_index(what, target, c, None, ignore_index)
     bad = (t != ignore_index) & ((t < 0) | (t >= c))
     if bad.any():
         pos = tuple(int(i) for i in np.argwhere(bad)[0])
         raise IndexOutOfRangeError(f"{what}: target {t[pos]} at position {pos} is out of range for {c} classes "
                                    f"(valid: 0 .. {c - 1}, or ignore_index={ignore_index})")
+    return target
 
 def _class_dim(x, target, what):
+    need_tensor(f"{what}'s target", target)
     cls = 0 if x.ndim == 1 else 1
     if target.shape != x.shape[:cls] + x.shape[cls + 1:]:
         raise ShapeError(f"{what}: input {x.shape} (classes in dim {cls}) needs target of shape {x.shape[:cls] + x.shape[cls + 1:]}, got {target.shape}")
@@ -482,22 +509,44 @@ def _picked_total(valid, w, dtype):
     "What a 'mean' divides by: the number of kept targets, or the sum of their weights."
     return VF.sum(VF.cast(valid, dtype)) if w is None else VF.sum(VF.where(valid, w, 0.0))
 
-def nll_loss(input, target, weight=None, ignore_index=-100, reduction="mean") -> Tensor:
-    "Negative log-likelihood of log-probabilities `input` (N, C, ...) at class indices `target`."
-    _float(input, "nll_loss")
-    cls = _class_dim(input, target, "nll_loss")
-    _check_targets(target, input.shape[cls], ignore_index, "nll_loss")
+def _check_loss_args(input, reduction, what, batch_dim=True):
+    "Refuse a reduction name there is none of, and a 'mean' over an empty batch (it has no value: the conventions)."
+    if reduction not in ("mean", "sum", "none") and not (what == "kl_div" and reduction == "batchmean"):
+        raise ArgumentError(f"{what}: reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
+    empty = input.numel() == 0 if reduction == "mean" else reduction == "batchmean" and input.ndim > 0 and input.shape[0] == 0
+    if empty:
+        raise EmptyReductionError(f"{what}: reduction='{reduction}' over an empty batch (input {input.shape}) has no value; "
+                                  f"vkML raises instead of returning NaN: skip empty batches, or use reduction='sum'")
+
+def _class_count(input, what):
+    cls = 0 if input.ndim == 1 else 1
+    if input.ndim == 0 or input.shape[cls] == 0:
+        raise ShapeError(f"{what}: input {input.shape} has no classes (dim {cls} must be at least 1)")
+    return cls, input.shape[cls]
+
+def _nll(input, target, weight, ignore_index, reduction, what):
+    cls = _class_dim(input, target, what)
+    target = _check_targets(target, input.shape[cls], ignore_index, what)
     picked, w, valid = _picked(input, target, cls, ignore_index, weight)
     l = VF.where(valid, -(picked if w is None else picked * w), 0.0)
     if reduction == "mean": return VF.sum(l) / _picked_total(valid, w, input.dtype)
-    return _reduce_loss(l, reduction, "nll_loss")
+    return _reduce_loss(l, reduction, what)
+
+def nll_loss(input, target, weight=None, ignore_index=-100, reduction="mean") -> Tensor:
+    "Negative log-likelihood of log-probabilities `input` (N, C, ...) at class indices `target`."
+    _float(input, "nll_loss")
+    _class_count(input, "nll_loss"); _check_loss_args(input, reduction, "nll_loss")
+    return _nll(input, target, weight, ignore_index, reduction, "nll_loss")
 
 def cross_entropy(input, target, weight=None, ignore_index=-100, reduction="mean", label_smoothing=0.0) -> Tensor:
     "Cross entropy of logits `input` (N, C, ...) with class indices or class probabilities `target`."
     _float(input, "cross_entropy")
-    if not 0 <= label_smoothing <= 1: raise ArgumentError(f"label_smoothing must be in [0, 1], got {label_smoothing}")
-    cls = 0 if input.ndim == 1 else 1
-    c = input.shape[cls]
+    if not isinstance(label_smoothing, (int, float)) or not 0 <= label_smoothing <= 1:
+        raise ArgumentError(f"label_smoothing must be a number in [0, 1], got {label_smoothing!r}")
+    cls, c = _class_count(input, "cross_entropy")
+    _check_loss_args(input, reduction, "cross_entropy")
+    need_tensor("cross_entropy's target", target)
+    if not target.dtype.is_float: target = _check_targets(target, c, ignore_index, "cross_entropy")
     logp = log_softmax(input, cls)
     wshape = tuple(c if i == cls else 1 for i in range(input.ndim))
     if target.dtype.is_float:  # class probabilities
@@ -507,7 +556,7 @@ def cross_entropy(input, target, weight=None, ignore_index=-100, reduction="mean
         l = -VF.sum(t, cls)
         if reduction == "mean": return VF.sum(l) / float(input.numel() // c)   # per sample, not per weight
         return _reduce_loss(l, reduction, "cross_entropy")
-    nll = nll_loss(logp, target, weight, ignore_index, reduction)
+    nll = _nll(logp, target, weight, ignore_index, reduction, "cross_entropy")
     if not label_smoothing: return nll
     # label smoothing: a share of the loss spread uniformly over the classes, as PyTorch
     smooth = -VF.sum(logp if weight is None else logp * VF.reshape(weight, wshape), cls)
@@ -560,6 +609,7 @@ def binary_cross_entropy_with_logits(input, target, weight=None, reduction="mean
 def kl_div(input, target, reduction="mean", log_target=False) -> Tensor:
     "KL(target || exp(input)) pointwise, with `input` log-probabilities; reduction may be 'batchmean'."
     _float(input, "kl_div")
+    _check_loss_args(input, reduction, "kl_div")
     if log_target: l = VF.exp(target) * (target - input)
     else:  # xlogy(t, t) - t * input, with 0 log 0 = 0
         safe = VF.where(target == 0.0, 1.0, target)

@@ -6,6 +6,7 @@
 from __future__ import annotations
 import functools, hashlib, os, re, shutil, struct, subprocess, tempfile, importlib.resources
 from pathlib import Path
+import numpy as np
 from ..dtypes import *
 from ..ops import Op
 from ..elementwise import ELEMENTWISE
@@ -127,7 +128,12 @@ def _instantiate(recipe: tuple, k: Kernel) -> Program:
     operands = [(role, at(ref)) for role, ref in operand_refs]
     params, types, done = [], desc[1], set()
     for ref in param_refs:
-        if ref[0] == "c": params.append(constant_value(nodes_in[ref[1]].srcs[ref[2]]))
+        if ref[0] == "c":
+            s = nodes_in[ref[1]].srcs[ref[2]]
+            v = constant_value(s)
+            if s.dtype is float16:      # a float16 constant holds a float16 value (2**63 is inf), as the oracle stores it
+                with np.errstate(over="ignore"): v = float(np.float16(v))
+            params.append(v)
         elif ref[1] not in done:             # a row's parameters: all of the node's values at once
             done.add(ref[1])
             n = nodes_in[ref[1]]
@@ -332,6 +338,9 @@ def write_reduce_glsl(desc, form: str = "group") -> str:
     lines.append("    uvec4 kept = uvec4(0u);")
     lines += _split("kept", "o", want_reduced=False)
     lines.append(f"    {acc_t} acc = {_identity(rop, rout)};")
+    # The prologue's values live past the loop: an epilogue node may read one when the reduced axes all
+    # have extent 1 (softmax over a dim of size 1), and then the loop's only term is the value it needs.
+    lines += [f"    {COMPUTE[nodes[i][3]]} v{i} = {COMPUTE[nodes[i][3]]}(0);" for i in range(r)]
     lines.append(f"    for (uint j = {'tid' if group else '0u'}; j < k; j += {LOCAL if group else 1}u) {{")
     lines.append("        uvec4 c = kept;")
     lines += ["    " + l for l in _split("c", "j", want_reduced=True)]
@@ -340,7 +349,7 @@ def write_reduce_glsl(desc, form: str = "group") -> str:
         if role == "pin": lines.append(f"        {COMPUTE[dt]} a{j} = {_load(to_dtype(dt), f'b{j}[atc({oword(j)}, c)]')};")
     for i in range(r):
         name, variant, ins, out, refs, pidx = nodes[i]
-        lines.append(f"        {COMPUTE[out]} v{i} = {_node_expr(name, variant, ins, out, refs, pidx, pnames, lambda j: f'a{j}', 'lin')};")
+        lines.append(f"        v{i} = {_node_expr(name, variant, ins, out, refs, pidx, pnames, lambda j: f'a{j}', 'lin')};")
     kind, idx = rrefs[0]
     term = f"v{idx}" if kind == "v" else (f"a{idx}" if kind == "a" else pnames[idx])
     lines.append(f"        acc = {_combine(rop, rout, 'acc', acc_t + '(' + term + ')')};")

@@ -56,6 +56,11 @@ def _debug_callback(severity, types, data, user):
     vk = _vk
     msg = vk.ffi.string(data.pMessage).decode(errors="replace") if data.pMessage else "?"
     _messages.append(msg)
+    log = os.environ.get("VKML_VALIDATION_LOG")   # the test suite's file: child processes report there too
+    if log:
+        try:
+            with open(log, "a") as f: f.write(f"[pid {os.getpid()}] {' '.join(msg.split())}\n")
+        except OSError: pass
     return 0
 
 class Instance:
@@ -297,6 +302,7 @@ class Device:
         if info.missing:
             raise FeatureError(f"{info.name} lacks what vkML needs: {', '.join(info.missing)}")
         self.closed = False
+        self.lock = threading.RLock()   # one thread at a time records, submits, waits or allocates here
         self._closers = []         # (what, fn): run in reverse order by close()
         fams = vk.vkGetPhysicalDeviceQueueFamilyProperties(info.handle)
         ok = [i for i, q in enumerate(fams) if q.queueFlags & vk.VK_QUEUE_COMPUTE_BIT and q.timestampValidBits]
@@ -415,13 +421,17 @@ class Device:
     def poll(self) -> int:
         "Retire every submission whose fence has signalled; the completed serial."
         lib, h = self.lib, self.handle
-        while self._inflight and lib.vkGetFenceStatus(h, self._inflight[0][1]) == 0: self._retire()
+        with self.lock:
+            while self._inflight and lib.vkGetFenceStatus(h, self._inflight[0][1]) == 0: self._retire()
         return self.completed
 
     def wait(self, serial: int | None = None, timeout_s: float = 600.0):
         "Block until submission `serial` (default: the last) has finished."
         if serial is None: serial = self.submitted
         if serial <= self.completed or self.poll() >= serial: return
+        with self.lock: self._wait(serial, timeout_s)
+
+    def _wait(self, serial, timeout_s):
         STATS["waits"] += 1
         lib, h = self.lib, self.handle
         while self._inflight and self._inflight[0][0] <= serial:
@@ -436,6 +446,9 @@ class Device:
 
     def close(self):
         "Wait for the queue, then destroy everything this device owns in reverse order of creation."
+        with self.lock: self._close()
+
+    def _close(self):
         if self.closed: return
         self.vk.vkDeviceWaitIdle(self.handle)
         while self._inflight: self._retire()

@@ -10,7 +10,7 @@ from ..dtypes import *
 
 # %% auto #0
 __all__ = ['MAX_PUSH_WORDS', 'MAX_GROUPS', 'LOOP_LIMIT', 'LOOP_BUDGET', 'vk_kernels', 'kernel_dtypes', 'DTYPE_SUFFIX', 'Scratch',
-           'Dispatch', 'kernel', 'sfx', 'f32_bits', 'pad4', 'groups_1d']
+           'Flag', 'Dispatch', 'kernel', 'sfx', 'f32_bits', 'pad4', 'groups_1d']
 
 # %% ../../nbs/23_kernel_api.ipynb #0714b756
 MAX_PUSH_WORDS = 32      # 128 bytes: the push-constant size every Vulkan device guarantees
@@ -22,6 +22,17 @@ LOOP_BUDGET = 60_000     # loop trips one invocation may run: LOOP_LIMIT less a 
 class Scratch:
     "A temporary buffer of `nbytes` a kernel needs for one schedule (e.g. partial sums)."
     nbytes: int
+
+@dataclass(frozen=True, eq=False)
+class Flag:
+    """An error flag a kernel that reads indices binds: it writes the first out-of-range one there (4 words:
+    set, value low, value high, flat position in `shape`); the host reads it when the submission is done."""
+    what: str               # the op as the user called it: gather, index_add, one_hot, ...
+    size: int               # valid indices are 0 .. size-1
+    shape: tuple = ()       # the index tensor's shape, to name the position
+    dim: object = None      # the dim indexed, for the message
+    ignore: int = None      # a value that is allowed besides (cross_entropy's ignore_index)
+    wrap: bool = False      # -size .. -1 are valid too (PyTorch's negative indices)
 
 @dataclass
 class Dispatch:
@@ -53,8 +64,9 @@ def sfx(dtype: DType) -> str:
     return DTYPE_SUFFIX[dtype.name]
 
 def f32_bits(x: float) -> int:
-    "The IEEE bits of `x` as float32, for a push-constant word."
-    return struct.unpack("<I", struct.pack("<f", x))[0]
+    "The IEEE bits of `x` as float32 (±inf past its range, as numpy rounds), for a push-constant word."
+    try: return struct.unpack("<I", struct.pack("<f", x))[0]
+    except OverflowError: return 0x7F800000 if x > 0 else 0xFF800000
 
 def pad4(shape, strides=None, fill_shape=1, fill_stride=0):
     "`shape` (and `strides`) left-padded to rank 4."

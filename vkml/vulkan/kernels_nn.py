@@ -8,7 +8,7 @@ import math, os
 from ..dtypes import *
 from ..dtypes import contiguous_strides
 from ..ops import Op, conv_out
-from .kernel_api import (Dispatch, Scratch, kernel, sfx, pad4, groups_1d, MAX_GROUPS, LOOP_BUDGET, LOOP_LIMIT,
+from .kernel_api import (Dispatch, Scratch, Flag, kernel, sfx, pad4, groups_1d, MAX_GROUPS, LOOP_BUDGET, LOOP_LIMIT,
                                    kernel_dtypes)
 from .kernels import fill_dispatch, copy_dispatch
 from types import SimpleNamespace as NS
@@ -21,7 +21,7 @@ __all__ = ['MATMUL_TILES', 'FILL_GROUPS', 'MIN_TILE_USE', 'SMALL_MAX_MN', 'SPLIT
            'im2col_dispatch', 'im2col_kernel', 'implicit_conv', 'conv2d_weight_kernel', 'conv2d_kernel', 'taps',
            'check_trips', 'col2im_dispatch', 'conv_transpose2d_kernel', 'col2im_kernel', 'window_trips',
            'maxpool2d_kernel', 'avgpool2d_kernel', 'maxpool2d_backward_kernel', 'gather_kernel', 'index_add_kernel',
-           'scatter_kernel']
+           'scatter_kernel', 'check_index_kernel']
 
 # %% ../../nbs/26_kernels_nn.ipynb #c9c940c7
 MATMUL_TILES = {"matmul128": (128, 128, 8), "matmul128x64": (128, 64, 16), "matmul64x128": (64, 128, 16),
@@ -447,9 +447,10 @@ def gather_kernel(node, out, x, idx):
     if total == 0: return []
     xdim = x.view.shape[axis]
     if x.view.numel == 0: x = out   # every index is out of range; the shader writes 0 without reading x
-    return [Dispatch(f"gather_{sfx(node.dtype)}", (out, x, idx),
+    flag = Flag("gather", xdim, idx.view.shape, axis)   # indices computed on the device are checked here
+    return [Dispatch(f"gather_{sfx(node.dtype)}", (out, x, idx, flag),
                      (total, *pad4(idx.view.shape), *_p4(idx), *(_p4(x) if x is not out else (0,) * 5),
-                      axis + 4 - r, xdim), groups_1d(total))]
+                      axis + 4 - r, xdim), groups_1d(total), (0, 3))]
 
 INDEX_ADD_CHUNK = 8 * (LOOP_BUDGET - 16)   # index entries one dispatch scans (8 per loop trip)
 
@@ -467,15 +468,21 @@ def _scan_dispatches(kind, node, out, dst, idx, src) -> list:
     "The dispatches of index_add.comp (`kind` 'index_add', or 'scatter': its SET variant)."
     axis, r = node.arg, len(dst.view.shape)
     total = out.view.numel
-    if total == 0: return []
+    if total == 0:
+        if idx.view.numel and dst.view.shape[axis] == 0:   # no position to add at: every index is out of range
+            raise IndexOutOfRangeError(f"{kind}: dim {axis} of the destination {dst.view.shape} is empty, so "
+                                       f"none of the {idx.view.numel} indices is in range")
+        return []
     if idx.view.numel == 0: idx = src = dst   # nothing to add: never read
     ip = _p4(idx) if idx is not dst else (0,) * 5
     sp = _p4(src) if src is not dst else (0,) * 5
     ishape = pad4(idx.view.shape) if idx is not dst else (0,) * 4
     a4, n = axis + 4 - r, ishape[axis + 4 - r]
     name, groups = f"{kind}_{sfx(node.dtype)}", groups_1d(total)
+    flag = Flag(kind, dst.view.shape[axis], ishape if n <= INDEX_ADD_CHUNK else (), axis)
     if n <= INDEX_ADD_CHUNK:
-        return [Dispatch(name, (out, dst, idx, src), (total, *pad4(dst.view.shape), *_p4(dst), *ishape, *ip, *sp, a4), groups)]
+        return [Dispatch(name, (out, dst, idx, src, flag), (total, *pad4(dst.view.shape), *_p4(dst), *ishape, *ip, *sp, a4),
+                         groups, (0, 4))]
     # Longer scans than lavapipe's loop budget allows: one dispatch per chunk of index entries, each
     # adding onto the previous one's output (in place: a thread reads and writes only its element).
     ds = []
@@ -484,8 +491,21 @@ def _scan_dispatches(kind, node, out, dst, idx, src) -> list:
         ipj = (ip[0] + j0 * ip[1 + a4], *ip[1:])
         spj = (sp[0] + j0 * sp[1 + a4], *sp[1:])
         d_, dp = (dst, _p4(dst)) if j0 == 0 else (out, (out.view.offset, *pad4(dst.view.shape, contiguous_strides(dst.view.shape))[1]))
-        ds.append(Dispatch(name, (out, d_, idx, src), (total, *pad4(dst.view.shape), *dp, *ish, *ipj, *spj, a4), groups))
+        ds.append(Dispatch(name, (out, d_, idx, src, flag), (total, *pad4(dst.view.shape), *dp, *ish, *ipj, *spj, a4),
+                           groups, (0, 4)))
     return ds
+
+@kernel(Op.CHECK_INDEX)
+def check_index_kernel(node, out, idx):
+    "A copy of the indices that raises the error flag at the first one out of range (see `vkml.ops.Op.CHECK_INDEX`)."
+    what, size, ignore, dim, wrap = node.arg
+    total = out.view.numel
+    if total == 0: return []
+    ig = 0 if ignore is None else int(ignore) & 0xFFFFFFFFFFFFFFFF
+    return [Dispatch("check_index_i64", (out, idx, Flag(what, size, idx.view.shape, dim, ignore, bool(wrap))),
+                     (total, *pad4(idx.view.shape), *_p4(idx), size, int(ignore is not None) | int(bool(wrap)) << 1,
+                      ig & 0xFFFFFFFF, ig >> 32),
+                     groups_1d(total), (0, 2))]
 
 # %% ../../nbs/26_kernels_nn.ipynb #2f2bef62
 kernel_dtypes.update({op: (float32, float16) for op in (Op.MAXPOOL2D, Op.AVGPOOL2D, Op.MAXPOOL2D_BACKWARD)})

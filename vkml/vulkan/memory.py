@@ -55,10 +55,11 @@ class Block:
 
 class Alloc:
     "A range [offset, offset+size) of a block, shared by the tensors that view it; returned when the last one goes."
-    __slots__ = ("__weakref__", "block", "born", "dirty", "offset", "pool", "size", "use")
+    __slots__ = ("__weakref__", "block", "born", "checks", "dirty", "offset", "pool", "size", "use")
     def __init__(self, block, offset, size, pool):
         self.block, self.offset, self.size, self.pool, self.use = block, offset, size, pool, [0]
         self.born, self.dirty = pool.recording, False   # dirty: written in place, so no host copy of it is current
+        self.checks = None   # serials of submissions whose index checks this range's value depends on (see 27_dispatch)
     def __del__(self):
         try: self.pool.dropped.append((self.block.id, self.offset, self.size, self.use, self.born))
         except AttributeError: pass   # half-made, or at interpreter exit
@@ -77,7 +78,9 @@ class Pool:
         self.dev, self.kind, self.block_size = device, kind, block_size
         info = device.info
         self.type_index, self.host_visible = pick_memory_type(info, kind)
-        self.heap_size = info.memory["heaps"][info.memory["types"][self.type_index][1]][0]
+        self.heap = info.memory["types"][self.type_index][1]
+        self.heap_size = info.memory["heaps"][self.heap][0]
+        self.heap_reserved = device.__dict__.setdefault("heap_reserved", {})   # heap -> bytes in blocks, all pools
         self.max_alloc = info.limits["maxMemoryAllocationSize"] or self.heap_size
         self.align = max(ALIGN, info.limits["minStorageBufferOffsetAlignment"])
         self.blocks: dict = {}
@@ -90,6 +93,8 @@ class Pool:
         self._next_id = 0
         self._scan_at = -1
         self.closed = False
+        self.refusal = None        # why the last new block was refused (for the OutOfMemoryError's message)
+        self.on_full = None        # the device's memory sets it: empty every pool's cache
 
     # --- the free list ---
     def _insert(self, bid, off, size):
@@ -139,6 +144,9 @@ class Pool:
         vk, dev = self.dev.vk, self.dev
         size = max(self.block_size, align_up(nbytes, 1 << 20))
         if size > self.max_alloc: size = align_up(nbytes, self.align)
+        if self.heap_reserved.get(self.heap, 0) + size > self.heap_size:   # refused here (lavapipe would take the host's RAM)
+            self.refusal = f"a new block of {size:,} bytes would pass the heap's size"
+            return None
         usage = (vk.VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | vk.VK_BUFFER_USAGE_TRANSFER_SRC_BIT
                  | vk.VK_BUFFER_USAGE_TRANSFER_DST_BIT)
         buf = vk.vkCreateBuffer(dev.handle, vk.VkBufferCreateInfo(size=size, usage=usage,
@@ -148,8 +156,9 @@ class Pool:
             if not req.memoryTypeBits & (1 << self.type_index): raise DeviceError("buffer cannot use the chosen memory type")
             mem = vk.vkAllocateMemory(dev.handle, vk.VkMemoryAllocateInfo(allocationSize=req.size,
                                       memoryTypeIndex=self.type_index), None)
-        except (vk.VkErrorOutOfDeviceMemory, vk.VkErrorOutOfHostMemory):
+        except (vk.VkErrorOutOfDeviceMemory, vk.VkErrorOutOfHostMemory) as e:
             vk.vkDestroyBuffer(dev.handle, buf, None)
+            self.refusal = f"the driver refused a new block of {size:,} bytes ({type(e).__name__})"
             return None
         self.allocations += 1
         vk.vkBindBufferMemory(dev.handle, buf, mem, 0)
@@ -161,6 +170,7 @@ class Pool:
         self._next_id += 1
         self.blocks[b.id] = b
         self.reserved += size
+        self.heap_reserved[self.heap] = self.heap_reserved.get(self.heap, 0) + size
         self._insert(b.id, 0, size)
         return b
 
@@ -170,6 +180,7 @@ class Pool:
         vk.vkDestroyBuffer(h, b.buffer, None)
         vk.vkFreeMemory(h, b.memory, None)
         self.reserved -= b.size
+        self.heap_reserved[self.heap] -= b.size
         del self.blocks[b.id]
 
     def empty_cache(self):
@@ -218,6 +229,7 @@ class Pool:
         got = self._refit(size) if self.recycled and not host else None
         if got is None: got = self._fit(size)
         if got is None:
+            self.refusal = None
             if size > min(self.heap_size, self.max_alloc): self._oom(nbytes)
             self.collect()
             got = self._fit(size)
@@ -226,6 +238,9 @@ class Pool:
                 self.dev.wait(); self.collect(); got = self._fit(size)
             if got is None:
                 self.empty_cache()
+                if self._new_block(size) is not None: got = self._fit(size)
+            if got is None and self.on_full is not None:    # the heap is shared: every pool gives its cache back
+                self.on_full()
                 if self._new_block(size) is not None: got = self._fit(size)
             if got is None: self._oom(nbytes)
         bid, off = got
@@ -239,7 +254,8 @@ class Pool:
         raise OutOfMemoryError(
             f"{self.dev.name} ({self.dev.info.name}) cannot allocate {nbytes:,} bytes of {self.kind} memory: "
             f"{self.in_use:,} bytes are in use and {self.reserved:,} reserved in {len(self.blocks)} blocks; "
-            f"the heap has {self.heap_size:,} bytes and one allocation may have {self.max_alloc:,}. "
+            f"the heap has {self.heap_size:,} bytes and one allocation may have {self.max_alloc:,}"
+            f"{'; ' + self.refusal if self.refusal else ''}. "
             f"Drop tensors you no longer need, use smaller batches, or device='cpu'")
 
     def close(self):
@@ -269,7 +285,13 @@ class Memory:
         p = self.pools.get(kind)
         if p is None:
             p = self.pools[kind] = Pool(self.dev, kind, PRIVATE_BLOCK_SIZE if self.capturing else BLOCK_SIZE)
+            p.on_full = self._empty_all
         return p
+
+    def _empty_all(self):
+        "Every pool's unused blocks back to the driver (a pool found the heap full)."
+        self.sweep()
+        for p in self.all_pools(): p.empty_cache()
 
     # --- a captured step's own memory (see vkml.jit) ---
     capturing = False
@@ -307,19 +329,22 @@ class Memory:
         return list(self.pools.values()) + [p for pools in self.private for p in pools.values()]
 
     def stats(self) -> dict:
-        self.sweep()
-        ps = self.all_pools()
-        for p in ps: p.collect()
+        with self.dev.lock:
+            self.sweep()
+            ps = self.all_pools()
+            for p in ps: p.collect()
         return dict(bytes_in_use=sum(p.in_use for p in ps), bytes_reserved=sum(p.reserved for p in ps),
                     peak_bytes_in_use=max((p.peak for p in ps), default=0), allocations=sum(p.allocations for p in ps),
                     buffers=sum(p.live for p in ps), blocks=sum(len(p.blocks) for p in ps))
 
     def reset_peak(self):
         "Start measuring the peak again from what is in use now."
-        for p in self.all_pools(): p.collect(); p.peak = p.in_use
+        with self.dev.lock:
+            for p in self.all_pools(): p.collect(); p.peak = p.in_use
 
     def empty_cache(self):
-        for p in self.pools.values(): p.empty_cache()
+        with self.dev.lock:
+            for p in self.pools.values(): p.empty_cache()
 
     def close(self):
         for p in reversed(self.all_pools()): p.close()
@@ -329,7 +354,10 @@ def memory(device: Device = None) -> Memory:
     if device is None or isinstance(device, (int, str)):
         device = get_device(None if device is None else (device if isinstance(device, int) else check_index(str(device).partition(":")[2])))
     m = getattr(device, "memory", None)
-    if m is None: m = device.memory = Memory(device)
+    if m is None:
+        with device.lock:
+            m = getattr(device, "memory", None)
+            if m is None: m = device.memory = Memory(device)
     return m
 
 def memory_stats(device=None) -> dict:

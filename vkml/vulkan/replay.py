@@ -30,6 +30,10 @@ class Captured:
         self.last = 0            # the serial of this step's last submission
         self.commands = 0        # commands recorded (dispatches and copies)
         self._keys, self._staging = {}, {}
+        self.flags = []          # (alloc, Flag): every index check's error flag, in recording order
+        self.flag_serials = set()   # serials of the capture's recordings that bind a flag
+        self._flag_at = {}       # (recording serial, its flag number) -> index in `flags`
+        self.tainted = []        # (alloc, flag indices): what a replay's flags guard
         self.released = False
 
     def recorded(self, rec: Recorder):
@@ -39,6 +43,9 @@ class Captured:
         self.uploads.extend(rec.uploads)
         self.commands += rec.n
         self.last = rec.serial
+        for k, fl in enumerate(rec.flags):
+            self._flag_at[(rec.serial, k)] = len(self.flags)
+            self.flags.append(fl)
 
     def rand_words(self, node: Node, words: np.ndarray, i: int):
         "RAND `node`'s key and counter words are `words[i:i+3]`."
@@ -52,7 +59,13 @@ def _flush(rt):
         rec.submit()
 
 def capture(backend, inputs: list, run, notes: CaptureNotes = None):
-    "Record `run(static INPUT nodes)` for replay: (Captured, run's result)."
+    """Record `run(static INPUT nodes)` for replay: (Captured, run's result). The device's lock is held
+    throughout: another thread's work on the device waits rather than land in the capture."""
+    with backend.device.lock:
+        _release_orphans()
+        return _capture(backend, inputs, run, notes)
+
+def _capture(backend, inputs: list, run, notes: CaptureNotes = None):
     dev = backend.device
     rt = runtime(dev)
     if rt.capture is not None: raise JitError("a vkml.jit function was called inside another one's capture: jit the outer one only")
@@ -85,6 +98,10 @@ def _finish(self, notes: CaptureNotes):
         if not self.rt.mem.direct_upload and id(t.alloc) not in self._staging:
             raise JitError("data uploaded for a captured step was not recorded with it")
     self.touched = list({id(a): a for a in self.touched}.values())
+    if self.flags:      # the ranges whose values depend on an index check, and on which
+        for a in self.touched:
+            ix = frozenset(self._flag_at[c] for c in (a.checks or ()) if c in self._flag_at)
+            if ix: self.tainted.append((a, ix))
 Captured._finish = _finish
 
 # %% ../../nbs/28_replay.ipynb #dd484dbb
@@ -115,6 +132,11 @@ def _copies(self, inputs) -> Recorder:
 
 def replay(self, inputs: list) -> int:
     "Run the step again on `inputs` (realized, contiguous nodes of the captured shapes); the submission's serial."
+    with self.dev.lock:
+        _release_orphans()
+        return self._replay(inputs)
+
+def _replay(self, inputs: list) -> int:
     if self.released: raise JitError("this capture was released")
     dev = self.dev
     dev.check_open()
@@ -126,7 +148,13 @@ def replay(self, inputs: list) -> int:
         if keys is None: keys = self._keys[seed] = rand_keys(seed)
         for words, i in self.rand_slots.get(id(node), ()):
             words[i], words[i + 1], words[i + 2] = keys[0], keys[1], off & 0xFFFFFFFF
-    s = self._copies(inputs).submit(self.cbs)
+    rec = self._copies(inputs)
+    if self.flags:      # the index checks again: zeroed flags, read when this submission is done
+        for a, _ in self.flags: a.block.host[a.offset:a.offset + 16] = 0
+        rec.flags = self.flags
+        self.rt.watch.add(rec.serial)
+    s = rec.submit(self.cbs)
+    for a, ix in self.tainted: a.checks = frozenset((s, i) for i in ix)
     for a in self.touched: a.use[0] = s
     for t, get in self.fetches: t.fetch = (s, get)
     self.last = s
@@ -134,6 +162,9 @@ def replay(self, inputs: list) -> int:
 
 def release(self):
     "Give the command buffers back and let the capture's memory go (once its tensors are dropped)."
+    with self.dev.lock: _release(self)
+
+def _release(self):
     if self.released: return
     self.released = True
     dev = self.dev
@@ -143,7 +174,22 @@ def release(self):
         if self.pools is not None: self.rt.mem.retire(self.pools)
     self.cbs, self.keep, self.touched, self.fetches, self.refresh, self.rands = [], [], [], [], [], []
     self.inputs, self.uploads, self._staging, self.rand_slots = [], [], {}, {}
+    self.flags, self.tainted, self._flag_at = [], [], {}
     if not dev.closed: self.rt.mem.sweep()
 
-Captured._write, Captured._copies, Captured.replay, Captured.release = _write, _copies, replay, release
-Captured.__del__ = lambda self: self.release() if not getattr(self, "released", True) else None
+_orphans = []     # captures dropped (garbage-collected) while another thread held their device's lock
+
+def _collected(self):
+    "A capture the garbage collector drops: released now if its device is free, else by the next capture or replay."
+    if getattr(self, "released", True): return
+    lock = self.dev.lock
+    if lock.acquire(blocking=False):        # (never wait in a finalizer: the lock's holder may be waiting on this thread)
+        try: _release(self)
+        finally: lock.release()
+    else: _orphans.append(self)
+
+def _release_orphans():
+    while _orphans: _orphans.pop().release()
+
+Captured._write, Captured._copies, Captured.replay, Captured._replay, Captured.release = _write, _copies, replay, _replay, release
+Captured.__del__ = _collected

@@ -1,0 +1,126 @@
+"""Fuzzing against the CPU oracle (the harness: vkml.fuzz, nbs/52_fuzz.ipynb).
+
+Random programs of public operators over random shapes (empty and broadcast ones included), dtypes,
+devices and hostile values run on the CPU oracle and on the Vulkan device: every case agrees within
+the parity bounds or raises a VkmlError (a device may also refuse what it cannot do) — never another
+exception, a hang (pytest-timeout), a validation-layer message or a different answer.
+
+Profiles (`VKML_FUZZ_PROFILE`):
+- `ci` (the default): `CI_CHUNKS` chunks of `CHUNK` programs each (10,000 in all), each chunk with its
+  own fixed seed, so a run is reproducible; about a minute on lavapipe.
+- `long`: chunks with fresh seeds until `VKML_FUZZ_MINUTES` (default 60) have passed, longer programs,
+  more hostile values and more fusion; run it on demand:
+  `VKML_FUZZ_PROFILE=long VKML_VALIDATION=1 .venv/bin/python -m pytest tests/test_fuzz.py -k long --timeout 0`.
+
+A failing case prints its program; paste `program.to_json()` into `vkml.fuzz.REGRESSIONS` (the notebook)
+and it is replayed by `test_regressions` from then on. The planted-bug tests check that the CI profile
+finds a wrong stride in a kernel and a missing index check.
+"""
+import os, random, time
+import numpy as np
+import pytest
+from hypothesis import given, settings, seed, HealthCheck, Phase
+import vkml
+import vkml.fuzz as fz
+
+pytestmark = pytest.mark.vulkan
+PROFILE = os.environ.get("VKML_FUZZ_PROFILE", "ci")
+RAN = {"cases": 0}
+
+
+def _settings(n, shrink=True):
+    phases = [Phase.explicit, Phase.generate] + ([Phase.shrink] if shrink else [])
+    return settings(max_examples=n, deadline=None, database=None, derandomize=False, phases=phases,
+                    suppress_health_check=list(HealthCheck), report_multiple_bugs=False, print_blob=True)
+
+
+def fuzz(n, chunk_seed, shrink=True, **kw):
+    "Run `n` programs from seed `chunk_seed`; the outcome counts."
+    counts = {}
+    @_settings(n, shrink)
+    @seed(chunk_seed)
+    @given(fz.programs(**kw))
+    def prop(prog):
+        from vkml.vulkan.device import validation_messages, clear_validation_messages
+        kind = fz.check(prog)
+        counts[kind] = counts.get(kind, 0) + 1
+        msgs = list(validation_messages())
+        if msgs:
+            clear_validation_messages()
+            raise fz.Mismatch(f"the validation layer reported: {msgs[0][:500]}\n{prog}")
+    prop()
+    return counts
+
+
+@pytest.mark.skipif(PROFILE != "ci", reason="the CI profile")
+@pytest.mark.parametrize("chunk", range(fz.CI_CHUNKS))
+def test_fuzz_ci(chunk):
+    counts = fuzz(fz.CHUNK, fz.CI_SEED + chunk)
+    RAN["cases"] += sum(counts.values())
+    assert sum(counts.values()) == fz.CHUNK, counts
+    assert counts.get("value", 0) > fz.CHUNK // 4, counts     # most programs compute something
+
+
+@pytest.mark.skipif(PROFILE != "ci", reason="the CI profile")
+def test_fuzz_ci_ran_ten_thousand_cases():
+    "Runs after the chunks (same file, later in order): the profile ran what it promises."
+    if RAN["cases"] == 0: pytest.skip("run with the chunks (`-k fuzz_ci`)")
+    assert RAN["cases"] >= 10_000 == fz.CI_CHUNKS * fz.CHUNK
+
+
+@pytest.mark.skipif(PROFILE != "long", reason="the long profile: VKML_FUZZ_PROFILE=long")
+def test_fuzz_long():
+    end = time.monotonic() + 60 * float(os.environ.get("VKML_FUZZ_MINUTES", "60"))
+    rng, total = random.Random(), 0
+    while time.monotonic() < end:
+        s = rng.randrange(2**32)
+        print(f"chunk seed {s}", flush=True)
+        total += sum(fuzz(2000, s, max_steps=5, hostile=0.3, fuse=0.5).values())
+    print(f"{total} cases")
+
+
+@pytest.mark.parametrize("i", range(len(fz.REGRESSIONS)))
+def test_regressions(i):
+    "Programs the fuzzer once failed on, replayed (fused and unfused)."
+    prog = fz.Program.from_json(fz.REGRESSIONS[i])
+    fz.check(prog)
+    prog.fuse = not prog.fuse
+    fz.check(prog)
+
+
+# ---------------------------------------------------------------- planted bugs the CI profile must find
+def _finds(n=fz.CHUNK * fz.CI_CHUNKS) -> str:
+    "The first failure in the CI profile's programs (no shrinking), or ''."
+    for chunk in range(fz.CI_CHUNKS):
+        try: fuzz(fz.CHUNK, fz.CI_SEED + chunk, shrink=False)
+        except (fz.Mismatch, AssertionError) as e: return str(e)
+        n -= fz.CHUNK
+        if n <= 0: break
+    return ""
+
+
+def test_fuzz_finds_a_planted_wrong_stride(monkeypatch):
+    "A generated kernel that reads a strided operand with two strides swapped gives wrong answers: found."
+    from vkml.vulkan import codegen, dispatch
+    real = codegen.operand_words
+    def wrong(view, shape):
+        w = real(view, shape)
+        return w if w[0] != 2 else (*w[:4], w[5], w[4])     # swap the last two strides
+    monkeypatch.setattr(codegen, "operand_words", wrong)
+    found = _finds()
+    assert "differ" in found, found[:500]
+
+
+def test_fuzz_finds_a_planted_missing_index_check(monkeypatch):
+    """Indices computed on the device, checked by no one (the flags are never read): the clamped answer is found
+    (as the device returning a value where the oracle raises, or, when the program's bad index lives on the
+    device in the oracle's run, the other way round)."""
+    from vkml.vulkan import dispatch
+    from vkml.vulkan.device import get_device
+    real = dispatch.Recorder._done
+    def done(self, qpool, names, profiles, keep, flags, serial):
+        self.rt.watch.discard(serial)
+        return real(self, qpool, names, profiles, keep, [], serial)
+    monkeypatch.setattr(dispatch.Recorder, "_done", done)
+    found = _finds()
+    assert ("returned a value" in found or "where the oracle computes" in found) and "IndexOutOfRangeError" in found, found[:500]

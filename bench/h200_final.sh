@@ -29,7 +29,9 @@ fi
 export TESTS="python3 -m pytest -q -p no:cacheprovider tests/test_reliability.py tests/test_fuzz.py tests/test_parity_f64.py \
 tests/test_higher_order.py tests/test_jit.py"
 t0=$SECONDS
-TAIL=4 VKML_VALIDATION=1 VKML_REQUIRE_VULKAN=1 step tests ${TESTS_S:-200} $TESTS; rc=$?
+# VKML_COOPMAT=off: the carried layer (Debian 12's 1.3.239) predates VK_KHR_cooperative_matrix and reports
+# the extension's feature struct as unknown; the tensor-core kernels' parity runs without the layer (kernels_h200.json)
+TAIL=4 VKML_VALIDATION=1 VKML_REQUIRE_VULKAN=1 VKML_COOPMAT=off step tests ${TESTS_S:-200} $TESTS; rc=$?
 python3 - "$OUT" "$rc" "$((SECONDS - t0))" "${deb:-}" <<'PY'
 import datetime, json, os, re, sys
 R, rc, secs, deb = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]

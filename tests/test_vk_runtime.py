@@ -606,3 +606,22 @@ def test_a_read_back_result_is_freed_without_the_cyclic_collector():
         assert memory_stats()["buffers"] == before
     finally:
         gc.enable()
+
+
+def test_the_memory_model_comes_with_its_device_scope():
+    """Tensor cores turn on the Vulkan memory model; every shader's device-scope atomics then need its device scope
+    (VUID-RuntimeSpirv-vulkanMemoryModel-06265, reported by the validation layer on the H200)."""
+    from vkml.vulkan.device import device_features, vk_module
+    vk = vk_module()
+    f = dict(storage16=True, f16=True, int8=True, i64=True, f64=True, coopmat_f16=True)
+    feats, exts, owners = device_features(vk, f)
+    f12 = vk.ffi.cast("VkPhysicalDeviceVulkan12Features*", feats.pNext)
+    assert "VK_KHR_cooperative_matrix" in exts
+    assert f12.vulkanMemoryModel and f12.vulkanMemoryModelDeviceScope
+
+
+def test_coopmat_off_keeps_the_extension_off(monkeypatch):
+    "VKML_COOPMAT=off: the device is created without VK_KHR_cooperative_matrix (a validation layer older than the extension rejects it)."
+    from vkml.vulkan.device import _coopmat_f16, vk_module
+    monkeypatch.setenv("VKML_COOPMAT", "off")
+    assert _coopmat_f16(vk_module(), None, {"VK_KHR_cooperative_matrix"}, 32, True) is False

@@ -183,7 +183,10 @@ def _query(vk, index, pd) -> DeviceInfo:
         push_descriptor="VK_KHR_push_descriptor" in exts,
         cooperative_matrix=bool({"VK_KHR_cooperative_matrix", "VK_NV_cooperative_matrix"} & exts),
         timestamps=ts)
-    features["coopmat_f16"] = _coopmat_f16(vk, pd, exts, sub.subgroupSize, bool(ok12 and f12.vulkanMemoryModel))
+    # the tensor-core kernels need the Vulkan memory model, and under it every shader's device-scope atomics
+    # need vulkanMemoryModelDeviceScope too (the validation layer on the H200 caught its absence)
+    memory_model = bool(ok12 and f12.vulkanMemoryModel and f12.vulkanMemoryModelDeviceScope)
+    features["coopmat_f16"] = _coopmat_f16(vk, pd, exts, sub.subgroupSize, memory_model)
     mem = vk.vkGetPhysicalDeviceMemoryProperties(pd)
     types = [(mem.memoryTypes[i].propertyFlags, mem.memoryTypes[i].heapIndex) for i in range(mem.memoryTypeCount)]
     heaps = [(mem.memoryHeaps[i].size, mem.memoryHeaps[i].flags) for i in range(mem.memoryHeapCount)]
@@ -203,6 +206,7 @@ def _query(vk, index, pd) -> DeviceInfo:
 
 def _coopmat_f16(vk, pd, exts, subgroup_size, memory_model) -> bool:
     "Can vkML's tensor-core kernels run: KHR cooperative matrices with 16x16x16 f16 x f16 + f32 per subgroup of 32?"
+    if os.environ.get("VKML_COOPMAT", "auto").lower() == "off": return False   # not even the extension is enabled
     if "VK_KHR_cooperative_matrix" not in exts or not memory_model or subgroup_size != 32: return False
     ffi = vk.ffi
     cm = ffi.new("VkPhysicalDeviceCooperativeMatrixFeaturesKHR*",
@@ -280,7 +284,7 @@ def device_features(vk, f: dict) -> tuple:
                                               shaderInt8=f["int8"])
     exts, owners = ["VK_KHR_push_descriptor"], [f11, f12]
     if f.get("coopmat_f16"):   # the tensor-core kernels: the extension, its feature and the Vulkan memory model
-        f12.vulkanMemoryModel = True
+        f12.vulkanMemoryModel = f12.vulkanMemoryModelDeviceScope = True
         # keep the owning cdata: a pointer stored in `pNext` does not keep its struct alive, and the driver
         # would read freed memory (it crashed the H200's vkCreateDevice)
         cm = vk.ffi.new("VkPhysicalDeviceCooperativeMatrixFeaturesKHR*", {

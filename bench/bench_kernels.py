@@ -24,6 +24,7 @@ import vkml.vulkan as vkv
 import vkml.vulkan.kernels as kr
 import vkml.vulkan.kernels_nn as kn
 from vkml.tensor import tensor, apply, realize
+import vkml.nn.functional as F
 from vkml.ops import Op
 
 T0 = time.perf_counter()
@@ -78,6 +79,16 @@ def cases(small: bool):
            lambda t, a: a.sum(dim=0), "bytes")
     yield ("argmax over the first axis", None, 4.0 * r * r, [f(r, r)], lambda a: [apply(Op.ARGMAX, a, arg=(0, False))],
            lambda t, a: a.argmax(dim=0), "bytes")
+    # broadcast and strided elementwise (bytes: what must be read and written at least)
+    yield ("add, a row broadcast over a matrix", 0.9, 4.0 * (2 * r * r + r), [f(r, r), f(r)], lambda a, b: [a + b],
+           lambda t, a, b: a + b, "bytes")
+    yield ("add, a transposed operand", 0.8, 4.0 * 3 * r * r, [f(r, r), f(r, r)], lambda a, b: [a + b.T],
+           lambda t, a, b: a + b.t(), "bytes")
+    # norm layers as kernels: what one dispatch per row block should reach (PyTorch's are single kernels)
+    yield ("softmax over the last axis", None, 4.0 * 2 * r * r, [f(r, r)], lambda a: [F.softmax(a, -1)],
+           lambda t, a: t.softmax(a, -1), "bytes")
+    yield ("layer_norm over the last axis", None, 4.0 * 2 * r * r, [f(r, r)], lambda a: [F.layer_norm(a, (a.shape[-1],))],
+           lambda t, a: t.nn.functional.layer_norm(a, (a.shape[-1],)), "bytes")
     mm = lambda a, b: [apply(Op.MATMUL, a, b)]
     for n, dt, goal in ([(64, np.float32, 0.9), (128, np.float32, 0.8), (128, np.float16, 0.5)] if small else
                         [(1024, np.float32, 0.9), (4096, np.float32, 0.8), (4096, np.float16, 0.5)]):

@@ -128,6 +128,20 @@ def render() -> str:
                       f"{c['ratio']:.2f}" if c.get("ratio") else "–", c.get("goal") or "–",
                       {True: "yes", False: "**no**", None: "–"}[c.get("met")], c.get("vkml_rate", ""),
                       c.get("torch_rate", ""), " ".join(c.get("shaders", []))) for c in k["cases"]]), ""]
+    if k and k.get("sweep"):
+        groups = {}
+        for e in k["sweep"]:
+            if "vkml_us" in e: groups.setdefault(e["group"], []).append(e)
+        s += ["Every candidate variant, timed on the same run (`--sweep`): the best and the slowest per case.", "",
+              table(["case", "variants", "best", "best rate", "slowest rate"],
+                    [(g, len(es), min(es, key=lambda e: e["vkml_us"])["variant"], min(es, key=lambda e: e["vkml_us"])["rate"],
+                      max(es, key=lambda e: e["vkml_us"])["rate"]) for g, es in groups.items()]), ""]
+    if k:
+        missed = [c for c in k["cases"] if c.get("met") is False]
+        if missed:
+            s += ["What limits the kernels that miss their goal, and what was tried:", ""]
+            s += [f"- {c['case']}: {next((v for key, v in KERNEL_LIMITS.items() if c['case'].startswith(key)), 'not analysed yet.')}"
+                  for c in missed] + [""]
     ddp = render_ddp(RESULTS)
     if ddp: s += [ddp, ""]
     return "\n".join(s)
@@ -144,6 +158,26 @@ RELIABILITY_NOTE = ("two kinds of message. `VUID-RuntimeSpirv-vulkanMemoryModel-
     "`VUID-VkDeviceCreateInfo-pNext-pNext` and an 'extension not supported by this layer' warning: the carried layer "
     "is older than `VK_KHR_cooperative_matrix`; `bench/h200_final.sh` now runs the validated suites with "
     "`VKML_COOPMAT=off`. The fixed code has not been run on the H200 under the layer yet.")
+
+
+# Why a kernel misses its goal: prose only; the sweep table above is the measurement that shows it.
+KERNEL_LIMITS = {
+    "matmul float32": "the inner loop, not the tile: every f32 tile shape and K split in the sweep lands near the same "
+                      "rate at the large sizes, so the work per thread (register blocking, shared-memory reads per FMA) "
+                      "bounds it. PyTorch's f32 path is hand-scheduled SASS. Tried: the tile shapes and K splits of the sweep, "
+                      "a policy that picks the biggest tile that fills every SM. Next: double-buffered shared memory "
+                      "and wider register blocks per thread.",
+    "matmul float16": "the tensor-core path as the shader compiler emits it: every cooperative-matrix variant in the sweep "
+                      "stays far from PyTorch at the large sizes. Loads go through shared memory with barriers between "
+                      "stages; there is no asynchronous copy in GLSL. Tried: the block shapes of the sweep, with and without double "
+                      "buffering. Next: `VK_NV_cooperative_matrix2` where the driver has it, or a newer compiler.",
+    "bmm": "the same f32 kernel as `matmul float32`, with a batch of mid-sized products.",
+    "conv2d": "the implicit-GEMM convolution runs on the f32 matrix kernel (see `matmul float32`); the weight "
+              "gradient adds a reduction of partial sums.",
+    "add, a row broadcast": "the generic strided path: a broadcast operand is read through per-element index "
+                            "arithmetic (a division per dimension) instead of a hoisted row index.",
+    "add, a transposed operand": "uncoalesced reads of the transposed operand; there is no tiled transpose path yet.",
+}
 
 
 # Why a row misses its goal: prose only (the figures are in the table above, computed).

@@ -25,7 +25,9 @@ fi
 rm -rf /tmp/vvl && dpkg -x "$deb" /tmp/vvl || exit 2
 export VK_LAYER_PATH=/tmp/vvl/usr/share/vulkan/explicit_layer.d
 export LD_LIBRARY_PATH="/tmp/vvl/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-export VKML_VALIDATION=1 VKML_REQUIRE_VULKAN=1 PYTHONUNBUFFERED=1 MPLBACKEND=Agg
+# VKML_COOPMAT=off: Debian 12's layer (1.3.239) predates VK_KHR_cooperative_matrix and reports its feature
+# struct as unknown at vkCreateDevice; the tensor-core kernels' parity runs without the layer (h200_kernels.sh)
+export VKML_VALIDATION=1 VKML_REQUIRE_VULKAN=1 VKML_COOPMAT=off PYTHONUNBUFFERED=1 MPLBACKEND=Agg
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader > "$OUT/gpu.txt" 2>&1
 python3 -c "

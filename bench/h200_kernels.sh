@@ -11,16 +11,8 @@ mkdir -p "$OUT"
 cd "$(dirname "$0")/.."
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" VKML_REQUIRE_VULKAN=1
 PY=${PYTHON:-python3}
-status=0
-step() {   # step NAME TIMEOUT_S COMMAND...: run one step, keep going if it fails
-    local name=$1 limit=$2; shift 2
-    echo "=== $name: $*"
-    local t0=$SECONDS
-    timeout "$limit" "$@" > "$OUT/$name.log" 2>&1; local rc=$?
-    tail -n 25 "$OUT/$name.log"
-    echo "=== $name: exit $rc after $((SECONDS - t0)) s"
-    [ $rc -eq 0 ] || status=1
-}
+TAIL=25
+. bench/h200_lib.sh
 step parity_nn      150 $PY -m pytest tests/test_parity_nn.py -q -x -k "matmul or conv or coopmat or tensor_cores"
 step parity_reduce  90  $PY -m pytest tests/test_parity_elementwise.py -q -x -k "reduce or argmax"
 step kernels        200 $PY bench/bench_kernels.py --sweep --budget 150 --out "$OUT/kernels_h200.json"

@@ -34,31 +34,12 @@ python3 -c "
 from vkml.vulkan.device import instance, get_device
 print('validation layer on:', instance().validation, '| device:', get_device().info.name)" || exit 2
 
-step() {   # step NAME TIMEOUT_S COMMAND...
-    local name=$1 limit=$2; shift 2
-    local t0=$SECONDS
-    timeout "$limit" "$@" > "$OUT/$name.log" 2>&1; local rc=$?
-    echo "=== $name: exit $rc after $((SECONDS - t0)) s"; tail -n ${TAIL:-8} "$OUT/$name.log"
-    return $rc
-}
+. bench/h200_lib.sh
 step oom ${OOM_S:-240} python3 bench/h200_reliability.py --out "$OUT/oom_h200.json"
 export TESTS="python3 -m pytest -q -p no:cacheprovider tests/test_reliability.py tests/test_fuzz.py tests/test_memory.py \
 tests/test_jit.py tests/test_fidelity.py"
 t0=$SECONDS
 TAIL=4 step tests ${TESTS_S:-330} $TESTS; rc=$?
-python3 - "$OUT" "$rc" "$((SECONDS - t0))" <<'PY'
-import datetime, json, os, re, sys
-R, rc, secs = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-log = open(f"{R}/tests.log").read().splitlines()
-summary = next((l for l in reversed(log) if re.search(r"\d+ (passed|failed)", l)), log[-1] if log else "")
-counts = {k: int(v) for v, k in re.findall(r"(\d+) (passed|failed|skipped|errors?)", summary)}
-oom = json.load(open(f"{R}/oom_h200.json")) if os.path.exists(f"{R}/oom_h200.json") else {}
-json.dump(dict(date=datetime.date.today().isoformat(), device=open(f"{R}/gpu.txt").read().strip(),
-               commit=os.environ.get("VKML_COMMIT", "unknown"), command=os.environ["TESTS"], validation_layer=True,
-               exit_code=rc, seconds=secs, summary=summary.strip("= "), **counts,
-               validation_messages=sum("validation layer" in l for l in log),
-               failures=[l for l in log if l.startswith("FAILED") or l.startswith("ERROR")][:50],
-               oom_ok=oom.get("ok")), open(f"{R}/reliability_h200.json", "w"), indent=1)
-print(open(f"{R}/reliability_h200.json").read())
-PY
+python3 bench/tests_json.py "$OUT" "$rc" "$((SECONDS - t0))" reliability_h200.json --layer "$deb" --oom "$OUT/oom_h200.json"
+cat "$OUT/reliability_h200.json"
 cat "$OUT/gpu.txt"

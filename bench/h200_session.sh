@@ -19,20 +19,7 @@ tests/test_experiments.py"
 timeout 220 $TESTS > "$R/tests.log" 2>&1
 rc=$?
 echo "tests: exit $rc after $((SECONDS - t0)) s: $(tail -n 1 "$R/tests.log")"
-python3 - "$R" "$rc" "$((SECONDS - t0))" <<'PY'
-import datetime, json, os, re, sys
-R, rc, secs = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-log = open(f"{R}/tests.log").read().splitlines()
-summary = next((l for l in reversed(log) if re.search(r"\d+ (passed|failed)", l)), log[-1] if log else "")
-counts = {k: int(v) for v, k in re.findall(r"(\d+) (passed|failed|skipped|errors?)", summary)}
-gpu = open(f"{R}/gpu.txt").read().strip()
-json.dump(dict(date=datetime.date.today().isoformat(), device=gpu, commit=os.environ.get("VKML_COMMIT", "unknown"),
-               command=os.environ["TESTS"],
-               exit_code=rc, seconds=secs, summary=summary.strip("= "), **counts,
-               failures=[l for l in log if l.startswith("FAILED") or l.startswith("ERROR")][:50],
-               skips=[l for l in log if l.startswith("SKIPPED")]),
-          open(f"{R}/tests_h200.json", "w"), indent=1)
-PY
+python3 bench/tests_json.py "$R" "$rc" "$((SECONDS - t0))" tests_h200.json
 pack
 timeout 150 bash bench/h200_all.sh "$R" > "$R/experiments.log" 2>&1; echo "experiments: exit $?"; pack
 timeout 60 python3 bench/demo_timing.py --devices cpu vulkan --out "$R/demo_h200.json" > "$R/demo.log" 2>&1; echo "demo: exit $?"; pack

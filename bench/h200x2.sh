@@ -28,13 +28,7 @@ print("vulkan devices:", [f"{d.index}: {d.name}" for d in vkml.devices()])
 PY
 } > "$OUT/env.txt" 2>&1
 cat "$OUT/env.txt" "$OUT/gpu.txt"
-step() {   # step NAME TIMEOUT_S COMMAND...
-    local name=$1 limit=$2; shift 2
-    local t0=$SECONDS
-    timeout "$limit" "$@" > "$OUT/$name.log" 2>&1; local rc=$?
-    echo "=== $name: exit $rc after $((SECONDS - t0)) s"; tail -n ${TAIL:-16} "$OUT/$name.log"
-    return $rc
-}
+. bench/h200_lib.sh
 step ddp ${DDP_S:-420} python3 bench/ddp.py --out "$OUT/ddp_h200x2.json" --timeout 200 ${DDP_ARGS:-}
 TAIL=8 step demo ${DEMO_S:-90} mpiexec -n 2 python3 -m vkml.demo --distributed --no-progress --out "$OUT/demo"
 # the device tool brings back a handful of files: the JSON, and every log in one archive

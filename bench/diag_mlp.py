@@ -1,18 +1,15 @@
 """Where the MLP Adam step's time goes on a GPU (a diagnostic for the step-path work):
     python bench/diag_mlp.py      # wall per step (jit and eager), GPU time per shader of one eager step"""
-import sys, time
+import sys
 from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import numpy as np
 import vs_torch as V
 import vkml
 from vkml.vulkan import profile
 
 def per_step(run, n=30):
-    for _ in range(5): run()
-    t0 = time.perf_counter()
-    for _ in range(n): run()
-    return (time.perf_counter() - t0) / n * 1e3
+    "Median milliseconds per call after a warm-up (vs_torch's timing)."
+    return V.timed(run, n, 5) * 1e3
 
 data = V.batches((512, 784), 10)
 for jit in (True, False):

@@ -1,7 +1,7 @@
 """The MLP Adam step (784-1024-1024-10, batch 512) under different matmul tile policies, each in a fresh
 process (a diagnostic: which policy fills a big GPU for these mid-sized products):
     python bench/matmul_sweep.py"""
-import json, os, subprocess, sys, time
+import json, subprocess, sys
 from pathlib import Path
 
 CONFIGS = {"default": {}, "small": {"FORCE_TILE": "matmul_small"},
@@ -16,10 +16,7 @@ def child(cfg):
     from vkml.vulkan import profile
     data = V.batches((512, 784), 10)
     run = V.vk_stepper(V.vk_mlp((784, 1024, 1024, 10)), data, jit=True)
-    for _ in range(5): run()
-    t0 = time.perf_counter()
-    for _ in range(40): run()
-    jit = (time.perf_counter() - t0) / 40 * 1e3
+    jit = V.timed(run, 40, 5) * 1e3
     run = V.vk_stepper(V.vk_mlp((784, 1024, 1024, 10)), data, jit=False)
     for _ in range(3): run()
     with profile() as p: run()

@@ -53,7 +53,7 @@ def samples(fn, n):
 def timed(fn, n, warm):
     "Median wall seconds of fn() over n calls after `warm` calls (fn syncs itself)."
     for _ in range(warm): fn()
-    return med(samples(fn, n)) if n else None
+    return med(samples(fn, n))
 
 
 # ------------------------------------------------------------------ models, both libraries
@@ -147,7 +147,8 @@ def case_steps(name, what, vk_model, th_model, shape, classes, jit, goal, n, war
     runs = {"vk": vk_stepper(vk_model(), data, jit)}
     if HAVE_TORCH: runs["th"] = th_stepper(th_model(), data)
     times = {k: [] for k in runs}
-    for k, run in runs.items(): timed(run, 0, warm)
+    for run in runs.values():
+        for _ in range(warm): run()
     for _ in range(rounds):
         for k, run in runs.items(): times[k] += samples(run, -(-n // rounds))
     vk = scale(med(times["vk"]), "ms")
@@ -282,7 +283,7 @@ def main(argv=None):
     cases = {
         "mlp_jit": lambda: case_steps("mlp_jit", f"MLP {'-'.join(map(str, mlp))}, batch {batch}, Adam, step with vkml.jit",
                                       lambda: vk_mlp(mlp), lambda: th_mlp(mlp), (batch, mlp[0]), 10, True, 1.0, n, warm),
-        "mlp_eager": lambda: case_steps("mlp_eager", f"the same MLP step, eager", lambda: vk_mlp(mlp), lambda: th_mlp(mlp),
+        "mlp_eager": lambda: case_steps("mlp_eager", "the same MLP step, eager", lambda: vk_mlp(mlp), lambda: th_mlp(mlp),
                                         (batch, mlp[0]), 10, False, 0.5, n, warm),
         "cnn_jit": lambda: case_steps("cnn_jit", "digits CNN, batch 32, Adam, step with vkml.jit", vk_digits_cnn, th_digits_cnn,
                                       (32, 1, 8, 8), 10, True, 1.0, n, warm),

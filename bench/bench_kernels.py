@@ -1,4 +1,4 @@
-"""The hand-written kernels against PyTorch on the same GPU: reductions, matmul (f32, f16), bmm, conv2d.
+"""The kernels against PyTorch on the same GPU: elementwise, reductions, norms and losses, matmul (f32, f16), bmm, conv2d.
 
     python bench/bench_kernels.py --out bench/results/kernels_h200.json            # the issue's cases (H200)
     python bench/bench_kernels.py --out /tmp/k.json --sweep                        # + every candidate tile shape
@@ -12,7 +12,9 @@ Without torch the script reports vkML alone. `--sweep` also times the candidate 
 forced one by one, the tensor-core block shapes, the split thresholds of the weight gradient and the
 column sums) so that one run on the GPU compares them; it stops sweeping when `--budget` seconds have
 passed. The JSON (both figures, the ratio, the goal, met or not, device, driver, commit, date) goes to
-`--out`; a short table is printed last. Timings never go into tests.
+`--out`; a short table is printed last. The JSON also holds a series per kernel family (rate against size,
+both libraries: the performance notebook plots it; `--no-series` skips it) and the CPU backend's `prod` beside
+numpy's (host wall time). Timings never go into tests.
 """
 from __future__ import annotations
 import argparse, datetime, json, os, platform, statistics, subprocess, sys, time
@@ -20,6 +22,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import vkml
 import vkml.vulkan as vkv
 import vkml.vulkan.kernels as kr
 import vkml.vulkan.kernels_nn as kn
@@ -80,15 +83,28 @@ def cases(small: bool):
     yield ("argmax over the first axis", None, 4.0 * r * r, [f(r, r)], lambda a: [apply(Op.ARGMAX, a, arg=(0, False))],
            lambda t, a: a.argmax(dim=0), "bytes")
     # broadcast and strided elementwise (bytes: what must be read and written at least)
+    b4 = (4, 8, 32, 32) if small else (64, 64, 128, 128)
+    yield ("add, rank-4 broadcast", 0.9, 4.0 * (2 * np.prod(b4) + b4[0] * b4[2]), [f(*b4), f(b4[0], 1, b4[2], 1)],
+           lambda a, b: [a + b], lambda t, a, b: a + b, "bytes")
     yield ("add, a row broadcast over a matrix", 0.9, 4.0 * (2 * r * r + r), [f(r, r), f(r)], lambda a, b: [a + b],
            lambda t, a, b: a + b, "bytes")
-    yield ("add, a transposed operand", 0.8, 4.0 * 3 * r * r, [f(r, r), f(r, r)], lambda a, b: [a + b.T],
-           lambda t, a, b: a + b.t(), "bytes")
-    # norm layers as kernels: what one dispatch per row block should reach (PyTorch's are single kernels)
-    yield ("softmax over the last axis", None, 4.0 * 2 * r * r, [f(r, r)], lambda a: [F.softmax(a, -1)],
+    yield ("mul with a transposed operand", 0.9, 4.0 * 3 * r * r, [f(r, r), f(r, r)], lambda a, b: [a * b.T],
+           lambda t, a, b: a * b.t(), "bytes")
+    e = 1 << (16 if small else 26)
+    yield ("exp, 64M" if not small else "exp, 64K", 1.0, 4.0 * 2 * e, [f(e)], lambda a: [a.exp()], lambda t, a: a.exp(), "bytes")
+    # norm layers and losses: one dispatch per row block (row kernels)
+    yield ("softmax over the last axis", 0.9, 4.0 * 2 * r * r, [f(r, r)], lambda a: [F.softmax(a, -1)],
            lambda t, a: t.softmax(a, -1), "bytes")
-    yield ("layer_norm over the last axis", None, 4.0 * 2 * r * r, [f(r, r)], lambda a: [F.layer_norm(a, (a.shape[-1],))],
+    yield ("log_softmax over the last axis", None, 4.0 * 2 * r * r, [f(r, r)], lambda a: [F.log_softmax(a, -1)],
+           lambda t, a: t.log_softmax(a, -1), "bytes")
+    yield ("layer_norm over the last axis", 0.9, 4.0 * 2 * r * r, [f(r, r)], lambda a: [F.layer_norm(a, (a.shape[-1],))],
            lambda t, a: t.nn.functional.layer_norm(a, (a.shape[-1],)), "bytes")
+    yield ("rms_norm over the last axis", 0.9, 4.0 * 2 * r * r, [f(r, r)], lambda a: [F.rms_norm(a, (a.shape[-1],))],
+           lambda t, a: t.nn.functional.rms_norm(a, (a.shape[-1],)), "bytes")
+    n_ce, c_ce = (64, 512) if small else (8192, 16384)
+    tgt = rng.integers(0, c_ce, n_ce)
+    yield (f"cross_entropy forward + backward {n_ce}x{c_ce}", 0.9, 4.0 * 2 * n_ce * c_ce, [f(n_ce, c_ce), tgt],
+           vk_cross_entropy, torch_cross_entropy, "bytes")
     mm = lambda a, b: [apply(Op.MATMUL, a, b)]
     for n, dt, goal in ([(64, np.float32, 0.9), (128, np.float32, 0.8), (128, np.float16, 0.5)] if small else
                         [(1024, np.float32, 0.9), (4096, np.float32, 0.8), (4096, np.float16, 0.5)]):
@@ -108,6 +124,19 @@ def cases(small: bool):
 
 
 def torch_bmm(t, a, b): return t.bmm(a, b)
+
+
+def vk_cross_entropy(x, target):
+    "The loss and its gradient with respect to the logits (what a training step computes)."
+    x = x.detach().requires_grad_(True)
+    loss = F.cross_entropy(x, target)
+    return [loss, vkml.autograd.grad(loss, x)[0]]
+
+
+def torch_cross_entropy(t, x, target):
+    x = x.detach().requires_grad_(True)
+    loss = t.nn.functional.cross_entropy(x, target)
+    return loss, t.autograd.grad(loss, x)[0]
 
 
 def torch_conv_fb(t, x, w, g):
@@ -177,6 +206,55 @@ def sweep_entries(small: bool):
         yield (f"bmm f32 {b}x{n}^3", name, *force(name), [f(b, n, n), f(b, n, n)], mm, 2.0 * b * n ** 3, "flop")
 
 
+# ------------------------------------------------------------------------------------------ series
+def series_entries(small: bool):
+    """(family, unit, size label, work, inputs, vkML build, torch fn): each family over a range of sizes, for the
+    performance notebook's plots of rate against size."""
+    rng = np.random.default_rng(2)
+    f = lambda *s, dt=np.float32: (rng.random(s, dtype=np.float32) - 0.5).astype(dt)
+    for n in ([1 << 12, 1 << 14, 1 << 16] if small else [1 << k for k in range(16, 29, 2)]):
+        yield ("add (contiguous)", "bytes", n, 12.0 * n, [f(n), f(n)], lambda a, b: [a + b], lambda t, a, b: a + b)
+    rows = [64, 128, 256] if small else [256, 1024, 4096, 16384]
+    for r in rows:
+        yield ("add, a row broadcast", "bytes", r * r, 4.0 * (2 * r * r + r), [f(r, r), f(r)], lambda a, b: [a + b],
+               lambda t, a, b: a + b)
+    for r in rows:
+        yield ("sum over the last axis", "bytes", r * r, 4.0 * r * r, [f(r, r)],
+               lambda a: [apply(Op.SUM, a, arg=((1,), False))], lambda t, a: a.sum(dim=1))
+    for r in rows:
+        yield ("softmax over the last axis", "bytes", r * r, 8.0 * r * r, [f(r, r)], lambda a: [F.softmax(a, -1)],
+               lambda t, a: t.softmax(a, -1))
+    for r in rows:
+        yield ("layer_norm over the last axis", "bytes", r * r, 8.0 * r * r, [f(r, r)],
+               lambda a: [F.layer_norm(a, (a.shape[-1],))], lambda t, a: t.nn.functional.layer_norm(a, (a.shape[-1],)))
+    mm = lambda a, b: [apply(Op.MATMUL, a, b)]
+    for dt, sizes in ((np.float32, [64, 128] if small else [256, 512, 1024, 2048, 4096]),
+                      (np.float16, [64, 128] if small else [256, 512, 1024, 2048, 4096, 8192])):
+        for n in sizes:
+            yield (f"matmul {np.dtype(dt).name}", "flop", n, 2.0 * n ** 3, [f(1, n, n, dt=dt), f(1, n, n, dt=dt)], mm,
+                   lambda t, a, b: a @ b)
+
+
+def host_us(fn, reps: int) -> float:
+    "Median wall microseconds of `fn()` on the host, after a warm-up."
+    fn()
+    ts = []
+    for _ in range(reps):
+        t0 = time.perf_counter(); fn(); ts.append((time.perf_counter() - t0) * 1e6)
+    return statistics.median(ts)
+
+
+def cpu_prod(small: bool, reps: int) -> dict:
+    "prod of 1M float32 on vkML's CPU backend (graph, realize, result) beside numpy's `prod` (the issue's goal: within 2x)."
+    n = 1 << (16 if small else 20)
+    a = np.random.default_rng(3).uniform(0.5, 1.5, n).astype(np.float32)
+    x = tensor(a)
+    vk = host_us(lambda: x.prod().numpy(), reps)
+    ref = host_us(lambda: np.prod(a), reps)
+    return dict(case=f"prod on the CPU backend, {n:,} float32", vkml_us=vk, numpy_us=ref, ratio=ref / vk, goal=0.5,
+                met=ref / vk >= 0.5)
+
+
 # ------------------------------------------------------------------------------------------ main
 def commit() -> str:
     if os.environ.get("VKML_COMMIT"): return os.environ["VKML_COMMIT"]
@@ -194,6 +272,7 @@ def main(argv=None):
     ap.add_argument("--reps", type=int, default=None, help="timed repetitions per case (default 10, --small 2)")
     ap.add_argument("--budget", type=float, default=150.0, help="stop sweeping after this many seconds in all")
     ap.add_argument("--no-torch", action="store_true", help="vkML alone, even where torch is importable")
+    ap.add_argument("--no-series", action="store_true", help="skip the rate-against-size series (the plots' data)")
     a = ap.parse_args(argv)
     reps = a.reps or (2 if a.small else 10)
     torch, why = (None, "--no-torch") if a.no_torch else _torch()
@@ -216,6 +295,21 @@ def main(argv=None):
                          met=None if ratio is None or goal is None else ratio >= goal, shaders=shaders,
                          work=work, unit=unit, vkml_rate=rate(work, unit, vk_us).strip(),
                          torch_rate=rate(work, unit, t_us).strip() if t_us else None))
+    series = []
+    if not a.no_series:
+        for family, unit, size, work, arrays, build, tfn in series_entries(a.small):
+            vts = [tensor(x, device="vulkan") for x in arrays]
+            realize(*vts)
+            vk_us, shaders = vk_time(lambda: build(*vts), reps)
+            del vts
+            t_us = None
+            if torch:
+                tts = [torch.from_numpy(x).to(tdev) for x in arrays]
+                t_us = torch_time(torch, lambda: tfn(torch, *tts), reps)
+                del tts
+                torch.cuda.empty_cache()
+            series.append(dict(family=family, unit=unit, size=size, work=work, vkml_us=vk_us, torch_us=t_us, shaders=shaders))
+    prod_row = cpu_prod(a.small, max(5, reps))
     sweep = []
     if a.sweep:
         for group, variant, setup, teardown, arrays, build, work, unit in sweep_entries(a.small):
@@ -235,7 +329,8 @@ def main(argv=None):
     result = dict(date=datetime.datetime.now().isoformat(timespec="seconds"), commit=commit(), device=info.name,
                   driver=info.driver, host=platform.node(), torch=why, coopmat_f16=info.features.get("coopmat_f16"),
                   command="python bench/bench_kernels.py " + " ".join(sys.argv[1:] if argv is None else argv),
-                  small=a.small, reps=reps, seconds=round(time.perf_counter() - T0, 1), cases=rows, sweep=sweep)
+                  small=a.small, reps=reps, seconds=round(time.perf_counter() - T0, 1), cases=rows, sweep=sweep,
+                  series=series, cpu_prod=prod_row)
     Path(a.out).parent.mkdir(parents=True, exist_ok=True)
     Path(a.out).write_text(json.dumps(result, indent=1) + "\n")
     if sweep:
@@ -243,6 +338,8 @@ def main(argv=None):
         for s in sweep:
             print(f"{s['group']:<44} {s['variant']:<26} " + (f"{s['vkml_us']:>10.1f} {s['rate']:>17}" if "vkml_us" in s
                                                              else s.get("error", s.get("skipped", ""))[:60]))
+    print(f"{prod_row['case']}: vkML {prod_row['vkml_us']:.0f} us, numpy {prod_row['numpy_us']:.0f} us "
+          f"(ratio {prod_row['ratio']:.2f}, goal {prod_row['goal']})")
     print(f"{info.name} ({info.driver}); {why}; {result['seconds']} s")
     print(f"{'case':<44} {'vkML us':>10} {'torch us':>10} {'ratio':>6} {'goal':>5} {'met':>4}  vkML rate")
     for r in rows:

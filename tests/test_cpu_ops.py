@@ -363,6 +363,14 @@ def test_prod_index_order(n):
         lanes = v[: n - n % 2].reshape(-1, 2).prod(axis=0).prod()   # grouped by 2 lanes: inf * 0
     if n >= 8: assert np.isnan(lanes)
 
+@pytest.mark.parametrize("shape,axes", [((1 << 20,), (0,)), ((64, 999), (1,)), ((999, 64), (0,)), ((8, 30, 40), (0, 2))])
+def test_prod_is_a_running_product_bit_for_bit(shape, axes):
+    "The oracle's product is numpy's product loop; this checks that it is one running product in index order."
+    x = np.random.default_rng(7).uniform(0.5, 1.5, shape).astype(np.float32)
+    moved = np.moveaxis(x, axes, range(x.ndim - len(axes), x.ndim)).reshape(*(d for i, d in enumerate(shape) if i not in axes), -1)
+    running = np.cumprod(moved, axis=-1)[..., -1]
+    assert np.array_equal(run(Op.PROD, x, arg=(axes, False)), running)
+
 def test_prod_f16_accumulates_in_f32():
     v = np.array([300, 300, 1 / 300, 1 / 300], np.float16)   # 9e4 overflows f16 (max 65504) but not f32
     assert abs(float(run(Op.PROD, v, arg=((0,), False))) - 1.0) < 2e-3

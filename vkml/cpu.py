@@ -156,9 +156,8 @@ impl(Op.MIN)(_extreme(np.min, np.inf, "amin"))
 @impl(Op.PROD)
 def _prod(n, x):
     axes, _keep = n.arg; x, axes = _rank1(x, axes)
-    m = _moved(x.astype(acc_np(n.dtype)), axes)
-    if m.shape[-1] == 0: return np.ones(m.shape[:-1], m.dtype)
-    return np.cumprod(m, axis=-1)[..., -1]   # a running product: left to right, in index order, at C speed
+    m = np.ascontiguousarray(_moved(x.astype(acc_np(n.dtype), copy=False), axes))
+    return np.multiply.reduce(m, axis=-1)   # one running product per output, left to right (empty: 1)
 
 # %% ../nbs/06_cpu.ipynb #5705d36c
 def _arg_extreme(f, name):

@@ -158,6 +158,8 @@ def parse_args(argv=None):
     ap.add_argument("--out", default="out", help="where the checkpoint and the plot go (default: ./out/)")
     ap.add_argument("--batch-size", type=int, default=32)
     ap.add_argument("--lr", type=float, default=1e-2)
+    ap.add_argument("--optimizer", choices=("adam", "sgd"), default="adam",
+                    help="sgd: plain SGD (a parameter moves by lr times its gradient: what comparing runs needs)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--no-progress", action="store_true", help="no progress bar")
     ap.add_argument("--no-jit", action="store_true", help="build and record every step (no replay with vkml.jit)")
@@ -190,7 +192,7 @@ def main(argv=None) -> dict:
     if a.distributed:   # rank 0's weights everywhere, gradients averaged after backward, a share of each batch
         model = dist.DistributedDataParallel(net)
         sampler = dist.DistributedSampler(xtr, seed=a.seed)
-    opt = optim.Adam(model.parameters(), lr=a.lr)
+    opt = (optim.Adam if a.optimizer == "adam" else optim.SGD)(model.parameters(), lr=a.lr)
     if device.startswith("vulkan"):
         import vkml.vulkan as V
         V.reset_stats()

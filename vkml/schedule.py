@@ -12,7 +12,7 @@ from .elementwise import ELEMENTWISE
 from .graph import Node
 
 # %% auto #0
-__all__ = ['FUSED_REDUCE', 'MAX_FUSED_OPS', 'MAX_FUSED_BUFFERS', 'RECOMPUTE_OPS', 'PLACEABLE_OPS', 'PLAN_CACHE_SIZE',
+__all__ = ['FUSED_REDUCE', 'MAX_FUSED_OPS', 'MAX_FUSED_BUFFERS', 'RECOMPUTE_OPS', 'ROW_VIEWS', 'PLACEABLE_OPS', 'PLAN_CACHE_SIZE',
            'READBACK_BYTES', 'ScheduleError', 'order', 'Kernel', 'constant_value', 'plan_cache_enabled', 'signature',
            'fusion_default', 'Schedule', 'schedule']
 
@@ -95,7 +95,7 @@ def _after(a: Node, nodes: list, pos: dict) -> set:
 @dataclass(eq=False)
 class Kernel:
     "One unit of work of a schedule."
-    kind: str                                   # fused, reduce, view, op
+    kind: str                                   # fused, reduce, row, view, op
     nodes: list                                 # the nodes it computes, in order
     stores: list = field(default_factory=list)  # the nodes whose values it writes to memory
     frees: list = field(default_factory=list)   # stored intermediates whose last reader this kernel is
@@ -206,7 +206,12 @@ def _stored_constants(nodes, consumers, needed) -> set:
     return out
 
 def _kernels(nodes, consumers, needed, fuse) -> list:
-    "Cut the ordered `nodes` into kernels (see above)."
+    "Cut the ordered `nodes` into kernels (see above), then fold rows (see below)."
+    ks = _cut(nodes, consumers, needed, fuse)
+    return _rows(ks, consumers) if fuse else ks
+
+def _cut(nodes, consumers, needed, fuse) -> list:
+    "Cut the ordered `nodes` into kernels: fused regions, merged where they can be."
     if not fuse:
         return [Kernel("view" if n.op in VIEW_OPS else "fused" if n.op in ELEMENTWISE else "op", [n]) for n in nodes]
     inlined, _ = _regions(nodes, consumers, needed)
@@ -266,6 +271,71 @@ def _overwrites_read(k: Kernel, prev: Kernel) -> bool:
     targets = {id(_base(n)) for n in k.nodes if n.op is Op.ASSIGN}
     return bool(targets) and any(s.op in VIEW_OPS and id(_base(s)) in targets for n in prev.nodes for s in n.srcs)
 
+# %% ../nbs/05_schedule.ipynb #73d05d22
+ROW_VIEWS = frozenset({Op.DETACH, Op.EXPAND, Op.RESHAPE})   # views of a row's value that a row kernel computes itself
+
+def _row_reduction(k: Kernel, shape=None):
+    "The reduction of `k` when `k` is a reduction over the last axis only, kept (of input `shape`, when given)."
+    if k.kind not in ("reduce", "op"): return None
+    r = next((n for n in k.nodes if n.op in FUSED_REDUCE), None)
+    if r is None or r.dtype not in (float32, float16): return None
+    axes, keepdim = r.arg
+    x = r.srcs[0].shape
+    if not keepdim or tuple(axes) != (len(x) - 1,) or x[-1] < 2 or (shape is not None and x != shape): return None
+    return r
+
+def _row_group(ks, i, consumers, homes):
+    "(views before, the row kernel, views after, next index) for the run starting at `ks[i]`, or None."
+    r = _row_reduction(ks[i])
+    if r is None: return None
+    shape = r.srcs[0].shape
+    members, views, j = [ks[i]], [], i + 1
+    while j < len(ks):
+        k = ks[j]; j += 1
+        if k.kind == "view": views.append(k); continue
+        if _row_reduction(k, shape) is not None: members.append(k); continue
+        if k.kind == "fused" and k.shape == shape: members.append(k); break
+        return None
+    else: return None
+    inside = {id(n) for k in members for n in k.nodes}
+    ids, mine = set(inside), []          # the views of the group's values, computed in the kernel
+    for v in views:
+        if v.nodes[0].op in ROW_VIEWS and id(v.nodes[0].srcs[0]) in ids: mine.append(v); ids.add(id(v.nodes[0]))
+    # A view that something outside the kernel reads is made after it too (so is every view it is a view of),
+    # from the value the kernel then stores.
+    span = {id(k) for k in members}
+    outside = lambda c: id(c) not in ids or any(id(h) not in span for h in homes[id(c)])
+    again = {id(v.nodes[0]) for v in mine if any(outside(c) for c in consumers[id(v.nodes[0])])}
+    for v in reversed(mine):
+        if id(v.nodes[0]) in again and id(v.nodes[0].srcs[0]) in ids and v.nodes[0].srcs[0].op in VIEW_OPS:
+            again.add(id(v.nodes[0].srcs[0]))
+    others = [v for v in views if v not in mine]
+    late = {id(v.nodes[0]) for v in others if id(_base(v.nodes[0], through_assign=False)) in ids}
+    nodes, seen = [], set()
+    for k in ks[i:j]:
+        if k.kind == "view" and k not in mine: continue
+        for n in k.nodes:
+            if id(n) not in seen: seen.add(id(n)); nodes.append(n)
+    if (any(n.op is Op.ASSIGN for n in nodes) or any(id(s) in late for n in nodes for s in n.srcs)
+            or len(nodes) > 2 * MAX_FUSED_OPS or len(_reads(nodes, ids)) >= MAX_FUSED_BUFFERS
+            or not any(id(s) in ids and s.op in FUSED_REDUCE | ROW_VIEWS for n in members[-1].nodes for s in n.srcs)):
+        return None
+    after = [v for v in views if id(v.nodes[0]) in late or (v in mine and id(v.nodes[0]) in again)]
+    return [v for v in others if id(v.nodes[0]) not in late], Kernel("row", nodes), after, j
+
+def _rows(ks, consumers) -> list:
+    "Fold each run of last-axis reductions and the elementwise kernel that reads them into one `row` kernel."
+    homes = {}                                        # id(node) -> the kernels that compute it
+    for k in ks:
+        for n in k.nodes: homes.setdefault(id(n), []).append(k)
+    out, i = [], 0
+    while i < len(ks):
+        g = _row_group(ks, i, consumers, homes)
+        if g is None: out.append(ks[i]); i += 1; continue
+        before, k, after, i = g
+        out += before + [k] + after
+    return out
+
 # %% ../nbs/05_schedule.ipynb #e892c649
 def _inlines(c: Node, s: Node, where: dict) -> bool:
     "Does the kernel that computes `c` compute `s` too (so `c` needs no stored `s`)?"
@@ -282,7 +352,9 @@ def _plan(ks, consumers, needed) -> dict:
         if k.kind == "view": continue
         inside = {id(n) for n in k.nodes}
         k.stores = [n for n in k.nodes if n.op is Op.ASSIGN or id(n) in needed
-                    or any(id(c) not in inside and not _inlines(c, n, where) for c in consumers[id(n)])]
+                    or any((id(c) not in inside or k.kind == "row" and c.op in VIEW_OPS) and not _inlines(c, n, where)
+                           for c in consumers[id(n)])]
+        if k.kind == "row": k.stores = [n for n in k.stores if n.op not in VIEW_OPS]   # (views are made again after it)
         if k.kind in ("reduce", "op") and k.nodes[-1] not in k.stores: k.stores.append(k.nodes[-1])
     owner, aliases = {}, {}                           # id(node) -> the stored node whose memory it is; its views
     for k in ks:

@@ -247,6 +247,7 @@ class VulkanBackend(Backend):
             for k, launch in zip(schedule.kernels, launchers):
                 if k.kind == "view": self._view(rec, k.nodes[0])
                 elif k.kind == "op": self._op(rec, launch, k.nodes[0])
+                elif k.kind == "row": self._row(rec, k)
                 else: self._fused(rec, k)
                 done.extend(k.stores or k.nodes)
                 for n in k.frees: n.buf = None      # the memory plan: the range is this recording's to reuse
@@ -374,7 +375,7 @@ class VulkanBackend(Backend):
         if any(b.alloc.size > INT32_MAX and _span(b.view)[1] > INT32_MAX for b in bufs): _too_many(k, prog.shape)
         views = [b.view for b in bufs]
         if r is None:
-            words, vec4 = codegen.layout_words(views, prog.shape)
+            words, vec4 = codegen.layout_words(views, prog.shape, {i for i, (role, _) in enumerate(prog.operands) if role == "out"})
             form = "vec4" if vec4 and codegen.vec4_ok(prog.desc) else "scalar"
         else:
             words, form = codegen.reduce_words(prog, views, k.reduce.srcs[0].shape)
@@ -408,11 +409,43 @@ class VulkanBackend(Backend):
                 t.alloc.dirty = True                    # host copies of the old value, in any view, are stale
                 t.fetch = None
 
+    def _row(self, rec, k: Kernel):
+        "A row kernel (see the schedule): a workgroup per row, its reductions and what reads them in one dispatch."
+        rt = rec.rt
+        prog = codegen.describe(k)
+        n_rows, kk = prod(prog.shape[:-1]), prog.shape[-1]
+        form = codegen.row_form(kk)
+        if form.endswith("x0") and -(-kk // codegen.ROW_LOCAL_MAX) > LOOP_BUDGET: return self._unfused(rec, k)
+        for n in k.stores: n.buf = self._out(rec, n)
+        if prod(prog.shape) > INT32_MAX: _too_many(k, prog.shape)
+        bufs = [node.buf or self._source(rec, node) for _, node in prog.operands]
+        if any(b.alloc.size > INT32_MAX and _span(b.view)[1] > INT32_MAX for b in bufs): _too_many(k, prog.shape)
+        if n_rows == 0:
+            if rt.watch or rt.failed:
+                _inherit(rt, [b for (role, _), b in zip(prog.operands, bufs) if role == "out"],
+                         [b for (role, _), b in zip(prog.operands, bufs) if role != "out"])
+            return
+        words, form = codegen.row_words(prog, [b.view for b in bufs])
+        name = rt.programs.get((prog.desc, form))
+        if name is None:
+            src = codegen.write_glsl(prog.desc, form)
+            name = "gen_" + codegen.source_hash(src)
+            if name not in _extra_spirv: register_shader(name, codegen.spirv_for(src))
+            rt.programs[(prog.desc, form)] = name
+        args, base = rec.write_args(words + codegen.param_words(prog.params))
+        if prog.rand_params and rt.capture is not None:
+            for node, first in prog.rand_params:
+                rt.capture.rand_words(node, rec.args[1], base + len(words) + len(codegen.param_words(prog.params[:first])))
+        local = int(form[3:].split("x")[0])
+        nout = sum(1 for role, _ in prog.operands if role == "out")
+        rec.record(Dispatch(name, (args, *bufs), (base,), groups_1d(n_rows * local, local), tuple(range(1, nout + 1))), None)
+
     def _unfused(self, rec, k: Kernel):
         "Run kernel `k` node by node (each elementwise node alone, a reduction by its hand-written kernel)."
         keep = {id(n) for n in k.stores}
         for n in k.nodes:
-            if n.op in ELEMENTWISE: self._fused(rec, Kernel("fused", [n], stores=[n]))
+            if n.op in VIEW_OPS: self._view(rec, n)
+            elif n.op in ELEMENTWISE: self._fused(rec, Kernel("fused", [n], stores=[n]))
             else: self._op(rec, vk_kernels[n.op], n)
         for n in k.nodes:
             if id(n) not in keep and n.op is not Op.ASSIGN: n.buf = None

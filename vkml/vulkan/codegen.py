@@ -8,7 +8,7 @@ import functools, hashlib, os, re, shutil, struct, subprocess, tempfile, importl
 from pathlib import Path
 import numpy as np
 from ..dtypes import *
-from ..ops import Op
+from ..ops import Op, VIEW_OPS
 from ..elementwise import ELEMENTWISE
 from ..graph import Node
 from ..schedule import Kernel, constant_value
@@ -16,10 +16,11 @@ from .kernel_api import f32_bits
 
 # %% auto #0
 __all__ = ['STORAGE', 'COMPUTE', 'VEC4', 'MASK', 'ARG_HEADER', 'ARG_OPERAND', 'LOCAL', 'FORMS', 'REDUCE_HEADER', 'THREAD_MAX_K',
-           'GLSL_DIR', 'PREBUILT_DIR', 'GLSLC_FLAGS', 'Program', 'describe', 'uses_double', 'vec4_ok',
-           'double_literals', 'write_glsl', 'write_reduce_glsl', 'reduce_words', 'CompilerError', 'source_hash',
-           'cache_dir', 'compiler', 'compile_glsl', 'spirv_for', 'has_spirv', 'operand_words', 'layout_words',
-           'param_words', 'single_op_programs', 'prebuilt_sources']
+           'ROW_HEADER', 'ROW_OPERAND', 'ROW_CACHE', 'ROW_LOCAL_MAX', 'GLSL_DIR', 'PREBUILT_DIR', 'GLSLC_FLAGS',
+           'Program', 'is_row', 'describe', 'uses_double', 'vec4_ok', 'double_literals', 'write_glsl',
+           'write_reduce_glsl', 'reduce_words', 'row_form', 'write_row_glsl', 'row_words', 'CompilerError',
+           'source_hash', 'cache_dir', 'compiler', 'compile_glsl', 'spirv_for', 'has_spirv', 'operand_words',
+           'layout_words', 'param_words', 'single_op_programs', 'prebuilt_sources']
 
 # %% ../../nbs/24_codegen.ipynb #956d6410
 STORAGE = {"float32": "float", "float16": "float16_t", "float64": "double", "int32": "int", "int64": "int64_t", "bool": "uint8_t"}
@@ -44,10 +45,16 @@ class Program:
         self.rand_params, self._source = rand_params, None
     @property
     def source(self) -> str:
-        if self._source is None: self._source = write_glsl(self.desc, "scalar" if self.desc[4] is None else "group")
+        if self._source is None:
+            r = self.desc[4]
+            self._source = write_glsl(self.desc, "scalar" if r is None else row_form(self.shape[-1]) if is_row(self.desc) else "group")
         return self._source
     @property
     def name(self) -> str: return "gen_" + source_hash(self.source)
+
+def is_row(desc) -> bool:
+    "Is `desc` a row kernel's (see Row kernels below)? Its fifth item is then the nodes' levels, not a reduction's index."
+    return type(desc[4]) is tuple
 
 def _param_type(letter: str, dtype: DType) -> str:
     "A parameter's type key: the compute type of `dtype` for 'T', else float ('f': double for a float64 node) or uint ('u')."
@@ -68,7 +75,7 @@ def describe(k: Kernel, remember: bool = True) -> Program:
     `remember=False` for a look before the run (a constant an earlier kernel of the run stores is a buffer then)."""
     recipe = k.memo.get("program") if remember else None
     if recipe is None:
-        recipe = _recipe(k)
+        recipe = _row_recipe(k) if k.kind == "row" else _recipe(k)
         if remember: k.memo["program"] = recipe
     return _instantiate(recipe, k)
 
@@ -214,6 +221,7 @@ def _helpers(nodes) -> list:
 
 def write_glsl(desc, form: str = "scalar") -> str:
     "The GLSL compute shader of a program's description in `form` (see `FORMS`)."
+    if is_row(desc): return write_row_glsl(desc, form)
     if desc[4] is not None: return write_reduce_glsl(desc, form)
     vec4 = form == "vec4"
     operands, ptypes, nodes, stores, _ = desc
@@ -251,12 +259,15 @@ def write_glsl(desc, form: str = "scalar") -> str:
         for i, j in stores:
             dt = to_dtype(operands[j][1])
             lines.append(f"    b{j}[at({oword(j)}, gid, c)] = {_store(dt, f'v{i}')};")
-    else:
-        lines += ["    if (gid >= n / 4u) return;"]
+    else:   # four neighbours along the last axis: one set of coordinates, a vec4 or one broadcast value per operand
+        lines += ["    if (gid >= n / 4u) return;",
+                  "    uvec4 c = args[base + 1u] != 0u ? coords4(gid * 4u, args[base + 3u], args[base + 4u], args[base + 5u]) : uvec4(0u);"]
         for j, (role, dt) in enumerate(operands):
             if role == "in":
-                lines.append(f"    uint o{j} = args[{oword(j)} + 1u];")
-                lines.append(f"    {VEC4[dt]} a{j} = args[{oword(j)}] == 0u ? b{j}[o{j} / 4u + gid] : {VEC4[dt]}(b{j}[o{j} / 4u][o{j} % 4u]);")
+                w = oword(j)
+                lines.append(f"    uint o{j} = at({w}, gid * 4u, c);")
+                lines.append(f"    {VEC4[dt]} a{j} = (args[{w}] == 1u || args[{w}] == 2u && args[{w} + 5u] == 0u)"
+                             f" ? {VEC4[dt]}(b{j}[o{j} / 4u][o{j} % 4u]) : b{j}[o{j} / 4u];")
         outs = sorted({j for _, j in stores})
         for j in outs: lines.append(f"    {VEC4[operands[j][1]]} r{j};")
         lines.append("    for (uint k = 0u; k < 4u; k++) {")
@@ -266,7 +277,7 @@ def write_glsl(desc, form: str = "scalar") -> str:
             lines.append(f"        {COMPUTE[out]} v{i} = {e};")
         for i, j in stores: lines.append(f"        r{j}[k] = {_store(to_dtype(operands[j][1]), f'v{i}')};")
         lines.append("    }")
-        for j in outs: lines.append(f"    b{j}[args[{oword(j)} + 1u] / 4u + gid] = r{j};")
+        for j in outs: lines.append(f"    b{j}[at({oword(j)}, gid * 4u, c) / 4u] = r{j};")
     lines.append("}")
     return "\n".join(lines) + "\n"
 
@@ -393,6 +404,168 @@ def reduce_words(prog: Program, views, in_shape) -> tuple:
     words = (n, k, *ext, mask, int(strided), *osh, *(w for o in ops for w in o))
     return words, ("thread" if k <= THREAD_MAX_K else "group")
 
+# %% ../../nbs/24_codegen.ipynb #a20eeabc
+ROW_HEADER = 6              # rows, row length, extents[4]
+ROW_OPERAND = 5             # offset, strides[4]
+ROW_CACHE = 16              # values of each input a thread keeps in registers (longer rows are read again per pass)
+ROW_LOCAL_MAX = 1024
+
+def row_form(k: int) -> str:
+    "The launch of a row kernel over rows of `k`: 'row{threads}x{values kept per thread}' (0: none kept)."
+    local = 32
+    while local < k and local < ROW_LOCAL_MAX: local *= 2
+    ch = 1
+    while ch * local < k: ch *= 2
+    return f"row{local}x{ch if ch <= ROW_CACHE else 0}"
+
+def _row_recipe(k: Kernel) -> tuple:
+    "The recipe (as `_recipe`'s) of a row kernel: its nodes in order, each with its level."
+    nodes_in, shape = k.nodes, k.shape
+    inside = {id(n): i for i, n in enumerate(nodes_in)}
+    stored = {id(n) for n in k.stores}
+    operands, op_index, params, nodes, stores, rand_params, levels = [], {}, [], [], [], [], []
+    def operand(node, ref, role):
+        key = (id(node), role)
+        if key not in op_index: op_index[key] = len(operands); operands.append((role, ref, node.dtype.name))
+        return op_index[key]
+    for i, n in enumerate(nodes_in):
+        if id(n) in stored: operand(n, ("n", i), "out")
+    for i, n in enumerate(nodes_in):
+        refs, level = [], "r" if not n.srcs and n.shape == shape else "s"
+        for j, s in enumerate(n.srcs):
+            if id(s) in inside:
+                refs.append(("v", inside[id(s)]))
+                if levels[inside[id(s)]] == "r": level = "r"
+            elif constant_value(s) is not None:
+                params.append((("c", i, j), s.dtype.name)); refs.append(("p", len(params) - 1))
+            else:
+                role = "r" if s.shape == shape else "s"     # read per element, or once per row
+                refs.append(("a", operand(s, ("s", i, j), role)))
+                if role == "r": level = "r"
+        first = len(params)
+        if n.op in _REDUCE or n.op in VIEW_OPS:
+            level = "s"
+            nodes.append((n.op.name, n.arg if n.op in _REDUCE else None, (n.srcs[0].dtype.name,), n.dtype.name, tuple(refs), ()))
+        else:
+            row = ELEMENTWISE[n.op]
+            if row.params is not None:
+                d = n.srcs[0].dtype if n.srcs else n.dtype
+                for t in row.param_types: params.append((("r", i), _param_type(t, d)))
+            if n.op is Op.RAND: rand_params.append((i, first))
+            variant = row.variant(n.arg) if row.variant else None
+            nodes.append((n.op.name, variant, tuple(s.dtype.name for s in n.srcs), n.dtype.name, tuple(refs),
+                          tuple(range(first, len(params)))))
+        levels.append(level)
+        if id(n) in stored: stores.append((i, op_index[(id(n), "out")]))
+    full = tuple(n.shape == shape for n in nodes_in)
+    desc = (tuple((role, dt) for role, _, dt in operands), tuple(t for _, t in params), tuple(nodes), tuple(stores),
+            ("row", tuple(levels), full))
+    return (list(range(len(nodes_in))), desc, [(role, ref) for role, ref, _ in operands],
+            [ref for ref, _ in params], stores, rand_params)
+
+def _cone(i, nodes, levels) -> set:
+    "The per-element (`r`) nodes that node `i` needs, itself included when it is one."
+    out, stack = set(), [i]
+    while stack:
+        m = stack.pop()
+        if levels[m] != "r" or m in out: continue
+        out.add(m)
+        stack.extend(j for kind, j in nodes[m][4] if kind == "v")
+    return out
+
+def write_row_glsl(desc, form: str) -> str:
+    "The GLSL of a row kernel in `form` (see `row_form`)."
+    operands, ptypes, nodes, stores, (_, levels, full) = desc
+    local, ch = (int(x) for x in form[3:].split("x"))
+    reds = [i for i, nd in enumerate(nodes) if Op[nd[0]] in _REDUCE]
+    acc_types = sorted({COMPUTE[nodes[i][3]] for i in reds})
+    lines = [_preamble(desc), *_helpers([nd for nd in nodes if Op[nd[0]] in ELEMENTWISE]), f"layout(local_size_x = {local}) in;",
+             "layout(push_constant) uniform PC { uint base; } pc;",
+             "layout(std430, set = 0, binding = 0) readonly buffer Args { uint args[]; };"]
+    for j, (role, dt) in enumerate(operands):
+        qual = "writeonly " if role == "out" else "readonly "
+        lines.append(f"layout(std430, set = 0, binding = {j + 1}) {qual}buffer B{j} {{ {STORAGE[dt]} b{j}[]; }};")
+    lines += [f"shared {t} red_{t}[{local}];" for t in acc_types]
+    lines += ["void main() {", "    uint base = pc.base;", "    uint nrows = args[base]; uint K = args[base + 1u];",
+              "    uint row = WGID; uint tid = gl_LocalInvocationID.x;", "    if (row >= nrows) return;",
+              "    uint q = row; uint c2 = q % args[base + 4u]; q /= args[base + 4u]; uint c1 = q % args[base + 3u]; uint c0 = q / args[base + 3u];"]
+    for j in range(len(operands)):
+        o = f"base + {ROW_HEADER + ROW_OPERAND * j}u"
+        lines.append(f"    int rb{j} = int(args[{o}]) + int(c0) * int(args[{o} + 1u]) + int(c1) * int(args[{o} + 2u])"
+                     f" + int(c2) * int(args[{o} + 3u]); int sk{j} = int(args[{o} + 4u]);")
+    pword, pnames = ROW_HEADER + ROW_OPERAND * len(operands), []
+    for t in ptypes:
+        pnames.append(f"q{len(pnames)}")
+        lines.append(f"    {COMPUTE.get(t, 'uint')} q{len(pnames) - 1} = {_param_expr(t, f'base + {pword}u')};")
+        pword += _param_word_count(t)
+    load = lambda j, idx: _load(to_dtype(operands[j][1]), f"b{j}[uint(rb{j} + int({idx}) * sk{j})]")
+    for j, (role, dt) in enumerate(operands):
+        if role == "s": lines.append(f"    {COMPUTE[dt]} a{j} = {_load(to_dtype(dt), f'b{j}[uint(rb{j})]')};")
+    row_ops = [j for j, (role, _) in enumerate(operands) if role == "r"]
+    if ch:      # the row's inputs, read once
+        for j in row_ops:
+            t = COMPUTE[operands[j][1]]
+            lines += [f"    {t} x{j}[{ch}];",
+                      f"    for (uint t = 0u; t < {ch}u; t++) {{ uint idx = tid + t * {local}u; x{j}[t] = idx < K ? {load(j, 'idx')} : {t}(0); }}"]
+    def expr(i, index):
+        name, variant, ins, out, refs, pidx = nodes[i]
+        if Op[name] in VIEW_OPS: return f"v{refs[0][1]}" if refs[0][0] == "v" else f"a{refs[0][1]}"
+        return _node_expr(name, variant, ins, out, refs, pidx, pnames, lambda j: f"a{j}", index)
+    def loop(cone, body):
+        "A loop over the row computing the `r` nodes of `cone`, then `body` (lines)."
+        used = sorted({j for m in cone for kind, j in nodes[m][4] if kind == "a" and operands[j][0] == "r"}
+                      | {j for l in body for j in row_ops if f"a{j}" in l})
+        if ch: head = [f"    for (uint t = 0u; t < {ch}u; t++) {{", f"        uint idx = tid + t * {local}u; if (idx >= K) break;"]
+        else: head = [f"    for (uint idx = tid; idx < K; idx += {local}u) {{"]
+        inner = [f"        {COMPUTE[operands[j][1]]} a{j} = {f'x{j}[t]' if ch else load(j, 'idx')};" for j in used]
+        inner += [f"        {COMPUTE[nodes[m][3]]} v{m} = {expr(m, '(row * K + idx)')};" for m in sorted(cone)]
+        return head + inner + ["        " + l for l in body] + ["    }"]
+    done = set()
+    def scalars():
+        "Every per-row node whose inputs are ready, once."
+        out = []
+        for i, nd in enumerate(nodes):
+            if levels[i] != "s" or i in done or Op[nd[0]] in _REDUCE: continue
+            if all(kind != "v" or j in done for kind, j in nd[4]):
+                done.add(i); out.append(f"    {COMPUTE[nd[3]]} v{i} = {expr(i, 'row')};")
+        return out
+    for r in reds:
+        lines += scalars()
+        rop, _arg, _ins, rout, rrefs, _ = nodes[r]
+        t = COMPUTE[rout]
+        kind, idx = rrefs[0]
+        term = f"v{idx}" if kind == "v" else f"a{idx}" if kind == "a" else pnames[idx]
+        lines.append(f"    {t} acc{r} = {_identity(rop, rout)};")
+        lines += loop(_cone(idx, nodes, levels) if kind == "v" else set(), [f"acc{r} = {_combine(rop, rout, f'acc{r}', f'{t}({term})')};"])
+        lines += [f"    red_{t}[tid] = acc{r};", "    barrier();"]
+        s = local // 2
+        while s:
+            lines += [f"    if (tid < {s}u) red_{t}[tid] = {_combine(rop, rout, f'red_{t}[tid]', f'red_{t}[tid + {s}u]')};", "    barrier();"]
+            s //= 2
+        fin = f"red_{t}[0] / {t}(K)" if rop == "MEAN" else f"red_{t}[0]"
+        lines += [f"    {t} v{r} = {_rounded(rout, fin)};", "    barrier();"]
+        done.add(r)
+    lines += scalars()
+    wide = [(i, j) for i, j in stores if full[i]]
+    if wide:
+        cone = set().union(*(_cone(i, nodes, levels) for i, _ in wide))
+        lines += loop(cone, [f"b{j}[uint(rb{j} + int(idx) * sk{j})] = {_store(to_dtype(operands[j][1]), f'v{i}')};" for i, j in wide])
+    for i, j in stores:
+        if not full[i]: lines.append(f"    if (tid == 0u) b{j}[uint(rb{j})] = {_store(to_dtype(operands[j][1]), f'v{i}')};")
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+def row_words(prog: Program, views) -> tuple:
+    "(words, form) of a row program's launch over its operands' views."
+    shape = prog.shape
+    k = shape[-1]
+    ext = _pad4(shape, (0,) * len(shape))[0]
+    ops = []
+    for v in views:
+        _sh, st = _pad4(v.shape, v.strides)
+        ops += [v.offset, *(s & MASK for s in st)]
+    return (prod(shape[:-1]), k, *ext, *ops), row_form(k)
+
 # %% ../../nbs/24_codegen.ipynb #8b5bdffb
 GLSL_DIR = Path(str(importlib.resources.files("vkml") / "glsl"))
 PREBUILT_DIR = Path(str(importlib.resources.files("vkml") / "spirv"))
@@ -471,13 +644,22 @@ def operand_words(view: View, shape) -> tuple:
     if all(s == 0 or d == 1 for s, d in zip(st, sh)): return (1, view.offset, 0, 0, 0, 0)
     return (2, view.offset, *(s & MASK for s in st))
 
-def layout_words(views, shape) -> tuple:
-    "(words, vec4?) of the header and the operands."
+def _vec4_operand(o, written: bool) -> bool:
+    "Can an operand of layout words `o` be read (or `written`) four neighbours at a time along the last axis?"
+    mode, off, *st = o
+    if mode == 1: return not written                  # one value: read once, broadcast
+    if mode == 0: return off % 4 == 0
+    if st[3] == 0: return not written                 # broadcast along the last axis: one value per four
+    return st[3] == 1 and off % 4 == 0 and all(x % 4 == 0 for x in st[:3])   # aligned vec4 rows
+
+def layout_words(views, shape, written=()) -> tuple:
+    "(words, vec4?) of the header and the operands (`written`: the indices of the ones written)."
     n = prod(shape)
     ops = [operand_words(v, shape) for v in views]
     strided = any(o[0] == 2 for o in ops)
     sh = _pad4(shape, (0,) * len(shape))[0]
-    vec4 = not strided and n % 4 == 0 and n > 0 and all(o[0] == 1 or o[1] % 4 == 0 for o in ops)
+    vec4 = (n % 4 == 0 and n > 0 and (not strided or sh[3] % 4 == 0)
+            and all(_vec4_operand(o, i in written) for i, o in enumerate(ops)))
     return (n, int(strided), *sh, *(w for o in ops for w in o)), vec4
 
 def param_words(params) -> tuple:

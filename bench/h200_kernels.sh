@@ -15,7 +15,7 @@ PY=${PYTHON:-python3}
 TAIL=25
 . bench/h200_lib.sh
 step parity_nn      150 $PY -m pytest tests/test_parity_nn.py -q -x -k "matmul or conv or coopmat or tensor_cores or norm or softmax or entropy"
-step parity_rows    120 $PY -m pytest tests/test_parity_elementwise.py tests/test_row_kernels.py tests/test_fusion_regressions.py tests/test_cpu_ops.py -q -x
+step parity_rows    150 $PY -m pytest tests/test_parity_elementwise.py tests/test_row_kernels.py tests/test_elementwise_forms.py tests/test_fusion_regressions.py tests/test_cpu_ops.py -q -x
 step kernels        ${KERNELS_S:-300} $PY bench/bench_kernels.py --sweep --budget ${SWEEP_S:-200} --out "$OUT/kernels_h200.json"
 step fusion         60  $PY bench/fusion.py --out "$OUT/fusion_h200.json"
 pack_logs

@@ -87,6 +87,9 @@ class Backend:
         "The lock `realize` holds while it schedules and runs on this backend: one thread at a time."
         lk = self.__dict__.get("_lock")
         return lk if lk is not None else self.__dict__.setdefault("_lock", threading.RLock())
+    def explain(self, kernel) -> str:
+        "How this backend would run a schedule's `kernel` (its shaders, its form): shown by `vkml.schedule`; '' says nothing."
+        return ""
     def memory_of(self, buf):
         "The identity of the memory `buf` lives in (two views of one buffer give the same)."
         return id(buf)

@@ -12,9 +12,9 @@ from .elementwise import ELEMENTWISE
 from .graph import Node
 
 # %% auto #0
-__all__ = ['FUSED_REDUCE', 'MAX_FUSED_OPS', 'MAX_FUSED_BUFFERS', 'RECOMPUTE_OPS', 'ROW_VIEWS', 'PLACEABLE_OPS', 'PLAN_CACHE_SIZE',
-           'READBACK_BYTES', 'ScheduleError', 'order', 'Kernel', 'constant_value', 'plan_cache_enabled', 'signature',
-           'fusion_default', 'Schedule', 'schedule']
+__all__ = ['FUSED_REDUCE', 'MAX_FUSED_OPS', 'MAX_FUSED_BUFFERS', 'RECOMPUTE_OPS', 'ROW_VIEWS', 'ROW_MIN_ROWS', 'ROW_LONG',
+           'PLACEABLE_OPS', 'PLAN_CACHE_SIZE', 'READBACK_BYTES', 'ScheduleError', 'order', 'Kernel', 'constant_value',
+           'plan_cache_enabled', 'signature', 'fusion_default', 'Schedule', 'schedule']
 
 # %% ../nbs/05_schedule.ipynb #22db6109
 class ScheduleError(VkmlError, RuntimeError):
@@ -273,34 +273,46 @@ def _overwrites_read(k: Kernel, prev: Kernel) -> bool:
 
 # %% ../nbs/05_schedule.ipynb #73d05d22
 ROW_VIEWS = frozenset({Op.DETACH, Op.EXPAND, Op.RESHAPE})   # views of a row's value that a row kernel computes itself
+ROW_MIN_ROWS, ROW_LONG = 128, 16384   # fewer rows than this, each longer than that: one workgroup a row would starve the GPU
 
 def _row_reduction(k: Kernel, shape=None):
-    "The reduction of `k` when `k` is a reduction over the last axis only, kept (of input `shape`, when given)."
+    "The reduction of `k` when `k` reduces the last axis only (of input `shape`, when given), else None."
     if k.kind not in ("reduce", "op"): return None
     r = next((n for n in k.nodes if n.op in FUSED_REDUCE), None)
     if r is None or r.dtype not in (float32, float16): return None
-    axes, keepdim = r.arg
+    axes, _keepdim = r.arg
     x = r.srcs[0].shape
-    if not keepdim or tuple(axes) != (len(x) - 1,) or x[-1] < 2 or (shape is not None and x != shape): return None
+    if tuple(axes) != (len(x) - 1,) or x[-1] < 2 or (shape is not None and x != shape): return None
     return r
+
+def _row_view(v: Node, shape) -> bool:
+    "Is view `v` one a row kernel computes itself: a view of one value per row, or a DETACH?"
+    per_row = (shape[:-1] + (1,), shape[:-1])
+    if v.op is Op.DETACH: return True
+    return v.op in ROW_VIEWS and v.srcs[0].shape in per_row and v.shape in per_row + (shape,)
 
 def _row_group(ks, i, consumers, homes):
     "(views before, the row kernel, views after, next index) for the run starting at `ks[i]`, or None."
     r = _row_reduction(ks[i])
     if r is None: return None
     shape = r.srcs[0].shape
-    members, views, j = [ks[i]], [], i + 1
+    if prod(shape[:-1]) < ROW_MIN_ROWS and shape[-1] > ROW_LONG: return None   # a few long rows: a split reduction's work
+    per_row = (shape[:-1] + (1,), shape[:-1])
+    members, views, j, end = [ks[i]], [], i + 1, i + 1
     while j < len(ks):
         k = ks[j]; j += 1
-        if k.kind == "view": views.append(k); continue
-        if _row_reduction(k, shape) is not None: members.append(k); continue
-        if k.kind == "fused" and k.shape == shape: members.append(k); break
-        return None
-    else: return None
+        if k.kind == "view": views.append((j, k)); continue
+        if _row_reduction(k, shape) is not None or (k.kind == "fused" and k.shape in per_row):
+            members.append(k); end = j; continue
+        if k.kind == "fused" and k.shape == shape: members.append(k); end = j
+        break
+    if len(members) < 2: return None
+    j = end                              # (the views after the last member stay outside)
+    views = [v for at, v in views if at <= j]
     inside = {id(n) for k in members for n in k.nodes}
     ids, mine = set(inside), []          # the views of the group's values, computed in the kernel
     for v in views:
-        if v.nodes[0].op in ROW_VIEWS and id(v.nodes[0].srcs[0]) in ids: mine.append(v); ids.add(id(v.nodes[0]))
+        if _row_view(v.nodes[0], shape) and id(v.nodes[0].srcs[0]) in ids: mine.append(v); ids.add(id(v.nodes[0]))
     # A view that something outside the kernel reads is made after it too (so is every view it is a view of),
     # from the value the kernel then stores.
     span = {id(k) for k in members}
@@ -318,10 +330,10 @@ def _row_group(ks, i, consumers, homes):
             if id(n) not in seen: seen.add(id(n)); nodes.append(n)
     if (any(n.op is Op.ASSIGN for n in nodes) or any(id(s) in late for n in nodes for s in n.srcs)
             or len(nodes) > 2 * MAX_FUSED_OPS or len(_reads(nodes, ids)) >= MAX_FUSED_BUFFERS
-            or not any(id(s) in ids and s.op in FUSED_REDUCE | ROW_VIEWS for n in members[-1].nodes for s in n.srcs)):
+            or any(n.shape not in per_row + (shape,) for n in nodes)):
         return None
     after = [v for v in views if id(v.nodes[0]) in late or (v in mine and id(v.nodes[0]) in again)]
-    return [v for v in others if id(v.nodes[0]) not in late], Kernel("row", nodes), after, j
+    return [v for v in others if id(v.nodes[0]) not in late], Kernel("row", nodes, memo={"row": shape}), after, j
 
 def _rows(ks, consumers) -> list:
     "Fold each run of last-axis reductions and the elementwise kernel that reads them into one `row` kernel."
@@ -453,6 +465,7 @@ def fusion_default() -> bool:
 
 class Schedule:
     "The kernels that realize `outputs`, in order, with their memory plan."
+    explain = None      # the backend's `explain(kernel)`, set by `vkml.schedule`: what each kernel runs as
     def __init__(self, outputs, read=False, fuse=None, memory_of=None):
         self.outputs = list(dict.fromkeys(outputs))
         self.fuse = fusion_default() if fuse is None else fuse
@@ -512,7 +525,8 @@ class Schedule:
             reads = ", ".join(name(s) for s in k.inputs())
             freed = [names[id(n)] for n in k.frees if id(n) in names]        # (the views of a freed buffer go with it)
             free = f"  (frees {', '.join(freed)})" if freed else ""
-            rows.append(f"{i:>3}  {what:<34} {writes:<26} {reads}{free}")
+            note = self.explain(k) if self.explain is not None else ""
+            rows.append(f"{i:>3}  {what:<34} {writes:<26} {reads}{free}" + (f"  [{note}]" if note else ""))
         return "\n".join(rows)
 
 def schedule(*outputs, read=False, fuse=None, memory_of=None) -> Schedule:

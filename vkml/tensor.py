@@ -27,7 +27,9 @@ def schedule(*tensors, read=False) -> Schedule:
     "What realizing `tensors` would run (the kernels, fused ones included, and the buffers each reads and writes)."
     nodes = [t.node if isinstance(t, TensorBase) else t for t in tensors]
     backend = get_backend(nodes[0].device)
-    return Schedule(nodes, read=read, fuse=fusion_default() and backend.fuses, memory_of=backend.memory_of)
+    s = Schedule(nodes, read=read, fuse=fusion_default() and backend.fuses, memory_of=backend.memory_of)
+    s.explain = backend.explain          # (its printout names the shader or form each kernel runs as)
+    return s
 
 def realize(*tensors, read=False, deferred=True) -> None:
     "Compute every tensor in `tensors` together, and the work deferred on their devices: one schedule (and one submission on Vulkan) per device."

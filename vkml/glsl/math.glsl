@@ -10,6 +10,7 @@
 
 // 2^k * y for |k| up to ~300, in two steps so that results in the subnormal range are right too.
 float scale2(float y, int k) {
+    if (k >= -126 && k <= 127) return y * uintBitsToFloat(uint(k + 127) << 23);   // one step (every finite exp but the extremes)
     int k1 = clamp(k, -126, 127);
     y *= uintBitsToFloat(uint(k1 + 127) << 23);
     k -= k1;

@@ -30,6 +30,26 @@ def _view_of(op: Op, node: Node, v: View):
     return v                                              # DETACH
 
 _contiguous: dict = {}
+def _planned_view(n: Node) -> View:
+    "The view a kernel will read `n` through: its buffer's, a view op's of its source's, or fresh contiguous memory."
+    if n.buf is not None: return n.buf.view
+    if n.op in VIEW_OPS:
+        v = _view_of(n.op, n, _planned_view(n.srcs[0]))
+        if v is not None: return v
+    return contiguous_view(n.shape)
+
+class _Planned:
+    "Memory that does not exist yet: what `explain` hands a hand-written kernel to learn which shaders it picks."
+    def __init__(self, dev): self.pool, self.size, self.offset = _PlannedPool(dev), 1 << 40, 0
+
+class _PlannedPool:
+    def __init__(self, dev): self.dev = dev
+
+def _stand_in(dev, n: Node, fresh: bool = False):
+    "`n`'s buffer, or a stand-in of its planned view (`fresh`: a kernel's output, contiguous)."
+    if n.buf is not None and not fresh: return n.buf
+    return VkTensor(_Planned(dev), contiguous_view(n.shape) if fresh else _planned_view(n), n.dtype)
+
 def contiguous_view(shape) -> View:
     "The contiguous View of `shape` (cached: Views are immutable)."
     v = _contiguous.get(shape)
@@ -188,6 +208,26 @@ class VulkanBackend(Backend):
         if t.fetch is not None or runtime(t.device).mem.direct_readback:
             return self.to_numpy(node)
         return None
+
+    def explain(self, k) -> str:
+        """What kernel `k` of a schedule runs as: a hand-written kernel's shaders (asked of the kernel itself, over
+        stand-in buffers), a fused kernel's form over its operands' views, a reduction's or a row kernel's form."""
+        try:
+            if k.kind == "row": return codegen.row_form(k.memo["row"][-1])
+            if k.kind == "reduce":
+                r = k.reduce
+                return "thread" if prod(r.srcs[0].shape[a] for a in r.arg[0]) <= codegen.THREAD_MAX_K else "group"
+            if k.kind == "fused":
+                prog = codegen.describe(k, remember=False)
+                outs = {i for i, (role, _) in enumerate(prog.operands) if role == "out"}
+                _, form = codegen.elementwise_form([_planned_view(n) for _, n in prog.operands], prog.shape, outs)
+                return "scalar" if form == "vec4" and not codegen.vec4_ok(prog.desc) else form
+            if k.kind == "op" and (f := vk_kernels.get(k.nodes[0].op)) is not None:
+                n, dev = k.nodes[0], self.device
+                ds = f(n, _stand_in(dev, n, fresh=True), *(_stand_in(dev, s) for s in n.srcs))
+                return " ".join(dict.fromkeys(d.shader for d in ds))
+        except VkmlError as e: return f"refused: {type(e).__name__}"   # (the run would say why)
+        return ""
 
     # --- running a schedule ---
     @property
@@ -375,8 +415,8 @@ class VulkanBackend(Backend):
         if any(b.alloc.size > INT32_MAX and _span(b.view)[1] > INT32_MAX for b in bufs): _too_many(k, prog.shape)
         views = [b.view for b in bufs]
         if r is None:
-            words, vec4 = codegen.layout_words(views, prog.shape, {i for i, (role, _) in enumerate(prog.operands) if role == "out"})
-            form = "vec4" if vec4 and codegen.vec4_ok(prog.desc) else "scalar"
+            words, form = codegen.elementwise_form(views, prog.shape, {i for i, (role, _) in enumerate(prog.operands) if role == "out"})
+            if form == "vec4" and not codegen.vec4_ok(prog.desc): form = "scalar"
         else:
             words, form = codegen.reduce_words(prog, views, k.reduce.srcs[0].shape)
         n = words[0]
@@ -395,7 +435,8 @@ class VulkanBackend(Backend):
         if prog.rand_params and rt.capture is not None:     # a replay writes new counters into these words
             for node, first in prog.rand_params:
                 rt.capture.rand_words(node, rec.args[1], base + len(words) + len(codegen.param_words(prog.params[:first])))
-        threads = n // 4 if form == "vec4" else n * codegen.LOCAL if form == "group" else n
+        threads = (n // 4 if form == "vec4" else n * codegen.LOCAL if form == "group"
+                   else codegen.tile_groups(prog.shape) * codegen.LOCAL if form.startswith("tile") else n)
         nout = sum(1 for role, _ in prog.operands if role == "out")
         rec.record(Dispatch(name, (args, *bufs), (base,), groups_1d(threads, codegen.LOCAL),
                             tuple(range(1, nout + 1))), None)

@@ -16,11 +16,12 @@ from .kernel_api import f32_bits
 
 # %% auto #0
 __all__ = ['STORAGE', 'COMPUTE', 'VEC4', 'MASK', 'ARG_HEADER', 'ARG_OPERAND', 'LOCAL', 'FORMS', 'REDUCE_HEADER', 'THREAD_MAX_K',
-           'ROW_HEADER', 'ROW_OPERAND', 'ROW_CACHE', 'ROW_LOCAL_MAX', 'GLSL_DIR', 'PREBUILT_DIR', 'GLSLC_FLAGS',
-           'Program', 'is_row', 'describe', 'uses_double', 'vec4_ok', 'double_literals', 'write_glsl',
-           'write_reduce_glsl', 'reduce_words', 'row_form', 'write_row_glsl', 'row_words', 'CompilerError',
-           'source_hash', 'cache_dir', 'compiler', 'compile_glsl', 'spirv_for', 'has_spirv', 'operand_words',
-           'layout_words', 'param_words', 'single_op_programs', 'prebuilt_sources']
+           'TILE', 'ROW_HEADER', 'ROW_OPERAND', 'ROW_CACHE', 'ROW_LOCAL_MAX', 'ROW_KEEP', 'GLSL_DIR', 'PREBUILT_DIR',
+           'GLSLC_FLAGS', 'Program', 'is_row', 'describe', 'uses_double', 'vec4_ok', 'double_literals', 'write_glsl',
+           'write_reduce_glsl', 'reduce_words', 'tile_form', 'tile_groups', 'write_tile_glsl', 'row_form',
+           'write_row_glsl', 'row_words', 'CompilerError', 'source_hash', 'cache_dir', 'compiler', 'compile_glsl',
+           'spirv_for', 'has_spirv', 'operand_words', 'layout_words', 'elementwise_form', 'param_words',
+           'single_op_programs', 'prebuilt_sources']
 
 # %% ../../nbs/24_codegen.ipynb #956d6410
 STORAGE = {"float32": "float", "float16": "float16_t", "float64": "double", "int32": "int", "int64": "int64_t", "bool": "uint8_t"}
@@ -77,7 +78,9 @@ def describe(k: Kernel, remember: bool = True) -> Program:
     if recipe is None:
         recipe = _row_recipe(k) if k.kind == "row" else _recipe(k)
         if remember: k.memo["program"] = recipe
-    return _instantiate(recipe, k)
+    prog = _instantiate(recipe, k)
+    if k.kind == "row": prog.shape = k.memo["row"]      # the rows' shape (its last node may be one value per row)
+    return prog
 
 def _recipe(k: Kernel) -> tuple:
     "How `k`'s program is made from its nodes: the node order, the source description, and where each operand and parameter comes from."
@@ -207,7 +210,7 @@ def _node_expr(name, variant, ins, out, refs, pidx, pnames, operand_ref, index) 
     if out == "float64" or "float64" in ins: tmpl = double_literals(tmpl)
     return _rounded(out, tmpl.format(T=COMPUTE[out], i=index, **fmt))
 
-FORMS = ("scalar", "vec4", "group", "thread")   # elementwise: one or four elements per invocation; reduce: a workgroup or a thread per output
+FORMS = ("scalar", "vec4", "tile", "group", "thread")   # elementwise: one or four elements per invocation, or a 32 x 32 tile per workgroup; reduce: a workgroup or a thread per output
 
 def _helpers(nodes) -> list:
     "The GLSL functions the nodes' expressions call (a row's `helpers`), each once, in order."
@@ -223,6 +226,7 @@ def write_glsl(desc, form: str = "scalar") -> str:
     "The GLSL compute shader of a program's description in `form` (see `FORMS`)."
     if is_row(desc): return write_row_glsl(desc, form)
     if desc[4] is not None: return write_reduce_glsl(desc, form)
+    if form.startswith("tile"): return write_tile_glsl(desc, form)
     vec4 = form == "vec4"
     operands, ptypes, nodes, stores, _ = desc
     lines = [_preamble(desc), *_helpers(nodes), f"layout(local_size_x = {LOCAL}) in;",
@@ -405,10 +409,79 @@ def reduce_words(prog: Program, views, in_shape) -> tuple:
     return words, ("thread" if k <= THREAD_MAX_K else "group")
 
 # %% ../../nbs/24_codegen.ipynb #a20eeabc
+TILE = 32
+
+def tile_form(ops, shape) -> str | None:
+    "The tile form for operands of layout words `ops` over a kernel of `shape`, or None (see above)."
+    sh = (1,) * (4 - len(shape)) + tuple(shape)
+    if len(shape) < 2 or sh[2] < 8 or sh[3] < 8: return None
+    cols = [j for j, o in enumerate(ops) if o[0] == 2 and o[4] == 1 and o[5] not in (0, 1)]
+    return f"tile:{','.join(map(str, cols))}" if cols else None
+
+def tile_groups(shape) -> int:
+    "Workgroups of the tile form over `shape`: one per 32 x 32 tile of the last two axes."
+    sh = (1,) * (4 - len(shape)) + tuple(shape)
+    return sh[0] * sh[1] * -(-sh[2] // TILE) * -(-sh[3] // TILE)
+
+def write_tile_glsl(desc, form: str) -> str:
+    "The GLSL of an elementwise program in the tile form `form` ('tile:j,k': operands j and k are read transposed)."
+    operands, ptypes, nodes, stores, _ = desc
+    cols = {int(j) for j in form.split(":")[1].split(",")}
+    lines = [_preamble(desc), *_helpers(nodes), f"layout(local_size_x = {TILE}, local_size_y = 8) in;",
+             "layout(push_constant) uniform PC { uint base; } pc;",
+             "layout(std430, set = 0, binding = 0) readonly buffer Args { uint args[]; };"]
+    for j, (role, dt) in enumerate(operands):
+        qual = "writeonly " if role == "out" else "readonly "
+        lines.append(f"layout(std430, set = 0, binding = {j + 1}) {qual}buffer B{j} {{ {STORAGE[dt]} b{j}[]; }};")
+    lines += [f"shared {COMPUTE[operands[j][1]]} t{j}[{TILE}][{TILE + 1}];" for j in sorted(cols)]
+    lines += ["uint at(uint o, uint i, uvec4 c) {",
+              "    uint m = args[o]; uint off = args[o + 1u];",
+              "    if (m == 0u) return off + i;",
+              "    if (m == 1u) return off;",
+              ("    return uint(int(off) + int(c.x) * int(args[o + 2u]) + int(c.y) * int(args[o + 3u])"
+               " + int(c.z) * int(args[o + 4u]) + int(c.w) * int(args[o + 5u]));"),
+              "}", "void main() {", "    uint base = pc.base;",
+              "    uvec4 ext = uvec4(args[base + 2u], args[base + 3u], args[base + 4u], args[base + 5u]);",
+              f"    uint tiles_c = (ext.w + {TILE - 1}u) / {TILE}u, tiles_r = (ext.z + {TILE - 1}u) / {TILE}u;",
+              "    uint t = WGID; uint tc = t % tiles_c; t /= tiles_c; uint tr = t % tiles_r; uint plane = t / tiles_r;",
+              "    if (plane >= ext.x * ext.y) return;      // (a whole workgroup: no barrier is skipped)",
+              "    uint c0 = plane / ext.y, c1 = plane % ext.y;",
+              "    uint tx = gl_LocalInvocationID.x, ty = gl_LocalInvocationID.y;"]
+    pword, pnames = ARG_HEADER + ARG_OPERAND * len(operands), []
+    for tp in ptypes:
+        pnames.append(f"q{len(pnames)}")
+        lines.append(f"    {COMPUTE.get(tp, 'uint')} q{len(pnames) - 1} = {_param_expr(tp, f'base + {pword}u')};")
+        pword += _param_word_count(tp)
+    def oword(j): return f"base + {ARG_HEADER + ARG_OPERAND * j}u"
+    for j in sorted(cols):      # the transposed tiles, read along their contiguous axis
+        dt = to_dtype(operands[j][1])
+        lines += ["    for (uint k = 0u; k < 4u; k++) {",
+                  f"        uint r = tr * {TILE}u + tx, c = tc * {TILE}u + ty + 8u * k;",
+                  f"        if (r < ext.z && c < ext.w) t{j}[ty + 8u * k][tx] = {_load(dt, f'b{j}[at({oword(j)}, 0u, uvec4(c0, c1, r, c))]')};",
+                  "    }"]
+    if cols: lines.append("    barrier();")
+    lines += ["    for (uint k = 0u; k < 4u; k++) {",
+              f"        uint r = tr * {TILE}u + ty + 8u * k, c = tc * {TILE}u + tx;",
+              "        if (r >= ext.z || c >= ext.w) continue;",
+              "        uvec4 cc = uvec4(c0, c1, r, c);",
+              "        uint gid = ((c0 * ext.y + c1) * ext.z + r) * ext.w + c;"]
+    for j, (role, dt) in enumerate(operands):
+        if role != "in": continue
+        src = f"t{j}[tx][ty + 8u * k]" if j in cols else _load(to_dtype(dt), f"b{j}[at({oword(j)}, gid, cc)]")
+        lines.append(f"        {COMPUTE[dt]} a{j} = {src};")
+    for i, (name, variant, ins, out, refs, pidx) in enumerate(nodes):
+        lines.append(f"        {COMPUTE[out]} v{i} = {_node_expr(name, variant, ins, out, refs, pidx, pnames, lambda j: f'a{j}', 'gid')};")
+    for i, j in stores:
+        lines.append(f"        b{j}[at({oword(j)}, gid, cc)] = {_store(to_dtype(operands[j][1]), f'v{i}')};")
+    lines += ["    }", "}"]
+    return "\n".join(lines) + "\n"
+
+# %% ../../nbs/24_codegen.ipynb #bba12a23
 ROW_HEADER = 6              # rows, row length, extents[4]
 ROW_OPERAND = 5             # offset, strides[4]
 ROW_CACHE = 16              # values of each input a thread keeps in registers (longer rows are read again per pass)
 ROW_LOCAL_MAX = 1024
+ROW_KEEP = 4                # values computed in one pass over a row and kept in registers for a later pass
 
 def row_form(k: int) -> str:
     "The launch of a row kernel over rows of `k`: 'row{threads}x{values kept per thread}' (0: none kept)."
@@ -420,7 +493,7 @@ def row_form(k: int) -> str:
 
 def _row_recipe(k: Kernel) -> tuple:
     "The recipe (as `_recipe`'s) of a row kernel: its nodes in order, each with its level."
-    nodes_in, shape = k.nodes, k.shape
+    nodes_in, shape = k.nodes, k.memo["row"]
     inside = {id(n): i for i, n in enumerate(nodes_in)}
     stored = {id(n) for n in k.stores}
     operands, op_index, params, nodes, stores, rand_params, levels = [], {}, [], [], [], [], []
@@ -444,7 +517,7 @@ def _row_recipe(k: Kernel) -> tuple:
                 if role == "r": level = "r"
         first = len(params)
         if n.op in _REDUCE or n.op in VIEW_OPS:
-            level = "s"
+            if n.op in _REDUCE: level = "s"          # (a view has its source's level: a DETACH of a value per element)
             nodes.append((n.op.name, n.arg if n.op in _REDUCE else None, (n.srcs[0].dtype.name,), n.dtype.name, tuple(refs), ()))
         else:
             row = ELEMENTWISE[n.op]
@@ -511,14 +584,44 @@ def write_row_glsl(desc, form: str) -> str:
         name, variant, ins, out, refs, pidx = nodes[i]
         if Op[name] in VIEW_OPS: return f"v{refs[0][1]}" if refs[0][0] == "v" else f"a{refs[0][1]}"
         return _node_expr(name, variant, ins, out, refs, pidx, pnames, lambda j: f"a{j}", index)
-    def loop(cone, body):
-        "A loop over the row computing the `r` nodes of `cone`, then `body` (lines)."
-        used = sorted({j for m in cone for kind, j in nodes[m][4] if kind == "a" and operands[j][0] == "r"}
+    wide = [(i, j) for i, j in stores if full[i]]
+    # One loop over the row per reduction, then one that stores. With the row in registers (ch > 0), a value a
+    # loop computes that a later loop needs again is kept in registers too (`kept{m}`), not recomputed: softmax
+    # computes each exp once. At most ROW_KEEP such values, the first found.
+    roots = [[rr[0][1]] if rr[0][0] == "v" else [] for rr in (nodes[r][4] for r in reds)] + [[i for i, _ in wide]]
+    naive = [set().union(*(_cone(i, nodes, levels) for i in rs)) if rs else set() for rs in roots]
+    keep, kept = {}, set()              # loop index -> the values it keeps; every value kept so far
+    if ch:
+        for li, cone in enumerate(naive):
+            later = set().union(*naive[li + 1:])
+            both = cone & later
+            for m in sorted(both):
+                if m not in kept and len(kept) < ROW_KEEP and any(("v", m) in nodes[c][4] for c in later - both):
+                    keep.setdefault(li, []).append(m); kept.add(m)
+    have = set()                        # values kept by the loops emitted so far
+    def pruned(rs) -> set:
+        "The `r` nodes a loop computes for roots `rs`: down to the values kept by earlier loops."
+        out, stack = set(), list(rs)
+        while stack:
+            m = stack.pop()
+            if levels[m] != "r" or m in out: continue
+            out.add(m)
+            if m not in have: stack.extend(j for kind, j in nodes[m][4] if kind == "v")
+        return out
+    def loop(li, body):
+        "Loop `li` over the row: the `r` nodes it needs, then `body` (lines)."
+        cone = pruned(roots[li])
+        work = [m for m in sorted(cone) if m not in have]
+        used = sorted({j for m in work for kind, j in nodes[m][4] if kind == "a" and operands[j][0] == "r"}
                       | {j for l in body for j in row_ops if f"a{j}" in l})
-        if ch: head = [f"    for (uint t = 0u; t < {ch}u; t++) {{", f"        uint idx = tid + t * {local}u; if (idx >= K) break;"]
-        else: head = [f"    for (uint idx = tid; idx < K; idx += {local}u) {{"]
+        head = [f"    {COMPUTE[nodes[m][3]]} kept{m}[{ch}];" for m in keep.get(li, ())]
+        if ch: head += [f"    for (uint t = 0u; t < {ch}u; t++) {{", f"        uint idx = tid + t * {local}u; if (idx >= K) break;"]
+        else: head += [f"    for (uint idx = tid; idx < K; idx += {local}u) {{"]
         inner = [f"        {COMPUTE[operands[j][1]]} a{j} = {f'x{j}[t]' if ch else load(j, 'idx')};" for j in used]
-        inner += [f"        {COMPUTE[nodes[m][3]]} v{m} = {expr(m, '(row * K + idx)')};" for m in sorted(cone)]
+        for m in sorted(cone):
+            inner.append(f"        {COMPUTE[nodes[m][3]]} v{m} = " + (f"kept{m}[t];" if m in have else f"{expr(m, '(row * K + idx)')};"))
+            if m in keep.get(li, ()): inner.append(f"        kept{m}[t] = v{m};")
+        have.update(keep.get(li, ()))
         return head + inner + ["        " + l for l in body] + ["    }"]
     done = set()
     def scalars():
@@ -529,27 +632,28 @@ def write_row_glsl(desc, form: str) -> str:
             if all(kind != "v" or j in done for kind, j in nd[4]):
                 done.add(i); out.append(f"    {COMPUTE[nd[3]]} v{i} = {expr(i, 'row')};")
         return out
-    for r in reds:
+    for li, r in enumerate(reds):
         lines += scalars()
         rop, _arg, _ins, rout, rrefs, _ = nodes[r]
         t = COMPUTE[rout]
         kind, idx = rrefs[0]
         term = f"v{idx}" if kind == "v" else f"a{idx}" if kind == "a" else pnames[idx]
         lines.append(f"    {t} acc{r} = {_identity(rop, rout)};")
-        lines += loop(_cone(idx, nodes, levels) if kind == "v" else set(), [f"acc{r} = {_combine(rop, rout, f'acc{r}', f'{t}({term})')};"])
-        lines += [f"    red_{t}[tid] = acc{r};", "    barrier();"]
-        s = local // 2
-        while s:
-            lines += [f"    if (tid < {s}u) red_{t}[tid] = {_combine(rop, rout, f'red_{t}[tid]', f'red_{t}[tid + {s}u]')};", "    barrier();"]
-            s //= 2
-        fin = f"red_{t}[0] / {t}(K)" if rop == "MEAN" else f"red_{t}[0]"
+        lines += loop(li, [f"acc{r} = {_combine(rop, rout, f'acc{r}', f'{t}({term})')};"])
+        # Three barriers, whatever the workgroup's size: 32 threads fold a column of the partials each, then
+        # every thread folds the 32 results itself (the same order in every thread, and every run).
+        lines += [f"    red_{t}[tid] = acc{r};", "    barrier();",
+                  f"    if (tid < 32u) {{ {t} p = red_{t}[tid];",
+                  f"        for (uint i = 1u; i < {local // 32}u; i++) p = {_combine(rop, rout, 'p', f'red_{t}[tid + 32u * i]')};",
+                  f"        red_{t}[tid] = p; }}", "    barrier();",
+                  f"    {t} tot{r} = red_{t}[0];",
+                  f"    for (uint i = 1u; i < 32u; i++) tot{r} = {_combine(rop, rout, f'tot{r}', f'red_{t}[i]')};"]
+        fin = f"tot{r} / {t}(K)" if rop == "MEAN" else f"tot{r}"
         lines += [f"    {t} v{r} = {_rounded(rout, fin)};", "    barrier();"]
         done.add(r)
     lines += scalars()
-    wide = [(i, j) for i, j in stores if full[i]]
     if wide:
-        cone = set().union(*(_cone(i, nodes, levels) for i, _ in wide))
-        lines += loop(cone, [f"b{j}[uint(rb{j} + int(idx) * sk{j})] = {_store(to_dtype(operands[j][1]), f'v{i}')};" for i, j in wide])
+        lines += loop(len(reds), [f"b{j}[uint(rb{j} + int(idx) * sk{j})] = {_store(to_dtype(operands[j][1]), f'v{i}')};" for i, j in wide])
     for i, j in stores:
         if not full[i]: lines.append(f"    if (tid == 0u) b{j}[uint(rb{j})] = {_store(to_dtype(operands[j][1]), f'v{i}')};")
     lines.append("}")
@@ -562,6 +666,7 @@ def row_words(prog: Program, views) -> tuple:
     ext = _pad4(shape, (0,) * len(shape))[0]
     ops = []
     for v in views:
+        if len(v.shape) < len(shape): v = View(v.shape + (1,), v.strides + (0,), v.offset)   # one value per row, kept dim dropped
         _sh, st = _pad4(v.shape, v.strides)
         ops += [v.offset, *(s & MASK for s in st)]
     return (prod(shape[:-1]), k, *ext, *ops), row_form(k)
@@ -661,6 +766,16 @@ def layout_words(views, shape, written=()) -> tuple:
     vec4 = (n % 4 == 0 and n > 0 and (not strided or sh[3] % 4 == 0)
             and all(_vec4_operand(o, i in written) for i, o in enumerate(ops)))
     return (n, int(strided), *sh, *(w for o in ops for w in o)), vec4
+
+def elementwise_form(views, shape, written=()) -> tuple:
+    "(words, form) of an elementwise program's launch: 'vec4', a tile form for transposed operands, or 'scalar'."
+    words, vec4 = layout_words(views, shape, written)
+    if vec4: return words, "vec4"
+    if words[1] and prod(shape) > 0:
+        ops = [operand_words(v, shape) for v in views]
+        t = tile_form([o if i not in written else (0,) + o[1:] for i, o in enumerate(ops)], shape)
+        if t: return words, t
+    return words, "scalar"
 
 def param_words(params) -> tuple:
     "The words of the parameters `(value, type key)`."

@@ -160,7 +160,24 @@ def sweep_entries(small: bool):
     mm = lambda a, b: [apply(Op.MATMUL, a, b)]
     def force(name):
         return (lambda: setattr(kn, "FORCE_TILE", name)), (lambda: setattr(kn, "FORCE_TILE", None))
-    # in order of what matters most (the sweep stops at --budget): tensor cores first
+    # in order of what matters most (the sweep stops at --budget): row kernels, then tensor cores
+    from vkml.vulkan import codegen
+    for rows, cols in (((64, 512),) if small else ((16384, 16384), (16384, 4096))):
+        x = f(rows, cols)
+        for local in (128, 256, 512, 1024):
+            for cache in (16, 32):
+                def setup(local=local, cache=cache): codegen.ROW_LOCAL_MAX, codegen.ROW_CACHE = local, cache
+                def teardown(): codegen.ROW_LOCAL_MAX, codegen.ROW_CACHE = 1024, 16
+                for name, fn in (("softmax", lambda a: [F.softmax(a, -1)]), ("layer_norm", lambda a: [F.layer_norm(a, a.shape[-1:])])):
+                    yield (f"{name} {rows}x{cols}", f"{local} threads, {cache} kept", setup, teardown, [x], fn,
+                           8.0 * rows * cols, "bytes")
+    n_ce, c_ce = (64, 512) if small else (8192, 16384)
+    xs, ts = f(n_ce, c_ce), rng.integers(0, c_ce, n_ce)
+    for local in (256, 1024):
+        def setup(local=local): codegen.ROW_LOCAL_MAX = local
+        def teardown(): codegen.ROW_LOCAL_MAX = 1024
+        yield (f"cross_entropy fwd+bwd {n_ce}x{c_ce}", f"{local} threads", setup, teardown, [xs, ts], vk_cross_entropy,
+               8.0 * n_ce * c_ce, "bytes")
     cm = list(kn.COOPMAT_TILES) + list(kn.COOPMAT_MORE)
     for n in ((128,) if small else (1024, 4096, 8192)):
         a16 = [f(1, n, n, dt=np.float16), f(1, n, n, dt=np.float16)]

@@ -122,12 +122,27 @@ def render() -> str:
             s += [f"- `{r['case']}`: {LIMITS.get(r['case'], 'not analysed yet.')}" for r in missed] + [""]
     k = load("kernels_h200.json")
     if k:
-        s += ["## Hand-written kernels beside PyTorch", "", prov(k), "",
+        s += ["## Kernels beside PyTorch", "", prov(k), "",
               table(["case", "vkML µs", "PyTorch µs", "ratio", "goal", "met", "vkML rate", "PyTorch rate", "shaders"],
                     [(c["case"], f"{c['vkml_us']:.1f}", f"{c['torch_us']:.1f}" if c.get("torch_us") else "–",
                       f"{c['ratio']:.2f}" if c.get("ratio") else "–", c.get("goal") or "–",
                       {True: "yes", False: "**no**", None: "–"}[c.get("met")], c.get("vkml_rate", ""),
                       c.get("torch_rate", ""), " ".join(c.get("shaders", []))) for c in k["cases"]]), ""]
+    if k and k.get("cpu_prod"):
+        p = k["cpu_prod"]
+        s += [f"{p['case']} (host wall time, beside numpy's `prod` in the same process): vkML {p['vkml_us']:.0f} µs, "
+              f"numpy {p['numpy_us']:.0f} µs, ratio {p['ratio']:.2f} (goal {p['goal']}: "
+              f"{'met' if p['met'] else '**missed**'}).", ""]
+    if k and k.get("series"):
+        fams = {}
+        for e in k["series"]: fams.setdefault(e["family"], []).append(e)
+        def r(e, us):
+            if not us: return "–"
+            return f"{e['work'] / us / 1e3:.0f} GB/s" if e["unit"] == "bytes" else f"{e['work'] / us / 1e6:.1f} TFLOP/s"
+        s += ["Rate against size (plotted in `nbs/43_performance.ipynb`): each family's smallest and largest size.", "",
+              table(["family", "size", "vkML", "PyTorch", "size", "vkML", "PyTorch"],
+                    [(f, es[0]["size"], r(es[0], es[0]["vkml_us"]), r(es[0], es[0]["torch_us"]),
+                      es[-1]["size"], r(es[-1], es[-1]["vkml_us"]), r(es[-1], es[-1]["torch_us"])) for f, es in fams.items()]), ""]
     if k and k.get("sweep"):
         groups = {}
         for e in k["sweep"]:

@@ -315,7 +315,7 @@ def _row_group(ks, i, consumers, homes):
         if _row_view(v.nodes[0], shape) and id(v.nodes[0].srcs[0]) in ids: mine.append(v); ids.add(id(v.nodes[0]))
     # A view that something outside the kernel reads is made after it too (so is every view it is a view of),
     # from the value the kernel then stores.
-    span = {id(k) for k in members}
+    span = {id(k) for k in members} | {id(v) for v in mine}
     outside = lambda c: id(c) not in ids or any(id(h) not in span for h in homes[id(c)])
     again = {id(v.nodes[0]) for v in mine if any(outside(c) for c in consumers[id(v.nodes[0])])}
     for v in reversed(mine):

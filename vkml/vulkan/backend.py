@@ -213,7 +213,7 @@ class VulkanBackend(Backend):
         """What kernel `k` of a schedule runs as: a hand-written kernel's shaders (asked of the kernel itself, over
         stand-in buffers), a fused kernel's form over its operands' views, a reduction's or a row kernel's form."""
         try:
-            if k.kind == "row": return codegen.row_form(k.memo["row"][-1])
+            if k.kind == "row": return codegen.row_form(k.memo["row"][-1], self.device.info.type)
             if k.kind == "reduce":
                 r = k.reduce
                 return "thread" if prod(r.srcs[0].shape[a] for a in r.arg[0]) <= codegen.THREAD_MAX_K else "group"
@@ -455,8 +455,9 @@ class VulkanBackend(Backend):
         rt = rec.rt
         prog = codegen.describe(k)
         n_rows, kk = prod(prog.shape[:-1]), prog.shape[-1]
-        form = codegen.row_form(kk)
-        if form.endswith("x0") and -(-kk // codegen.ROW_LOCAL_MAX) > LOOP_BUDGET: return self._unfused(rec, k)
+        dev_type = rt.dev.info.type
+        form = codegen.row_form(kk, dev_type)
+        if form.endswith("x0") and -(-kk // codegen.row_local_max(dev_type)) > LOOP_BUDGET: return self._unfused(rec, k)
         for n in k.stores: n.buf = self._out(rec, n)
         if prod(prog.shape) > INT32_MAX: _too_many(k, prog.shape)
         bufs = [node.buf or self._source(rec, node) for _, node in prog.operands]
@@ -466,7 +467,7 @@ class VulkanBackend(Backend):
                 _inherit(rt, [b for (role, _), b in zip(prog.operands, bufs) if role == "out"],
                          [b for (role, _), b in zip(prog.operands, bufs) if role != "out"])
             return
-        words, form = codegen.row_words(prog, [b.view for b in bufs])
+        words, form = codegen.row_words(prog, [b.view for b in bufs], dev_type)
         name = rt.programs.get((prog.desc, form))
         if name is None:
             src = codegen.write_glsl(prog.desc, form)

@@ -16,12 +16,12 @@ from .kernel_api import f32_bits
 
 # %% auto #0
 __all__ = ['STORAGE', 'COMPUTE', 'VEC4', 'MASK', 'ARG_HEADER', 'ARG_OPERAND', 'LOCAL', 'FORMS', 'REDUCE_HEADER', 'THREAD_MAX_K',
-           'TILE', 'ROW_HEADER', 'ROW_OPERAND', 'ROW_CACHE', 'ROW_LOCAL_MAX', 'ROW_KEEP', 'GLSL_DIR', 'PREBUILT_DIR',
-           'GLSLC_FLAGS', 'Program', 'is_row', 'describe', 'uses_double', 'vec4_ok', 'double_literals', 'write_glsl',
-           'write_reduce_glsl', 'reduce_words', 'tile_form', 'tile_groups', 'write_tile_glsl', 'row_form',
-           'write_row_glsl', 'row_words', 'CompilerError', 'source_hash', 'cache_dir', 'compiler', 'compile_glsl',
-           'spirv_for', 'has_spirv', 'operand_words', 'layout_words', 'elementwise_form', 'param_words',
-           'single_op_programs', 'prebuilt_sources']
+           'TILE', 'ROW_HEADER', 'ROW_OPERAND', 'ROW_CACHE', 'ROW_LOCAL_MAX', 'ROW_LOCAL_BY_TYPE', 'ROW_KEEP',
+           'GLSL_DIR', 'PREBUILT_DIR', 'GLSLC_FLAGS', 'Program', 'is_row', 'describe', 'uses_double', 'vec4_ok',
+           'double_literals', 'write_glsl', 'write_reduce_glsl', 'reduce_words', 'tile_form', 'tile_groups',
+           'write_tile_glsl', 'row_local_max', 'row_form', 'write_row_glsl', 'row_words', 'CompilerError',
+           'source_hash', 'cache_dir', 'compiler', 'compile_glsl', 'spirv_for', 'has_spirv', 'operand_words',
+           'layout_words', 'elementwise_form', 'param_words', 'single_op_programs', 'prebuilt_sources']
 
 # %% ../../nbs/24_codegen.ipynb #956d6410
 STORAGE = {"float32": "float", "float16": "float16_t", "float64": "double", "int32": "int", "int64": "int64_t", "bool": "uint8_t"}
@@ -480,13 +480,18 @@ def write_tile_glsl(desc, form: str) -> str:
 ROW_HEADER = 6              # rows, row length, extents[4]
 ROW_OPERAND = 5             # offset, strides[4]
 ROW_CACHE = 16              # values of each input a thread keeps in registers (longer rows are read again per pass)
-ROW_LOCAL_MAX = 1024
+ROW_LOCAL_MAX = 1024        # threads per row at most, on a GPU
+ROW_LOCAL_BY_TYPE = {"cpu": 64}   # a CPU (lavapipe) runs a workgroup's barriers as fibres: few threads are fast
 ROW_KEEP = 4                # values computed in one pass over a row and kept in registers for a later pass
 
-def row_form(k: int) -> str:
+def row_local_max(device_type: str | None = None) -> int:
+    "Threads per row at most on a device of `device_type` (its `DeviceInfo.type`)."
+    return ROW_LOCAL_BY_TYPE.get(device_type, ROW_LOCAL_MAX)
+
+def row_form(k: int, device_type: str | None = None) -> str:
     "The launch of a row kernel over rows of `k`: 'row{threads}x{values kept per thread}' (0: none kept)."
-    local = 32
-    while local < k and local < ROW_LOCAL_MAX: local *= 2
+    local, top = 32, row_local_max(device_type)
+    while local < k and local < top: local *= 2
     ch = 1
     while ch * local < k: ch *= 2
     return f"row{local}x{ch if ch <= ROW_CACHE else 0}"
@@ -536,6 +541,16 @@ def _row_recipe(k: Kernel) -> tuple:
     return (list(range(len(nodes_in))), desc, [(role, ref) for role, ref, _ in operands],
             [ref for ref, _ in params], stores, rand_params)
 
+def _unrolled(body, ch: int, local: int) -> list:
+    """`body` (lines indexing the kept values with `[t]`) once for each of a thread's `ch` elements of the row, written
+    out: a constant index keeps an array in registers, where a loop the compiler leaves rolled puts it in memory."""
+    out = []
+    for t in range(ch):
+        out.append(f"    {{ uint idx = tid + {t * local}u; if (idx < K) {{")
+        out += [l.replace("[t]", f"[{t}]") for l in body]
+        out.append("    } }")
+    return out
+
 def _cone(i, nodes, levels) -> set:
     "The per-element (`r`) nodes that node `i` needs, itself included when it is one."
     out, stack = set(), [i]
@@ -577,9 +592,8 @@ def write_row_glsl(desc, form: str) -> str:
     row_ops = [j for j, (role, _) in enumerate(operands) if role == "r"]
     if ch:      # the row's inputs, read once
         for j in row_ops:
-            t = COMPUTE[operands[j][1]]
-            lines += [f"    {t} x{j}[{ch}];",
-                      f"    for (uint t = 0u; t < {ch}u; t++) {{ uint idx = tid + t * {local}u; x{j}[t] = idx < K ? {load(j, 'idx')} : {t}(0); }}"]
+            lines.append(f"    {COMPUTE[operands[j][1]]} x{j}[{ch}];")
+            lines += _unrolled([f"        x{j}[t] = {load(j, 'idx')};"], ch, local)
     def expr(i, index):
         name, variant, ins, out, refs, pidx = nodes[i]
         if Op[name] in VIEW_OPS: return f"v{refs[0][1]}" if refs[0][0] == "v" else f"a{refs[0][1]}"
@@ -615,14 +629,14 @@ def write_row_glsl(desc, form: str) -> str:
         used = sorted({j for m in work for kind, j in nodes[m][4] if kind == "a" and operands[j][0] == "r"}
                       | {j for l in body for j in row_ops if f"a{j}" in l})
         head = [f"    {COMPUTE[nodes[m][3]]} kept{m}[{ch}];" for m in keep.get(li, ())]
-        if ch: head += [f"    for (uint t = 0u; t < {ch}u; t++) {{", f"        uint idx = tid + t * {local}u; if (idx >= K) break;"]
-        else: head += [f"    for (uint idx = tid; idx < K; idx += {local}u) {{"]
         inner = [f"        {COMPUTE[operands[j][1]]} a{j} = {f'x{j}[t]' if ch else load(j, 'idx')};" for j in used]
         for m in sorted(cone):
             inner.append(f"        {COMPUTE[nodes[m][3]]} v{m} = " + (f"kept{m}[t];" if m in have else f"{expr(m, '(row * K + idx)')};"))
             if m in keep.get(li, ()): inner.append(f"        kept{m}[t] = v{m};")
         have.update(keep.get(li, ()))
-        return head + inner + ["        " + l for l in body] + ["    }"]
+        inner += ["        " + l for l in body]
+        if not ch: return head + [f"    for (uint idx = tid; idx < K; idx += {local}u) {{"] + inner + ["    }"]
+        return head + _unrolled(inner, ch, local)
     done = set()
     def scalars():
         "Every per-row node whose inputs are ready, once."
@@ -659,8 +673,8 @@ def write_row_glsl(desc, form: str) -> str:
     lines.append("}")
     return "\n".join(lines) + "\n"
 
-def row_words(prog: Program, views) -> tuple:
-    "(words, form) of a row program's launch over its operands' views."
+def row_words(prog: Program, views, device_type: str | None = None) -> tuple:
+    "(words, form) of a row program's launch over its operands' views, on a device of `device_type`."
     shape = prog.shape
     k = shape[-1]
     ext = _pad4(shape, (0,) * len(shape))[0]
@@ -669,7 +683,7 @@ def row_words(prog: Program, views) -> tuple:
         if len(v.shape) < len(shape): v = View(v.shape + (1,), v.strides + (0,), v.offset)   # one value per row, kept dim dropped
         _sh, st = _pad4(v.shape, v.strides)
         ops += [v.offset, *(s & MASK for s in st)]
-    return (prod(shape[:-1]), k, *ext, *ops), row_form(k)
+    return (prod(shape[:-1]), k, *ext, *ops), row_form(k, device_type)
 
 # %% ../../nbs/24_codegen.ipynb #8b5bdffb
 GLSL_DIR = Path(str(importlib.resources.files("vkml") / "glsl"))

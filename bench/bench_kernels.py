@@ -167,15 +167,15 @@ def sweep_entries(small: bool):
         for local in (128, 256, 512, 1024):
             for cache in (16, 32):
                 def setup(local=local, cache=cache): codegen.ROW_LOCAL_MAX, codegen.ROW_CACHE = local, cache
-                def teardown(): codegen.ROW_LOCAL_MAX, codegen.ROW_CACHE = 1024, 16
+                def teardown(saved=(codegen.ROW_LOCAL_MAX, codegen.ROW_CACHE)): codegen.ROW_LOCAL_MAX, codegen.ROW_CACHE = saved
                 for name, fn in (("softmax", lambda a: [F.softmax(a, -1)]), ("layer_norm", lambda a: [F.layer_norm(a, a.shape[-1:])])):
                     yield (f"{name} {rows}x{cols}", f"{local} threads, {cache} kept", setup, teardown, [x], fn,
                            8.0 * rows * cols, "bytes")
     n_ce, c_ce = (64, 512) if small else (8192, 16384)
     xs, ts = f(n_ce, c_ce), rng.integers(0, c_ce, n_ce)
-    for local in (256, 1024):
+    for local in (256, 512, 1024):
         def setup(local=local): codegen.ROW_LOCAL_MAX = local
-        def teardown(): codegen.ROW_LOCAL_MAX = 1024
+        def teardown(saved=codegen.ROW_LOCAL_MAX): codegen.ROW_LOCAL_MAX = saved
         yield (f"cross_entropy fwd+bwd {n_ce}x{c_ce}", f"{local} threads", setup, teardown, [xs, ts], vk_cross_entropy,
                8.0 * n_ce * c_ce, "bytes")
     cm = list(kn.COOPMAT_TILES) + list(kn.COOPMAT_MORE)

@@ -48,9 +48,12 @@ def test_row_lengths_of_every_form(name, k):
 
 
 def test_the_forms():
-    assert codegen.row_form(2) == "row32x1" and codegen.row_form(1000) == "row1024x1"
-    assert codegen.row_form(16384) == "row1024x16" and codegen.row_form(16385) == "row1024x0"
-    assert codegen.row_form(1000, "cpu") == "row64x16" and codegen.row_form(16384, "cpu") == "row64x0"   # lavapipe
+    "As few threads as keep the row in registers, 32 values each (fewer when a thread keeps many arrays)."
+    assert codegen.row_form(2) == "row32x1" and codegen.row_form(1000) == "row32x32"
+    assert codegen.row_form(4096, None, 2) == "row128x32" and codegen.row_form(16384, None, 2) == "row512x32"
+    assert codegen.row_form(16385) == "row512x0" and codegen.row_form(16384, None, 4) == "row512x0"
+    assert codegen.row_form(4096, None, 4) == "row256x16"
+    assert codegen.row_form(1000, "cpu") == "row32x32" and codegen.row_form(16384, "cpu") == "row64x0"   # lavapipe
 
 
 @pytest.mark.parametrize("shape", [(7,), (2, 3, 40), (2, 2, 3, 17), (0, 9), (4, 0, 6)])

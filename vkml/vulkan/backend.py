@@ -213,7 +213,8 @@ class VulkanBackend(Backend):
         """What kernel `k` of a schedule runs as: a hand-written kernel's shaders (asked of the kernel itself, over
         stand-in buffers), a fused kernel's form over its operands' views, a reduction's or a row kernel's form."""
         try:
-            if k.kind == "row": return codegen.row_form(k.memo["row"][-1], self.device.info.type)
+            if k.kind == "row":
+                return codegen.row_form(k.memo["row"][-1], self.device.info.type, codegen.row_arrays(codegen.describe(k, remember=False).desc))
             if k.kind == "reduce":
                 r = k.reduce
                 return "thread" if prod(r.srcs[0].shape[a] for a in r.arg[0]) <= codegen.THREAD_MAX_K else "group"
@@ -456,7 +457,7 @@ class VulkanBackend(Backend):
         prog = codegen.describe(k)
         n_rows, kk = prod(prog.shape[:-1]), prog.shape[-1]
         dev_type = rt.dev.info.type
-        form = codegen.row_form(kk, dev_type)
+        form = codegen.row_form(kk, dev_type, codegen.row_arrays(prog.desc))
         if form.endswith("x0") and -(-kk // codegen.row_local_max(dev_type)) > LOOP_BUDGET: return self._unfused(rec, k)
         for n in k.stores: n.buf = self._out(rec, n)
         if prod(prog.shape) > INT32_MAX: _too_many(k, prog.shape)

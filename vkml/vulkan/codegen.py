@@ -16,10 +16,10 @@ from .kernel_api import f32_bits
 
 # %% auto #0
 __all__ = ['STORAGE', 'COMPUTE', 'VEC4', 'MASK', 'ARG_HEADER', 'ARG_OPERAND', 'LOCAL', 'FORMS', 'REDUCE_HEADER', 'THREAD_MAX_K',
-           'TILE', 'ROW_HEADER', 'ROW_OPERAND', 'ROW_CACHE', 'ROW_LOCAL_MAX', 'ROW_LOCAL_BY_TYPE', 'ROW_KEEP',
-           'GLSL_DIR', 'PREBUILT_DIR', 'GLSLC_FLAGS', 'Program', 'is_row', 'describe', 'uses_double', 'vec4_ok',
-           'double_literals', 'write_glsl', 'write_reduce_glsl', 'reduce_words', 'tile_form', 'tile_groups',
-           'write_tile_glsl', 'row_local_max', 'row_form', 'write_row_glsl', 'row_words', 'CompilerError',
+           'TILE', 'ROW_HEADER', 'ROW_OPERAND', 'ROW_CACHE', 'ROW_REGS', 'ROW_LOCAL_MAX', 'ROW_LOCAL_BY_TYPE',
+           'ROW_KEEP', 'GLSL_DIR', 'PREBUILT_DIR', 'GLSLC_FLAGS', 'Program', 'is_row', 'describe', 'uses_double',
+           'vec4_ok', 'double_literals', 'write_glsl', 'write_reduce_glsl', 'reduce_words', 'tile_form', 'tile_groups',
+           'write_tile_glsl', 'row_local_max', 'row_form', 'row_arrays', 'write_row_glsl', 'row_words', 'CompilerError',
            'source_hash', 'cache_dir', 'compiler', 'compile_glsl', 'spirv_for', 'has_spirv', 'operand_words',
            'layout_words', 'elementwise_form', 'param_words', 'single_op_programs', 'prebuilt_sources']
 
@@ -48,7 +48,7 @@ class Program:
     def source(self) -> str:
         if self._source is None:
             r = self.desc[4]
-            self._source = write_glsl(self.desc, "scalar" if r is None else row_form(self.shape[-1]) if is_row(self.desc) else "group")
+            self._source = write_glsl(self.desc, "scalar" if r is None else row_form(self.shape[-1], None, row_arrays(self.desc)) if is_row(self.desc) else "group")
         return self._source
     @property
     def name(self) -> str: return "gen_" + source_hash(self.source)
@@ -479,8 +479,9 @@ def write_tile_glsl(desc, form: str) -> str:
 # %% ../../nbs/24_codegen.ipynb #bba12a23
 ROW_HEADER = 6              # rows, row length, extents[4]
 ROW_OPERAND = 5             # offset, strides[4]
-ROW_CACHE = 16              # values of each input a thread keeps in registers (longer rows are read again per pass)
-ROW_LOCAL_MAX = 1024        # threads per row at most, on a GPU
+ROW_CACHE = 32              # values of each array a thread keeps in registers (longer rows are read again per pass)
+ROW_REGS = 64               # values a thread keeps in all (inputs and values kept for a later pass)
+ROW_LOCAL_MAX = 512         # threads per row at most, on a GPU (the H200's sweep: 512 x 32 beat 1024 x 16)
 ROW_LOCAL_BY_TYPE = {"cpu": 64}   # a CPU (lavapipe) runs a workgroup's barriers as fibres: few threads are fast
 ROW_KEEP = 4                # values computed in one pass over a row and kept in registers for a later pass
 
@@ -488,13 +489,18 @@ def row_local_max(device_type: str | None = None) -> int:
     "Threads per row at most on a device of `device_type` (its `DeviceInfo.type`)."
     return ROW_LOCAL_BY_TYPE.get(device_type, ROW_LOCAL_MAX)
 
-def row_form(k: int, device_type: str | None = None) -> str:
-    "The launch of a row kernel over rows of `k`: 'row{threads}x{values kept per thread}' (0: none kept)."
+def row_form(k: int, device_type: str | None = None, arrays: int = 1) -> str:
+    """The launch of a row kernel over rows of `k` whose threads keep `arrays` arrays of values:
+    'row{threads}x{values of each array per thread}' (0: none kept, the row is read again per pass).
+    As few threads as keep every value in registers, each holding up to ROW_CACHE (fewer when there are
+    many arrays): a row is folded in registers before the workgroup meets at a barrier."""
+    per = ROW_CACHE
+    while per > 4 and per * arrays > ROW_REGS: per //= 2
     local, top = 32, row_local_max(device_type)
-    while local < k and local < top: local *= 2
+    while local * per < k and local < top: local *= 2
     ch = 1
     while ch * local < k: ch *= 2
-    return f"row{local}x{ch if ch <= ROW_CACHE else 0}"
+    return f"row{local}x{ch if ch <= per else 0}"
 
 def _row_recipe(k: Kernel) -> tuple:
     "The recipe (as `_recipe`'s) of a row kernel: its nodes in order, each with its level."
@@ -541,6 +547,30 @@ def _row_recipe(k: Kernel) -> tuple:
     return (list(range(len(nodes_in))), desc, [(role, ref) for role, ref, _ in operands],
             [ref for ref, _ in params], stores, rand_params)
 
+@functools.lru_cache(maxsize=1024)
+def _row_passes(desc) -> tuple:
+    """(reductions, stored values of the whole shape, each pass's roots, the values each pass keeps) of a row
+    kernel. One loop over the row per reduction, then one that stores. With the row in registers, a value a
+    loop computes that a later loop needs again is kept in registers too (`kept{m}`), not recomputed: softmax
+    computes each exp once. At most ROW_KEEP such values, the first found."""
+    operands, ptypes, nodes, stores, (_, levels, full) = desc
+    reds = [i for i, nd in enumerate(nodes) if Op[nd[0]] in _REDUCE]
+    wide = [(i, j) for i, j in stores if full[i]]
+    roots = [[rr[0][1]] if rr[0][0] == "v" else [] for rr in (nodes[r][4] for r in reds)] + [[i for i, _ in wide]]
+    naive = [set().union(*(_cone(i, nodes, levels) for i in rs)) if rs else set() for rs in roots]
+    keep, kept = {}, set()              # loop index -> the values it keeps; every value kept so far
+    for li, cone in enumerate(naive):
+        later = set().union(*naive[li + 1:])
+        both = cone & later
+        for m in sorted(both):
+            if m not in kept and len(kept) < ROW_KEEP and any(("v", m) in nodes[c][4] for c in later - both):
+                keep.setdefault(li, []).append(m); kept.add(m)
+    return reds, wide, roots, keep
+
+def row_arrays(desc) -> int:
+    "The arrays a thread of a row kernel keeps: each input read per element, and each value kept for a later pass."
+    return sum(1 for role, _ in desc[0] if role == "r") + sum(len(v) for v in _row_passes(desc)[3].values())
+
 def _unrolled(body, ch: int, local: int) -> list:
     """`body` (lines indexing the kept values with `[t]`) once for each of a thread's `ch` elements of the row, written
     out: a constant index keeps an array in registers, where a loop the compiler leaves rolled puts it in memory."""
@@ -565,7 +595,8 @@ def write_row_glsl(desc, form: str) -> str:
     "The GLSL of a row kernel in `form` (see `row_form`)."
     operands, ptypes, nodes, stores, (_, levels, full) = desc
     local, ch = (int(x) for x in form[3:].split("x"))
-    reds = [i for i, nd in enumerate(nodes) if Op[nd[0]] in _REDUCE]
+    reds, wide, roots, keep = _row_passes(desc)
+    if not ch: keep = {}
     acc_types = sorted({COMPUTE[nodes[i][3]] for i in reds})
     lines = [_preamble(desc), *_helpers([nd for nd in nodes if Op[nd[0]] in ELEMENTWISE]), f"layout(local_size_x = {local}) in;",
              "layout(push_constant) uniform PC { uint base; } pc;",
@@ -598,20 +629,6 @@ def write_row_glsl(desc, form: str) -> str:
         name, variant, ins, out, refs, pidx = nodes[i]
         if Op[name] in VIEW_OPS: return f"v{refs[0][1]}" if refs[0][0] == "v" else f"a{refs[0][1]}"
         return _node_expr(name, variant, ins, out, refs, pidx, pnames, lambda j: f"a{j}", index)
-    wide = [(i, j) for i, j in stores if full[i]]
-    # One loop over the row per reduction, then one that stores. With the row in registers (ch > 0), a value a
-    # loop computes that a later loop needs again is kept in registers too (`kept{m}`), not recomputed: softmax
-    # computes each exp once. At most ROW_KEEP such values, the first found.
-    roots = [[rr[0][1]] if rr[0][0] == "v" else [] for rr in (nodes[r][4] for r in reds)] + [[i for i, _ in wide]]
-    naive = [set().union(*(_cone(i, nodes, levels) for i in rs)) if rs else set() for rs in roots]
-    keep, kept = {}, set()              # loop index -> the values it keeps; every value kept so far
-    if ch:
-        for li, cone in enumerate(naive):
-            later = set().union(*naive[li + 1:])
-            both = cone & later
-            for m in sorted(both):
-                if m not in kept and len(kept) < ROW_KEEP and any(("v", m) in nodes[c][4] for c in later - both):
-                    keep.setdefault(li, []).append(m); kept.add(m)
     have = set()                        # values kept by the loops emitted so far
     def pruned(rs) -> set:
         "The `r` nodes a loop computes for roots `rs`: down to the values kept by earlier loops."
@@ -683,7 +700,7 @@ def row_words(prog: Program, views, device_type: str | None = None) -> tuple:
         if len(v.shape) < len(shape): v = View(v.shape + (1,), v.strides + (0,), v.offset)   # one value per row, kept dim dropped
         _sh, st = _pad4(v.shape, v.strides)
         ops += [v.offset, *(s & MASK for s in st)]
-    return (prod(shape[:-1]), k, *ext, *ops), row_form(k, device_type)
+    return (prod(shape[:-1]), k, *ext, *ops), row_form(k, device_type, row_arrays(prog.desc))
 
 # %% ../../nbs/24_codegen.ipynb #8b5bdffb
 GLSL_DIR = Path(str(importlib.resources.files("vkml") / "glsl"))

@@ -180,9 +180,10 @@ RELIABILITY_NOTE = ("The run before this one (commit 40a4b2f) reported two kinds
 KERNEL_LIMITS = {
     "matmul float32": "the inner loop, not the tile: every f32 tile shape and K split in the sweep lands near the same "
                       "rate at the large sizes, so the work per thread (register blocking, shared-memory reads per FMA) "
-                      "bounds it. PyTorch's f32 path is hand-scheduled SASS. Tried: the tile shapes and K splits of the sweep, "
-                      "a policy that picks the biggest tile that fills every SM. Next: double-buffered shared memory "
-                      "and wider register blocks per thread.",
+                      "bounds it. PyTorch's f32 path is hand-scheduled SASS. Tried: double-buffered slabs in shared "
+                      "memory read as vec4, the tile shapes (up to 8 x 8 outputs per thread, `matmul128`) and K splits of "
+                      "the sweep, a policy that picks the biggest tile that fills every SM. Next: deeper slabs for "
+                      "`matmul128` where the device has the shared memory (its 8 fit lavapipe's 32 KiB), chosen per device.",
     "matmul float16": "the tensor-core path as the shader compiler emits it: every cooperative-matrix variant in the sweep "
                       "stays far from PyTorch at the large sizes. Loads go through shared memory with barriers between "
                       "stages; there is no asynchronous copy in GLSL. Tried: the block shapes of the sweep, with and without double "
@@ -190,9 +191,14 @@ KERNEL_LIMITS = {
     "bmm": "the same f32 kernel as `matmul float32`, with a batch of mid-sized products.",
     "conv2d": "the implicit-GEMM convolution runs on the f32 matrix kernel (see `matmul float32`); the weight "
               "gradient adds a reduction of partial sums.",
-    "add, a row broadcast": "the generic strided path: a broadcast operand is read through per-element index "
-                            "arithmetic (a division per dimension) instead of a hoisted row index.",
-    "add, a transposed operand": "uncoalesced reads of the transposed operand; there is no tiled transpose path yet.",
+    "softmax": "the exponential's arithmetic, not memory: the row kernel reads each row once and writes it once, and "
+               "layer_norm over the same rows (the same bytes, no exponential) meets its goal in the same run. "
+               "Softmax adds one `exp` per element, and vkML's `exp` is a Cody-Waite reduction and a polynomial "
+               "accurate to about one ulp on every driver (a Vulkan built-in may be off by 3 + 2|x| ulp), about thirty "
+               "instructions, where PyTorch uses the GPU's approximate exponential. Tried: keeping each exponential in "
+               "registers for the second pass (one per element, not two), the threads per row and values per thread of "
+               "the sweep above, scaling by 2^k in one step. Next: the hardware `exp2` on the reduced argument (within "
+               "4 ulp by the Vulkan spec, far inside the parity bound).",
 }
 
 

@@ -553,7 +553,7 @@ def _row_passes(desc) -> tuple:
     kernel. One loop over the row per reduction, then one that stores. With the row in registers, a value a
     loop computes that a later loop needs again is kept in registers too (`kept{m}`), not recomputed: softmax
     computes each exp once. At most ROW_KEEP such values, the first found."""
-    operands, ptypes, nodes, stores, (_, levels, full) = desc
+    _, _, nodes, stores, (_, levels, full) = desc
     reds = [i for i, nd in enumerate(nodes) if Op[nd[0]] in _REDUCE]
     wide = [(i, j) for i, j in stores if full[i]]
     roots = [[rr[0][1]] if rr[0][0] == "v" else [] for rr in (nodes[r][4] for r in reds)] + [[i for i, _ in wide]]

@@ -69,11 +69,14 @@ def render() -> str:
     o = load("ops_h200.json")
     if o:
         s += ["## Operator bandwidth (GPU time from timestamp queries)", "", prov(o), "",
+              "An earlier run, before the row kernels and the broadcast forms: the table *Kernels beside PyTorch* "
+              "below measures the same operations on later code.", "",
               table(["case", "dispatches", "GPU µs", "GB/s (ideal bytes)"],
                     [(r["case"], r["dispatches"], f"{r['gpu_us']:.1f}", f"{r['gbps']:.0f}") for r in o["results"]]), ""]
     m = load("matmul_h200.json")
     if m:
         s += ["## Matmul", "", prov(m) if "date" in m else f"{m.get('device', '?')} (same session as the files above)  \ncommand: `python bench/bench_matmul.py --sizes 1024,4096 --reps 5`", "",
+              "An earlier run: the kernel table below has the products of later code beside PyTorch's.", "",
               table(["n", "dtype", "variant", "GPU ms", "GFLOP/s (GPU)", "GFLOP/s (wall)"],
                     [(r["n"], r["dtype"], r["variant"], f"{r['gpu_s'] * 1e3:.2f}", f"{r['gflops_gpu']:.0f}",
                       f"{r['gflops_wall']:.0f}") for r in m["results"]]), ""]
@@ -182,8 +185,10 @@ KERNEL_LIMITS = {
                       "rate at the large sizes, so the work per thread (register blocking, shared-memory reads per FMA) "
                       "bounds it. PyTorch's f32 path is hand-scheduled SASS. Tried: double-buffered slabs in shared "
                       "memory read as vec4, the tile shapes (up to 8 x 8 outputs per thread, `matmul128`) and K splits of "
-                      "the sweep, a policy that picks the biggest tile that fills every SM. Next: deeper slabs for "
-                      "`matmul128` where the device has the shared memory (its 8 fit lavapipe's 32 KiB), chosen per device.",
+                      "the sweep, a policy that picks the biggest tile that fills every SM. The *Matmul* table above, an "
+                      "earlier run whose `matmul128` read slabs 16 deep, has it faster at 4096: its slabs are 8 deep since "
+                      "they were double-buffered (to fit lavapipe's 32 KiB of shared memory). Next: the slab depth chosen "
+                      "per device, 16 where the shared memory allows.",
     "matmul float16": "the tensor-core path as the shader compiler emits it: every cooperative-matrix variant in the sweep "
                       "stays far from PyTorch at the large sizes. Loads go through shared memory with barriers between "
                       "stages; there is no asynchronous copy in GLSL. Tried: the block shapes of the sweep, with and without double "

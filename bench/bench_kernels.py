@@ -295,8 +295,8 @@ def main(argv=None):
     torch, why = (None, "--no-torch") if a.no_torch else _torch()
     info = vkv.devices()[vkv.default_index()]
     tdev = torch.device("cuda") if torch else None
-    rows = []
-    for name, goal, work, arrays, build, tfn, unit in cases(a.small):
+    def both(arrays, build, tfn):
+        "(vkML µs, its shaders, PyTorch µs or None) of one computation on `arrays`."
         vts = [tensor(x, device="vulkan") for x in arrays]
         realize(*vts)
         vk_us, shaders = vk_time(lambda: build(*vts), reps)
@@ -307,6 +307,10 @@ def main(argv=None):
             t_us = torch_time(torch, lambda: tfn(torch, *tts), reps)
             del tts
             torch.cuda.empty_cache()
+        return vk_us, shaders, t_us
+    rows = []
+    for name, goal, work, arrays, build, tfn, unit in cases(a.small):
+        vk_us, shaders, t_us = both(arrays, build, tfn)
         ratio = t_us / vk_us if t_us and vk_us else None
         rows.append(dict(case=name, goal=goal, vkml_us=vk_us, torch_us=t_us, ratio=ratio,
                          met=None if ratio is None or goal is None else ratio >= goal, shaders=shaders,
@@ -315,16 +319,7 @@ def main(argv=None):
     series = []
     if not a.no_series:
         for family, unit, size, work, arrays, build, tfn in series_entries(a.small):
-            vts = [tensor(x, device="vulkan") for x in arrays]
-            realize(*vts)
-            vk_us, shaders = vk_time(lambda: build(*vts), reps)
-            del vts
-            t_us = None
-            if torch:
-                tts = [torch.from_numpy(x).to(tdev) for x in arrays]
-                t_us = torch_time(torch, lambda: tfn(torch, *tts), reps)
-                del tts
-                torch.cuda.empty_cache()
+            vk_us, shaders, t_us = both(arrays, build, tfn)
             series.append(dict(family=family, unit=unit, size=size, work=work, vkml_us=vk_us, torch_us=t_us, shaders=shaders))
     prod_row = cpu_prod(a.small, max(5, reps))
     sweep = []

@@ -426,6 +426,16 @@ class VulkanBackend(Backend):
                 outs = [b for (role, _), b in zip(prog.operands, bufs) if role == "out"]
                 _inherit(rt, outs, [b for (role, _), b in zip(prog.operands, bufs) if role != "out"])
             return self._finish_assigns(k)
+        threads = (n // 4 if form == "vec4" else n * codegen.LOCAL if form == "group"
+                   else codegen.tile_groups(prog.shape) * codegen.LOCAL if form.startswith("tile") else n)
+        args, base = self._launch(rec, prog, form, words, bufs, groups_1d(threads, codegen.LOCAL))
+        self._finish_assigns(k)
+        return prog, args, base
+
+    @staticmethod
+    def _launch(rec, prog, form: str, words: tuple, bufs: list, groups: tuple) -> tuple:
+        "Record generated program `prog` in `form`: its shader (compiled once per process), its words, its dispatch."
+        rt = rec.rt
         name = rt.programs.get((prog.desc, form))
         if name is None:
             src = codegen.write_glsl(prog.desc, form)
@@ -436,13 +446,9 @@ class VulkanBackend(Backend):
         if prog.rand_params and rt.capture is not None:     # a replay writes new counters into these words
             for node, first in prog.rand_params:
                 rt.capture.rand_words(node, rec.args[1], base + len(words) + len(codegen.param_words(prog.params[:first])))
-        threads = (n // 4 if form == "vec4" else n * codegen.LOCAL if form == "group"
-                   else codegen.tile_groups(prog.shape) * codegen.LOCAL if form.startswith("tile") else n)
         nout = sum(1 for role, _ in prog.operands if role == "out")
-        rec.record(Dispatch(name, (args, *bufs), (base,), groups_1d(threads, codegen.LOCAL),
-                            tuple(range(1, nout + 1))), None)
-        self._finish_assigns(k)
-        return prog, args, base
+        rec.record(Dispatch(name, (args, *bufs), (base,), groups, tuple(range(1, nout + 1))), None)
+        return args, base
 
     def _finish_assigns(self, k):
         for n in k.stores:
@@ -457,7 +463,9 @@ class VulkanBackend(Backend):
         prog = codegen.describe(k)
         n_rows, kk = prod(prog.shape[:-1]), prog.shape[-1]
         dev_type = rt.dev.info.type
-        form = codegen.row_form(kk, dev_type, codegen.row_arrays(prog.desc))
+        arrays = k.memo.get("arrays")                 # (remembered with the plan: hashing the description costs)
+        if arrays is None: arrays = k.memo["arrays"] = codegen.row_arrays(prog.desc)
+        form = codegen.row_form(kk, dev_type, arrays)
         if form.endswith("x0") and -(-kk // codegen.row_local_max(dev_type)) > LOOP_BUDGET: return self._unfused(rec, k)
         for n in k.stores: n.buf = self._out(rec, n)
         if prod(prog.shape) > INT32_MAX: _too_many(k, prog.shape)
@@ -468,20 +476,9 @@ class VulkanBackend(Backend):
                 _inherit(rt, [b for (role, _), b in zip(prog.operands, bufs) if role == "out"],
                          [b for (role, _), b in zip(prog.operands, bufs) if role != "out"])
             return
-        words, form = codegen.row_words(prog, [b.view for b in bufs], dev_type)
-        name = rt.programs.get((prog.desc, form))
-        if name is None:
-            src = codegen.write_glsl(prog.desc, form)
-            name = "gen_" + codegen.source_hash(src)
-            if name not in _extra_spirv: register_shader(name, codegen.spirv_for(src))
-            rt.programs[(prog.desc, form)] = name
-        args, base = rec.write_args(words + codegen.param_words(prog.params))
-        if prog.rand_params and rt.capture is not None:
-            for node, first in prog.rand_params:
-                rt.capture.rand_words(node, rec.args[1], base + len(words) + len(codegen.param_words(prog.params[:first])))
         local = int(form[3:].split("x")[0])
-        nout = sum(1 for role, _ in prog.operands if role == "out")
-        rec.record(Dispatch(name, (args, *bufs), (base,), groups_1d(n_rows * local, local), tuple(range(1, nout + 1))), None)
+        words = codegen.row_words(prog, [b.view for b in bufs])
+        self._launch(rec, prog, form, words, bufs, groups_1d(n_rows * local, local))
 
     def _unfused(self, rec, k: Kernel):
         "Run kernel `k` node by node (each elementwise node alone, a reduction by its hand-written kernel)."

@@ -111,23 +111,24 @@ def _recipe(k: Kernel) -> tuple:
             elif constant_value(s) is not None:
                 params.append((("c", i, j), s.dtype.name)); refs.append(("p", len(params) - 1))
             else: refs.append(("a", operand(s, ("s", i, j), role)))
-        first = len(params)
-        if i == r:
-            nodes.append((n.op.name, n.arg, (n.srcs[0].dtype.name,), n.dtype.name, tuple(refs), ()))
-        else:
-            row = ELEMENTWISE[n.op]
-            if row.params is not None:
-                d = n.srcs[0].dtype if n.srcs else n.dtype
-                for t in row.param_types: params.append((("r", i), _param_type(t, d)))
-            if n.op is Op.RAND: rand_params.append((i, first))
-            variant = row.variant(n.arg) if row.variant else None
-            nodes.append((n.op.name, variant, tuple(s.dtype.name for s in n.srcs), n.dtype.name, tuple(refs),
-                          tuple(range(first, len(params)))))
+        if i == r: nodes.append((n.op.name, n.arg, (n.srcs[0].dtype.name,), n.dtype.name, tuple(refs), ()))
+        else: nodes.append(_elementwise_node(n, i, refs, params, rand_params))
         if id(n) in stored:
             stores.append((len(nodes) - 1, op_index[(id(target(i, n)[0]), "out")]))
     desc = (tuple((role, dt) for role, _, dt in operands), tuple(t for _, t in params), tuple(nodes), tuple(stores), r)
     return ([pos[id(n)] for n in nodes_in], desc, [(role, ref) for role, ref, _ in operands],
             [ref for ref, _ in params], stores, rand_params)
+
+def _elementwise_node(n: Node, i: int, refs: list, params: list, rand_params: list) -> tuple:
+    "The description of elementwise node `n` (the `i`th of its kernel) over `refs`; its row's parameters join `params`."
+    row = ELEMENTWISE[n.op]
+    first = len(params)
+    if row.params is not None:
+        d = n.srcs[0].dtype if n.srcs else n.dtype
+        for t in row.param_types: params.append((("r", i), _param_type(t, d)))
+    if n.op is Op.RAND: rand_params.append((i, first))
+    variant = row.variant(n.arg) if row.variant else None
+    return (n.op.name, variant, tuple(s.dtype.name for s in n.srcs), n.dtype.name, tuple(refs), tuple(range(first, len(params))))
 
 def _instantiate(recipe: tuple, k: Kernel) -> Program:
     "The program of `k` from its recipe: its operands and parameters read from its nodes."
@@ -526,19 +527,10 @@ def _row_recipe(k: Kernel) -> tuple:
                 role = "r" if s.shape == shape else "s"     # read per element, or once per row
                 refs.append(("a", operand(s, ("s", i, j), role)))
                 if role == "r": level = "r"
-        first = len(params)
         if n.op in _REDUCE or n.op in VIEW_OPS:
             if n.op in _REDUCE: level = "s"          # (a view has its source's level: a DETACH of a value per element)
             nodes.append((n.op.name, n.arg if n.op in _REDUCE else None, (n.srcs[0].dtype.name,), n.dtype.name, tuple(refs), ()))
-        else:
-            row = ELEMENTWISE[n.op]
-            if row.params is not None:
-                d = n.srcs[0].dtype if n.srcs else n.dtype
-                for t in row.param_types: params.append((("r", i), _param_type(t, d)))
-            if n.op is Op.RAND: rand_params.append((i, first))
-            variant = row.variant(n.arg) if row.variant else None
-            nodes.append((n.op.name, variant, tuple(s.dtype.name for s in n.srcs), n.dtype.name, tuple(refs),
-                          tuple(range(first, len(params)))))
+        else: nodes.append(_elementwise_node(n, i, refs, params, rand_params))
         levels.append(level)
         if id(n) in stored: stores.append((i, op_index[(id(n), "out")]))
     full = tuple(n.shape == shape for n in nodes_in)
@@ -690,8 +682,8 @@ def write_row_glsl(desc, form: str) -> str:
     lines.append("}")
     return "\n".join(lines) + "\n"
 
-def row_words(prog: Program, views, device_type: str | None = None) -> tuple:
-    "(words, form) of a row program's launch over its operands' views, on a device of `device_type`."
+def row_words(prog: Program, views) -> tuple:
+    "The words of a row program's launch over its operands' views (its form is `row_form`'s)."
     shape = prog.shape
     k = shape[-1]
     ext = _pad4(shape, (0,) * len(shape))[0]
@@ -700,7 +692,7 @@ def row_words(prog: Program, views, device_type: str | None = None) -> tuple:
         if len(v.shape) < len(shape): v = View(v.shape + (1,), v.strides + (0,), v.offset)   # one value per row, kept dim dropped
         _sh, st = _pad4(v.shape, v.strides)
         ops += [v.offset, *(s & MASK for s in st)]
-    return (prod(shape[:-1]), k, *ext, *ops), row_form(k, device_type, row_arrays(prog.desc))
+    return (prod(shape[:-1]), k, *ext, *ops)
 
 # %% ../../nbs/24_codegen.ipynb #8b5bdffb
 GLSL_DIR = Path(str(importlib.resources.files("vkml") / "glsl"))

@@ -9,7 +9,7 @@ import numpy as np
 from .dtypes import *
 from .ops import Op
 from .graph import Node, no_grad, get_backend, note_refresh
-from .tensor import Tensor, realize, tensor
+from .tensor import Tensor, realize, tensor, renew
 import vkml.functional as VF
 from .nn import assign
 
@@ -56,6 +56,12 @@ class FlatStore:
                 view = Tensor(Node(Op.INPUT, (), None, q.shape, float32, self.device,
                                    buf=backend.alias(flat.node.buf, q.shape, self.offset[id(q)])))
                 opt.state.setdefault(q, {})[name] = view
+
+    def renew(self, opt):
+        "After an update in place: every tensor over the flat buffers gets a fresh node (values built before the step keep theirs)."
+        for t in (self.p, *self.state.values(), *self.params): renew(t)
+        for q in self.params:
+            for name in self.state: renew(opt.state[q][name])
 
     def _state(self, opt, p, name) -> Tensor:
         "The state tensor `name` of parameter `p` (zeros before the first step)."
@@ -170,7 +176,7 @@ class Optimizer:
                 outs.append(P._apply(Op.ASSIGN, P, new["param"]))
                 outs.extend(S[k]._apply(Op.ASSIGN, S[k], new[k]) for k in self.state_names)
             else: fresh.append(new)
-        if flat.bound: return outs, None
+        if flat.bound: return outs, lambda: flat.renew(self)
         # the first step: its results become the flat buffers
         whole = lambda k: fresh[0][k] if len(fresh) == 1 else VF.cat([f[k] for f in fresh])
         p, state = whole("param"), {k: whole(k) for k in self.state_names}

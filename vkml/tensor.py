@@ -4,7 +4,7 @@
 
 # %% ../nbs/12_tensor.ipynb #47ebd479
 from __future__ import annotations
-import sys, weakref
+import sys, threading, weakref
 import numpy as np
 from .dtypes import *
 from .ops import Op
@@ -20,7 +20,8 @@ from .tensor_linalg import LinalgOps
 from . import autograd
 
 # %% auto #0
-__all__ = ['schedule', 'realize', 'Tensor', 'from_numpy_node', 'tensor', 'wrap', 'apply']
+__all__ = ['schedule', 'realize', 'track', 'readers_of', 'renew', 'settle_readers', 'Tensor', 'from_numpy_node', 'tensor', 'wrap',
+           'apply']
 
 # %% ../nbs/12_tensor.ipynb #fd7eea85
 def schedule(*tensors, read=False) -> Schedule:
@@ -45,8 +46,16 @@ def realize(*tensors, read=False, deferred=True) -> None:
             if outs: _run(backend, outs, read)
 
 def _run(backend, outs, read):
-    s = Schedule(outs, read=read, fuse=fusion_default() and backend.fuses, memory_of=backend.memory_of)
+    fuse = fusion_default() and backend.fuses
+    s = Schedule(outs, read=read, fuse=fuse, memory_of=backend.memory_of)
+    written = _written(s.nodes, backend.memory_of)
+    if written:         # a write into realized memory: whatever still reads it lazily is computed first, here
+        ids = {id(n) for n in s.nodes}
+        late = [t.node for t in readers_of(set(written), skip=ids)]
+        if late: s = Schedule(outs + late, read=read, fuse=fuse, memory_of=backend.memory_of)
+    if _stale: _check_fresh(s.nodes)
     backend.run(s)
+    for olds in written.values(): _stale.update(o for o in olds if o.op is not Op.ASSIGN or o.buf is None)
     for n in s.nodes:
         if id(n) in s.keep:
             if not n.requires_grad or n.leaf_of is not None: n.srcs = ()
@@ -98,6 +107,7 @@ def _rebind(t, node: Node) -> None:
     if old.requires_grad and old.leaf_of is not None and old.leaf_of() is t:
         node.requires_grad, node.leaf_of = True, weakref.ref(t)
     t.node, node.tref = node, weakref.ref(t)
+    if node.buf is None: track(t)
 
 def _refs(nodes: list) -> list:
     "How many references each of `nodes` has besides this list."
@@ -143,6 +153,85 @@ def _overlapping(base_shape, steps) -> bool:
     return any(op is Op.EXPAND and any(a != b and b > 1 for a, b in zip((1,) * (len(sh) - len(src)) + src, sh))
                for (op, _, sh, _), src in zip(steps, shapes[:-1]))
 
+# %% ../nbs/12_tensor.ipynb #a7c1e002
+_lazy: list = []   # weak references to the tensors bound to a node not computed yet (dead ones pruned now and then)
+_lazy_lock = threading.Lock()
+_prune_at = 4096
+
+def track(t) -> None:
+    "Remember `t` (just bound to a node not computed yet) as a tensor a write may have to compute first."
+    r = t.node.tref if t.node.tref is not None and t.node.tref() is t else weakref.ref(t)   # (reuse the node's own)
+    with _lazy_lock:
+        _lazy.append(r)
+        if len(_lazy) > _prune_at: _prune()
+
+def _prune() -> None:
+    "Drop the references to tensors that died or were computed (lock held); the next prune waits for twice as many."
+    global _prune_at
+    _lazy[:] = [r for r in _lazy if (t := r()) is not None and t.node.buf is None]
+    _prune_at = max(4096, 2 * len(_lazy))
+
+def _reads(node: Node, memories: set, memo: dict) -> bool:
+    "Does computing `node` read any of `memories` ((device, memory) pairs)? Iterative; `memo`: id(node) -> answer."
+    stack = [(node, False)]
+    while stack:
+        n, done = stack.pop()
+        if done: memo[id(n)] = any(memo[id(s)] for s in n.srcs); continue
+        if id(n) in memo: continue
+        if n.buf is not None:                  # realized: what it reads is its own memory
+            memo[id(n)] = (n.device, get_backend(n.device).memory_of(n.buf)) in memories; continue
+        memo[id(n)] = False                    # (seen; the answer comes when its sources are done)
+        stack.append((n, True))
+        stack.extend((s, False) for s in n.srcs if id(s) not in memo)
+    return memo[id(node)]
+
+def readers_of(memories: set, skip=frozenset(), device=None) -> list:
+    "The live tensors not computed yet that read any of `memories` (all of `device`'s when `memories` is None)."
+    with _lazy_lock:
+        _prune()
+        tensors = [t for r in _lazy if (t := r()) is not None]
+    found, memo = {}, {}
+    for t in tensors:
+        n = t.node
+        if id(n) in skip or n.buf is not None or (device is not None and n.device != device): continue
+        if memories is None or _reads(n, memories, memo): found[id(t)] = t
+    return list(found.values())
+
+# %% ../nbs/12_tensor.ipynb #a7c1e004
+_stale = weakref.WeakSet()   # realized nodes whose memory a write has since overwritten
+
+def _written(nodes, memory_of) -> dict:
+    "The realized nodes the ASSIGNs among `nodes` write into, by (device, memory)."
+    out = {}
+    for n in nodes:
+        if n.op is Op.ASSIGN:
+            b = n.srcs[0]
+            while b.buf is None and b.srcs and (b.op is Op.ASSIGN or b.op in VIEW_OPS): b = b.srcs[0]
+            if b.buf is not None: out.setdefault((b.device, memory_of(b.buf)), []).append(b)
+    return out
+
+def _check_fresh(nodes) -> None:
+    "Refuse a schedule that reads a node whose memory was overwritten since (it would compute a wrong number)."
+    for n in nodes:
+        for s in n.srcs:
+            if s.buf is not None and s in _stale:
+                raise InplaceError(f"{n.op.name} reads a {s.shape} {s.dtype.name} value whose memory an in-place write has "
+                                   f"overwritten since it was built: keep a copy (`.clone()`) or realize it before the write")
+
+def renew(t) -> None:
+    "Bind realized tensor `t` to a fresh INPUT node over the same buffer, its old node stale (its memory was written)."
+    old = t.node
+    n = Node(Op.INPUT, (), None, old.shape, old.dtype, old.device, buf=old.buf, requires_grad=old.requires_grad)
+    if old.leaf_of is not None and old.leaf_of() is t: n.leaf_of = weakref.ref(t)
+    n.tref, t.node = weakref.ref(t), n
+    _stale.add(old)
+
+def settle_readers(device: str, memories=None) -> None:
+    "Compute every live lazy tensor on `device` that reads any of `memories` (all when None): a write into them may follow."
+    mems = None if memories is None else {(device, m) for m in memories}
+    ts = readers_of(mems, device=device)
+    if ts: realize(*ts)
+
 # %% ../nbs/12_tensor.ipynb #45e9703c
 class Tensor(MathOps, ReduceOps, Statistics, ShapeOps, LinalgOps):
     "A lazily computed n-dimensional array on one device."
@@ -151,6 +240,7 @@ class Tensor(MathOps, ReduceOps, Statistics, ShapeOps, LinalgOps):
     def __init__(self, node: Node):
         self.node, self.grad, self._base = node, None, None
         if node.tref is None or node.tref() is None: node.tref = weakref.ref(self)
+        if node.buf is None: track(self)
     @staticmethod
     def _wrap(node: Node) -> Tensor: return Tensor(node)
 

@@ -244,7 +244,7 @@ elementwise("NEG", 1, lambda n, x: -x, "(-{a})", vjp=lambda g, y, x: (-g,), dtyp
 elementwise("ABS", 1, lambda n, x: np.abs(x), {"f": "abs({a})", "i": "({a} < {T}(0) ? -{a} : {a})"},
             vjp=_abs_vjp, dtypes=NUMERIC, **_KINK0)
 elementwise("SIGN", 1, lambda n, x: np.sign(x),
-            {"f": "({a} > 0.0 ? 1.0 : ({a} < 0.0 ? -1.0 : {a}))",
+            {"f": "({a} > 0.0 ? 1.0 : ({a} < 0.0 ? -1.0 : ({a} == 0.0 ? 0.0 : {a})))",   # sign(-0) is +0, as numpy
              "i": "({a} > {T}(0) ? {T}(1) : ({a} < {T}(0) ? {T}(-1) : {T}(0)))"}, dtypes=NUMERIC,
             no_grad=(Category.BY_DESIGN, "piecewise constant: zero derivative off zero, undefined at it"))
 elementwise("CLAMP", 1, _clamp, {"f": "vclamp({a}, {p0}, {p1})", "i": "min(max({a}, {p0}), {p1})"},

@@ -382,6 +382,7 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                            'vkml.fuzz._binary': ('fuzz.html#_binary', 'vkml/fuzz.py'),
                            'vkml.fuzz._broadcast_partner': ('fuzz.html#_broadcast_partner', 'vkml/fuzz.py'),
                            'vkml.fuzz._broadcasts': ('fuzz.html#_broadcasts', 'vkml/fuzz.py'),
+                           'vkml.fuzz._compiled': ('fuzz.html#_compiled', 'vkml/fuzz.py'),
                            'vkml.fuzz._creation': ('fuzz.html#_creation', 'vkml/fuzz.py'),
                            'vkml.fuzz._differs': ('fuzz.html#_differs', 'vkml/fuzz.py'),
                            'vkml.fuzz._draw_inplace': ('fuzz.html#_draw_inplace', 'vkml/fuzz.py'),

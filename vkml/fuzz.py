@@ -687,15 +687,15 @@ REGRESSIONS = [
     '{"items": [["in", [[1.0, 2.0]], "float32", [1, 2], "here"], ["op", "cross_entropy", [{"$ref": 0}, {"$odd": "object"}], {"$dict": {}}]], "read": [1], "fuse": false}',
 ]
 
-# %% ../nbs/52_fuzz.ipynb #908a19b2
-import random, collections, time
+# %% ../nbs/52_fuzz.ipynb #7ca0819f
+import random, collections, time, functools
 HEADER = '''\
 import numpy as np, vkml, vkml.nn as nn, vkml.nn.functional as F
 def arr(*shape, s=0): return np.sin(np.arange(int(np.prod(shape))) * 1.7 + s).reshape(shape).astype(np.float32)
 def snap(sd): return {k: snap(v) if isinstance(v, dict) else v.clone() if isinstance(v, vkml.Tensor) else v for k, v in sd.items()}
-model = nn.Sequential(nn.Linear(3, 4, device=dev), nn.Tanh(), nn.Linear(4, 2, device=dev))
+model = nn.Sequential(nn.Linear(3, 4), nn.Tanh(), nn.Linear(4, 2))
 W0 = {k: arr(*v.shape, s=i) for i, (k, v) in enumerate(model.state_dict().items())}
-model.load_state_dict(W0)
+model.load_state_dict(W0); model.to(dev)
 P = list(model.parameters())
 x, y = vkml.tensor(arr(4, 3, s=5), device=dev), vkml.tensor(arr(4, 2, s=6), device=dev)
 a, b = vkml.tensor(arr(3, 4, s=7), device=dev), vkml.tensor(arr(4, s=8), device=dev)
@@ -729,7 +729,7 @@ class Mutation:
     def without(self, i: int) -> Mutation:
         return Mutation(self.seed, self.opt, self.lines[:i] + self.lines[i + 1:], self.moves[:i] + self.moves[i + 1:])
 
-# %% ../nbs/52_fuzz.ipynb #86ab358c
+# %% ../nbs/52_fuzz.ipynb #882320ef
 class _Gen:
     "What the program drawn so far has defined, for the next move to use."
     def __init__(self, rng):
@@ -764,7 +764,7 @@ def _source(g: _Gen, shape) -> str:
     if ok and g.rng.random() < 0.7: return g.rng.choice(ok)
     return f"vkml.full({shape}, {g.c()}, device=dev)"
 
-# %% ../nbs/52_fuzz.ipynb #2eac2de5
+# %% ../nbs/52_fuzz.ipynb #3f2e9fc8
 def _keep(g: _Gen):
     "Build a value from something held, keep it lazy: it must stay the value its inputs had now."
     src, sh = g.some()
@@ -813,7 +813,7 @@ def _realize(g: _Gen):
     if g.rng.random() < 0.3: return f"vkml.realize({', '.join(g.rng.sample(pool, min(2, len(pool))))})"
     return f"{g.rng.choice(pool)}.realize()" if g.rng.random() < 0.7 else f"_ = {g.rng.choice(pool)}.numpy()"
 
-# %% ../nbs/52_fuzz.ipynb #34d4a4ed
+# %% ../nbs/52_fuzz.ipynb #5ddb4ad0
 def _forward(g: _Gen):
     name = g.name("L"); g.kept[name] = (); g.losses.append(name)
     return f"{name} = loss_fn()"
@@ -851,13 +851,13 @@ def _jit(g: _Gen):
         return f"{name} = step(x, y).clone()"
     return "step(x, y)"
 
-# %% ../nbs/52_fuzz.ipynb #158eac88
+# %% ../nbs/52_fuzz.ipynb #91c3d24f
 MOVES = [(_keep, 4), (_view, 1.5), (_write, 4), (_write_param, 2), (_read, 4), (_realize, 1.5), (_forward, 3),
          (_backward, 3), (_step, 3), (_zero_grad, 1.5), (_lr, 0.7), (_state_dict, 1), (_jit, 2)]
 
 MUTATION_SEED, MUTATION_CI = 52_000, 2000   # the CI profile: programs MUTATION_SEED... (tests/test_fuzz.py)
 
-def mutation(seed: int, moves: tuple = (8, 20)) -> Mutation:
+def mutation(seed: int, moves: tuple = (5, 14)) -> Mutation:
     "The mutation program of `seed`: an optimiser, `moves` (a range) drawn moves, then a read of every value kept."
     rng = random.Random(seed)
     g = _Gen(rng)
@@ -870,10 +870,10 @@ def mutation(seed: int, moves: tuple = (8, 20)) -> Mutation:
     for v in [*g.kept, "a", "b", "P[0]", "P[3]"]: g.lines.append(f"read({v})"); g.moves.append("final")
     return Mutation(seed, rng.choice(OPTIMIZERS), g.lines, g.moves)
 
-# %% ../nbs/52_fuzz.ipynb #c4140906
+# %% ../nbs/52_fuzz.ipynb #1467d408
 def _held(ns) -> list:
     "Every tensor the program holds: its names (in lists and dicts too), the parameters, their gradients, the optimiser's state."
-    ts, todo = [], [v for k, v in ns.items() if k not in ("model", "opt")]
+    ts, todo = [], [v for k, v in ns.items() if not k.startswith("__") and k not in ("model", "opt", "W0")]
     while todo:
         v = todo.pop()
         if isinstance(v, Tensor): ts.append(v)
@@ -882,6 +882,9 @@ def _held(ns) -> list:
     for p in ns["model"].parameters(): ts += [p] + ([p.grad] if p.grad is not None else [])
     ts += [t for s in ns["opt"].state.values() for t in s.values() if isinstance(t, Tensor)]
     return ts
+
+@functools.lru_cache(maxsize=4096)
+def _compiled(src: str): return compile(src, "<mutation program>", "exec")
 
 @dataclass
 class Outcome:
@@ -897,10 +900,10 @@ def run_mutation(prog: Mutation, device: str, eager: bool) -> Outcome:
     where = [-1]
     ns.update(dev=device, read=lambda v: out.reads.append((where[0], np.array(v.numpy() if isinstance(v, Tensor) else v))))
     try:
-        exec(HEADER.replace("{opt}", prog.opt), ns)
+        exec(_compiled(HEADER.replace("{opt}", prog.opt)), ns)
         for i, line in enumerate([None] + prog.lines):
             where[0] = i - 1
-            if line is not None: exec(line, ns)
+            if line is not None: exec(_compiled(line), ns)
             if eager: vkml.realize(*(t for t in _held(ns) if not t.node.realized))
     except Exception as e:  # noqa: BLE001 (a program may raise anything: the error is its outcome)
         out.line, out.error = where[0], e
@@ -908,7 +911,7 @@ def run_mutation(prog: Mutation, device: str, eager: bool) -> Outcome:
         if isinstance(ns.get("step"), vkml.Jit): ns["step"].reset()     # (a capture holds device memory)
     return out
 
-# %% ../nbs/52_fuzz.ipynb #791c3936
+# %% ../nbs/52_fuzz.ipynb #23622cdc
 class MutationMismatch(Mismatch):
     "A mutation program whose run differs from the eager reference; `kind` says how (for grouping failures)."
     def __init__(self, msg: str, kind: str):
@@ -956,7 +959,7 @@ def shrink(prog: Mutation, device: str = "vulkan", still=None) -> Mutation:
             if kind(p) == want: prog, changed = p, True
     return prog
 
-# %% ../nbs/52_fuzz.ipynb #f0b6eb3b
+# %% ../nbs/52_fuzz.ipynb #4f820597
 def mutations(n: int, seed: int = MUTATION_SEED, device: str = "vulkan") -> tuple:
     "Check the programs of seeds seed..seed+n-1: (outcome counts, {failure kind: [seeds]})."
     counts, failures = collections.Counter(), {}
@@ -993,4 +996,5 @@ def main(argv=None):
     if failures: print(report(failures, args.device, 0 if args.no_shrink else 1000))
     return 1 if failures else 0
 
+# %% ../nbs/52_fuzz.ipynb #15dcd986
 if __name__ == "__main__": raise SystemExit(main())

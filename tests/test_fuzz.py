@@ -157,7 +157,8 @@ def test_mutation_ci_ran_two_thousand_programs():
 
 def test_mutation_finds_a_planted_missing_write_barrier(monkeypatch):
     """The schedule no longer orders the readers of an ASSIGN's target memory before it (`order` becomes the plain
-    topological sort): some CI program then fails, or fails differently, than it does with the ordering."""
+    topological sort): some CI program then fails, or fails differently, than it does with the ordering (today
+    many fail without the fault too: found means a different failure, once the core is fixed a failure)."""
     S = sys.modules["vkml.schedule"]
     real, plain = S.order, lambda outputs, memory_of=None: S._unrealized(outputs)
     monkeypatch.setenv("VKML_PLAN_CACHE", "0")      # (no plan made under the fault outlives it)
@@ -169,5 +170,5 @@ def test_mutation_finds_a_planted_missing_write_barrier(monkeypatch):
         monkeypatch.setattr(S, "order", plain)
         after = outcome(s)
         monkeypatch.setattr(S, "order", real)
-        if after != before: break
+        if after != before and outcome(s) == before: break     # (and not a program whose outcome varies anyway)
     assert after != before and after not in ("value", "error"), f"program {s}: {after[:500]}"

@@ -74,3 +74,33 @@ def test_seeds_inside_the_range():
     assert vkml.manual_seed(-2**63).initial_seed() == 2**63
     assert vkml.manual_seed(np.int64(7)).initial_seed() == 7
     assert vkml.manual_seed(2**64 - 1).initial_seed() == 2**64 - 1
+
+
+# ---------------------------------------------------------------- tensor(data, dtype=): one narrowing rule
+I32 = (-2**31, 2**31 - 1)
+NARROW_RAISES = [            # (data, dtype): every form raises what the list form raises
+    (np.array([2**40]), vkml.int32), (np.array([-2**31 - 1]), vkml.int32), (np.array([2**32 - 1], np.uint32), vkml.int32),
+    (np.array([2**63], np.uint64), vkml.int64), (np.array([1e20]), vkml.int32), (np.array([3e19], np.float32), vkml.int64),
+    (np.array([np.nan, 1.0]), vkml.int64), (np.array([-np.inf], np.float16), vkml.int32), ([float("nan")], vkml.int32),
+    ([2**40], vkml.int32), ([1e20], vkml.int32), ([2**63], None), (2**40, vkml.int32),
+]
+
+@pytest.mark.parametrize("data,dtype", NARROW_RAISES, ids=range(len(NARROW_RAISES)))
+def test_a_value_the_int_dtype_cannot_hold_is_an_error(data, dtype):
+    "Regression: tensor(np.array([2**40]), dtype=int32) was [0] (numpy wraps) while the list form raised."
+    with pytest.raises(vkml.DTypeError, match="int"): tensor(data, dtype=dtype)
+
+
+def test_a_tensor_as_data_narrows_by_the_same_rule():
+    with pytest.raises(vkml.DTypeError, match="does not fit in int32"): tensor(tensor([2**40]), dtype=vkml.int32)
+
+
+@pytest.mark.parametrize("form", [list, np.array])
+def test_narrowing_that_pytorch_converts(form):
+    "Floats truncate toward zero into ints; a float beyond a float dtype's range is inf; nonzero is True."
+    assert tensor(form([-2.7, 2.7, I32[1] + 0.5]), dtype=vkml.int32).tolist() == [-2, 2, I32[1]]
+    assert tensor(form([1e300, -1e300]), dtype=vkml.float16).tolist() == [math.inf, -math.inf]
+    assert tensor(form([1e300]), dtype=vkml.float32).tolist() == [math.inf]
+    assert tensor(form([70000]), dtype=vkml.float16).tolist() == [math.inf]
+    assert tensor(form([-1, 0, 2]), dtype=vkml.bool).tolist() == [True, False, True]
+    assert tensor(form([I32[0], I32[1]]), dtype=vkml.int32).tolist() == list(I32)

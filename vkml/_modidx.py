@@ -985,6 +985,7 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                              'vkml.tensor._as_dtype': ('tensor.html#_as_dtype', 'vkml/tensor.py'),
                              'vkml.tensor._count': ('tensor.html#_count', 'vkml/tensor.py'),
                              'vkml.tensor._embed': ('tensor.html#_embed', 'vkml/tensor.py'),
+                             'vkml.tensor._fits': ('tensor.html#_fits', 'vkml/tensor.py'),
                              'vkml.tensor._host_array': ('tensor.html#_host_array', 'vkml/tensor.py'),
                              'vkml.tensor._lowerable': ('tensor.html#_lowerable', 'vkml/tensor.py'),
                              'vkml.tensor._members': ('tensor.html#_members', 'vkml/tensor.py'),

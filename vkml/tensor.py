@@ -295,18 +295,24 @@ def _rebuild(array, device, requires_grad):
     return t.requires_grad_() if requires_grad else t
 
 # %% ../nbs/12_tensor.ipynb #3acc44cc
+def _fits(raw: np.ndarray, dtype: DType):
+    "Raise unless every value of `raw` has an int `dtype` value: in range, and finite (floats truncate, as PyTorch)."
+    if not raw.size or raw.dtype.kind not in "iufO": return
+    lo, hi = np.iinfo(dtype.np).min, np.iinfo(dtype.np).max
+    for v in (raw.reshape(-1).tolist() if raw.dtype.kind == "O" else (raw.min(), raw.max())):  # (a NaN is the min)
+        if isinstance(v, (float, np.floating)) and not np.isfinite(v):
+            raise DTypeError(f"tensor(): {v} has no {dtype.name} value: replace it first (vkml.where, or in numpy)")
+        if not lo <= int(v) <= hi:     # int() truncates a float toward zero, as the conversion does
+            raise DTypeError(f"tensor(): the value {v} does not fit in {dtype.name} ({lo} .. {hi}): use a wider dtype")
+
 def _host_array(data, dtype) -> np.ndarray:
     if isinstance(data, TensorBase): data = data.numpy()
     try:
         if dtype is not None:
             dtype = to_dtype(dtype)
-            if dtype.is_int and not isinstance(data, np.ndarray):
-                raw = np.array(data)
-                if raw.dtype.kind in "iuO" and raw.size:
-                    lo, hi = np.iinfo(dtype.np).min, np.iinfo(dtype.np).max
-                    if any(not lo <= int(v) <= hi for v in raw.reshape(-1).tolist()):
-                        raise DTypeError(f"tensor(): a value does not fit in {dtype.name} ({lo} .. {hi}): use a wider dtype")
-            return np.array(data, dtype=dtype.np)
+            if dtype.is_int: _fits(data if isinstance(data, np.ndarray) else np.array(data), dtype)
+            with np.errstate(over="ignore"):      # a float beyond the float dtype's range becomes inf, as PyTorch
+                return np.array(data, dtype=dtype.np)
         if isinstance(data, np.ndarray):
             to_dtype(data.dtype)  # raises for dtypes vkML does not have, naming the cast
             return data
@@ -316,8 +322,10 @@ def _host_array(data, dtype) -> np.ndarray:
                          f"cannot be a tensor") from None
     except OverflowError as e:
         raise DTypeError(f"tensor(): a value does not fit in the dtype ({e})") from None
-    if arr.dtype == np.float64: arr = arr.astype(np.float32)      # from Python floats
-    elif arr.dtype.kind in "iu": arr = arr.astype(np.int64)       # from Python ints
+    if arr.dtype == np.float64:                                   # from Python floats (beyond float32: inf)
+        with np.errstate(over="ignore"): arr = arr.astype(np.float32)
+    elif arr.dtype.kind in "iu":                                  # from Python ints (2**63 is a uint64 to numpy)
+        _fits(arr, int64); arr = arr.astype(np.int64)
     elif arr.dtype.kind == "O":
         raise DTypeError(f"cannot make a tensor from {type(data).__name__} data: numbers of one kind, "
                          f"within int64 for ints, are needed")

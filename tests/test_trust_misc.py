@@ -104,3 +104,54 @@ def test_narrowing_that_pytorch_converts(form):
     assert tensor(form([70000]), dtype=vkml.float16).tolist() == [math.inf]
     assert tensor(form([-1, 0, 2]), dtype=vkml.bool).tolist() == [True, False, True]
     assert tensor(form([I32[0], I32[1]]), dtype=vkml.int32).tolist() == list(I32)
+
+
+# ---------------------------------------------------------------- binary_cross_entropy's input range
+F = vkml.nn.functional
+BAD_P = [[0.2, 1.5, 0.3], [0.2, -0.5, 0.3], [0.2, float("nan"), 0.3]]
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("vulkan", marks=vulkan)])
+@pytest.mark.parametrize("p", BAD_P, ids=["above", "below", "nan"])
+def test_bce_of_a_value_outside_0_1_is_an_error(device, p):
+    "Regression: binary_cross_entropy(1.5) was NaN; PyTorch raises. From the host: at once, naming the value."
+    y = tensor([0.0, 1.0, 0.0], device=device)
+    with pytest.raises(vkml.IndexOutOfRangeError, match="between 0 and 1.*position \\(1,\\)"):
+        F.binary_cross_entropy(tensor(p, device=device), y)
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("vulkan", marks=vulkan)])
+@pytest.mark.parametrize("p", BAD_P, ids=["above", "below", "nan"])
+def test_bce_of_a_computed_value_outside_0_1_is_an_error_when_read(device, p):
+    "A probability computed lazily is checked where it is computed (ADR 0025): reading the loss or the gradient raises."
+    x = tensor(p, device=device, requires_grad=True)
+    loss = F.binary_cross_entropy(x * 1.0, tensor([0.0, 1.0, 0.0], device=device))
+    with pytest.raises(vkml.IndexOutOfRangeError, match="between 0 and 1.*position \\(1,\\)"): loss.item()
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("vulkan", marks=vulkan)])
+def test_bce_of_probabilities_is_unchanged(device):
+    "In range (0 and 1 included), lazy or not, the loss and its gradient are PyTorch's."
+    p, y = np.float32([0.0, 0.2, 0.9, 1.0]), np.float32([0.0, 1.0, 0.0, 1.0])
+    ref = -(y * np.maximum(np.log(np.float64(p)), -100) + (1 - y) * np.maximum(np.log1p(-np.float64(p)), -100))
+    for lazy in (False, True):
+        x = tensor(p, device=device, requires_grad=True)
+        loss = F.binary_cross_entropy(x * 1.0 if lazy else x, tensor(y, device=device), reduction="sum")
+        loss.backward()
+        np.testing.assert_allclose(loss.item(), ref.sum(), rtol=1e-5)
+        assert np.isfinite(x.grad.numpy()[1:3]).all()
+        np.testing.assert_allclose(x.grad.numpy()[1:3], (p[1:3] - y[1:3]) / (p[1:3] * (1 - p[1:3])), rtol=1e-5)
+
+
+@vulkan
+def test_bce_checked_in_a_replayed_step():
+    "A replay runs the device check again: a bad probability in a later step raises when its loss is read."
+    y = tensor(np.float32([0.0, 1.0, 0.0]), device="vulkan")
+    @vkml.jit
+    def f(x): return F.binary_cross_entropy(x * 1.0, y)
+    good = tensor(np.float32([0.2, 0.7, 0.1]), device="vulkan")
+    ref = F.binary_cross_entropy(good, y).item()
+    for _ in range(3): assert f(good).item() == pytest.approx(ref, rel=1e-6)
+    with pytest.raises(vkml.IndexOutOfRangeError, match="between 0 and 1"):
+        f(tensor(np.float32([0.2, 1.5, 0.1]), device="vulkan")).item()
+    assert f(good).item() == pytest.approx(ref, rel=1e-6)
+    f.reset()

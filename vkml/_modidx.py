@@ -536,6 +536,7 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                     'vkml.nn.functional._picked': ('nn_functional.html#_picked', 'vkml/nn/functional.py'),
                                     'vkml.nn.functional._picked_total': ('nn_functional.html#_picked_total', 'vkml/nn/functional.py'),
                                     'vkml.nn.functional._pool_args': ('nn_functional.html#_pool_args', 'vkml/nn/functional.py'),
+                                    'vkml.nn.functional._probabilities': ('nn_functional.html#_probabilities', 'vkml/nn/functional.py'),
                                     'vkml.nn.functional._reduce_loss': ('nn_functional.html#_reduce_loss', 'vkml/nn/functional.py'),
                                     'vkml.nn.functional._shifted': ('nn_functional.html#_shifted', 'vkml/nn/functional.py'),
                                     'vkml.nn.functional._unbatch': ('nn_functional.html#_unbatch', 'vkml/nn/functional.py'),

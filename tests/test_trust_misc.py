@@ -155,3 +155,47 @@ def test_bce_checked_in_a_replayed_step():
         f(tensor(np.float32([0.2, 1.5, 0.1]), device="vulkan")).item()
     assert f(good).item() == pytest.approx(ref, rel=1e-6)
     f.reset()
+
+
+# ---------------------------------------------------------------- .to(): a differentiable copy
+@vulkan
+@pytest.mark.parametrize("src,dst", [("cpu", "vulkan"), ("vulkan", "cpu")])
+def test_to_another_device_carries_the_gradient_back(src, dst):
+    "Regression: x.to('vulkan') of a leaf that requires grad was a new, unconnected leaf: x.grad stayed None."
+    x = tensor([1.0, -2.0, 3.0], device=src, requires_grad=True)
+    y = x.to(dst)
+    assert y.device.startswith(dst) and y.requires_grad and not y.is_leaf
+    (y * y * tensor([1.0, 2.0, 3.0], device=dst)).sum().backward()
+    assert y.grad is None and x.grad is not None and x.grad.device == x.device
+    np.testing.assert_allclose(x.grad.numpy(), [2.0, -8.0, 18.0])
+
+
+@vulkan
+def test_to_of_a_computed_tensor_and_both_ways():
+    "Regression: a non-leaf's .to(device) did not require grad at all. There and back again, with a cast on the way."
+    x = tensor([0.5, 1.5], requires_grad=True)
+    y = (x * 2).to("vulkan", vkml.float64)
+    assert y.requires_grad and y.dtype == vkml.float64
+    z = (y.exp() * 1.0).to("cpu").float()
+    z.sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), 2 * np.exp(2 * np.float32([0.5, 1.5])), rtol=1e-6)
+
+
+def test_to_dtype_is_differentiable():
+    x = tensor([1.0, 2.0], requires_grad=True)
+    y = x.to(vkml.float64)
+    assert not y.is_leaf and y.requires_grad
+    (y * y).sum().backward()
+    assert x.grad.dtype == vkml.float32
+    np.testing.assert_allclose(x.grad.numpy(), [2.0, 4.0])
+    assert x.to(vkml.float32) is x and x.to("cpu") is x             # nothing to do: the tensor itself, as PyTorch
+
+
+@vulkan
+def test_to_under_no_grad_and_second_order():
+    x = tensor([1.0, 2.0], requires_grad=True)
+    with vkml.no_grad(): assert not x.to("vulkan").requires_grad
+    (g,) = vkml.autograd.grad((x.to("vulkan") ** 3).sum(), x, create_graph=True)     # 3x^2, on the CPU
+    assert g.device == "cpu"
+    g.sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), [6.0, 12.0])              # 6x

@@ -171,14 +171,16 @@ class Tensor(MathOps, ReduceOps, Statistics, ShapeOps, LinalgOps):
         return a if dtype is None else a.astype(dtype)
 
     def to(self, device=None, dtype=None) -> Tensor:
-        "This tensor on `device` and/or as `dtype` (`.to('vulkan')`, `.to(vkml.float16)`, `.to('cpu', 'float32')`)."
+        "This tensor on `device` and/or as `dtype` (`.to('vulkan')`, `.to(vkml.float16)`, `.to('cpu', 'float32')`); differentiable."
         if dtype is None and (dt := _as_dtype(device)) is not None: device, dtype = None, dt
         t = self if dtype is None else self.cast(_as_dtype(dtype) or to_dtype(dtype))
         if device is None: return t
         device = canonical_device(device)
         if device == t.device: return t
-        out = Tensor(from_numpy_node(t.numpy(), device))
-        return out.requires_grad_() if t.requires_grad and t.is_leaf else out
+        node = from_numpy_node(t.numpy(), device)
+        if t.requires_grad and is_grad_enabled():   # a copy of `t` (realized here): backward moves its gradient back
+            node = Node(Op.CONTIGUOUS, (t.node,), None, node.shape, node.dtype, device, buf=node.buf, requires_grad=True)
+        return Tensor(node)
     def cpu(self) -> Tensor: return self.to("cpu")
 
     @property

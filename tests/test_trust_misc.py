@@ -132,7 +132,8 @@ def test_bce_of_a_computed_value_outside_0_1_is_an_error_when_read(device, p):
 def test_bce_of_probabilities_is_unchanged(device):
     "In range (0 and 1 included), lazy or not, the loss and its gradient are PyTorch's."
     p, y = np.float32([0.0, 0.2, 0.9, 1.0]), np.float32([0.0, 1.0, 0.0, 1.0])
-    ref = -(y * np.maximum(np.log(np.float64(p)), -100) + (1 - y) * np.maximum(np.log1p(-np.float64(p)), -100))
+    with np.errstate(divide="ignore"):                               # log(0): -inf, clamped at -100 as PyTorch
+        ref = -(y * np.maximum(np.log(np.float64(p)), -100) + (1 - y) * np.maximum(np.log1p(-np.float64(p)), -100))
     for lazy in (False, True):
         x = tensor(p, device=device, requires_grad=True)
         loss = F.binary_cross_entropy(x * 1.0 if lazy else x, tensor(y, device=device), reduction="sum")
@@ -199,3 +200,59 @@ def test_to_under_no_grad_and_second_order():
     assert g.device == "cpu"
     g.sum().backward()
     np.testing.assert_allclose(x.grad.numpy(), [6.0, 12.0])              # 6x
+
+
+# ---------------------------------------------------------------- checkpoints: every dtype, and paths save cannot write
+from vkml.dtypes import CheckpointError
+
+@pytest.mark.parametrize("dt", [vkml.float32, vkml.float16, vkml.float64, vkml.int32, vkml.int64, vkml.bool_],
+                         ids=lambda d: d.name)
+@pytest.mark.parametrize("device", ["cpu", pytest.param("vulkan", marks=vulkan)])
+def test_every_dtype_round_trips(tmp_path, dt, device):
+    "Regression: vkml.save wrote a float64 tensor that vkml.load refused."
+    rng = np.random.default_rng(0)
+    a = (rng.standard_normal((3, 4)) * 1e3).astype(dt.np) if dt.is_float else rng.integers(-5, 5, (3, 4)).astype(dt.np)
+    if dt is vkml.float64: a[0, 0] = 0.1                           # every bit of the double, not a float32 in disguise
+    t = tensor(a, device=device)
+    vkml.save({"t": t, "nested": [t[0]], "arr": a}, tmp_path / "ck.safetensors")
+    back = vkml.load(tmp_path / "ck.safetensors", device=device)
+    assert back["t"].dtype == dt and back["t"].device == t.device and back["nested"][0].dtype == dt
+    assert back["arr"].dtype == a.dtype
+    for got, want in ((back["t"].numpy(), a), (back["nested"][0].numpy(), a[0]), (back["arr"], a)):
+        np.testing.assert_array_equal(got.view(np.uint8), np.ascontiguousarray(want).view(np.uint8))   # bit for bit
+
+
+def test_save_refuses_an_array_load_would_refuse(tmp_path):
+    with pytest.raises(CheckpointError, match="astype"): vkml.save({"x": np.zeros(2, np.uint8)}, tmp_path / "a.safetensors")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_saving_to_a_directory_is_a_typed_error(tmp_path):
+    "Regression: saving to a directory path raised a bare IsADirectoryError (after writing a temporary file)."
+    with pytest.raises(CheckpointError, match="is a directory.*checkpoint.safetensors"): vkml.save({"a": tensor([1.0])}, tmp_path)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_saving_into_a_missing_directory_is_a_typed_error(tmp_path):
+    "Regression: saving into a directory that does not exist raised a bare FileNotFoundError."
+    with pytest.raises(CheckpointError, match="does not exist.*makedirs"):
+        vkml.save({"a": tensor([1.0])}, tmp_path / "missing" / "ck.safetensors")
+
+
+def test_saving_where_it_cannot_write_is_a_typed_error(tmp_path, monkeypatch):
+    "An OS error while writing (permissions, a full disk) is a CheckpointError, and the old checkpoint survives."
+    path = tmp_path / "ck.safetensors"
+    vkml.save({"a": tensor([1.0])}, path)
+    import safetensors.numpy
+    def full_disk(*a, **k): raise OSError(28, "No space left on device")
+    monkeypatch.setattr(safetensors.numpy, "save_file", full_disk)
+    with pytest.raises(CheckpointError, match="No space left"): vkml.save({"a": tensor([2.0])}, path)
+    monkeypatch.undo()
+    assert vkml.load(path)["a"].tolist() == [1.0] and sorted(p.name for p in tmp_path.iterdir()) == ["ck.safetensors"]
+
+
+@pytest.mark.parametrize("sd", [[1, 2], [("weight", np.zeros((2, 2), np.float32))], None, "weights.safetensors"],
+                         ids=["list", "pairs", "None", "str"])
+def test_load_state_dict_of_a_non_mapping_is_a_typed_error(sd):
+    "Regression: load_state_dict([1, 2]) raised a bare TypeError from dict()."
+    with pytest.raises(vkml.nn.StateDictError, match="mapping"): vkml.nn.Linear(2, 2).load_state_dict(sd)

@@ -84,6 +84,11 @@ def _number(name, v, lo=0.0, opt=""):
     if v < lo: raise OptimizerError(f"{opt}: {name} must be >= {lo}, got {v}")
     return float(v)
 
+def _flag(name, v, opt=""):
+    "`v` as a bool, checked: True or False (a string such as 'no' would be true)."
+    if not isinstance(v, (bool, np.bool_)): raise OptimizerError(f"{opt}: {name} must be True or False, got {v!r}")
+    return bool(v)
+
 class Optimizer:
     "Parameter groups, per-parameter state, and a `step()` that realizes every update together (fused by default)."
     state_names: tuple = ()     # the state tensors of each parameter (exp_avg, momentum_buffer...)
@@ -105,12 +110,20 @@ class Optimizer:
             if p.dtype is not float32: raise DTypeError(f"optimiser parameters are float32, got {p.dtype.name}: use `.float()`")
         seen = {id(q) for g in self.param_groups for q in g["params"]}
         if any(id(p) in seen for p in ps): raise OptimizerError("a parameter appears in two parameter groups")
+        if len({id(p) for p in ps}) != len(ps):   # (PyTorch warns it will be an error; a fused step wrote it twice)
+            raise OptimizerError("a parameter appears twice in one parameter group: list each parameter once")
         group = {**self.defaults, **group, "params": ps}
         self._check_group(group)
         self.param_groups.append(group)
         self._flat = None
 
     def _check_group(self, group): pass
+
+    def _check_groups(self):
+        "Check every group's hyperparameters again (`param_groups` is the user's to change between steps)."
+        for g in self.param_groups: self._check_group(g)
+        if self._flat is not None and set(self._flat.state) != set(self.state_names):
+            self._flat = None       # a state tensor started (momentum turned on, amsgrad...) or ended: a new flat store
 
     def zero_grad(self, set_to_none: bool = True):
         "Forget the gradients (or make them zeros)."
@@ -129,6 +142,7 @@ class Optimizer:
     # --- the step ---
     def step(self, closure=None):
         "Update every parameter that has a gradient: one lazy graph, one realize (`closure` recomputes the loss first)."
+        self._check_groups()
         loss = closure() if closure is not None else None
         with no_grad():
             outs, after = self._step_fused() if self._fusable() else (self._step_each(), None)
@@ -184,7 +198,7 @@ class Optimizer:
                 if p.grad is None: continue
                 st = self.state.setdefault(p, {})
                 st["step"] = st.get("step", 0) + 1
-                h = self._hyper(group, st["step"])
+                h = self._hyper({**group, "params": [p]}, st["step"])     # (of this parameter: its state may differ)
                 s = {k: st[k] if isinstance(st.get(k), Tensor) else VF.zeros_like(p) for k in self.state_names}
                 new = self._rule(p, p.grad, s, h, group)
                 assign(p, new["param"])
@@ -242,10 +256,12 @@ class SGD(Optimizer):
     def state_names(self): return ("momentum_buffer",) if any(g["momentum"] for g in self.param_groups) else ()
     def _check_group(self, g):
         for k in ("lr", "momentum", "dampening", "weight_decay"): g[k] = _number(k, g[k], opt="SGD")
+        for k in ("nesterov", "maximize"): g[k] = _flag(k, g[k], opt="SGD")
         if g["nesterov"] and (g["momentum"] <= 0 or g["dampening"] != 0):
             raise OptimizerError("Nesterov momentum needs momentum > 0 and dampening 0 (as PyTorch)")
     def _hyper(self, g, step):
-        first = step == 1   # the buffer starts as the first gradient itself
+        # PyTorch's buffer starts as the gradient itself, at the first step with momentum (which may come later)
+        first = not any(isinstance(self.state.get(p, {}).get("momentum_buffer"), Tensor) for p in g["params"])
         return dict(lr=g["lr"], mom=0.0 if first else g["momentum"], keep=1.0 if first else 1.0 - g["dampening"])
     def _rule(self, p, g, s, h, group):
         if group["maximize"]: g = -g
@@ -275,6 +291,7 @@ class Adam(Optimizer):
             raise OptimizerError(f"{name}: betas must be a pair of numbers, got {g['betas']!r}")
         g["betas"] = tuple(_number("betas", b, opt=name) for b in g["betas"])
         if not all(0 <= b < 1 for b in g["betas"]): raise OptimizerError(f"betas must be in [0, 1), got {g['betas']}")
+        for k in ("amsgrad", "maximize"): g[k] = _flag(k, g[k], opt=name)
     def _hyper(self, g, step):
         (b1, b2), lr = g["betas"], g["lr"]
         bc1, bc2 = 1.0 - b1 ** step, 1.0 - b2 ** step
@@ -315,6 +332,7 @@ class RMSprop(Optimizer):
                 + (("momentum_buffer",) if any(g["momentum"] for g in gs) else ()))
     def _check_group(self, g):
         for k in ("lr", "alpha", "eps", "weight_decay", "momentum"): g[k] = _number(k, g[k], opt="RMSprop")
+        for k in ("centered", "maximize"): g[k] = _flag(k, g[k], opt="RMSprop")
     def _hyper(self, g, step): return dict(lr=g["lr"])
     def _rule(self, p, g, s, h, group):
         a = group["alpha"]

@@ -486,3 +486,37 @@ def test_a_parameter_listed_twice_is_refused(device):
     for make in (lambda: optim.SGD([w, w], lr=0.1), lambda: optim.Adam([{"params": [w, w]}]),
                  lambda: optim.SGD([w], lr=0.1).add_param_group({"params": [nn.Parameter(tensor(P0, device=device))] * 2})):
         with pytest.raises(optim.OptimizerError, match="twice"): make()
+
+
+@pytest.mark.vulkan
+def test_a_replayed_step_checks_its_hyperparameters():
+    "Regression: under vkml.jit a negative lr was used and a changed weight_decay silently ignored (baked in the capture)."
+    from vkml.graph import JitError
+    def setup():
+        p = nn.Parameter(tensor(P0, device="vulkan"))
+        opt = optim.SGD([p], lr=0.05)
+        c = tensor(C, device="vulkan")
+        @vkml.jit
+        def step(x):
+            opt.zero_grad(); ((p * p * c).sum() + (p * x).sum()).backward(); opt.step()
+            return p * 1.0
+        return p, opt, step
+    x = tensor(D, device="vulkan")
+    for change, exc, match in ((dict(lr=-1.0), optim.OptimizerError, "lr"), (dict(weight_decay=0.5), JitError, "weight_decay")):
+        p, opt, step = setup()
+        for _ in range(3): step(x).numpy()                 # warm-up, capture, replay
+        before = p.numpy()
+        opt.param_groups[0].update(change)
+        with pytest.raises(exc, match=match): step(x)
+        np.testing.assert_array_equal(p.numpy(), before)
+        assert opt.state[p]["step"] == 3                   # the refused replay counted no step
+        step.reset()
+    p, opt, step = setup()                                 # lr alone is read at every replay
+    for _ in range(3): step(x).numpy()
+    opt.param_groups[0]["lr"] = 0.01
+    got = step(x).numpy()
+    ref, st = P0.astype(np.float64), {}
+    for lr in (0.05, 0.05, 0.05, 0.01):
+        ref = sgd_step(ref, st, dict(lr=lr, momentum=0.0, dampening=0.0, weight_decay=0.0, nesterov=False, maximize=False))
+    np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-6)
+    step.reset()

@@ -119,6 +119,21 @@ class Optimizer:
 
     def _check_group(self, group): pass
 
+    def _baked(self) -> list:
+        "Each group's hyperparameters that a step's graph holds as constants: all but the learning rate."
+        return [{k: g[k] for k in self.defaults if k != "lr"} for g in self.param_groups]
+
+    def _replayed(self, group, baked) -> np.ndarray:
+        "A replayed step's numbers of `group` (`vkml.jit`), once the groups are checked as `step()` checks them."
+        if group is self.param_groups[0]:       # once per replay, before any group counts the step
+            self._check_groups()
+            changed = sorted({k for was, now in zip(baked, self._baked()) for k in was if was[k] != now[k]})
+            if changed:
+                from vkml.graph import JitError
+                raise JitError(f"{', '.join(changed)} changed after the step was captured, and a replay would ignore it "
+                               f"(only lr is read at each replay): call the jit function's reset() to capture the step again")
+        return self._advance(group)
+
     def _check_groups(self):
         "Check every group's hyperparameters again (`param_groups` is the user's to change between steps)."
         for g in self.param_groups: self._check_group(g)
@@ -170,11 +185,11 @@ class Optimizer:
     def _step_fused(self) -> tuple:
         "The update of every parameter as flat tensors; (outputs, what to do once they are realized)."
         if self._flat is None or not self._flat.valid_for(self): self._flat = FlatStore(self)
-        flat, outs, fresh = self._flat, [], []
+        flat, outs, fresh, baked = self._flat, [], [], self._baked()
         for group, (a, b) in zip(self.param_groups, flat.ranges):
             names = list(self._hyper(group, 1))
             H = tensor(self._advance(group), device=flat.device)
-            note_refresh(H.node, lambda group=group: self._advance(group))   # a replayed step recomputes them
+            note_refresh(H.node, lambda group=group, baked=baked: self._replayed(group, baked))   # a replay recomputes them
             h = {k: H[i] for i, k in enumerate(names)}
             P = flat.p[a:b]
             G = VF.cat([p.grad.reshape(-1) for p in group["params"]])

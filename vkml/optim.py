@@ -90,6 +90,11 @@ def _number(name, v, lo=0.0, opt=""):
     if v < lo: raise OptimizerError(f"{opt}: {name} must be >= {lo}, got {v}")
     return float(v)
 
+def _flag(name, v, opt=""):
+    "`v` as a bool, checked: True or False (a string such as 'no' would be true)."
+    if not isinstance(v, (bool, np.bool_)): raise OptimizerError(f"{opt}: {name} must be True or False, got {v!r}")
+    return bool(v)
+
 class Optimizer:
     "Parameter groups, per-parameter state, and a `step()` that realizes every update together (fused by default)."
     state_names: tuple = ()     # the state tensors of each parameter (exp_avg, momentum_buffer...)
@@ -111,12 +116,35 @@ class Optimizer:
             if p.dtype is not float32: raise DTypeError(f"optimiser parameters are float32, got {p.dtype.name}: use `.float()`")
         seen = {id(q) for g in self.param_groups for q in g["params"]}
         if any(id(p) in seen for p in ps): raise OptimizerError("a parameter appears in two parameter groups")
+        if len({id(p) for p in ps}) != len(ps):   # (PyTorch warns it will be an error; a fused step wrote it twice)
+            raise OptimizerError("a parameter appears twice in one parameter group: list each parameter once")
         group = {**self.defaults, **group, "params": ps}
         self._check_group(group)
         self.param_groups.append(group)
         self._flat = None
 
     def _check_group(self, group): pass
+
+    def _baked(self) -> list:
+        "Each group's hyperparameters that a step's graph holds as constants: all but the learning rate."
+        return [{k: g[k] for k in self.defaults if k != "lr"} for g in self.param_groups]
+
+    def _replayed(self, group, baked) -> np.ndarray:
+        "A replayed step's numbers of `group` (`vkml.jit`), once the groups are checked as `step()` checks them."
+        if group is self.param_groups[0]:       # once per replay, before any group counts the step
+            self._check_groups()
+            changed = sorted({k for was, now in zip(baked, self._baked()) for k in was if was[k] != now[k]})
+            if changed:
+                from vkml.graph import JitError
+                raise JitError(f"{', '.join(changed)} changed after the step was captured, and a replay would ignore it "
+                               f"(only lr is read at each replay): call the jit function's reset() to capture the step again")
+        return self._advance(group)
+
+    def _check_groups(self):
+        "Check every group's hyperparameters again (`param_groups` is the user's to change between steps)."
+        for g in self.param_groups: self._check_group(g)
+        if self._flat is not None and set(self._flat.state) != set(self.state_names):
+            self._flat = None       # a state tensor started (momentum turned on, amsgrad...) or ended: a new flat store
 
     def zero_grad(self, set_to_none: bool = True):
         "Forget the gradients (or make them zeros)."
@@ -135,6 +163,7 @@ class Optimizer:
     # --- the step ---
     def step(self, closure=None):
         "Update every parameter that has a gradient: one lazy graph, one realize (`closure` recomputes the loss first)."
+        self._check_groups()
         loss = closure() if closure is not None else None
         with no_grad():
             outs, after = self._step_fused() if self._fusable() else (self._step_each(), None)
@@ -162,11 +191,11 @@ class Optimizer:
     def _step_fused(self) -> tuple:
         "The update of every parameter as flat tensors; (outputs, what to do once they are realized)."
         if self._flat is None or not self._flat.valid_for(self): self._flat = FlatStore(self)
-        flat, outs, fresh = self._flat, [], []
+        flat, outs, fresh, baked = self._flat, [], [], self._baked()
         for group, (a, b) in zip(self.param_groups, flat.ranges):
             names = list(self._hyper(group, 1))
             H = tensor(self._advance(group), device=flat.device)
-            note_refresh(H.node, lambda group=group: self._advance(group))   # a replayed step recomputes them
+            note_refresh(H.node, lambda group=group, baked=baked: self._replayed(group, baked))   # a replay recomputes them
             h = {k: H[i] for i, k in enumerate(names)}
             P = flat.p[a:b]
             G = VF.cat([p.grad.reshape(-1) for p in group["params"]])
@@ -190,7 +219,7 @@ class Optimizer:
                 if p.grad is None: continue
                 st = self.state.setdefault(p, {})
                 st["step"] = st.get("step", 0) + 1
-                h = self._hyper(group, st["step"])
+                h = self._hyper({**group, "params": [p]}, st["step"])     # (of this parameter: its state may differ)
                 s = {k: st[k] if isinstance(st.get(k), Tensor) else VF.zeros_like(p) for k in self.state_names}
                 new = self._rule(p, p.grad, s, h, group)
                 assign(p, new["param"])
@@ -248,10 +277,12 @@ class SGD(Optimizer):
     def state_names(self): return ("momentum_buffer",) if any(g["momentum"] for g in self.param_groups) else ()
     def _check_group(self, g):
         for k in ("lr", "momentum", "dampening", "weight_decay"): g[k] = _number(k, g[k], opt="SGD")
+        for k in ("nesterov", "maximize"): g[k] = _flag(k, g[k], opt="SGD")
         if g["nesterov"] and (g["momentum"] <= 0 or g["dampening"] != 0):
             raise OptimizerError("Nesterov momentum needs momentum > 0 and dampening 0 (as PyTorch)")
     def _hyper(self, g, step):
-        first = step == 1   # the buffer starts as the first gradient itself
+        # PyTorch's buffer starts as the gradient itself, at the first step with momentum (which may come later)
+        first = not any(isinstance(self.state.get(p, {}).get("momentum_buffer"), Tensor) for p in g["params"])
         return dict(lr=g["lr"], mom=0.0 if first else g["momentum"], keep=1.0 if first else 1.0 - g["dampening"])
     def _rule(self, p, g, s, h, group):
         if group["maximize"]: g = -g
@@ -281,6 +312,7 @@ class Adam(Optimizer):
             raise OptimizerError(f"{name}: betas must be a pair of numbers, got {g['betas']!r}")
         g["betas"] = tuple(_number("betas", b, opt=name) for b in g["betas"])
         if not all(0 <= b < 1 for b in g["betas"]): raise OptimizerError(f"betas must be in [0, 1), got {g['betas']}")
+        for k in ("amsgrad", "maximize"): g[k] = _flag(k, g[k], opt=name)
     def _hyper(self, g, step):
         (b1, b2), lr = g["betas"], g["lr"]
         bc1, bc2 = 1.0 - b1 ** step, 1.0 - b2 ** step
@@ -321,6 +353,7 @@ class RMSprop(Optimizer):
                 + (("momentum_buffer",) if any(g["momentum"] for g in gs) else ()))
     def _check_group(self, g):
         for k in ("lr", "alpha", "eps", "weight_decay", "momentum"): g[k] = _number(k, g[k], opt="RMSprop")
+        for k in ("centered", "maximize"): g[k] = _flag(k, g[k], opt="RMSprop")
     def _hyper(self, g, step): return dict(lr=g["lr"])
     def _rule(self, p, g, s, h, group):
         a = group["alpha"]

@@ -261,14 +261,16 @@ class Tensor(MathOps, ReduceOps, Statistics, ShapeOps, LinalgOps):
         return a if dtype is None else a.astype(dtype)
 
     def to(self, device=None, dtype=None) -> Tensor:
-        "This tensor on `device` and/or as `dtype` (`.to('vulkan')`, `.to(vkml.float16)`, `.to('cpu', 'float32')`)."
+        "This tensor on `device` and/or as `dtype` (`.to('vulkan')`, `.to(vkml.float16)`, `.to('cpu', 'float32')`); differentiable."
         if dtype is None and (dt := _as_dtype(device)) is not None: device, dtype = None, dt
         t = self if dtype is None else self.cast(_as_dtype(dtype) or to_dtype(dtype))
         if device is None: return t
         device = canonical_device(device)
         if device == t.device: return t
-        out = Tensor(from_numpy_node(t.numpy(), device))
-        return out.requires_grad_() if t.requires_grad and t.is_leaf else out
+        node = from_numpy_node(t.numpy(), device)
+        if t.requires_grad and is_grad_enabled():   # a copy of `t` (realized here): backward moves its gradient back
+            node = Node(Op.CONTIGUOUS, (t.node,), None, node.shape, node.dtype, device, buf=node.buf, requires_grad=True)
+        return Tensor(node)
     def cpu(self) -> Tensor: return self.to("cpu")
 
     @property
@@ -385,18 +387,24 @@ def _rebuild(array, device, requires_grad):
     return t.requires_grad_() if requires_grad else t
 
 # %% ../nbs/12_tensor.ipynb #3acc44cc
+def _fits(raw: np.ndarray, dtype: DType):
+    "Raise unless every value of `raw` has an int `dtype` value: in range, and finite (floats truncate, as PyTorch)."
+    if not raw.size or raw.dtype.kind not in "iufO": return
+    lo, hi = np.iinfo(dtype.np).min, np.iinfo(dtype.np).max
+    for v in (raw.reshape(-1).tolist() if raw.dtype.kind == "O" else (raw.min(), raw.max())):  # (a NaN is the min)
+        if isinstance(v, (float, np.floating)) and not np.isfinite(v):
+            raise DTypeError(f"tensor(): {v} has no {dtype.name} value: replace it first (vkml.where, or in numpy)")
+        if not lo <= int(v) <= hi:     # int() truncates a float toward zero, as the conversion does
+            raise DTypeError(f"tensor(): the value {v} does not fit in {dtype.name} ({lo} .. {hi}): use a wider dtype")
+
 def _host_array(data, dtype) -> np.ndarray:
     if isinstance(data, TensorBase): data = data.numpy()
     try:
         if dtype is not None:
             dtype = to_dtype(dtype)
-            if dtype.is_int and not isinstance(data, np.ndarray):
-                raw = np.array(data)
-                if raw.dtype.kind in "iuO" and raw.size:
-                    lo, hi = np.iinfo(dtype.np).min, np.iinfo(dtype.np).max
-                    if any(not lo <= int(v) <= hi for v in raw.reshape(-1).tolist()):
-                        raise DTypeError(f"tensor(): a value does not fit in {dtype.name} ({lo} .. {hi}): use a wider dtype")
-            return np.array(data, dtype=dtype.np)
+            if dtype.is_int: _fits(data if isinstance(data, np.ndarray) else np.array(data), dtype)
+            with np.errstate(over="ignore"):      # a float beyond the float dtype's range becomes inf, as PyTorch
+                return np.array(data, dtype=dtype.np)
         if isinstance(data, np.ndarray):
             to_dtype(data.dtype)  # raises for dtypes vkML does not have, naming the cast
             return data
@@ -406,8 +414,10 @@ def _host_array(data, dtype) -> np.ndarray:
                          f"cannot be a tensor") from None
     except OverflowError as e:
         raise DTypeError(f"tensor(): a value does not fit in the dtype ({e})") from None
-    if arr.dtype == np.float64: arr = arr.astype(np.float32)      # from Python floats
-    elif arr.dtype.kind in "iu": arr = arr.astype(np.int64)       # from Python ints
+    if arr.dtype == np.float64:                                   # from Python floats (beyond float32: inf)
+        with np.errstate(over="ignore"): arr = arr.astype(np.float32)
+    elif arr.dtype.kind in "iu":                                  # from Python ints (2**63 is a uint64 to numpy)
+        _fits(arr, int64); arr = arr.astype(np.int64)
     elif arr.dtype.kind == "O":
         raise DTypeError(f"cannot make a tensor from {type(data).__name__} data: numbers of one kind, "
                          f"within int64 for ints, are needed")

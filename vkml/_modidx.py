@@ -1054,6 +1054,7 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                              'vkml.tensor.renew': ('tensor.html#renew', 'vkml/tensor.py'),
                              'vkml.tensor.schedule': ('tensor.html#schedule', 'vkml/tensor.py'),
                              'vkml.tensor.settle_readers': ('tensor.html#settle_readers', 'vkml/tensor.py'),
+                             'vkml.tensor.stale': ('tensor.html#stale', 'vkml/tensor.py'),
                              'vkml.tensor.tensor': ('tensor.html#tensor', 'vkml/tensor.py'),
                              'vkml.tensor.track': ('tensor.html#track', 'vkml/tensor.py'),
                              'vkml.tensor.wrap': ('tensor.html#wrap', 'vkml/tensor.py')},

@@ -20,8 +20,8 @@ from .tensor_linalg import LinalgOps
 from . import autograd
 
 # %% auto #0
-__all__ = ['schedule', 'realize', 'track', 'readers_of', 'renew', 'settle_readers', 'Tensor', 'from_numpy_node', 'tensor', 'wrap',
-           'apply']
+__all__ = ['schedule', 'realize', 'track', 'readers_of', 'stale', 'renew', 'settle_readers', 'Tensor', 'from_numpy_node',
+           'tensor', 'wrap', 'apply']
 
 # %% ../nbs/12_tensor.ipynb #fd7eea85
 def schedule(*tensors, read=False) -> Schedule:
@@ -55,7 +55,8 @@ def _run(backend, outs, read):
         if late: s = Schedule(outs + late, read=read, fuse=fuse, memory_of=backend.memory_of)
     if _stale: _check_fresh(s.nodes)
     backend.run(s)
-    for olds in written.values(): _stale.update(o for o in olds if o.op is not Op.ASSIGN or o.buf is None)
+    for olds in written.values():
+        for o in olds: stale(o)
     for n in s.nodes:
         if id(n) in s.keep:
             if not n.requires_grad or n.leaf_of is not None: n.srcs = ()
@@ -198,7 +199,11 @@ def readers_of(memories: set, skip=frozenset(), device=None) -> list:
     return list(found.values())
 
 # %% ../nbs/12_tensor.ipynb #a7c1e004
-_stale = weakref.WeakSet()   # realized nodes whose memory a write has since overwritten
+_stale: dict = {}   # id(node) -> weak reference, for each realized node whose memory a write has since overwritten
+
+def stale(node: Node) -> None:
+    "Mark realized `node` stale: its memory was overwritten (forgotten when the node dies, so ids are never confused)."
+    _stale[id(node)] = weakref.ref(node, lambda r, k=id(node): _stale.pop(k, None))
 
 def _written(nodes, memory_of) -> dict:
     "The realized nodes the ASSIGNs among `nodes` write into, by (device, memory)."
@@ -214,7 +219,7 @@ def _check_fresh(nodes) -> None:
     "Refuse a schedule that reads a node whose memory was overwritten since (it would compute a wrong number)."
     for n in nodes:
         for s in n.srcs:
-            if s.buf is not None and s in _stale:
+            if s.buf is not None and id(s) in _stale:
                 raise InplaceError(f"{n.op.name} reads a {s.shape} {s.dtype.name} value whose memory an in-place write has "
                                    f"overwritten since it was built: keep a copy (`.clone()`) or realize it before the write")
 
@@ -224,7 +229,7 @@ def renew(t) -> None:
     n = Node(Op.INPUT, (), None, old.shape, old.dtype, old.device, buf=old.buf, requires_grad=old.requires_grad)
     if old.leaf_of is not None and old.leaf_of() is t: n.leaf_of = weakref.ref(t)
     n.tref, t.node = weakref.ref(t), n
-    _stale.add(old)
+    stale(old)
 
 def settle_readers(device: str, memories=None) -> None:
     "Compute every live lazy tensor on `device` that reads any of `memories` (all when None): a write into them may follow."

@@ -796,7 +796,7 @@ def _write(g: _Gen):
 
 def _write_param(g: _Gen):
     "An in-place write to a parameter, under no_grad (now and then without: PyTorch refuses it, so must vkML)."
-    p, sh = g.param()
+    p, _ = g.param()
     w = g.rng.choice([f"{p}.add_({g.c()})", f"{p}.mul_({g.c()})", f"{p}.fill_({g.c()})", f"{p}.copy_({p} * {g.c()})",
                       f"{p}[:1] = {g.c()}", f"{p}.zero_()"])
     return w if g.rng.random() < 0.03 else f"with vkml.no_grad(): {w}"

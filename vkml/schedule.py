@@ -59,12 +59,14 @@ def _readers(nodes, assigns, memory_of) -> tuple:
             if m != mine: readers[m].append(n)
     return memory, readers
 
-def order(outputs, memory_of=None) -> list:
-    "The nodes to compute for `outputs`, sources first, every other reader of an ASSIGN's target before it."
+def order(outputs, memory_of=None, limits=None) -> list:
+    """The nodes to compute for `outputs`, sources first, every other reader of an ASSIGN's target before it;
+    `limits` (a dict) is filled with the `write_limits` of that order."""
     nodes = _unrealized(outputs)
     assigns = [n for n in nodes if n.op is Op.ASSIGN]
     if not assigns: return nodes
     memory, readers = _readers(nodes, assigns, memory_of)
+    finish = lambda out: out if limits is None else (limits.update(_limits(out, assigns, memory, readers)) or out)
     pos = {id(n): i for i, n in enumerate(nodes)}
     late = {}   # id(assign) -> readers of its target's old value placed after it
     for a in assigns:
@@ -75,7 +77,7 @@ def order(outputs, memory_of=None) -> list:
         if both:
             raise ScheduleError(f"{both[0].op.name} reads {a.shape} {a.dtype.name} memory both before and after an "
                                 f"ASSIGN overwrites it: realize the old value first, or copy it with `.contiguous()`")
-    if not any(late.values()): return nodes
+    if not any(late.values()): return finish(nodes)
     extra = {k: v for k, v in late.items() if v}
     order_, seen, stack = [], set(), [(n, False) for n in reversed(outputs)]
     while stack:   # the same walk as toposort, with the extra edges
@@ -86,14 +88,16 @@ def order(outputs, memory_of=None) -> list:
         stack.append((n, True))
         deps = list(n.srcs) + extra.get(id(n), [])
         stack.extend((s, False) for s in reversed(deps) if id(s) not in seen)
-    return order_
+    return finish(order_)
 
 def write_limits(nodes, memory_of=None) -> dict:
     """id(node) -> the position (in the ordered `nodes`) of the first ASSIGN after it that overwrites memory it reads:
     the kernel that computes the node must come before that one, so fusion may not carry it past."""
     assigns = [n for n in nodes if n.op is Op.ASSIGN]
     if not assigns: return {}
-    memory, readers = _readers(nodes, assigns, memory_of)
+    return _limits(nodes, assigns, *_readers(nodes, assigns, memory_of))
+
+def _limits(nodes, assigns, memory, readers) -> dict:
     pos, limits = {id(n): i for i, n in enumerate(nodes)}, {}
     for a in assigns:
         p = pos[id(a)]
@@ -492,10 +496,10 @@ class Schedule:
     def __init__(self, outputs, read=False, fuse=None, memory_of=None):
         self.outputs = list(dict.fromkeys(outputs))
         self.fuse = fusion_default() if fuse is None else fuse
-        self.nodes = order(self.outputs, memory_of)
+        limits = {}        # (how far fusion may carry a read of memory that a later ASSIGN writes)
+        self.nodes = order(self.outputs, memory_of, limits)
         needed = {id(n) for n in self.outputs} | {id(n) for n in self.nodes if n.held}
         self.keep = needed
-        limits = write_limits(self.nodes, memory_of)   # (how far fusion may carry a read of memory a later ASSIGN writes)
         key = signature(self.nodes, self.outputs, self.fuse, read) if plan_cache_enabled() else None
         if key is not None and limits:
             at = {id(n): i for i, n in enumerate(self.nodes)}

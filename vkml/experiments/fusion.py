@@ -112,14 +112,6 @@ def _logits(rows, cols, device):
     return dict(x=vkml.tensor(_normal(0, (rows, cols)), device=device),
                 t=vkml.tensor(np.random.default_rng([2026, 3]).integers(0, cols, rows), device=device))
 
-@contextlib.contextmanager
-def _deferred():
-    "Inside the block `vkml.optim` builds its step's graph without realizing it: yields what it would have realized."
-    out, real = [], optim.realize
-    optim.realize = lambda *ts, **kw: out.extend(ts)
-    try: yield out
-    finally: optim.realize = real
-
 def _adam(rows, cols, device):
     shapes = [(rows, cols), (cols,), (cols, max(1, cols // 4))]
     ps = [nn.Parameter(vkml.tensor(_normal(10 + i, s), device=device)) for i, s in enumerate(shapes)]
@@ -129,7 +121,9 @@ def _adam(rows, cols, device):
     return dict(opt=opt)
 
 def _adam_step(st):
-    with _deferred() as out: st["opt"].step()
+    "The step's unrealized outputs (the previous step's bookkeeping done first: it runs once its outputs are realized)."
+    if "after" in st: st.pop("after")()
+    with vkml.no_grad(): out, st["after"] = st["opt"]._step_fused()
     return out
 
 WORKLOADS = [

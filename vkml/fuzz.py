@@ -900,10 +900,10 @@ def run_mutation(prog: Mutation, device: str, eager: bool) -> Outcome:
     where = [-1]
     ns.update(dev=device, read=lambda v: out.reads.append((where[0], np.array(v.numpy() if isinstance(v, Tensor) else v))))
     try:
-        exec(_compiled(HEADER.replace("{opt}", prog.opt)), ns)
+        exec(_compiled(HEADER.replace("{opt}", prog.opt)), ns)   # noqa: S102 (the program is one vkML generated)
         for i, line in enumerate([None] + prog.lines):
             where[0] = i - 1
-            if line is not None: exec(_compiled(line), ns)
+            if line is not None: exec(_compiled(line), ns)   # noqa: S102 (the program is one vkML generated)
             if eager: vkml.realize(*(t for t in _held(ns) if not t.node.realized))
     except Exception as e:  # noqa: BLE001 (a program may raise anything: the error is its outcome)
         out.line, out.error = where[0], e

@@ -203,7 +203,8 @@ _stale: dict = {}   # id(node) -> weak reference, for each realized node whose m
 
 def stale(node: Node) -> None:
     "Mark realized `node` stale: its memory was overwritten (forgotten when the node dies, so ids are never confused)."
-    _stale[id(node)] = weakref.ref(node, lambda r, k=id(node): _stale.pop(k, None))
+    k = id(node)
+    _stale[k] = weakref.ref(node, lambda r: _stale.pop(k, None))
 
 def _written(nodes, memory_of) -> dict:
     "The realized nodes the ASSIGNs among `nodes` write into, by (device, memory)."

@@ -146,6 +146,7 @@ class DeviceInfo:
                 + (f"; UNUSABLE: {', '.join(self.missing)}" if self.missing else "")
                 + (f"; a logical device over physical device {self.physical}" if self.physical is not None else ""))
 
+# %% ../../nbs/21_vulkan_device.ipynb #8cdac415
 def _version(v: int) -> str: return f"{v >> 22}.{(v >> 12) & 0x3ff}.{v & 0xfff}"
 
 def _query(vk, index, pd) -> DeviceInfo:
@@ -213,6 +214,7 @@ def _query(vk, index, pd) -> DeviceInfo:
                       memory=dict(heaps=heaps, types=types), missing=missing, handle=pd, extensions=exts,
                       pipeline_cache_uuid=bytes(props.pipelineCacheUUID), vendor_id=props.vendorID, device_id=props.deviceID)
 
+# %% ../../nbs/21_vulkan_device.ipynb #154318a8
 def _coopmat_f16(vk, pd, exts, subgroup_size, memory_model) -> bool:
     "Can vkML's tensor-core kernels run: KHR cooperative matrices with 16x16x16 f16 x f16 + f32 per subgroup of 32?"
     if os.environ.get("VKML_COOPMAT", "auto").lower() == "off": return False   # not even the extension is enabled

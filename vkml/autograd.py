@@ -351,6 +351,7 @@ def _sibling(node, srcs, which) -> Tensor:
 def _col(v: Tensor) -> Tensor: return _reshape(v, v.shape + (1,))           # (..., k) -> (..., k, 1)
 def _row(v: Tensor) -> Tensor: return _reshape(v, v.shape[:-1] + (1, v.shape[-1]))
 
+# %% ../nbs/13_autograd.ipynb #30053474
 def _inv_vjp(node, g, srcs):
     "−Yᵀ g Yᵀ, Y = A⁻¹"
     yt = _mT(g._wrap(node))
@@ -390,6 +391,7 @@ def _cholesky_vjp(node, g, srcs):
     return (_mul(_add(s, _mT(s)), 0.5),)
 vjp_rules[Op.CHOLESKY] = _cholesky_vjp
 
+# %% ../nbs/13_autograd.ipynb #4858cde3
 def _eigh_vjp(node, g, srcs):
     "V (diag(gL) + skew(Vᵀ gV)/2 ⊘ E) Vᵀ, E_ij = λ_j − λ_i"
     which = node.arg[1]
@@ -435,6 +437,7 @@ def _qr_vjp(node, g, srcs):
     return (_apply(Op.CONCAT, gx, _mm(q, gv), arg=a.ndim - 1),)
 vjp_rules[Op.QR] = _qr_vjp
 
+# %% ../nbs/13_autograd.ipynb #ffc30873
 def _svd_vjp(node, g, srcs):
     "U[(skew(UᵀgU) ⊘ E)S + S(skew(VᵀgV) ⊘ E) + diag(gS)]Vᵀ + (I − UUᵀ)gU S⁻¹Vᵀ + U S⁻¹gVᵀ(I − VVᵀ), E_ij = s_j² − s_i²"
     (_full, which), a = node.arg, srcs[0]
@@ -529,6 +532,7 @@ def _check_output(t: Tensor, what: str):
         raise GradError(f"{what} is {t.node.dtype.name}: backward needs a float output (integer and bool results "
                         f"have no gradient)")
 
+# %% ../nbs/13_autograd.ipynb #af8fce52
 def _walk(roots: list, seeds: list, create_graph: bool, wanted=None) -> dict:
     """Reverse mode over the graph of `roots` (nodes) seeded with `seeds` (their gradients). Without `wanted`,
     each leaf's gradient goes to its `.grad`; with `wanted` (node ids), the gradients of those nodes are
@@ -569,6 +573,7 @@ def _walk(roots: list, seeds: list, create_graph: bool, wanted=None) -> dict:
                 grads[id(src)] = gs if prev is None else prev + gs
     return found, ready
 
+# %% ../nbs/13_autograd.ipynb #6dfe4646
 def backward(tensor: Tensor, gradient=None, retain_graph=None, create_graph: bool = False, inputs=None) -> None:
     """Accumulate d(tensor)/d(leaf) into every leaf's `.grad` (only into `inputs`' when given), lazily;
     `gradient` defaults to 1 for one element; `create_graph`: the gradients are differentiable themselves."""

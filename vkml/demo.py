@@ -150,6 +150,7 @@ def train(model, opt, x, y, xte, yte, device, epochs, batch_size, seed=0, progre
         if hist["steps"] == steps: break
     return hist
 
+# %% ../nbs/35_demo.ipynb #8ce3bcb0
 def parse_args(argv=None):
     ap = argparse.ArgumentParser(prog="python -m vkml.demo", description="Train a small model on the digits with vkML.")
     ap.add_argument("--device", default="vulkan", help="cpu, vulkan or vulkan:N (default: vulkan)")
@@ -170,6 +171,7 @@ def parse_args(argv=None):
     ap.add_argument("--trace", default=None, help="write every parameter after every step to this .npz (to compare runs)")
     return ap.parse_args(argv)
 
+# %% ../nbs/35_demo.ipynb #88b03a93
 def main(argv=None) -> dict:
     "Run the demo with command-line arguments `argv`; returns what it measured."
     a = parse_args(argv)

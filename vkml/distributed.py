@@ -290,6 +290,7 @@ def _not_captured(what: str):
                        f"tensors with MPI on the host in the middle of the step, which a replay cannot repeat. Run the "
                        f"data-parallel step eagerly: vkml.jit(step, enabled=False)")
 
+# %% ../nbs/37_distributed.ipynb #e4e29b49
 class DistributedDataParallel(Module):
     "Data-parallel `module`: rank 0's parameters everywhere at the start, gradients averaged over the ranks after each backward."
     def __init__(self, module: Module, bucket_cap_mb: float = 25.0, broadcast_buffers: bool = True):

@@ -266,6 +266,7 @@ def _shape(draw, max_numel=48, rank=None):
     while math.prod(dims) > max_numel: dims[dims.index(max(dims))] -= 1
     return tuple(dims)
 
+# %% ../nbs/52_fuzz.ipynb #e990361c
 class _Ctx:
     "What a step's drawing sees: the program so far, each value's lazy CPU tensor and exactness."
     def __init__(self, draw, prog, hostile):
@@ -396,6 +397,7 @@ def _where(c: _Ctx):
     if c.coin(0.1): x, y = y, x
     c.step("where", (cond, x, y), {}, all(c.exact[v.i] for v in (cond, x, y) if isinstance(v, Ref)))
 
+# %% ../nbs/52_fuzz.ipynb #a4c32999
 def _reduce(c: _Ctx):
     op = c.draw(c.st.sampled_from(REDUCE + ["cumsum"]))
     jumpy = op in ("argmax", "argmin")
@@ -451,6 +453,7 @@ def _shape_op(c: _Ctx):
     if op == "repeat": return c.step(op, (x,) + tuple(c.draw(st.integers(0, 2)) for _ in range(max(nd, c.draw(st.integers(0, 4))))), {}, e)
     c.step(op, (x, c.draw(st.integers(-2, 2))), {}, e)   # tril / triu
 
+# %% ../nbs/52_fuzz.ipynb #452dd16c
 def _indexing(c: _Ctx):
     st = c.st
     op = c.draw(st.sampled_from(["getitem", "getitem", "index_select", "gather", "index_add", "masked_fill", "one_hot", "embedding"]))
@@ -491,6 +494,7 @@ def _indexing(c: _Ctx):
     w = c.input(c.draw(st.sampled_from([float32, float16])), (n, c.draw(st.integers(1, 3))))
     c.step("embedding", (idx, w), {}, True)
 
+# %% ../nbs/52_fuzz.ipynb #6d570daa
 def _nn(c: _Ctx):
     st = c.st
     op = c.draw(st.sampled_from(["softmax", "log_softmax", "linear", "conv2d", "max_pool2d", "avg_pool2d", "layer_norm",
@@ -546,6 +550,7 @@ def _nn(c: _Ctx):
     eq = c.draw(st.sampled_from(["ij,jk->ik", "ij,jk->ki", "ij,jk->i", "ij,jk", "ii,jk->ik", "ij,j->i"]))
     c.step("einsum", (eq, a, b), {}, False)
 
+# %% ../nbs/52_fuzz.ipynb #399f6a41
 def _creation(c: _Ctx):
     st = c.st
     op = c.draw(st.sampled_from(sorted(CREATION)))
@@ -572,6 +577,7 @@ def _inplace_step(c: _Ctx):
             x = c.prog.items[-1][2][0]
             if isinstance(x, Ref) and isinstance(c.vals[-1], Tensor): c.exact[x.i], c.tame[x.i] = c.exact[-1], False
 
+# %% ../nbs/52_fuzz.ipynb #45416890
 def _draw_inplace(c: _Ctx):
     """A write in place: an in-place method (on the tensor or on a basic view of it, which writes through),
     `x[idx] = v` with any index (advanced ones scatter), index_put_, scatter_, scatter_add_, index_add_.
@@ -629,6 +635,7 @@ def _draw_inplace(c: _Ctx):
         return c.step("inplace", (x, op, view, y), {}, e)
     c.step("inplace", (x, op, view), {}, e)
 
+# %% ../nbs/52_fuzz.ipynb #d908dfea
 def _wrong_type(c: _Ctx):
     "A public function given something that is not a tensor where it takes one."
     op = c.draw(c.st.sampled_from(["exp", "sum", "relu", "reshape", "softmax", "vadd", "gather", "cross_entropy"]))

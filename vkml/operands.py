@@ -204,6 +204,7 @@ def _alike(xs):
         elif not is_scalar(x): return None
     return None if n0 is None else (n0.dtype, n0.device, shapes)
 
+# %% ../nbs/07_operands.ipynb #c8f11e45
 def common_operands(name: str, xs, accepted, like: TensorBase | None = None):
     "Check the operands of an elementwise op and return the (dtype, device, shape) of its inputs; builds nothing."
     # Most ops of a model meet tensors of one dtype and device, or a tensor and a Python scalar: for them
@@ -245,6 +246,7 @@ def lift(x, like: TensorBase, dtype: DType, device: str, shape, name="op") -> Te
     else: t = like._wrap(Node(Op.CONST, (), scalar_as(x, dtype, name), (), dtype, device))
     return expand_to(t, shape)
 
+# %% ../nbs/07_operands.ipynb #beb985b0
 def elementwise_op(op: Op, name: str, *xs, arg=None, accepted=None) -> TensorBase:
     "`op` over the broadcast operands `xs` (tensors, numpy arrays on the CPU, or Python scalars)."
     dtype, device, shape = common_operands(name, xs, accepted or ACCEPTED_DTYPES[op])

@@ -162,6 +162,7 @@ def conv_out(n, k, s, p, d):
 
 SHAPE_RULES: dict[Op, Callable] = {}
 
+# %% ../nbs/02_ops.ipynb #1c4d6b8f
 def shape_rule(*ops):
     "Register the decorated function as the shape and dtype rule of `ops`."
     def deco(f):
@@ -196,6 +197,8 @@ def _concat(axis, *xs):
             raise ShapeError(f"cat along dim {axis} needs equal other dims, got {xs[0].shape} and {x.shape}")
     shape = list(xs[0].shape); shape[axis] = sum(x.shape[axis] for x in xs)
     return tuple(shape), xs[0].dtype
+
+# %% ../nbs/02_ops.ipynb #72aea109
 def _index_shape(what, axis, idx, other):
     if idx.dtype != int64: raise DTypeError(f"{what}'s index must be int64, got {idx.dtype}: use `.long()`")
     if len(idx.shape) != len(other.shape) or any(i > o for d, (i, o) in enumerate(zip(idx.shape, other.shape)) if d != axis):
@@ -221,6 +224,8 @@ def _scatter(axis, dst, idx, src):
     _index_shape("scatter", axis, idx, dst)
     if dst.dtype != src.dtype: raise DTypeError(f"scatter's destination is {dst.dtype} and source {src.dtype}")
     return dst.shape, dst.dtype
+
+# %% ../nbs/02_ops.ipynb #863468dc
 @shape_rule(Op.MATMUL)
 def _matmul(arg, a, b):
     if len(a.shape) != 3 or len(b.shape) != 3 or a.shape[0] != b.shape[0] or a.shape[2] != b.shape[1]:
@@ -263,6 +268,8 @@ def _conv2d_weight(arg, g, x):
     if conv_out(x.shape[2], kh, sh, ph, dh) < g.shape[2] or conv_out(x.shape[3], kw, sw, pw, dw) < g.shape[3]:
         raise ShapeError(f"conv2d weight gradient: x {x.shape} has fewer windows than g {g.shape} has pixels")
     return (g.shape[1], x.shape[1] // grp, kh, kw), x.dtype
+
+# %% ../nbs/02_ops.ipynb #daa8b696
 @shape_rule(Op.IM2COL)
 def _im2col(arg, x):
     (kh, kw), (dh, dw), (ph, pw), (sh, sw) = arg

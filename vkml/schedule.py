@@ -200,6 +200,7 @@ def _regions(nodes, consumers, needed, limits=None) -> tuple:
 
 _NO_BUFFERS = frozenset()
 
+# %% ../nbs/05_schedule.ipynb #7ea6153c
 def _region_nodes(root: Node, inlined: dict) -> list:
     "The nodes of `root`'s region, sources first (each once)."
     out, seen, stack = [], set(), [(root, False)]
@@ -233,6 +234,7 @@ def _stored_constants(nodes, consumers, needed) -> set:
                 elif c.op not in ELEMENTWISE or c.op is Op.DETACH: out.add(id(n)); stack = []; break
     return out
 
+# %% ../nbs/05_schedule.ipynb #528d8337
 def _kernels(nodes, consumers, needed, fuse, limits=None) -> list:
     "Cut the ordered `nodes` into kernels (see above), then fold rows (see below)."
     ks = _cut(nodes, consumers, needed, fuse, limits)
@@ -262,6 +264,7 @@ def _cut(nodes, consumers, needed, fuse, limits=None) -> list:
         ks.append(Kernel("op", [n]))
     return _merge(ks)
 
+# %% ../nbs/05_schedule.ipynb #bb18c8ba
 def _reads(nodes, inside) -> set:
     "ids of the buffers the nodes read from outside the set `inside` (constants are values, not buffers)."
     return {id(s) for n in nodes for s in n.srcs if id(s) not in inside and constant_value(s) is None}

@@ -239,29 +239,26 @@ def settle_readers(device: str, memories=None) -> None:
     if ts: realize(*ts)
 
 # %% ../nbs/12_tensor.ipynb #45e9703c
-class Tensor(MathOps, ReduceOps, Statistics, ShapeOps, LinalgOps):
-    "A lazily computed n-dimensional array on one device."
+class _Reading(TensorBase):
+    "Computing a tensor, reading its value back, and moving it between devices and dtypes."
     __slots__ = ()
-
-    def __init__(self, node: Node):
-        self.node, self.grad, self._base = node, None, None
-        if node.tref is None or node.tref() is None: node.tref = weakref.ref(self)
-        if node.buf is None: track(self)
-    @staticmethod
-    def _wrap(node: Node) -> Tensor: return Tensor(node)
 
     def realize(self) -> Tensor:
         "Compute this tensor now (on Vulkan: record and submit; the host does not wait)."
         realize(self); return self
+
     def numpy(self) -> np.ndarray:
         "The value as a numpy array (realizes, and on Vulkan waits for the result)."
         if not self.node.realized: realize(self, read=True)
         return get_backend(self.device).to_numpy(self.node)
+
     def item(self):
         "The value of a one-element tensor as a Python number."
         if self.numel() != 1: raise ShapeError(f"item() needs a tensor with one element, got shape {self.shape}")
         return self.numpy().reshape(()).item()
+
     def tolist(self): return self.numpy().tolist()
+
     def __array__(self, dtype=None, copy=None):
         a = self.numpy()
         return a if dtype is None else a.astype(dtype)
@@ -277,12 +274,19 @@ class Tensor(MathOps, ReduceOps, Statistics, ShapeOps, LinalgOps):
         if t.requires_grad and is_grad_enabled():   # a copy of `t` (realized here): backward moves its gradient back
             node = Node(Op.CONTIGUOUS, (t.node,), None, node.shape, node.dtype, device, buf=node.buf, requires_grad=True)
         return Tensor(node)
+
     def cpu(self) -> Tensor: return self.to("cpu")
+
+# %% ../nbs/12_tensor.ipynb #fc091731
+class _GradFields(TensorBase):
+    "The autograd fields: `requires_grad`, `is_leaf`, `backward`, `detach`."
+    __slots__ = ()
 
     @property
     def requires_grad(self) -> bool: return self.node.requires_grad
     @requires_grad.setter
     def requires_grad(self, v: bool): self.requires_grad_(v)
+
     def requires_grad_(self, requires_grad: bool = True) -> Tensor:
         "Make this leaf tensor require gradients (floats only)."
         if requires_grad and not self.dtype.is_float:
@@ -292,21 +296,30 @@ class Tensor(MathOps, ReduceOps, Statistics, ShapeOps, LinalgOps):
         self.node.requires_grad = requires_grad
         self.node.leaf_of = weakref.ref(self) if requires_grad else None
         return self
+
     @property
     def is_leaf(self) -> bool:
         return not self.node.requires_grad or (self.node.leaf_of is not None and self.node.leaf_of() is self)
+
     def backward(self, gradient=None, retain_graph=None, create_graph: bool = False, inputs=None) -> None:
         "Accumulate d(self)/d(leaf) into every leaf's `.grad` (or only `inputs`'), lazily; `create_graph`: differentiable gradients (see `vkml.autograd`)."
         autograd.backward(self, gradient, retain_graph, create_graph, inputs)
+
     def detach(self) -> Tensor:
         "This tensor's value as one that never requires grad (a lazy DETACH node; a view: it shares the storage)."
         return self._as_view(autograd.detach(self))
+
+# %% ../nbs/12_tensor.ipynb #68122ca8
+class _InPlace(TensorBase):
+    "Writing in place (see the section above)."
+    __slots__ = ()
 
     # -- writing in place (see "Writing in place" above)
     @property
     def _version(self) -> int:
         "How many in-place writes this tensor's storage has had (shared with its views, as PyTorch's)."
         return getattr(self if self._base is None else self._base, "_vc", 0)
+
     def _write(self, value, what: str = "in-place op") -> Tensor:
         "Make this tensor hold `value` (a fresh lazy tensor of its shape, dtype and device), seen by every view."
         if value.shape != self.shape:
@@ -334,6 +347,7 @@ class Tensor(MathOps, ReduceOps, Statistics, ShapeOps, LinalgOps):
             for v, g in zip(views, grads): _rebind(v, _replay(v._steps, base.node, g or base.requires_grad))
         base._vc = getattr(base, "_vc", 0) + 1
         return self
+
     def copy_(self, src, non_blocking: bool = False) -> Tensor:
         "Copy `src` (broadcast to this shape; cast and moved here, explicitly) into this tensor, in place."
         if not isinstance(src, TensorBase):
@@ -346,6 +360,7 @@ class Tensor(MathOps, ReduceOps, Statistics, ShapeOps, LinalgOps):
             if not ok: raise ShapeError(f"copy_: a source of shape {src.shape} does not broadcast to {self.shape}")
             src = expand_to(src, self.shape)
         return self._write(src._apply(Op.CONTIGUOUS, src), "copy_")
+
     def fill_(self, value) -> Tensor:
         "Every element set to `value` (a number, or a 0-d tensor), in place."
         if isinstance(value, TensorBase):
@@ -353,9 +368,23 @@ class Tensor(MathOps, ReduceOps, Statistics, ShapeOps, LinalgOps):
             return self.copy_(value)
         v = scalar_as(value, self.dtype, "fill_")
         return self._write(self._wrap(Node(Op.FULL, (), v, self.shape, self.dtype, self.device)), "fill_")
+
     def zero_(self) -> Tensor:
         "Every element set to 0, in place."
         return self.fill_(False if self.dtype is bool_ else 0)
+
+# %% ../nbs/12_tensor.ipynb #10be2389
+class Tensor(_InPlace, _GradFields, _Reading, MathOps, ReduceOps, Statistics, ShapeOps, LinalgOps):
+    "A lazily computed n-dimensional array on one device."
+    __slots__ = ()
+
+    def __init__(self, node: Node):
+        self.node, self.grad, self._base = node, None, None
+        if node.tref is None or node.tref() is None: node.tref = weakref.ref(self)
+        if node.buf is None: track(self)
+    @staticmethod
+    def _wrap(node: Node) -> Tensor: return Tensor(node)
+
     def clone(self) -> Tensor:
         "A copy of this tensor's value with storage of its own (gradients flow back to this one)."
         return self._apply(Op.CONTIGUOUS, self)

@@ -95,6 +95,7 @@ def _parse_einsum(equation: str, operands) -> tuple:
     check_dtype("einsum", operands[0].dtype, NUMERIC)
     return new, out
 
+# %% ../nbs/11_tensor_linalg.ipynb #5ebbd843
 def _diagonals(x, s: str):
     "`x` with every repeated letter of its subscript `s` reduced to the diagonal: (x, subscript with each letter once)."
     while (c := next((c for c in s if s.count(c) > 1), None)) is not None:
@@ -152,6 +153,7 @@ def _contract(a, sa: str, b, sb: str, out: str, size: dict):
     have = batch + m + n
     return y if have == out else y._apply(Op.PERMUTE, y, arg=tuple(have.index(c) for c in out))
 
+# %% ../nbs/11_tensor_linalg.ipynb #03375956
 @with_out
 def einsum(equation: str, *operands):
     "Sums of products over the indices `equation` names: 'ij,jk->ik', 'bij,bjk', '...ij->...ji', 'ii', 'ij,jk,kl->il'."

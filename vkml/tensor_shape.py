@@ -272,6 +272,7 @@ def _is_mask(it) -> bool:
 
 def _is_adv(it) -> bool: return isinstance(it, (TensorBase, np.ndarray))
 
+# %% ../nbs/10_tensor_shape.ipynb #8034dba4
 def _items(x, idx) -> list:
     "`idx` as a list, one item per dim of `x` (after ... is expanded): int, slice, None, Python bool, Tensor."
     out = []
@@ -318,9 +319,11 @@ def _unmask(x, items) -> list:
 
 def _scalar_value(v) -> bool: return is_scalar(v) or (isinstance(v, TensorBase) and v.numel() == 1)
 
-class Indexing(TensorBase):
-    "`x[...]` (read and write), index_select, gather, scatter, index_add, index_put, masked_fill: methods of `Tensor`."
+# %% ../nbs/10_tensor_shape.ipynb #836dfae6
+class _IndexRead(TensorBase):
+    "Reading through an index: `x[idx]`."
     __slots__ = ()
+
     def _index_select(self, dim: int, index):
         "GATHER along `dim` with the 1-D `index` expanded (stride 0) to the output shape."
         k = index.shape[0]
@@ -394,6 +397,11 @@ class Indexing(TensorBase):
         y, adv = self._basic(items)
         return y._advanced(adv) if adv else y
 
+# %% ../nbs/10_tensor_shape.ipynb #ed14f496
+class _IndexWrite(TensorBase):
+    "Writing through an index: `x[idx] = v`, `index_put_`."
+    __slots__ = ()
+
     def _value_as(self, value, shape, what):
         "`value` (a number or a tensor) in this tensor's dtype and device, broadcast to `shape` (PyTorch's setitem rules)."
         if isinstance(value, np.ndarray): value = _host_array_value(self, value)
@@ -453,9 +461,15 @@ class Indexing(TensorBase):
         need_tensor("index_put_", values)
         self._put(tuple(indices), values, bool(accumulate), "index_put_")
         return self
+
     def index_put(self, indices, values, accumulate: bool = False):
         "A copy of this tensor with `values` put at `indices` (see `index_put_`)."
         return self.clone().index_put_(indices, values, accumulate)
+
+# %% ../nbs/10_tensor_shape.ipynb #bb689ac4
+class _GatherScatter(TensorBase):
+    "gather, scatter and index_select along one dim."
+    __slots__ = ()
 
     def index_select(self, dim: int, index):
         "The slices at positions `index` (1-D or 0-d int64) along `dim`."
@@ -496,21 +510,30 @@ class Indexing(TensorBase):
             s = const_like(scalar_as(src, self.dtype, name), x, i.shape)
         check_dtype(name, self.dtype, ACCEPTED_DTYPES[op])
         return reshape_to(x._apply(op, x, i, s, arg=axis), self.shape)
+
     def scatter(self, dim: int, index, src=None, *, value=None, reduce=None):
         "A copy with `src[i][j]` (or `value`) written at [i][index[i][j]] along `dim` (torch.scatter; a repeated index: the last wins)."
         if reduce is not None: raise ArgumentError(f"scatter's reduce={reduce!r} is not supported: use `scatter_add` for 'add'")
         if (src is None) == (value is None): raise ArgumentError("scatter takes one of src (a tensor or number) and value")
         return self._scatter("scatter", dim, index, value if src is None else src, Op.SCATTER)
+
     def scatter_add(self, dim: int, index, src):
         "A copy with `src[i][j]` added at [i][index[i][j]] along `dim`, repeats accumulating (torch.scatter_add)."
         need_tensor("scatter_add", src)
         return self._scatter("scatter_add", dim, index, src, Op.INDEX_ADD)
+
     def scatter_(self, dim: int, index, src=None, *, value=None, reduce=None):
         "`scatter`, in place."
         return self._write(self.scatter(dim, index, src, value=value, reduce=reduce), "scatter_")
+
     def scatter_add_(self, dim: int, index, src):
         "`scatter_add`, in place."
         return self._write(self.scatter_add(dim, index, src), "scatter_add_")
+
+# %% ../nbs/10_tensor_shape.ipynb #a6d194bc
+class Indexing(_GatherScatter, _IndexWrite, _IndexRead, TensorBase):
+    "`x[...]` (read and write), index_select, gather, scatter, index_add, index_put, masked_fill: methods of `Tensor`."
+    __slots__ = ()
 
     def index_add(self, dim: int, index, source, *, alpha=1):
         "With alpha·source[i] added at position index[i] along `dim` (repeats accumulate)."

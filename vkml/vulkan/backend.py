@@ -61,6 +61,7 @@ def contiguous_view(shape) -> View:
 INT32_MAX = 2**31 - 1
 _REDUCE_OPS = frozenset({Op.SUM, Op.MEAN, Op.MAX, Op.MIN})
 
+# %% ../../nbs/27c_backend.ipynb #42184bde
 def _reduce_terms(n: Node, x) -> int:
     "How many terms each output of reduction `n` over source view `x` folds."
     return prod(x.view.shape[a] for a in n.arg[0]) if x.view.shape else 1
@@ -90,37 +91,13 @@ def _too_many(k: Kernel, shape):
     raise BackendError(f"{' '.join(n.op.name.lower() for n in k.nodes)} over {shape}: more than 2^31 - 1 elements, and "
                        f"vkML's kernels count with 32-bit integers; work in parts (e.g. `x.split(n)`), or on device='cpu'")
 
-class VulkanBackend(Backend):
-    "Runs schedules on one Vulkan device."
-    name = "vulkan"
-    can_capture = True
-    def __init__(self, index: int):
-        self.index = index
-        self._dev = None
-
-    @property
-    def device(self) -> Device:
-        "The open device (re-opened after `close()`; tensors of the closed one stay dead)."
-        d = self._dev
-        if d is None or d.closed: d = self._dev = get_device(self.index)
-        return d
-
-    @property
-    def lock(self):
-        "The device's lock: one thread at a time realizes, uploads or reads on it."
-        return self.device.lock
-
-    @property
-    def impl(self) -> dict:
-        "The ops this backend realizes: every registered kernel, every elementwise op (generated), the views and INPUT."
-        d = dict(vk_kernels)
-        for op in ELEMENTWISE: d.setdefault(op, codegen)
-        for op in VIEW_OPS: d.setdefault(op, None)
-        d[Op.INPUT] = None
-        return d
+# %% ../../nbs/27c_backend.ipynb #b4ef2610
+class _Transfers:
+    "Uploads and reads."
 
     # --- transfers ---
     HOST_COPY_BYTES = 1 << 20
+
     def from_numpy(self, arr: np.ndarray) -> VkTensor:
         "A tensor holding `arr`: written straight into host-visible memory, or staged for the next submission."
         dev = self.device
@@ -181,9 +158,14 @@ class VulkanBackend(Backend):
             if e is not None: raise type(e)(str(e))
         a.checks = frozenset(c for c in a.checks if c[0] in rt.watch) or None
 
+# %% ../../nbs/27c_backend.ipynb #0412af25
+class _MemoryViews:
+    "What a node holds, and what a kernel runs as."
+
     def memory_of(self, buf) -> int:
         a = buf.alloc
         return id(a.root if type(a) is Window else a)
+
     def exclusive(self, node: Node) -> bool:
         buf = node.buf
         if not isinstance(buf, VkTensor) or references(buf) != 1: return False
@@ -229,6 +211,10 @@ class VulkanBackend(Backend):
                 return " ".join(dict.fromkeys(d.shader for d in ds))
         except VkmlError as e: return f"refused: {type(e).__name__}"   # (the run would say why)
         return ""
+
+# %% ../../nbs/27c_backend.ipynb #a26df481
+class _Running:
+    "Checking and running a schedule."
 
     # --- running a schedule ---
     @property
@@ -307,6 +293,10 @@ class VulkanBackend(Backend):
         for n, get in gets: n.buf.fetch = (s, get)
         if rt.capture is not None: rt.capture.fetches += [(n.buf, get) for n, get in gets]
 
+# %% ../../nbs/27c_backend.ipynb #52e7e877
+class _Operands:
+    "A kernel's operands and a hand-written kernel's launch."
+
     def _source(self, rec, n: Node) -> VkTensor:
         "`n`'s buffer; a constant seen through views (which the schedule folds away) becomes one element, broadcast."
         if n.buf is not None: return n.buf
@@ -368,37 +358,9 @@ class VulkanBackend(Backend):
         if not ds and (rec.rt.watch or rec.rt.failed): _inherit(rec.rt, [out], srcs)   # an empty result
         n.buf = out           # (scratch goes when this returns: its range is the recording's to reuse)
 
-    def _big_reduce(self, rec, kernel, n: Node, x: VkTensor):
-        """A reduction of 2^31 terms or more (a broadcast view: no buffer holds that many): the broadcast axes are
-        dropped (a max, min or mean over copies is the value itself) and a sum is scaled by their extent."""
-        axes = n.arg[0]
-        v = x.view
-        bc = [a for a in axes if v.strides[a] == 0 and v.shape[a] > 1]
-        if _reduce_terms(n, x) // prod(v.shape[a] for a in bc) > INT32_MAX:
-            raise BackendError(f"{n.op.name.lower()} over more than 2^31 - 1 stored elements: vkML's kernels count "
-                               f"with 32-bit integers; reduce in parts (e.g. over `x.split(n)`) or on device='cpu'")
-        L = prod(v.shape[a] for a in bc)
-        x1 = VkTensor(x.alloc, View(tuple(1 if a in bc else d for a, d in enumerate(v.shape)), v.strides, v.offset), x.dtype)
-        part = Node(n.op, (), n.arg, n.shape, n.dtype, n.device)
-        self._op(rec, kernel, _with_srcs(part, x1))
-        if n.op is not Op.SUM or n.dtype is bool_:
-            n.buf = part.buf; return
-        dt = float32 if n.dtype.is_float else n.dtype        # f16 scales in f32: 2^31 is past float16's range
-        if dt is int32: L = (L + 2**31) % 2**32 - 2**31       # an int32 sum wraps: so does the product
-        src = part if dt is n.dtype else Node(Op.CAST, (part,), None, n.shape, dt, n.device)
-        c = Node(Op.CONST, (), float(L) if dt.is_float else L, (), dt, n.device)
-        cv = Node(Op.EXPAND, (c,), None, n.shape, dt, n.device) if n.shape else c
-        m = Node(Op.MUL, (src, cv), None, n.shape, dt, n.device)
-        out = m if dt is n.dtype else Node(Op.CAST, (m,), None, n.shape, n.dtype, n.device)
-        nodes = [m] if src is part else [src, m]
-        if out is not m: nodes.append(out)
-        self._fused(rec, Kernel("fused", nodes, stores=[out]))
-        n.buf = out.buf
-    def _concat_rest(self, rec, kernel, n: Node):
-        "A CONCAT whose result some inputs were written into already (placed): copy only the others."
-        placed = {id(s.buf.alloc) for s in n.srcs if s.buf is not None and s.buf.alloc is n.buf.alloc}
-        ds = [d for d in kernel(n, n.buf, *(s.buf for s in n.srcs)) if id(d.bindings[1].alloc) not in placed]
-        for d in ds: rec.record(d, {})
+# %% ../../nbs/27c_backend.ipynb #8696e1b5
+class _FusedKernels:
+    "Fused kernels."
 
     def _fused(self, rec, k: Kernel):
         "A fused (or reduce) kernel: its generated shader over its operands, layout and parameters in the argument buffer."
@@ -457,6 +419,43 @@ class VulkanBackend(Backend):
                 t.alloc.dirty = True                    # host copies of the old value, in any view, are stale
                 t.fetch = None
 
+# %% ../../nbs/27c_backend.ipynb #ea21b5c0
+class _OtherKernels:
+    "Reductions past 32 bits, row kernels, unfused ops."
+
+    def _big_reduce(self, rec, kernel, n: Node, x: VkTensor):
+        """A reduction of 2^31 terms or more (a broadcast view: no buffer holds that many): the broadcast axes are
+        dropped (a max, min or mean over copies is the value itself) and a sum is scaled by their extent."""
+        axes = n.arg[0]
+        v = x.view
+        bc = [a for a in axes if v.strides[a] == 0 and v.shape[a] > 1]
+        if _reduce_terms(n, x) // prod(v.shape[a] for a in bc) > INT32_MAX:
+            raise BackendError(f"{n.op.name.lower()} over more than 2^31 - 1 stored elements: vkML's kernels count "
+                               f"with 32-bit integers; reduce in parts (e.g. over `x.split(n)`) or on device='cpu'")
+        L = prod(v.shape[a] for a in bc)
+        x1 = VkTensor(x.alloc, View(tuple(1 if a in bc else d for a, d in enumerate(v.shape)), v.strides, v.offset), x.dtype)
+        part = Node(n.op, (), n.arg, n.shape, n.dtype, n.device)
+        self._op(rec, kernel, _with_srcs(part, x1))
+        if n.op is not Op.SUM or n.dtype is bool_:
+            n.buf = part.buf; return
+        dt = float32 if n.dtype.is_float else n.dtype        # f16 scales in f32: 2^31 is past float16's range
+        if dt is int32: L = (L + 2**31) % 2**32 - 2**31       # an int32 sum wraps: so does the product
+        src = part if dt is n.dtype else Node(Op.CAST, (part,), None, n.shape, dt, n.device)
+        c = Node(Op.CONST, (), float(L) if dt.is_float else L, (), dt, n.device)
+        cv = Node(Op.EXPAND, (c,), None, n.shape, dt, n.device) if n.shape else c
+        m = Node(Op.MUL, (src, cv), None, n.shape, dt, n.device)
+        out = m if dt is n.dtype else Node(Op.CAST, (m,), None, n.shape, n.dtype, n.device)
+        nodes = [m] if src is part else [src, m]
+        if out is not m: nodes.append(out)
+        self._fused(rec, Kernel("fused", nodes, stores=[out]))
+        n.buf = out.buf
+
+    def _concat_rest(self, rec, kernel, n: Node):
+        "A CONCAT whose result some inputs were written into already (placed): copy only the others."
+        placed = {id(s.buf.alloc) for s in n.srcs if s.buf is not None and s.buf.alloc is n.buf.alloc}
+        ds = [d for d in kernel(n, n.buf, *(s.buf for s in n.srcs)) if id(d.bindings[1].alloc) not in placed]
+        for d in ds: rec.record(d, {})
+
     def _row(self, rec, k: Kernel):
         "A row kernel (see the schedule): a workgroup per row, its reductions and what reads them in one dispatch."
         rt = rec.rt
@@ -489,3 +488,33 @@ class VulkanBackend(Backend):
             else: self._op(rec, vk_kernels[n.op], n)
         for n in k.nodes:
             if id(n) not in keep and n.op is not Op.ASSIGN: n.buf = None
+
+# %% ../../nbs/27c_backend.ipynb #5f6a93b7
+class VulkanBackend(_OtherKernels, _FusedKernels, _Operands, _Running, _MemoryViews, _Transfers, Backend):
+    "Runs schedules on one Vulkan device."
+    name = "vulkan"
+    can_capture = True
+    def __init__(self, index: int):
+        self.index = index
+        self._dev = None
+
+    @property
+    def device(self) -> Device:
+        "The open device (re-opened after `close()`; tensors of the closed one stay dead)."
+        d = self._dev
+        if d is None or d.closed: d = self._dev = get_device(self.index)
+        return d
+
+    @property
+    def lock(self):
+        "The device's lock: one thread at a time realizes, uploads or reads on it."
+        return self.device.lock
+
+    @property
+    def impl(self) -> dict:
+        "The ops this backend realizes: every registered kernel, every elementwise op (generated), the views and INPUT."
+        d = dict(vk_kernels)
+        for op in ELEMENTWISE: d.setdefault(op, codegen)
+        for op in VIEW_OPS: d.setdefault(op, None)
+        d[Op.INPUT] = None
+        return d

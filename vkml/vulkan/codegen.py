@@ -83,6 +83,7 @@ def describe(k: Kernel, remember: bool = True) -> Program:
     if k.kind == "row": prog.shape = k.memo["row"]      # the rows' shape (its last node may be one value per row)
     return prog
 
+# %% ../../nbs/24_codegen.ipynb #cad05419
 def _recipe(k: Kernel) -> tuple:
     "How `k`'s program is made from its nodes: the node order, the source description, and where each operand and parameter comes from."
     nodes_in = _reduce_first(k.nodes)
@@ -120,6 +121,7 @@ def _recipe(k: Kernel) -> tuple:
     return ([pos[id(n)] for n in nodes_in], desc, [(role, ref) for role, ref, _ in operands],
             [ref for ref, _ in params], stores, rand_params)
 
+# %% ../../nbs/24_codegen.ipynb #53e073ec
 def _elementwise_node(n: Node, i: int, refs: list, params: list, rand_params: list) -> tuple:
     "The description of elementwise node `n` (the `i`th of its kernel) over `refs`; its row's parameters join `params`."
     row = ELEMENTWISE[n.op]
@@ -189,6 +191,7 @@ def double_literals(expr: str) -> str:
     "`expr` with its float literals written as doubles (`0.5` -> `0.5lf`); ints, hex and names untouched."
     return _FLOAT_LITERAL.sub(lambda m: m.group(1) + "lf", expr)
 
+# %% ../../nbs/24_codegen.ipynb #fbab1cf2
 def _param_word_count(t: str) -> int: return 2 if t in ("int64", "float64") else 1
 
 def _param_expr(t: str, w: str) -> str:
@@ -224,6 +227,7 @@ def _helpers(nodes) -> list:
         if h and h not in out: out.append(h)
     return out
 
+# %% ../../nbs/24_codegen.ipynb #68cce05f
 def write_glsl(desc, form: str = "scalar") -> str:
     "The GLSL compute shader of a program's description in `form` (see `FORMS`)."
     if is_row(desc): return write_row_glsl(desc, form)
@@ -316,6 +320,7 @@ def _split(var: str, index: str, want_reduced: bool) -> list:
     lines.append("    }")
     return lines
 
+# %% ../../nbs/24_codegen.ipynb #aeccfde7
 def write_reduce_glsl(desc, form: str = "group") -> str:
     "The GLSL of a reduce kernel (`form`: 'group', a workgroup per output, or 'thread', a thread per output)."
     operands, ptypes, nodes, stores, r = desc
@@ -389,6 +394,7 @@ def write_reduce_glsl(desc, form: str = "group") -> str:
     lines.append("}")
     return "\n".join(lines) + "\n"
 
+# %% ../../nbs/24_codegen.ipynb #41f10686
 def reduce_words(prog: Program, views, in_shape) -> tuple:
     "(words, form) of a reduce program's launch over its operands' views; `in_shape` is the reduction's input shape."
     operands, _ptypes, nodes, _stores, r = prog.desc
@@ -504,6 +510,7 @@ def row_form(k: int, device_type: str | None = None, arrays: int = 1) -> str:
     while ch * local < k: ch *= 2
     return f"row{local}x{ch if ch <= per else 0}"
 
+# %% ../../nbs/24_codegen.ipynb #aaa53ed8
 def _row_recipe(k: Kernel) -> tuple:
     "The recipe (as `_recipe`'s) of a row kernel: its nodes in order, each with its level."
     nodes_in, shape = k.nodes, k.memo["row"]
@@ -560,6 +567,7 @@ def _row_passes(desc) -> tuple:
                 keep.setdefault(li, []).append(m); kept.add(m)
     return reds, wide, roots, keep
 
+# %% ../../nbs/24_codegen.ipynb #de232615
 def row_arrays(desc) -> int:
     "The arrays a thread of a row kernel keeps: each input read per element, and each value kept for a later pass."
     return sum(1 for role, _ in desc[0] if role == "r") + sum(len(v) for v in _row_passes(desc)[3].values())
@@ -584,6 +592,7 @@ def _cone(i, nodes, levels) -> set:
         stack.extend(j for kind, j in nodes[m][4] if kind == "v")
     return out
 
+# %% ../../nbs/24_codegen.ipynb #f7597157
 def write_row_glsl(desc, form: str) -> str:
     "The GLSL of a row kernel in `form` (see `row_form`)."
     operands, ptypes, nodes, stores, (_, levels, full) = desc
@@ -683,6 +692,7 @@ def write_row_glsl(desc, form: str) -> str:
     lines.append("}")
     return "\n".join(lines) + "\n"
 
+# %% ../../nbs/24_codegen.ipynb #6aecb6d7
 def row_words(prog: Program, views) -> tuple:
     "The words of a row program's launch over its operands' views (its form is `row_form`'s)."
     shape = prog.shape

@@ -146,6 +146,7 @@ class DeviceInfo:
                 + (f"; UNUSABLE: {', '.join(self.missing)}" if self.missing else "")
                 + (f"; a logical device over physical device {self.physical}" if self.physical is not None else ""))
 
+# %% ../../nbs/21_vulkan_device.ipynb #8cdac415
 def _version(v: int) -> str: return f"{v >> 22}.{(v >> 12) & 0x3ff}.{v & 0xfff}"
 
 def _query(vk, index, pd) -> DeviceInfo:
@@ -213,6 +214,7 @@ def _query(vk, index, pd) -> DeviceInfo:
                       memory=dict(heaps=heaps, types=types), missing=missing, handle=pd, extensions=exts,
                       pipeline_cache_uuid=bytes(props.pipelineCacheUUID), vendor_id=props.vendorID, device_id=props.deviceID)
 
+# %% ../../nbs/21_vulkan_device.ipynb #154318a8
 def _coopmat_f16(vk, pd, exts, subgroup_size, memory_model) -> bool:
     "Can vkML's tensor-core kernels run: KHR cooperative matrices with 16x16x16 f16 x f16 + f32 per subgroup of 32?"
     if os.environ.get("VKML_COOPMAT", "auto").lower() == "off": return False   # not even the extension is enabled
@@ -305,7 +307,120 @@ def device_features(vk, f: dict) -> tuple:
     feats = vk.VkPhysicalDeviceFeatures2(pNext=f12, features=core)
     return feats, exts, owners + [feats]
 
-class Device:
+# %% ../../nbs/21_vulkan_device.ipynb #9cf807d5
+class _Submission:
+    "Recording and submitting command buffers."
+
+    # --- command buffers and the submission timeline ---
+    def command_buffer(self, kept: bool = False):
+        "A command buffer in the recording state (`kept`: it will be submitted again, by a replay)."
+        self.check_open()
+        if self._cbs: cb = self._cbs.pop()
+        else:
+            vk = self.vk
+            cb = vk.vkAllocateCommandBuffers(self.handle, vk.VkCommandBufferAllocateInfo(
+                commandPool=self.pool, level=vk.VK_COMMAND_BUFFER_LEVEL_PRIMARY, commandBufferCount=1))[0]
+        self.lib.vkBeginCommandBuffer(cb, self._begin_kept if kept else self._begin)
+        return cb
+
+    def discard(self, cb):
+        "Give back a command buffer that was recorded but will not be submitted (again)."
+        self.lib.vkResetCommandBuffer(cb, 0)
+        self._cbs.append(cb)
+
+    def end(self, cb):
+        "Finish recording `cb`."
+        r = self.lib.vkEndCommandBuffer(cb)
+        if r: raise DeviceError(f"vkEndCommandBuffer failed ({r})")
+
+    def submit(self, cb, on_done=None, then=(), kept: bool = False) -> int:
+        "End `cb`, submit it (and the recorded command buffers `then`, in order) with a fence; return its serial."
+        self.end(cb)
+        try: return self._queue((cb, *then), None if kept else cb, on_done)
+        except DeviceError:
+            if not kept: self.discard(cb)
+            raise
+
+    def resubmit(self, cbs, on_done=None) -> int:
+        "Submit command buffers recorded before (a replay) with a fence; return the serial."
+        return self._queue(tuple(cbs), None, on_done)
+
+    def _queue(self, cbs, recycle, on_done) -> int:
+        if len(cbs) > len(self._submit_cb):
+            self._submit_cb = self.ffi.new("VkCommandBuffer[]", 2 * len(cbs))
+            self._submit_info.pCommandBuffers = self._submit_cb
+        for i, cb in enumerate(cbs): self._submit_cb[i] = cb
+        self._submit_info.commandBufferCount = len(cbs)
+        fence = self._fences.pop() if self._fences else self.vk.vkCreateFence(self.handle, self.vk.VkFenceCreateInfo(), None)
+        r = self.lib.vkQueueSubmit(self.queue, 1, self._submit_info, fence)
+        if r:
+            self._fences.append(fence)
+            raise DeviceError(f"vkQueueSubmit failed with VkResult {r} on {self.info.name}")
+        STATS["submissions"] += 1
+        self.submitted += 1
+        self._inflight.append((self.submitted, fence, recycle, on_done))
+        return self.submitted
+
+    def _retire(self):
+        serial, fence, cb, on_done = self._inflight.popleft()
+        self._wait_fence[0] = fence
+        self.lib.vkResetFences(self.handle, 1, self._wait_fence)
+        self._fences.append(fence)
+        if cb is not None:
+            self.lib.vkResetCommandBuffer(cb, 0)
+            self._cbs.append(cb)
+        self.completed = serial
+        if on_done is not None: on_done()
+
+# %% ../../nbs/21_vulkan_device.ipynb #71dce1a5
+class _Completion:
+    "Waiting for submissions, and closing the device."
+
+    def poll(self) -> int:
+        "Retire every submission whose fence has signalled; the completed serial."
+        lib, h = self.lib, self.handle
+        with self.lock:
+            while self._inflight and lib.vkGetFenceStatus(h, self._inflight[0][1]) == 0: self._retire()
+        return self.completed
+
+    def wait(self, serial: int | None = None, timeout_s: float = 600.0):
+        "Block until submission `serial` (default: the last) has finished."
+        if serial is None: serial = self.submitted
+        if serial <= self.completed or self.poll() >= serial: return
+        with self.lock: self._wait(serial, timeout_s)
+
+    def _wait(self, serial, timeout_s):
+        STATS["waits"] += 1
+        lib, h = self.lib, self.handle
+        while self._inflight and self._inflight[0][0] <= serial:
+            fence = self._inflight[0][1]
+            t_end = time.perf_counter() + 200e-6        # spin briefly: a polled fence costs far less than a blocking wait
+            while lib.vkGetFenceStatus(h, fence) != 0 and time.perf_counter() < t_end: pass
+            self._wait_fence[0] = fence
+            r = lib.vkWaitForFences(h, 1, self._wait_fence, 1, int(timeout_s * 1e9))
+            if r: raise DeviceError(f"waiting for submission {self._inflight[0][0]} on {self.info.name} failed "
+                                    f"(VkResult {r}{': timed out' if r == 2 else ''})")
+            self._retire()
+
+    def close(self):
+        "Wait for the queue, then destroy everything this device owns in reverse order of creation."
+        with self.lock: self._close()
+
+    def _close(self):
+        if self.closed: return
+        self.vk.vkDeviceWaitIdle(self.handle)
+        while self._inflight: self._retire()
+        for what, fn in reversed(self._closers): fn()
+        self._closers.clear()
+        vk = self.vk
+        for f in self._fences: vk.vkDestroyFence(self.handle, f, None)
+        self._fences.clear(); self._cbs.clear()
+        vk.vkDestroyCommandPool(self.handle, self.pool, None)
+        vk.vkDestroyDevice(self.handle, None)
+        self.closed = True
+
+# %% ../../nbs/21_vulkan_device.ipynb #716c1550
+class Device(_Completion, _Submission):
     "A logical device with one compute queue; owns everything created on it, released by `close()`."
     def __init__(self, index: int):
         vk = vk_module()
@@ -373,110 +488,6 @@ class Device:
     def on_close(self, what: str, fn):
         "Register `fn` to run when the device closes (in reverse order of registration)."
         self._closers.append((what, fn))
-
-    # --- command buffers and the submission timeline ---
-    def command_buffer(self, kept: bool = False):
-        "A command buffer in the recording state (`kept`: it will be submitted again, by a replay)."
-        self.check_open()
-        if self._cbs: cb = self._cbs.pop()
-        else:
-            vk = self.vk
-            cb = vk.vkAllocateCommandBuffers(self.handle, vk.VkCommandBufferAllocateInfo(
-                commandPool=self.pool, level=vk.VK_COMMAND_BUFFER_LEVEL_PRIMARY, commandBufferCount=1))[0]
-        self.lib.vkBeginCommandBuffer(cb, self._begin_kept if kept else self._begin)
-        return cb
-
-    def discard(self, cb):
-        "Give back a command buffer that was recorded but will not be submitted (again)."
-        self.lib.vkResetCommandBuffer(cb, 0)
-        self._cbs.append(cb)
-
-    def end(self, cb):
-        "Finish recording `cb`."
-        r = self.lib.vkEndCommandBuffer(cb)
-        if r: raise DeviceError(f"vkEndCommandBuffer failed ({r})")
-
-    def submit(self, cb, on_done=None, then=(), kept: bool = False) -> int:
-        "End `cb`, submit it (and the recorded command buffers `then`, in order) with a fence; return its serial."
-        self.end(cb)
-        try: return self._queue((cb, *then), None if kept else cb, on_done)
-        except DeviceError:
-            if not kept: self.discard(cb)
-            raise
-
-    def resubmit(self, cbs, on_done=None) -> int:
-        "Submit command buffers recorded before (a replay) with a fence; return the serial."
-        return self._queue(tuple(cbs), None, on_done)
-
-    def _queue(self, cbs, recycle, on_done) -> int:
-        if len(cbs) > len(self._submit_cb):
-            self._submit_cb = self.ffi.new("VkCommandBuffer[]", 2 * len(cbs))
-            self._submit_info.pCommandBuffers = self._submit_cb
-        for i, cb in enumerate(cbs): self._submit_cb[i] = cb
-        self._submit_info.commandBufferCount = len(cbs)
-        fence = self._fences.pop() if self._fences else self.vk.vkCreateFence(self.handle, self.vk.VkFenceCreateInfo(), None)
-        r = self.lib.vkQueueSubmit(self.queue, 1, self._submit_info, fence)
-        if r:
-            self._fences.append(fence)
-            raise DeviceError(f"vkQueueSubmit failed with VkResult {r} on {self.info.name}")
-        STATS["submissions"] += 1
-        self.submitted += 1
-        self._inflight.append((self.submitted, fence, recycle, on_done))
-        return self.submitted
-
-    def _retire(self):
-        serial, fence, cb, on_done = self._inflight.popleft()
-        self._wait_fence[0] = fence
-        self.lib.vkResetFences(self.handle, 1, self._wait_fence)
-        self._fences.append(fence)
-        if cb is not None:
-            self.lib.vkResetCommandBuffer(cb, 0)
-            self._cbs.append(cb)
-        self.completed = serial
-        if on_done is not None: on_done()
-
-    def poll(self) -> int:
-        "Retire every submission whose fence has signalled; the completed serial."
-        lib, h = self.lib, self.handle
-        with self.lock:
-            while self._inflight and lib.vkGetFenceStatus(h, self._inflight[0][1]) == 0: self._retire()
-        return self.completed
-
-    def wait(self, serial: int | None = None, timeout_s: float = 600.0):
-        "Block until submission `serial` (default: the last) has finished."
-        if serial is None: serial = self.submitted
-        if serial <= self.completed or self.poll() >= serial: return
-        with self.lock: self._wait(serial, timeout_s)
-
-    def _wait(self, serial, timeout_s):
-        STATS["waits"] += 1
-        lib, h = self.lib, self.handle
-        while self._inflight and self._inflight[0][0] <= serial:
-            fence = self._inflight[0][1]
-            t_end = time.perf_counter() + 200e-6        # spin briefly: a polled fence costs far less than a blocking wait
-            while lib.vkGetFenceStatus(h, fence) != 0 and time.perf_counter() < t_end: pass
-            self._wait_fence[0] = fence
-            r = lib.vkWaitForFences(h, 1, self._wait_fence, 1, int(timeout_s * 1e9))
-            if r: raise DeviceError(f"waiting for submission {self._inflight[0][0]} on {self.info.name} failed "
-                                    f"(VkResult {r}{': timed out' if r == 2 else ''})")
-            self._retire()
-
-    def close(self):
-        "Wait for the queue, then destroy everything this device owns in reverse order of creation."
-        with self.lock: self._close()
-
-    def _close(self):
-        if self.closed: return
-        self.vk.vkDeviceWaitIdle(self.handle)
-        while self._inflight: self._retire()
-        for what, fn in reversed(self._closers): fn()
-        self._closers.clear()
-        vk = self.vk
-        for f in self._fences: vk.vkDestroyFence(self.handle, f, None)
-        self._fences.clear(); self._cbs.clear()
-        vk.vkDestroyCommandPool(self.handle, self.pool, None)
-        vk.vkDestroyDevice(self.handle, None)
-        self.closed = True
 
     def __repr__(self): return f"<Device {self.name} {self.info.name}{' closed' if self.closed else ''}>"
 

@@ -175,6 +175,7 @@ def split_parts(k: int, groups: int) -> int:
     if groups >= SPLIT_GROUPS or k < 2 * SPLIT_CHUNK: return 1
     return min(SPLIT_MAX_PARTS, -(-k // SPLIT_CHUNK), -(-SPLIT_GROUPS // groups))
 
+# %% ../../nbs/25_kernels.ipynb #2c019cfd
 def _identity(op, dtype):
     if op in (Op.SUM,): return 0
     if op is Op.MEAN: return float("nan")

@@ -85,6 +85,7 @@ def matmul_trips(name: str, M: int, N: int, K: int, nb: int, parts: int = 1, dty
     kpart = -(-K // parts)
     return z * y * x * -(-kpart // bk) + z * (1 + y * (1 + x))
 
+# %% ../../nbs/26_kernels_nn.ipynb #62194444
 def _features(*ts) -> dict:
     "The features of the device the first bound tensor lives on ({} for stand-ins and scratch)."
     for t in ts:
@@ -127,6 +128,7 @@ def _sum_slabs(dtype, c, slabs, rows, parts, c_off, f32=False) -> Dispatch:
             *pad4((parts,), (rows,))[1], 0, c_off, 1, parts, parts)   # reduce.comp's PC: a SUM of `parts`
     return Dispatch(fin, (c, slabs), push, groups_1d(-(-rows // 32) * 256))
 
+# %% ../../nbs/26_kernels_nn.ipynb #1779da80
 def matmul_dispatch(dtype, c, a, b, M, N, K, B1, B2, A, B, C, c_f32=False) -> list:
     "The matmul dispatches; A/B/C are (offset, stride_b1, stride_b2, stride_row, stride_col) in elements."
     nb = B1 * B2
@@ -222,6 +224,7 @@ def implicit_conv(dt, out, wt, x, N, G, M, Cg, kh, kw, A, a_sc, OH, OW, S, P, D)
     groups = (min(-(-L // bn), MAX_GROUPS), min(-(-M // bm), MAX_GROUPS), min(N * G, MAX_GROUPS))
     return [Dispatch(f"conv{name[len('matmul'):]}_{sfx(dt)}", (out, wt, x), push, groups)]
 
+# %% ../../nbs/26_kernels_nn.ipynb #3627c06e
 @kernel(Op.CONV2D_WEIGHT)
 def conv2d_weight_kernel(node, out, g, x):
     "conv2d's weight gradient as an implicit GEMM: per group, g (O/g × N·L) times x's windows (N·L × C/g·kh·kw); K split to fill the GPU."
@@ -266,6 +269,7 @@ def conv2d_weight_kernel(node, out, g, x):
     ds.append(Dispatch(pname, (slabs, ga, x), (M, NC, K, 1, G, *A, *B, 0, 0, Og * NC, NC, 1, kc, rows, *geo), groups))
     return ds + [_sum_slabs(dt, out, slabs, rows, parts, out.view.offset)]
 
+# %% ../../nbs/26_kernels_nn.ipynb #576f139f
 @kernel(Op.CONV2D)
 def conv2d_kernel(node, out, x, w):
     "NCHW convolution: an implicit GEMM (or im2col into scratch, in image chunks, then one batched matmul per chunk)."

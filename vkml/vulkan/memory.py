@@ -72,29 +72,9 @@ BLOCK_SIZE = 64 << 20
 PRIVATE_BLOCK_SIZE = 4 << 20   # a captured step's pools (see `Memory.private_pools`) grow in smaller blocks
 ALIGN = 256
 
-class Pool:
-    "Sub-allocator over blocks of one memory type."
-    def __init__(self, device: Device, kind: str = "device", block_size: int = BLOCK_SIZE):
-        self.dev, self.kind, self.block_size = device, kind, block_size
-        info = device.info
-        self.type_index, self.host_visible = pick_memory_type(info, kind)
-        self.heap = info.memory["types"][self.type_index][1]
-        self.heap_size = info.memory["heaps"][self.heap][0]
-        self.heap_reserved = device.__dict__.setdefault("heap_reserved", {})   # heap -> bytes in blocks, all pools
-        self.max_alloc = info.limits["maxMemoryAllocationSize"] or self.heap_size
-        self.align = max(ALIGN, info.limits["minStorageBufferOffsetAlignment"])
-        self.blocks: dict = {}
-        self.free, self.starts, self.ends = [], {}, {}
-        self.dropped = []          # appended by Alloc.__del__: never replaced, only emptied
-        self.deferred = []         # dropped ranges waiting for their submission's fence
-        self.recycled = []         # (size, block, offset): dropped during the recording that made and used them
-        self.recording = 0         # the serial of the recording in progress, 0 when none
-        self.in_use = self.peak = self.reserved = self.allocations = self.live = 0
-        self._next_id = 0
-        self._scan_at = -1
-        self.closed = False
-        self.refusal = None        # why the last new block was refused (for the OutOfMemoryError's message)
-        self.on_full = None        # the device's memory sets it: empty every pool's cache
+# %% ../../nbs/22_allocator.ipynb #27dd8f31
+class _PoolLists:
+    "The free lists of a pool: ranges returned, merged, and collected when their readers finish."
 
     # --- the free list ---
     def _insert(self, bid, off, size):
@@ -138,6 +118,10 @@ class Pool:
                 if r[3][0] <= done: self._release(*r[:3])
                 else: keep.append(r)
             self.deferred = keep
+
+# %% ../../nbs/22_allocator.ipynb #6d2f8504
+class _PoolBlocks:
+    "The blocks of a pool: allocated from the device and freed when empty."
 
     # --- blocks ---
     def _new_block(self, nbytes):
@@ -190,6 +174,10 @@ class Pool:
             if self.starts.get((b.id, 0)) == b.size:
                 self._remove(b.id, 0, b.size); self._free_block(b)
 
+# %% ../../nbs/22_allocator.ipynb #de48f22e
+class _PoolRecording:
+    "What a pool records during a capture, to fit a replay."
+
     # --- the interface ---
     def _fit(self, size):
         i = bisect.bisect_left(self.free, (size, -1, -1))
@@ -220,6 +208,31 @@ class Pool:
         fsize, bid, off = self.recycled.pop(i)
         if fsize > size: bisect.insort(self.recycled, (fsize - size, bid, off + size))
         return bid, off
+
+# %% ../../nbs/22_allocator.ipynb #8ebc4749
+class Pool(_PoolRecording, _PoolBlocks, _PoolLists):
+    "Sub-allocator over blocks of one memory type."
+    def __init__(self, device: Device, kind: str = "device", block_size: int = BLOCK_SIZE):
+        self.dev, self.kind, self.block_size = device, kind, block_size
+        info = device.info
+        self.type_index, self.host_visible = pick_memory_type(info, kind)
+        self.heap = info.memory["types"][self.type_index][1]
+        self.heap_size = info.memory["heaps"][self.heap][0]
+        self.heap_reserved = device.__dict__.setdefault("heap_reserved", {})   # heap -> bytes in blocks, all pools
+        self.max_alloc = info.limits["maxMemoryAllocationSize"] or self.heap_size
+        self.align = max(ALIGN, info.limits["minStorageBufferOffsetAlignment"])
+        self.blocks: dict = {}
+        self.free, self.starts, self.ends = [], {}, {}
+        self.dropped = []          # appended by Alloc.__del__: never replaced, only emptied
+        self.deferred = []         # dropped ranges waiting for their submission's fence
+        self.recycled = []         # (size, block, offset): dropped during the recording that made and used them
+        self.recording = 0         # the serial of the recording in progress, 0 when none
+        self.in_use = self.peak = self.reserved = self.allocations = self.live = 0
+        self._next_id = 0
+        self._scan_at = -1
+        self.closed = False
+        self.refusal = None        # why the last new block was refused (for the OutOfMemoryError's message)
+        self.on_full = None        # the device's memory sets it: empty every pool's cache
 
     def alloc(self, nbytes: int, host: bool = False) -> Alloc:
         "An aligned range of at least `nbytes` (one alignment unit when `nbytes` is 0); `host`: the host writes it first."
@@ -349,6 +362,7 @@ class Memory:
     def close(self):
         for p in reversed(self.all_pools()): p.close()
 
+# %% ../../nbs/22_allocator.ipynb #6e09d30a
 def memory(device: Device = None) -> Memory:
     "The `Memory` of `device` (default: the default device)."
     if device is None or isinstance(device, (int, str)):

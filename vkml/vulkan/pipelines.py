@@ -50,7 +50,58 @@ class Pipe:
     "A compute pipeline with its layout and reusable push-descriptor structs."
     __slots__ = ("handle", "infos", "layout", "name", "nb", "writes")
 
-class Pipelines:
+# %% ../../nbs/27a_pipelines.ipynb #cec2277c
+class _PipelineLayouts:
+    "The pipeline layouts of a device, one per number of bindings."
+
+    def _layout(self, nb: int):
+        "(descriptor-set layout, pipeline layout) for `nb` storage buffers, push-descriptor style."
+        lay = self.layouts.get(nb)
+        if lay is None:
+            vk, h = self.dev.vk, self.dev.handle
+            binds = [vk.VkDescriptorSetLayoutBinding(binding=i, descriptorType=vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
+                                                     descriptorCount=1, stageFlags=vk.VK_SHADER_STAGE_COMPUTE_BIT)
+                     for i in range(nb)]
+            dsl = vk.vkCreateDescriptorSetLayout(h, vk.VkDescriptorSetLayoutCreateInfo(
+                flags=vk.VK_DESCRIPTOR_SET_LAYOUT_CREATE_PUSH_DESCRIPTOR_BIT_KHR, bindingCount=nb, pBindings=binds), None)
+            pcr = vk.VkPushConstantRange(stageFlags=vk.VK_SHADER_STAGE_COMPUTE_BIT, offset=0, size=self.push_bytes)
+            pl = vk.vkCreatePipelineLayout(h, vk.VkPipelineLayoutCreateInfo(setLayoutCount=1, pSetLayouts=[dsl],
+                                           pushConstantRangeCount=1, pPushConstantRanges=[pcr]), None)
+            lay = self.layouts[nb] = (dsl, pl)
+        return lay
+
+# %% ../../nbs/27a_pipelines.ipynb #3d133241
+class _PipelineCacheFile:
+    "The pipeline cache file, saved atomically; closing."
+
+    def save(self):
+        "Write the pipeline cache to disk atomically (temp file + rename)."
+        if self.path is None or not self.dirty: return
+        ffi, lib, h = self.dev.ffi, self.dev.lib, self.dev.handle
+        n = ffi.new("size_t*")
+        if lib.vkGetPipelineCacheData(h, self.cache, n, ffi.NULL): return
+        buf = ffi.new("char[]", n[0])
+        if lib.vkGetPipelineCacheData(h, self.cache, n, buf) not in (0, 5): return   # 5 = VK_INCOMPLETE
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=".pipelines-", suffix=".tmp")
+            with os.fdopen(fd, "wb") as f: f.write(ffi.buffer(buf, n[0]))
+            os.replace(tmp, self.path)
+            self.dirty = False
+        except OSError as e:
+            warnings.warn(f"could not save the pipeline cache to {self.path}: {e}")
+
+    def close(self):
+        self.save()
+        vk, h = self.dev.vk, self.dev.handle
+        for p in self.pipes.values(): vk.vkDestroyPipeline(h, p.handle, None)
+        for dsl, pl in self.layouts.values():
+            vk.vkDestroyPipelineLayout(h, pl, None); vk.vkDestroyDescriptorSetLayout(h, dsl, None)
+        vk.vkDestroyPipelineCache(h, self.cache, None)
+        self.pipes.clear(); self.layouts.clear()
+
+# %% ../../nbs/27a_pipelines.ipynb #041841c9
+class Pipelines(_PipelineCacheFile, _PipelineLayouts):
     "Pipelines of one device, created on first use, with the on-disk VkPipelineCache."
     def __init__(self, device: Device):
         self.dev, vk, ffi = device, device.vk, device.ffi
@@ -74,22 +125,6 @@ class Pipelines:
             self.cache = vk.vkCreatePipelineCache(device.handle, vk.VkPipelineCacheCreateInfo(), None)
         self.dirty = False
         device.on_close("pipelines", self.close)
-
-    def _layout(self, nb: int):
-        "(descriptor-set layout, pipeline layout) for `nb` storage buffers, push-descriptor style."
-        lay = self.layouts.get(nb)
-        if lay is None:
-            vk, h = self.dev.vk, self.dev.handle
-            binds = [vk.VkDescriptorSetLayoutBinding(binding=i, descriptorType=vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
-                                                     descriptorCount=1, stageFlags=vk.VK_SHADER_STAGE_COMPUTE_BIT)
-                     for i in range(nb)]
-            dsl = vk.vkCreateDescriptorSetLayout(h, vk.VkDescriptorSetLayoutCreateInfo(
-                flags=vk.VK_DESCRIPTOR_SET_LAYOUT_CREATE_PUSH_DESCRIPTOR_BIT_KHR, bindingCount=nb, pBindings=binds), None)
-            pcr = vk.VkPushConstantRange(stageFlags=vk.VK_SHADER_STAGE_COMPUTE_BIT, offset=0, size=self.push_bytes)
-            pl = vk.vkCreatePipelineLayout(h, vk.VkPipelineLayoutCreateInfo(setLayoutCount=1, pSetLayouts=[dsl],
-                                           pushConstantRangeCount=1, pPushConstantRanges=[pcr]), None)
-            lay = self.layouts[nb] = (dsl, pl)
-        return lay
 
     def get(self, name: str, nb: int) -> Pipe:
         "The pipeline of shader `name` with `nb` bindings, created on first use."
@@ -118,29 +153,3 @@ class Pipelines:
             w.descriptorType, w.pBufferInfo = vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, p.infos + i
         self.pipes[(name, nb)] = p
         return p
-
-    def save(self):
-        "Write the pipeline cache to disk atomically (temp file + rename)."
-        if self.path is None or not self.dirty: return
-        ffi, lib, h = self.dev.ffi, self.dev.lib, self.dev.handle
-        n = ffi.new("size_t*")
-        if lib.vkGetPipelineCacheData(h, self.cache, n, ffi.NULL): return
-        buf = ffi.new("char[]", n[0])
-        if lib.vkGetPipelineCacheData(h, self.cache, n, buf) not in (0, 5): return   # 5 = VK_INCOMPLETE
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=".pipelines-", suffix=".tmp")
-            with os.fdopen(fd, "wb") as f: f.write(ffi.buffer(buf, n[0]))
-            os.replace(tmp, self.path)
-            self.dirty = False
-        except OSError as e:
-            warnings.warn(f"could not save the pipeline cache to {self.path}: {e}")
-
-    def close(self):
-        self.save()
-        vk, h = self.dev.vk, self.dev.handle
-        for p in self.pipes.values(): vk.vkDestroyPipeline(h, p.handle, None)
-        for dsl, pl in self.layouts.values():
-            vk.vkDestroyPipelineLayout(h, pl, None); vk.vkDestroyDescriptorSetLayout(h, dsl, None)
-        vk.vkDestroyPipelineCache(h, self.cache, None)
-        self.pipes.clear(); self.layouts.clear()

@@ -198,53 +198,9 @@ def runtime(device: Device) -> Runtime:
             if rt is None: rt = device.runtime = Runtime(device)
     return rt
 
-class Recorder:
-    "Records one command buffer and submits it."
-    def __init__(self, rt: Runtime):
-        self.rt, self.dev = rt, rt.dev
-        dev, lib = self.dev, self.dev.lib
-        self.capture = cap = rt.capture    # a captured recording is kept, to be submitted again
-        self.touched = None if cap is None else cap.touched
-        self.cb = dev.command_buffer(kept=cap is not None)
-        self.serial = dev.submitted + 1   # the serial this command buffer will get
-        self.planner = BarrierPlanner()
-        self.bound = None
-        self.keep = []                    # what must live until the submission is done (argument chunks)
-        self.args = None                  # the current argument chunk: (binding, uint32 view, next free word)
-        self.n = 0                        # commands recorded (an empty recording is not submitted)
-        self.qpool, self.names = None, []
-        self.profiles = list(_profiles) if cap is None else []
-        if dev.submitted or cap is not None:   # make earlier submissions' writes visible to this one
-            src, dst, b = rt.lead
-            lib.vkCmdPipelineBarrier(self.cb, src, dst, 0, 1, b, 0, dev.ffi.NULL, 0, dev.ffi.NULL)
-        if self.profiles:
-            vk = dev.vk
-            self.qpool = vk.vkCreateQueryPool(dev.handle, vk.VkQueryPoolCreateInfo(
-                queryType=vk.VK_QUERY_TYPE_TIMESTAMP, queryCount=MAX_QUERIES), None)
-            lib.vkCmdResetQueryPool(self.cb, self.qpool, 0, MAX_QUERIES)
-        self.readbacks_fenced = False
-        self.flags = []                   # (alloc, Flag) of the index checks recorded
-        self.flag_ix = {}                 # id(Flag) -> its index in `flags` (the chunks of one check share it)
-        self.made = []                    # nodes given a buffer outside the schedule's kernels (constants)
-        rt.mem.tensors.begin_recording(self.serial)
-        self.uploads = list(rt.pending)
-        for staging, dst, n in self.uploads: self.copy(staging, 0, dst, 0, n)
-
-    ARGS_WORDS = 1 << 14   # one argument chunk: 64 KiB of words
-
-    def write_args(self, words) -> tuple:
-        "Put a generated kernel's argument `words` in the current chunk: (its binding, its first word)."
-        a = self.args
-        n = len(words)
-        if a is None or a[2] + n > len(a[1]):
-            chunk = self.rt.mem.pool("args").alloc(4 * max(self.ARGS_WORDS, n), host=True)
-            view = np.frombuffer(chunk.block.host, np.uint32, chunk.size // 4, chunk.offset)
-            a = self.args = [ArgsBinding(chunk), view, 0]
-            self.keep.append(chunk)
-        base = a[2]
-        a[1][base:base + n] = words
-        a[2] = base + n
-        return a[0], base
+# %% ../../nbs/27b_recorder.ipynb #28c933c3
+class _Recording:
+    "Recording transfers and dispatches, with the barriers they need."
 
     def _barrier(self, b):
         _hazard, src, dst = b
@@ -313,6 +269,10 @@ class Recorder:
         self.n += 1
         STATS["dispatches"] += 1
 
+# %% ../../nbs/27b_recorder.ipynb #9fdb41b7
+class _IndexFlags:
+    "The index checks a submission carries."
+
     def _too_big(self, d: Dispatch, i: int, a):
         raise BackendError(f"{d.shader}: binding {i} is {a.size:,} bytes, more than the {self.rt.max_range:,} one "
                            f"storage buffer may bind on {self.dev.info.name}: split the tensor into parts under "
@@ -342,6 +302,10 @@ class Recorder:
             for i in writes_ix:
                 a = allocs[i]
                 a.checks = frozenset(taint | (a.checks or set()))
+
+# %% ../../nbs/27b_recorder.ipynb #3cbf222c
+class _Finishing:
+    "Reading back, submitting once, and what happens when the fence signals."
 
     def readback(self, t: VkTensor):
         "Record a copy of `t`'s elements into host-cached memory; returns a function giving the array after the wait."
@@ -405,3 +369,52 @@ class Recorder:
         self.rt.mem.tensors.end_recording(self.serial)
         self.dev.discard(self.cb)
         if self.qpool is not None: self.dev.vk.vkDestroyQueryPool(self.dev.handle, self.qpool, None)
+
+# %% ../../nbs/27b_recorder.ipynb #fd7c8099
+class Recorder(_Finishing, _IndexFlags, _Recording):
+    "Records one command buffer and submits it."
+    def __init__(self, rt: Runtime):
+        self.rt, self.dev = rt, rt.dev
+        dev, lib = self.dev, self.dev.lib
+        self.capture = cap = rt.capture    # a captured recording is kept, to be submitted again
+        self.touched = None if cap is None else cap.touched
+        self.cb = dev.command_buffer(kept=cap is not None)
+        self.serial = dev.submitted + 1   # the serial this command buffer will get
+        self.planner = BarrierPlanner()
+        self.bound = None
+        self.keep = []                    # what must live until the submission is done (argument chunks)
+        self.args = None                  # the current argument chunk: (binding, uint32 view, next free word)
+        self.n = 0                        # commands recorded (an empty recording is not submitted)
+        self.qpool, self.names = None, []
+        self.profiles = list(_profiles) if cap is None else []
+        if dev.submitted or cap is not None:   # make earlier submissions' writes visible to this one
+            src, dst, b = rt.lead
+            lib.vkCmdPipelineBarrier(self.cb, src, dst, 0, 1, b, 0, dev.ffi.NULL, 0, dev.ffi.NULL)
+        if self.profiles:
+            vk = dev.vk
+            self.qpool = vk.vkCreateQueryPool(dev.handle, vk.VkQueryPoolCreateInfo(
+                queryType=vk.VK_QUERY_TYPE_TIMESTAMP, queryCount=MAX_QUERIES), None)
+            lib.vkCmdResetQueryPool(self.cb, self.qpool, 0, MAX_QUERIES)
+        self.readbacks_fenced = False
+        self.flags = []                   # (alloc, Flag) of the index checks recorded
+        self.flag_ix = {}                 # id(Flag) -> its index in `flags` (the chunks of one check share it)
+        self.made = []                    # nodes given a buffer outside the schedule's kernels (constants)
+        rt.mem.tensors.begin_recording(self.serial)
+        self.uploads = list(rt.pending)
+        for staging, dst, n in self.uploads: self.copy(staging, 0, dst, 0, n)
+
+    ARGS_WORDS = 1 << 14   # one argument chunk: 64 KiB of words
+
+    def write_args(self, words) -> tuple:
+        "Put a generated kernel's argument `words` in the current chunk: (its binding, its first word)."
+        a = self.args
+        n = len(words)
+        if a is None or a[2] + n > len(a[1]):
+            chunk = self.rt.mem.pool("args").alloc(4 * max(self.ARGS_WORDS, n), host=True)
+            view = np.frombuffer(chunk.block.host, np.uint32, chunk.size // 4, chunk.offset)
+            a = self.args = [ArgsBinding(chunk), view, 0]
+            self.keep.append(chunk)
+        base = a[2]
+        a[1][base:base + n] = words
+        a[2] = base + n
+        return a[0], base

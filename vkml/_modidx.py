@@ -20,6 +20,7 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                               'vkml.capture._bindable': ('jit.html#_bindable', 'vkml/capture.py'),
                               'vkml.capture._capture': ('jit.html#_capture', 'vkml/capture.py'),
                               'vkml.capture._check_dropped': ('jit.html#_check_dropped', 'vkml/capture.py'),
+                              'vkml.capture._closure': ('jit.html#_closure', 'vkml/capture.py'),
                               'vkml.capture._hand_back': ('jit.html#_hand_back', 'vkml/capture.py'),
                               'vkml.capture._key': ('jit.html#_key', 'vkml/capture.py'),
                               'vkml.capture._live': ('jit.html#_live', 'vkml/capture.py'),

@@ -69,6 +69,10 @@ def _live(device: str) -> list:
     return [(weakref.ref(o), o.node) for o in gc.get_objects()
             if isinstance(o, TensorBase) and getattr(o, "node", None) is not None and o.node.device == device]
 
+def _closure(fn) -> tuple:
+    "What `fn`'s closure cells hold (by identity): a cell rebound to another object changes what the step reads."
+    return tuple(id(c.cell_contents) if c.cell_contents is not None else None for c in fn.__closure__ or ())
+
 def _bindable(t) -> bool:
     "Can `t` be moved onto other memory by itself (not a view; no gradient graph behind it)?"
     return t._base is None and (not t.requires_grad or t.is_leaf)
@@ -101,13 +105,15 @@ class _Step:
         self.grads = grads          # [(weakref to a tensor, the captured buffer of its .grad)]
         self.written = written      # [(index of an argument the step writes, the captured buffer of its new value)]
 
-    def holds(self) -> bool:
-        "Do the host values and the tensors the capture assumed still hold?"
+    def holds(self):
+        "Do the host values and the tensors the capture assumed still hold? (None: they never will again.)"
         for get, v in self.guards:
             if _value(get) != v: return False
-        for w, node, buf, _, rg in self.state:
+        for w, node, buf, reads, rg in self.state:
             t = w()
-            if t is None: continue
+            if t is None:
+                if reads: return None       # a tensor the step read is gone: the function reads another one now
+                continue
             n = t.node
             if n.requires_grad != rg: return False
             if n is not node and (n.shape != buf.view.shape or n.dtype is not buf.dtype or n.device != self.device): return False
@@ -152,7 +158,7 @@ class Jit:
         self.calls = 0                 # calls so far
         self.captures = OrderedDict()  # key -> [_Step]: one per set of guard values seen
         self.captured = 0              # captures made (a test's way to see re-captures)
-        self._eager_next = True        # the next call that finds no capture runs eagerly (a warm-up)
+        self._warm = set()             # keys whose captures no longer hold, warmed up once (the next call captures)
         self._lock = threading.RLock() # one call at a time: a replay's buffers are the function's, not the thread's
 
     def __call__(self, *args, **kwargs):
@@ -170,15 +176,19 @@ class Jit:
         if len(devices) > 1: raise JitError(f"a vkml.jit function's tensor arguments are on one device, got {sorted(devices)}")
         device = devices.pop()
         key = _key(leaves, structure)
-        for st in self.captures.get(key, ()):
-            if st.holds():
+        steps = self.captures.get(key, [])
+        for st in list(steps):
+            ok = st.holds()
+            if ok:
                 self.captures.move_to_end(key)
                 return self._replay(st, tensors)
-        if key in self.captures: self._eager_next = True     # what the captures assumed changed: warm up again
+            if ok is None: steps.remove(st); st.release()
         backend = get_backend(device)
-        if self._eager_next or not backend.can_capture:      # the warm-up; or the CPU
-            self._eager_next = False
+        if self.calls == 1 or not backend.can_capture: return self.fn(*args, **kwargs)   # the warm-up; or the CPU
+        if key in self.captures and key not in self._warm:    # what the captures assumed changed: warm up again
+            self._warm.add(key)
             return self.fn(*args, **kwargs)
+        self._warm.discard(key)
         return self._capture(backend, device, leaves, structure, tensors, key)
 
     def _inputs(self, tensors) -> list:
@@ -202,10 +212,9 @@ class Jit:
 def _capture(self: Jit, backend, device, leaves, structure, tensors, key):
     inputs = self._inputs(tensors)
     before, notes, kept = _live(device), JitNotes(device), {}
-    lazy = [t for w, n in before if not n.realized and (t := w()) is not None]
-    pending = take_deferred(device)
-    if lazy or pending: realize(*lazy, *pending)    # lazy work from before the call is not the step's
-    del lazy
+    pending = take_deferred(device) + [n for w, n in before if not n.realized and w() is not None]
+    if pending: realize(*pending)                   # lazy work from before the call is not the step's
+    del pending
     def run(statics):
         args_t = [Tensor(n) for n in statics]
         it = iter(args_t)
@@ -237,7 +246,8 @@ def _capture(self: Jit, backend, device, leaves, structure, tensors, key):
         state.append([w, t.node, t.node.buf, t.node is n0 or id(t) in kept["reads"], t.requires_grad])
         g = t.grad
         if g is not None and g.node.realized and backend.memory_of(g.node.buf) in mems: grads.append((w, g.node.buf))
-    st = _Step(captured, device, list(notes.guards.values()), kept["outs"], kept["out_structure"], state, grads, kept["written"])
+    guards = list(notes.guards.values()) + [(functools.partial(_closure, self.fn), _closure(self.fn))]
+    st = _Step(captured, device, guards, kept["outs"], kept["out_structure"], state, grads, kept["written"])
     self.captures.setdefault(key, []).append(st)
     self.captured += 1
     while sum(map(len, self.captures.values())) > self.max_captures:

@@ -400,3 +400,14 @@ def test_state_replaced_by_a_new_object_is_a_typed_error():
     f(vk([1.0]))
     with pytest.raises(JitError, match="replaced"):
         f(vk([1.0]))
+
+
+def test_an_optimiser_that_replaces_its_state_is_refused():
+    model, _ = sgd_model()
+    opt = optim.Adam(model.parameters(), lr=0.01, fused=False)    # per-parameter: new state tensors each step
+    step = vkml.jit(make_step(model, opt))
+    (xb, yb), = batches(1)
+    x, y = vk(xb[:, :4]), tensor(yb % 2, device="vulkan")
+    step(x, y)
+    with pytest.raises(JitError, match="replaced"):
+        step(x, y)

@@ -11,6 +11,7 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                               'vkml.capture.JitNotes.__init__': ('jit.html#jitnotes.__init__', 'vkml/capture.py'),
                               'vkml.capture._Step': ('jit.html#_step', 'vkml/capture.py'),
                               'vkml.capture._Step.__init__': ('jit.html#_step.__init__', 'vkml/capture.py'),
+                              'vkml.capture._Step.copy_handed': ('jit.html#_step.copy_handed', 'vkml/capture.py'),
                               'vkml.capture._Step.holds': ('jit.html#_step.holds', 'vkml/capture.py'),
                               'vkml.capture._Step.kept_grads': ('jit.html#_step.kept_grads', 'vkml/capture.py'),
                               'vkml.capture._Step.prepare': ('jit.html#_step.prepare', 'vkml/capture.py'),

@@ -104,6 +104,7 @@ class _Step:
         self.state = state          # [weakref, its node after the last call, captured buffer, step reads it, requires_grad]
         self.grads = grads          # [(weakref to a tensor, the captured buffer of its .grad)]
         self.written = written      # [(index of an argument the step writes, the captured buffer of its new value)]
+        self.handed = []            # [(weakref, captured buffer)]: the capture call's outputs, over captured memory
 
     def holds(self):
         "Do the host values and the tensors the capture assumed still hold? (None: they never will again.)"
@@ -133,6 +134,12 @@ class _Step:
             if _bindable(t) and not self.captured.same(b, e[2]): _bind(t, e[2])
             e[1] = t.node
         return copies
+
+    def copy_handed(self, rec) -> None:
+        "Record copies of the capture call's outputs still held, and move them there (before the replay overwrites)."
+        for w, buf in self.handed:
+            if (t := w()) is not None and t.node.buf is buf: _bind(t, self.captured.fresh(rec, buf))
+        self.handed = []
 
     def kept_grads(self, rec) -> list:
         "Record copies of the `.grad`s handed out by the last call that someone still holds: [(tensor, copy)]."
@@ -254,8 +261,11 @@ def _capture(self: Jit, backend, device, leaves, structure, tensors, key):
         k = next(iter(self.captures))
         self.captures[k].pop(0).release()
         if not self.captures[k]: del self.captures[k]
-    bufs = captured.copy_out([b for b in st.outs if b is not None] + [b for _, b in st.written])   # as a replay's
-    return self._hand_back(st, tensors, bufs)
+    # This call's outputs are the capture's own buffers, copied out by the next replay if still held (no submission
+    # of their own now); an argument's new value is a copy now.
+    out = self._hand_back(st, tensors, [b for b in st.outs if b is not None] + captured.copy_out([b for _, b in st.written]))
+    st.handed = [(weakref.ref(t), t.node.buf) for t in flatten(out)[0] if isinstance(t, TensorBase)]
+    return out
 Jit._capture = _capture
 
 # %% ../nbs/29_jit.ipynb #c0a0000a
@@ -285,6 +295,7 @@ def _replay(self: Jit, st: _Step, tensors):
     copies, kept, bufs = st.prepare(), [], []
     def before(rec):
         for src, dst in copies: cap.copy_into(rec, src, dst)
+        st.copy_handed(rec)
         kept.extend(st.kept_grads(rec))
     def after(rec):
         bufs.extend(cap.fresh(rec, b) for b in [b for b in st.outs if b is not None] + [b for _, b in st.written])

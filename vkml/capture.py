@@ -8,7 +8,8 @@ import functools, gc, threading, weakref
 from collections import OrderedDict
 from .dtypes import *
 from .ops import Op
-from .graph import JitError, CaptureNotes, Node, get_backend, take_deferred, capture_in_progress, make_node, no_grad
+from .graph import (JitError, CaptureNotes, Node, get_backend, take_deferred, capture_in_progress, make_node, no_grad,
+                        references)
 from .operands import TensorBase
 from .tensor import Tensor, realize, _members, _rebind, _replay as _view_of
 
@@ -68,6 +69,14 @@ def _live(device: str) -> list:
     "(weak reference, node) of every tensor on `device` alive now: what a capture compares with after the step."
     return [(weakref.ref(o), o.node) for o in gc.get_objects()
             if isinstance(o, TensorBase) and getattr(o, "node", None) is not None and o.node.device == device]
+
+def _pending_writes(live) -> list:
+    "The nodes of tensors written in place whose writes are still lazy (a step that writes them again would bake them in)."
+    return [n for w, n in live if not n.realized and (t := w()) is not None and t._version]
+
+def _lazy(refs) -> list:
+    "The nodes of the tensors `refs` (weak references) that are alive and lazy."
+    return [t.node for w in refs if (t := w()) is not None and not t.node.realized]
 
 def _closure(fn) -> tuple:
     "What `fn`'s closure cells hold (by identity): a cell rebound to another object changes what the step reads."
@@ -141,16 +150,19 @@ class _Step:
             if (t := w()) is not None and t.node.buf is buf: _bind(t, self.captured.fresh(rec, buf))
         self.handed = []
 
-    def kept_grads(self, rec) -> list:
-        "Record copies of the `.grad`s handed out by the last call that someone still holds: [(tensor, copy)]."
-        kept = []
+    def kept_grads(self, rec) -> tuple:
+        """Record copies of the `.grad`s handed out earlier that someone besides the parameter holds:
+        ([(old gradient, its copy)], [(tensor, buffer) that gets a new gradient tensor])."""
+        kept, new = [], []
         for w, buf in self.grads:
             t = w()
-            if t is None or t.grad is None or t.grad.node.buf is not buf: continue
-            r = weakref.ref(t.grad)
-            t.grad = None
-            if (g := r()) is not None: kept.append((g, self.captured.fresh(rec, buf)))
-        return kept
+            if t is None: continue
+            g = t.grad
+            if g is not None and g.node.buf is buf:
+                if references(g) <= 1: continue                  # only `t.grad` holds it: rewritten, as PyTorch's
+                kept.append((g, self.captured.fresh(rec, buf)))
+            new.append((t, buf))
+        return kept, new
 
     def release(self): self.captured.release()
 
@@ -165,6 +177,7 @@ class Jit:
         self.calls = 0                 # calls so far
         self.captures = OrderedDict()  # key -> [_Step]: one per set of guard values seen
         self.captured = 0              # captures made (a test's way to see re-captures)
+        self._left = []                # weak references to lazy tensors the last warm-up left
         self._warm = set()             # keys whose captures no longer hold, warmed up once (the next call captures)
         self._lock = threading.RLock() # one call at a time: a replay's buffers are the function's, not the thread's
 
@@ -191,12 +204,20 @@ class Jit:
                 return self._replay(st, tensors)
             if ok is None: steps.remove(st); st.release()
         backend = get_backend(device)
-        if self.calls == 1 or not backend.can_capture: return self.fn(*args, **kwargs)   # the warm-up; or the CPU
+        if not backend.can_capture: return self.fn(*args, **kwargs)                # the CPU
+        if self.calls == 1: return self._warm_up(device, args, kwargs)
         if key in self.captures and key not in self._warm:    # what the captures assumed changed: warm up again
             self._warm.add(key)
-            return self.fn(*args, **kwargs)
+            return self._warm_up(device, args, kwargs)
         self._warm.discard(key)
         return self._capture(backend, device, leaves, structure, tensors, key)
+
+    def _warm_up(self, device, args, kwargs):
+        "Run the function as written; note the tensors it left lazy (a capture computes them first: not the next step's)."
+        seen = {id(n): n for _, n in _live(device)}
+        out = self.fn(*args, **kwargs)
+        self._left = [w for w, n in _live(device) if not n.realized and id(n) not in seen]
+        return out
 
     def _inputs(self, tensors) -> list:
         "The arguments' nodes, realized and contiguous (made so eagerly: that work is not the step's)."
@@ -219,7 +240,8 @@ class Jit:
 def _capture(self: Jit, backend, device, leaves, structure, tensors, key):
     inputs = self._inputs(tensors)
     before, notes, kept = _live(device), JitNotes(device), {}
-    pending = take_deferred(device) + [n for w, n in before if not n.realized and w() is not None]
+    pending = take_deferred(device) + _pending_writes(before) + _lazy(self._left)
+    self._left = []
     if pending: realize(*pending)                   # lazy work from before the call is not the step's
     del pending
     def run(statics):
@@ -292,17 +314,17 @@ def _write_back(changed, mem, captured, device):
 def _replay(self: Jit, st: _Step, tensors):
     cap = st.captured
     inputs = self._inputs(tensors)
-    copies, kept, bufs = st.prepare(), [], []
+    copies, grads, bufs = st.prepare(), [], []
     def before(rec):
         for src, dst in copies: cap.copy_into(rec, src, dst)
         st.copy_handed(rec)
-        kept.extend(st.kept_grads(rec))
+        grads.extend(st.kept_grads(rec))
     def after(rec):
         bufs.extend(cap.fresh(rec, b) for b in [b for b in st.outs if b is not None] + [b for _, b in st.written])
     cap.replay(inputs, before, after)
+    kept, new = grads
     for g, b in kept: _bind(g, b)                   # a gradient someone kept keeps its value
-    for w, buf in st.grads:
-        if (t := w()) is not None: t.grad = _over(buf, st.device)
+    for t, buf in new: t.grad = _over(buf, st.device)
     return self._hand_back(st, tensors, bufs)
 
 def _hand_back(self: Jit, st: _Step, tensors, bufs: list):

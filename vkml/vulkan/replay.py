@@ -201,11 +201,11 @@ def _release(self):
             # Ranges last used by a recording that was never submitted (a capture that failed) are not in
             # flight: their use is the last real submission's, not a serial a later submission will take.
             for a in self.touched + [t.alloc for t in self.inputs]:
-                if a.use[0] > dev.submitted: a.use[0] = dev.submitted
+                a.use[0] = min(a.use[0], dev.submitted)
             for p in self.pools.values():
                 p.collect()
                 for r in p.deferred:
-                    if r[3][0] > dev.submitted: r[3][0] = dev.submitted
+                    r[3][0] = min(r[3][0], dev.submitted)
             self.rt.mem.retire(self.pools)
     self.cbs, self.keep, self.touched, self.fetches, self.refresh, self.rands = [], [], [], [], [], []
     self.inputs, self.uploads, self._staging, self.rand_slots, self.epilogue = [], [], {}, {}, None

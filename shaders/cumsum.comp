@@ -26,6 +26,13 @@ layout(std430, set = 0, binding = 1) readonly buffer X { T x[]; };
 #else
   #define OP(a, b) ((a) + (b))
 #endif
+// The identity of the running sum: -0.0 for floats (-0 + x is x for every x, -0 included: numpy's cumsum
+// of [-0, -0] is [-0, -0], where a start at +0 would give +0), 0 for the rest.
+#if defined(T_FLOAT)
+  #define ZERO ACC(-0.0)
+#else
+  #define ZERO ACC(0)
+#endif
 
 #ifdef ROW
 // A workgroup per line, in tiles of 2048 = 256 threads x 8: the tile is staged through shared memory
@@ -44,14 +51,14 @@ void main() {
     if (line >= pc.n) return;   // uniform across the workgroup
     uvec4 c = coords4(line, pc.lshape[1], pc.lshape[2], pc.lshape[3]);
     int xi = AT4(c, pc.x_st, pc.x_off), zi = AT4(c, pc.z_st, pc.z_off);
-    ACC carry = ACC(0);
+    ACC carry = ZERO;
     for (uint j0 = 0u; j0 < pc.k; j0 += 256u * PER) {
         [[unroll]] for (uint u = 0u; u < PER; ++u) {
             uint j = j0 + u * 256u + t;
-            buf[u * 256u + t] = j < pc.k ? ACC(x[xi + int(j) * pc.x_kst]) : ACC(0);
+            buf[u * 256u + t] = j < pc.k ? ACC(x[xi + int(j) * pc.x_kst]) : ZERO;
         }
         barrier();
-        ACC run = ACC(0);
+        ACC run = ZERO;
         ACC loc[PER];
         [[unroll]] for (uint u = 0u; u < PER; ++u) { run = OP(run, buf[t * PER + u]); loc[u] = run; }
         ACC v = run;
@@ -59,7 +66,7 @@ void main() {
         [[unroll]] for (uint e = 0u; e < 8u; ++e) {
             uint s = 1u << e;
             barrier();
-            ACC w = ACC(0);
+            ACC w = ZERO;
             if (t >= s) w = sh[t - s];
             barrier();
             v = OP(v, w);
@@ -83,7 +90,7 @@ void main() {
     if (gid >= pc.n) return;
     uvec4 c = SHAPE_C(pc.lshape);
     int xi = AT4(c, pc.x_st, pc.x_off), zi = AT4(c, pc.z_st, pc.z_off);
-    ACC a = ACC(0);
+    ACC a = ZERO;
     for (uint j = 0u; j < pc.k; ++j) {
 #if defined(T_B8)
         a |= uint(x[xi]);

@@ -130,10 +130,10 @@ def lowbias32(x):
 
 
 def rand_bits(seed: int, offset: int, n: int) -> np.ndarray:
-    "The 32 random bits of elements offset..offset+n-1 of a 64-bit `seed` (counters wrap mod 2^32)."
+    "The 32 random bits of elements offset..offset+n-1 of a 64-bit `seed` (counters wrap mod 2^32; the offset's high word is xored into k1 by its hash)."
     c = (np.arange(n, dtype=np.uint64) + offset % 2**32) & M32
     seed %= 2**64
-    k0, k1 = lowbias32(seed & M32), lowbias32((((seed >> 32) & M32) + 0x9E3779B9) & M32)
+    k0, k1 = lowbias32(seed & M32), lowbias32((((seed >> 32) & M32) + 0x9E3779B9) & M32) ^ lowbias32((offset >> 32) & M32)
     return lowbias32(lowbias32(c ^ k0) ^ k1)
 
 

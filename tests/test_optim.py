@@ -357,3 +357,166 @@ def test_mlp_adam_step_dispatches():
     updates = [k for k in schedules[0] if any(n.op is Op.ASSIGN for n in k.nodes)]
     assert len(updates) == 1 and len(updates[0].stores) == 3      # parameters, exp_avg, exp_avg_sq: one kernel
     assert schedules[0].placed                                    # the gradients were written into the flat gradient
+
+
+# --- hyper-parameters changed between steps (issue 21) ------------------------------------------------
+# PyTorch's algorithms again, one step at a time with the group's values of that step. A state tensor a
+# change starts later begins where PyTorch's starts it: SGD's momentum buffer as the gradient itself
+# (dampening not applied), every other one at zero. One a change stops is kept, unused, and resumes.
+
+def sgd_step(p, st, h):
+    g = grad_ref(p)
+    if h["maximize"]: g = -g
+    g = g + h["weight_decay"] * p
+    if h["momentum"]:
+        buf = st.get("buf")
+        buf = st["buf"] = g.copy() if buf is None else h["momentum"] * buf + (1 - h["dampening"]) * g
+        g = g + h["momentum"] * buf if h["nesterov"] else buf
+    return p - h["lr"] * g
+
+
+def adam_step(p, st, h, decoupled):
+    t = st["t"] = st.get("t", 0) + 1
+    (b1, b2), lr = h["betas"], h["lr"]
+    g = grad_ref(p)
+    if h["maximize"]: g = -g
+    if decoupled: p = p * (1 - lr * h["weight_decay"])
+    else: g = g + h["weight_decay"] * p
+    m = st["m"] = b1 * st.get("m", 0) + (1 - b1) * g
+    v = st["v"] = b2 * st.get("v", 0) + (1 - b2) * g * g
+    if h["amsgrad"]: v = st["vmax"] = np.maximum(st.get("vmax", 0), v)
+    return p - lr / (1 - b1 ** t) * m / (np.sqrt(v) / math.sqrt(1 - b2 ** t) + h["eps"])
+
+
+def rmsprop_step(p, st, h):
+    a = h["alpha"]
+    g = grad_ref(p)
+    if h["maximize"]: g = -g
+    g = g + h["weight_decay"] * p
+    sq = st["sq"] = a * st.get("sq", 0) + (1 - a) * g * g
+    if h["centered"]:
+        ga = st["ga"] = a * st.get("ga", 0) + (1 - a) * g
+        avg = np.sqrt(sq - ga * ga) + h["eps"]
+    else: avg = np.sqrt(sq) + h["eps"]
+    if h["momentum"]:
+        buf = st["buf"] = h["momentum"] * st.get("buf", 0) + g / avg
+        return p - h["lr"] * buf
+    return p - h["lr"] * g / avg
+
+
+# (optimiser, its numpy step, the changes made to param_groups[0] before each step after the first)
+SCHEDULES = [
+    ("SGD", lambda ps: optim.SGD(ps, lr=0.05), sgd_step,
+     [dict(momentum=0.9, dampening=0.3), dict(weight_decay=0.1), dict(dampening=0.0, nesterov=True),
+      dict(lr=0.02, momentum=0.5), dict(nesterov=False, maximize=True), dict(momentum=0.0, maximize=False),
+      dict(momentum=0.8, dampening=0.2)]),
+    ("Adam", lambda ps: optim.Adam(ps, lr=0.05), lambda p, st, h: adam_step(p, st, h, False),
+     [dict(betas=(0.8, 0.99)), dict(eps=1e-3), dict(weight_decay=0.1, lr=0.02), dict(amsgrad=True),
+      dict(betas=[0.5, 0.9]), dict(amsgrad=False, maximize=True), dict(amsgrad=True, maximize=False)]),
+    ("AdamW", lambda ps: optim.AdamW(ps, lr=0.05), lambda p, st, h: adam_step(p, st, h, True),
+     [dict(weight_decay=0.5), dict(betas=(0.7, 0.95), eps=1e-4), dict(amsgrad=True, lr=0.1), dict(weight_decay=0.0)]),
+    ("RMSprop", lambda ps: optim.RMSprop(ps, lr=0.01), rmsprop_step,
+     [dict(alpha=0.9), dict(momentum=0.5), dict(centered=True, eps=1e-3), dict(weight_decay=0.1, lr=0.02),
+      dict(momentum=0.0, centered=False), dict(momentum=0.3, centered=True, maximize=True)]),
+]
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("vulkan", marks=pytest.mark.vulkan)])
+@pytest.mark.parametrize("fused", [None, False], ids=["fused", "per_parameter"])
+@pytest.mark.parametrize("name,make,ref_step,changes", SCHEDULES, ids=[s[0] for s in SCHEDULES])
+def test_hyperparameters_changed_between_steps(name, make, ref_step, changes, fused, device):
+    "Regression: turning momentum on after steps without it raised KeyError: 'momentum_buffer' (fused path) and, per "
+    "parameter, started the buffer with dampening applied. Every change takes effect at the next step, as PyTorch's."
+    p = nn.Parameter(tensor(P0, device=device))
+    opt = make([p]); opt.fused = fused
+    c, d = tensor(C, device=device), tensor(D, device=device)
+    ref, st = P0.astype(np.float64), {}
+    for i, change in enumerate([{}] + changes):
+        opt.param_groups[0].update(change)
+        h = dict(opt.param_groups[0])
+        opt.zero_grad()
+        ((p * p * c).sum() + (p * d).sum()).backward()
+        opt.step()
+        ref = ref_step(ref, st, h)
+        np.testing.assert_allclose(p.numpy(), ref, rtol=1e-5, atol=1e-6, err_msg=f"{name} step {i + 1} after {change}")
+
+
+@pytest.mark.parametrize("fused", [None, False], ids=["fused", "per_parameter"])
+def test_momentum_turned_on_after_steps(fused):
+    "The report's case: SGD steps without momentum, then momentum 0.9: the next step starts the buffer."
+    got, opt = run(lambda ps: optim.SGD(ps, lr=0.1), steps=2, fused=fused)
+    opt.param_groups[0]["momentum"] = 0.9
+    p = opt.param_groups[0]["params"][0]
+    for _ in range(2):
+        opt.zero_grad(); ((p * p * tensor(C)).sum() + (p * tensor(D)).sum()).backward(); opt.step()
+    ref, st = P0.astype(np.float64), {}
+    for m in (0.0, 0.0, 0.9, 0.9):
+        ref = sgd_step(ref, st, dict(lr=0.1, momentum=m, dampening=0.0, weight_decay=0.0, nesterov=False, maximize=False))
+    np.testing.assert_allclose(p.numpy(), ref, rtol=1e-6, atol=1e-6)
+    assert isinstance(opt.state[p]["momentum_buffer"], vkml.Tensor)
+
+
+BAD_VALUES = [
+    ("SGD", "lr", -0.1), ("SGD", "lr", float("nan")), ("SGD", "lr", "0.1"), ("SGD", "lr", None),
+    ("SGD", "momentum", -0.5), ("SGD", "weight_decay", float("inf")), ("SGD", "nesterov", "yes"),
+    ("SGD", "nesterov", True),        # without momentum: PyTorch refuses it too
+    ("Adam", "lr", -1.0), ("Adam", "betas", (0.9, 1.0)), ("Adam", "betas", 0.9), ("Adam", "eps", "tiny"),
+    ("Adam", "amsgrad", "no"), ("AdamW", "weight_decay", -0.01), ("RMSprop", "alpha", float("nan")),
+    ("RMSprop", "centered", 1), ("RMSprop", "momentum", [0.9]),
+]
+
+@pytest.mark.parametrize("fused", [None, False], ids=["fused", "per_parameter"])
+@pytest.mark.parametrize("opt_name,key,value", BAD_VALUES, ids=[f"{o}-{k}-{v!r}" for o, k, v in BAD_VALUES])
+def test_a_bad_hyperparameter_set_between_steps_is_refused_at_step(opt_name, key, value, fused):
+    "Regression: lr=-1 (or NaN, or a string) set through param_groups raised a raw error at step(), or stepped with it."
+    got, opt = run(lambda ps: getattr(optim, opt_name)(ps, lr=0.01), steps=1, fused=fused)
+    p = opt.param_groups[0]["params"][0]
+    opt.zero_grad(); ((p * p * tensor(C)).sum()).backward()
+    opt.param_groups[0][key] = value
+    with pytest.raises(optim.OptimizerError, match=key if key != "nesterov" or value == "yes" else "Nesterov"):
+        opt.step()
+    np.testing.assert_array_equal(p.numpy(), got[-1])               # nothing moved
+    assert opt.state[p]["step"] == 1
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("vulkan", marks=pytest.mark.vulkan)])
+def test_a_parameter_listed_twice_is_refused(device):
+    "Regression: SGD([w, w]) was never updated on Vulkan (the fused step wrote it twice); PyTorch warns it will be an error."
+    w = nn.Parameter(tensor(P0, device=device))
+    for make in (lambda: optim.SGD([w, w], lr=0.1), lambda: optim.Adam([{"params": [w, w]}]),
+                 lambda: optim.SGD([w], lr=0.1).add_param_group({"params": [nn.Parameter(tensor(P0, device=device))] * 2})):
+        with pytest.raises(optim.OptimizerError, match="twice"): make()
+
+
+@pytest.mark.vulkan
+def test_a_replayed_step_checks_its_hyperparameters():
+    "Regression: under vkml.jit a negative lr was used and a changed weight_decay silently ignored (baked in the capture)."
+    from vkml.graph import JitError
+    def setup():
+        p = nn.Parameter(tensor(P0, device="vulkan"))
+        opt = optim.SGD([p], lr=0.05)
+        c = tensor(C, device="vulkan")
+        @vkml.jit
+        def step(x):
+            opt.zero_grad(); ((p * p * c).sum() + (p * x).sum()).backward(); opt.step()
+            return p * 1.0
+        return p, opt, step
+    x = tensor(D, device="vulkan")
+    for change, exc, match in ((dict(lr=-1.0), optim.OptimizerError, "lr"), (dict(weight_decay=0.5), JitError, "weight_decay")):
+        p, opt, step = setup()
+        for _ in range(3): step(x).numpy()                 # warm-up, capture, replay
+        before = p.numpy()
+        opt.param_groups[0].update(change)
+        with pytest.raises(exc, match=match): step(x)
+        np.testing.assert_array_equal(p.numpy(), before)
+        assert opt.state[p]["step"] == 3                   # the refused replay counted no step
+        step.reset()
+    p, opt, step = setup()                                 # lr alone is read at every replay
+    for _ in range(3): step(x).numpy()
+    opt.param_groups[0]["lr"] = 0.01
+    got = step(x).numpy()
+    ref, st = P0.astype(np.float64), {}
+    for lr in (0.05, 0.05, 0.05, 0.01):
+        ref = sgd_step(ref, st, dict(lr=lr, momentum=0.0, dampening=0.0, weight_decay=0.0, nesterov=False, maximize=False))
+    np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-6)
+    step.reset()

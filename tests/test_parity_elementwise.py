@@ -126,8 +126,6 @@ def test_unary_args(op, arg):
 
 SPECIAL = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 1.0, -1.0, 1e-30, -1e-30, 3e38, -3e38, 1e-40, 88.0, -88.0,
                     100.0, -104.0, 0.5, 10.0, -10.0, 27.0], np.float32)
-# sin/cos beyond |x| = 1e5 use the driver's built-ins (no Payne-Hanek reduction): only bounded there
-HUGE_TRIG = np.abs(SPECIAL) > 1e5
 
 @pytest.mark.parametrize("op,arg", [(op, None) for op in FLOAT_UNARY] + list(ARGS.items()) + [(Op.GELU, "tanh")], ids=str)
 def test_unary_specials(op, arg):
@@ -135,10 +133,6 @@ def test_unary_specials(op, arg):
     for dt in (float32, float16):
         with np.errstate(over="ignore"): x = SPECIAL.astype(dt.np)
         cpu, vk = both(lambda t: apply(op, t, arg=arg), x)
-        if op in (Op.SIN, Op.COS):
-            huge = HUGE_TRIG & np.isfinite(x)
-            assert (np.abs(vk[huge]) <= 1).all()
-            cpu, vk, x = cpu[~huge], vk[~huge], x[~huge]
         # f32 denormals may be flushed to zero by the device (Vulkan leaves it to the implementation
         # unless the shader asks for DenormPreserve, which lavapipe does not offer; NVIDIA flushes):
         # a denormal input may give the oracle's result for the input or for a zero of its sign.

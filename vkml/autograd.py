@@ -564,6 +564,7 @@ def _walk(roots: list, seeds: list, create_graph: bool, wanted=None) -> dict:
             if overwritten: _check_saved(node, g, out)
             for src, gs in zip(node.srcs, out):
                 if gs is None or not src.requires_grad or (needed is not None and id(src) not in needed): continue
+                if gs.device != src.device: gs = gs.to(src.device)   # through `Tensor.to`: back to the source's device
                 prev = grads.get(id(src))
                 grads[id(src)] = gs if prev is None else prev + gs
     return found, ready

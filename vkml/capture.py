@@ -11,7 +11,7 @@ from .ops import Op
 from .graph import (JitError, CaptureNotes, Node, get_backend, take_deferred, capture_in_progress, make_node, no_grad,
                         references)
 from .operands import TensorBase
-from .tensor import Tensor, realize, _members, _rebind, _replay as _view_of
+from .tensor import Tensor, realize, settle_readers, _members, _rebind, _replay as _view_of
 
 # %% auto #0
 __all__ = ['flatten', 'unflatten', 'JitNotes', 'note_guard', 'Jit', 'jit']
@@ -114,6 +114,7 @@ class _Step:
         self.grads = grads          # [(weakref to a tensor, the captured buffer of its .grad)]
         self.written = written      # [(index of an argument the step writes, the captured buffer of its new value)]
         self.handed = []            # [(weakref, captured buffer)]: the capture call's outputs, over captured memory
+        self.memories = captured.memories()   # what the recordings bind: a replay writes into these
 
     def holds(self):
         "Do the host values and the tensors the capture assumed still hold? (None: they never will again.)"
@@ -313,6 +314,7 @@ def _write_back(changed, mem, captured, device):
 # %% ../nbs/29_jit.ipynb #c0a0000c
 def _replay(self: Jit, st: _Step, tensors):
     cap = st.captured
+    settle_readers(st.device, st.memories)          # a lazy value built from this memory keeps what it read
     inputs = self._inputs(tensors)
     copies, grads, bufs = st.prepare(), [], []
     def before(rec):

@@ -104,15 +104,15 @@ def lowbias32(x):
     x ^= x >> np.uint32(15)
     return x
 
-def rand_keys(seed: int) -> tuple:
-    "(k0, k1): the two keys of a 64-bit seed."
+def rand_keys(seed: int, block: int = 0) -> tuple:
+    "(k0, k1): the two keys of a 64-bit seed for counters in `block` (the offset's high 32 bits; block 0 keeps k1)."
     seed &= (1 << 64) - 1
-    return lowbias32(seed & _M32), lowbias32(((seed >> 32) + 0x9E3779B9) & _M32)
+    return lowbias32(seed & _M32), lowbias32(((seed >> 32) + 0x9E3779B9) & _M32) ^ lowbias32(block & _M32)
 
 def rand_bits(seed: int, offset: int, numel: int) -> np.ndarray:
     "The uint32 random bits of elements 0..numel-1 for (seed, offset): the contract every backend meets."
-    k0, k1 = rand_keys(seed)
-    c = ((np.arange(numel, dtype=np.uint64) + np.uint64(offset % (1 << 32))) & np.uint64(_M32)).astype(np.uint32)
+    k0, k1 = rand_keys(seed, offset >> 32)     # the counter is the low word (mod 2^32); the high word moves the key
+    c = ((np.arange(numel, dtype=np.uint64) + np.uint64(offset & _M32)) & np.uint64(_M32)).astype(np.uint32)
     return lowbias32(lowbias32(c ^ np.uint32(k0)) ^ np.uint32(k1))
 
 def _rand(n):
@@ -139,8 +139,8 @@ elementwise("ARANGE", 0, _arange, "({p0} + {T}({i}) * {p1})",
             dtypes=NUMERIC, no_grad=_NO_SRC, params=lambda arg, dt: arg, param_types="TT",
             arg_doc="(start, step): element i is start + i*step")
 elementwise("RAND", 0, _rand, _rand_glsl, dtypes=FLOATS, no_grad=_NO_SRC,
-            params=lambda arg, dt: (*rand_keys(arg[0]), arg[1] & _M32), param_types="uuu",
-            arg_doc="(seed, offset): element i is U[0,1) from the counter offset+i")
+            params=lambda arg, dt: (*rand_keys(arg[0], arg[1] >> 32), arg[1] & _M32), param_types="uuu",
+            arg_doc="(seed, offset): element i is U[0,1) from the counter offset+i (mod 2^32) under the key of offset >> 32")
 
 # %% ../nbs/03_elementwise.ipynb #5a64c2f0
 _SQRT1_2, _2_SQRTPI, _SQRT_2_PI, _1_SQRT2PI = 1 / math.sqrt(2), 2 / math.sqrt(math.pi), math.sqrt(2 / math.pi), 1 / math.sqrt(2 * math.pi)
@@ -244,7 +244,7 @@ elementwise("NEG", 1, lambda n, x: -x, "(-{a})", vjp=lambda g, y, x: (-g,), dtyp
 elementwise("ABS", 1, lambda n, x: np.abs(x), {"f": "abs({a})", "i": "({a} < {T}(0) ? -{a} : {a})"},
             vjp=_abs_vjp, dtypes=NUMERIC, **_KINK0)
 elementwise("SIGN", 1, lambda n, x: np.sign(x),
-            {"f": "({a} > 0.0 ? 1.0 : ({a} < 0.0 ? -1.0 : {a}))",
+            {"f": "({a} > 0.0 ? 1.0 : ({a} < 0.0 ? -1.0 : ({a} == 0.0 ? 0.0 : {a})))",   # sign(-0) is +0, as numpy
              "i": "({a} > {T}(0) ? {T}(1) : ({a} < {T}(0) ? {T}(-1) : {T}(0)))"}, dtypes=NUMERIC,
             no_grad=(Category.BY_DESIGN, "piecewise constant: zero derivative off zero, undefined at it"))
 elementwise("CLAMP", 1, _clamp, {"f": "vclamp({a}, {p0}, {p1})", "i": "min(max({a}, {p0}), {p1})"},

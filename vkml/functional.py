@@ -152,12 +152,19 @@ class Generator:
     "A counter-based random generator: a 64-bit seed and the offset of the next unused counter."
     def __init__(self, seed: int = 0): self.manual_seed(seed)
     def manual_seed(self, seed: int) -> Generator:
+        if not isinstance(seed, (int, np.integer)) or isinstance(seed, (bool, np.bool_)):
+            raise ArgumentError(f"a seed is an int, got {type(seed).__name__} {seed!r}: pass int(seed)")
+        if not -2**63 <= seed < 2**64:       # PyTorch's range: a negative seed is its two's complement
+            raise ArgumentError(f"a seed must lie in [-2**63, 2**64), got {seed}: reduce it (e.g. seed % 2**64)")
         self.seed, self.offset = int(seed) & (2**64 - 1), 0
         return self
     def initial_seed(self) -> int: return self.seed
     def take(self, n: int) -> tuple:
         "The RAND arg `(seed, offset)` for `n` fresh numbers; advances the offset by `n`."
-        arg = (self.seed, self.offset % 2**32)
+        if n > 2**32: raise ArgumentError(f"one draw of {n} random numbers: at most 2**32 at a time, draw in pieces")
+        if (self.offset & 0xFFFFFFFF) + n > 2**32:    # a draw stays in one block (a key): start it at the next one
+            self.offset = ((self.offset >> 32) + 1) << 32
+        arg = (self.seed, self.offset)
         self.offset += n
         return arg
 

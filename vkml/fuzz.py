@@ -17,7 +17,10 @@ from .tensor import Tensor
 # %% auto #0
 __all__ = ['UNARY', 'BINARY', 'REDUCE', 'OPS', 'CREATION', 'DEVICE_LIMITS', 'RTOL', 'ACCUMULATING', 'HOSTILE_FLOATS',
            'HOSTILE_INTS', 'HOSTILE_ARGS', 'EXACT_UNARY', 'JUMPY_UNARY', 'INPLACE_EXACT', 'STEP_KINDS', 'CI_CHUNKS',
-           'CHUNK', 'CI_SEED', 'REGRESSIONS', 'Ref', 'Odd', 'Program', 'run', 'Mismatch', 'agree', 'check', 'programs']
+           'CHUNK', 'CI_SEED', 'REGRESSIONS', 'HEADER', 'PARAM_SHAPES', 'OPTIMIZERS', 'MOVES', 'MUTATION_SEED',
+           'MUTATION_CI', 'Ref', 'Odd', 'Program', 'run', 'Mismatch', 'agree', 'check', 'programs', 'Mutation',
+           'mutation', 'Outcome', 'run_mutation', 'MutationMismatch', 'check_mutation', 'shrink', 'mutations', 'report',
+           'main']
 
 # %% ../nbs/52_fuzz.ipynb #e4821d8c
 @dataclass(frozen=True)
@@ -683,3 +686,315 @@ REGRESSIONS = [
     '{"items": [["in", [[9]], "int32", [1, 1], "here"], ["op", "hardtanh", [{"$ref": 0}, {"$float": "inf"}, {"$odd": "object"}], {"$dict": {}}]], "read": [1], "fuse": false}',
     '{"items": [["in", [[1.0, 2.0]], "float32", [1, 2], "here"], ["op", "cross_entropy", [{"$ref": 0}, {"$odd": "object"}], {"$dict": {}}]], "read": [1], "fuse": false}',
 ]
+
+# %% ../nbs/52_fuzz.ipynb #7ca0819f
+import random, collections, time, functools
+HEADER = '''\
+import numpy as np, vkml, vkml.nn as nn, vkml.nn.functional as F
+def arr(*shape, s=0): return np.sin(np.arange(int(np.prod(shape))) * 1.7 + s).reshape(shape).astype(np.float32)
+def snap(sd): return {k: snap(v) if isinstance(v, dict) else v.clone() if isinstance(v, vkml.Tensor) else v for k, v in sd.items()}
+model = nn.Sequential(nn.Linear(3, 4), nn.Tanh(), nn.Linear(4, 2))
+W0 = {k: arr(*v.shape, s=i) for i, (k, v) in enumerate(model.state_dict().items())}
+model.load_state_dict(W0); model.to(dev)
+P = list(model.parameters())
+x, y = vkml.tensor(arr(4, 3, s=5), device=dev), vkml.tensor(arr(4, 2, s=6), device=dev)
+a, b = vkml.tensor(arr(3, 4, s=7), device=dev), vkml.tensor(arr(4, s=8), device=dev)
+def loss_fn(): return F.mse_loss(model(x), y)
+opt = {opt}
+@vkml.jit
+def step(x, y):
+    opt.zero_grad()
+    loss = F.mse_loss(model(x), y)
+    loss.backward(); opt.step()
+    return loss
+'''
+PARAM_SHAPES = [(4, 3), (4,), (2, 4), (2,)]
+OPTIMIZERS = ["vkml.optim.SGD(P, lr=0.1)", "vkml.optim.SGD(P, lr=0.1, fused=False)",
+              "vkml.optim.SGD(P, lr=0.1, momentum=0.9)", "vkml.optim.SGD(P, lr=0.1, momentum=0.9, fused=False)",
+              "vkml.optim.Adam(P, lr=0.05, eps=1e-3)", "vkml.optim.Adam(P, lr=0.05, eps=1e-3, fused=False)"]
+
+@dataclass
+class Mutation:
+    "A mutation program: an optimiser for the header's model, then lines of PyTorch-style Python, each drawn by a move."
+    seed: int
+    opt: str
+    lines: list
+    moves: list          # the move that drew each line (its name)
+
+    def source(self, device: str = "vulkan") -> str:
+        "The program as a runnable script (`read` prints)."
+        return (f"dev = {device!r}\nread = lambda v: print(v.numpy() if isinstance(v, vkml.Tensor) else v)\n"
+                + HEADER.replace("{opt}", self.opt) + "\n".join(self.lines))
+    def __repr__(self): return f"# mutation program {self.seed}\nopt = {self.opt}\n" + "\n".join(self.lines)
+    def without(self, i: int) -> Mutation:
+        return Mutation(self.seed, self.opt, self.lines[:i] + self.lines[i + 1:], self.moves[:i] + self.moves[i + 1:])
+
+# %% ../nbs/52_fuzz.ipynb #882320ef
+class _Gen:
+    "What the program drawn so far has defined, for the next move to use."
+    def __init__(self, rng):
+        self.rng, self.lines, self.moves, self.n = rng, [], [], 0
+        self.kept = {}                           # values built and kept, read later: name -> shape
+        self.writable = {"a": (3, 4), "b": (4,)} # tensors written in place (a, b and views of them): name -> shape
+        self.losses = []                         # losses built and not yet backwarded
+        self.grads = False                       # do the parameters have gradients now?
+        self.sds = []                            # snapshots of the model's state dict
+    def name(self, p: str) -> str:
+        self.n += 1; return f"{p}{self.n}"
+    def c(self) -> float: return self.rng.choice([0.5, -1.0, 2.0, 0.25, -0.75, 1.5, 0.0])
+    def param(self) -> tuple: i = self.rng.randrange(4); return f"P[{i}]", PARAM_SHAPES[i]
+    def some(self) -> tuple:
+        "A tensor the program holds: (expression, shape)."
+        pool = [(k, s) for k, s in {**self.writable, **self.kept}.items()] + [self.param()]
+        return self.rng.choice(pool)
+
+def _slices(shape, rng) -> tuple:
+    "A basic index into a tensor of `shape` (a view): (index text, the view's shape)."
+    if len(shape) == 2 and rng.random() < 0.5:
+        return rng.choice([("[:, 1:3]", (shape[0], 2)), ("[:, ::2]", (shape[0], (shape[1] + 1) // 2)), ("[1]", shape[1:])])
+    return rng.choice([("[1:]", (shape[0] - 1,) + shape[1:]), ("[::2]", ((shape[0] + 1) // 2,) + shape[1:]),
+                       ("[:2]", (2,) + shape[1:])])
+
+def _broadcasts(src, dst) -> bool:
+    return len(src) <= len(dst) and all(s in (1, d) for s, d in zip(src[::-1], dst[::-1]))
+
+def _source(g: _Gen, shape) -> str:
+    "A tensor expression that broadcasts to `shape`: a kept value, a writable tensor, or a fresh one."
+    ok = [k for k, s in {**g.kept, **g.writable}.items() if _broadcasts(s, shape)]
+    if ok and g.rng.random() < 0.7: return g.rng.choice(ok)
+    return f"vkml.full({shape}, {g.c()}, device=dev)"
+
+# %% ../nbs/52_fuzz.ipynb #3f2e9fc8
+def _keep(g: _Gen):
+    "Build a value from something held, keep it lazy: it must stay the value its inputs had now."
+    src, sh = g.some()
+    options = [(f"{src} * {g.c()}", sh), (f"{src}.clone()", sh), (f"({src} + 1).exp()", sh),
+               (f"{src} - {src}.mean()", sh), ("model(x)", (4, 2))]
+    if sh: options.append((f"{src}.sum(0)", sh[1:]))
+    expr, shape = g.rng.choice(options)
+    name = g.name("k"); g.kept[name] = shape
+    return f"{name} = {expr}"
+
+def _view(g: _Gen):
+    "A view of a written tensor (it shares the memory: later writes show through it, as in PyTorch)."
+    base, sh = g.rng.choice(list(g.writable.items()))
+    if not sh or sh[0] < 2: return None
+    idx, vsh = _slices(sh, g.rng)
+    if len(sh) == 2 and g.rng.random() < 0.2: idx, vsh = ".T", sh[::-1]
+    name = g.name("v"); g.writable[name] = vsh
+    return f"{name} = {base}{idx}"
+
+def _write(g: _Gen):
+    "An in-place write to a tensor or to a view of it: add_, mul_, fill_, zero_, copy_, setitem."
+    t, sh = g.rng.choice(list(g.writable.items()))
+    if sh and sh[0] >= 2 and g.rng.random() < 0.4:
+        idx, sh = _slices(sh, g.rng)
+        if g.rng.random() < 0.4: return f"{t}{idx} = {g.c() if g.rng.random() < 0.5 else _source(g, sh)}"
+        t = t + idx
+    return g.rng.choice([f"{t}.add_({g.c()})", f"{t}.mul_({g.c()})", f"{t}.fill_({g.c()})", f"{t}.zero_()",
+                         f"{t}.copy_({_source(g, sh)})", f"{t}.add_({_source(g, sh)})", f"{t}.copy_({t} * {g.c()} + 1)"])
+
+def _write_param(g: _Gen):
+    "An in-place write to a parameter, under no_grad (now and then without: PyTorch refuses it, so must vkML)."
+    p, sh = g.param()
+    w = g.rng.choice([f"{p}.add_({g.c()})", f"{p}.mul_({g.c()})", f"{p}.fill_({g.c()})", f"{p}.copy_({p} * {g.c()})",
+                      f"{p}[:1] = {g.c()}", f"{p}.zero_()"])
+    return w if g.rng.random() < 0.03 else f"with vkml.no_grad(): {w}"
+
+def _read(g: _Gen):
+    "Read a value on the host now (realizes it and what it needs)."
+    pool = list(g.kept) + list(g.writable) + [g.param()[0]] + ([f"{g.param()[0]}.grad"] if g.grads else [])
+    v = g.rng.choice(pool)
+    return f"read({v}.item())" if g.kept.get(v) == () and g.rng.random() < 0.3 else f"read({v})"
+
+def _realize(g: _Gen):
+    "Realize intermediates mid-program (nothing read: the device keeps them)."
+    pool = list(g.kept) + list(g.writable)
+    if g.rng.random() < 0.3: return f"vkml.realize({', '.join(g.rng.sample(pool, min(2, len(pool))))})"
+    return f"{g.rng.choice(pool)}.realize()" if g.rng.random() < 0.7 else f"_ = {g.rng.choice(pool)}.numpy()"
+
+# %% ../nbs/52_fuzz.ipynb #5ddb4ad0
+def _forward(g: _Gen):
+    name = g.name("L"); g.kept[name] = (); g.losses.append(name)
+    return f"{name} = loss_fn()"
+
+def _backward(g: _Gen):
+    if not g.losses: return None
+    g.grads = True
+    return f"{g.losses.pop(g.rng.randrange(len(g.losses)))}.backward()"
+
+def _step(g: _Gen): return "opt.step()"
+
+def _zero_grad(g: _Gen):
+    if g.rng.random() < 0.3: return "opt.zero_grad(set_to_none=False)"
+    g.grads = False
+    return "opt.zero_grad()"
+
+def _lr(g: _Gen): return f"opt.param_groups[0]['lr'] = {g.rng.choice([0.01, 0.05, 0.2])}"
+
+def _state_dict(g: _Gen):
+    "Snapshot the model's or the optimiser's state (clones), or load one back."
+    r = g.rng.random()
+    if r < 0.4 or not g.sds:
+        name = g.name("sd" if r < 0.25 or not g.sds else "osd"); g.sds.append(name)
+        return f"{name} = snap({'model' if name.startswith('sd') else 'opt'}.state_dict())"
+    sd = g.rng.choice(g.sds + ["W0"])
+    return f"{'opt' if sd.startswith('osd') else 'model'}.load_state_dict({sd})"
+
+def _jit(g: _Gen):
+    "A call of the jitted training step (captured on the 2nd call, replayed after): it must see the state as it is now."
+    g.grads = True
+    r = g.rng.random()
+    if r < 0.4: return "read(step(x, y))"
+    if r < 0.7:
+        name = g.name("k"); g.kept[name] = ()
+        return f"{name} = step(x, y).clone()"
+    return "step(x, y)"
+
+# %% ../nbs/52_fuzz.ipynb #91c3d24f
+MOVES = [(_keep, 4), (_view, 1.5), (_write, 4), (_write_param, 2), (_read, 4), (_realize, 1.5), (_forward, 3),
+         (_backward, 3), (_step, 3), (_zero_grad, 1.5), (_lr, 0.7), (_state_dict, 1), (_jit, 2)]
+
+MUTATION_SEED, MUTATION_CI = 52_000, 2000   # the CI profile: programs MUTATION_SEED... (tests/test_fuzz.py)
+
+def mutation(seed: int, moves: tuple = (5, 14)) -> Mutation:
+    "The mutation program of `seed`: an optimiser, `moves` (a range) drawn moves, then a read of every value kept."
+    rng = random.Random(seed)
+    g = _Gen(rng)
+    fns, weights = zip(*MOVES)
+    if rng.random() < 0.3: weights = [w if f is not _jit else 8 for f, w in MOVES]   # replays need a few calls
+    for _ in range(rng.randint(*moves)):
+        f = rng.choices(fns, weights)[0]
+        line = f(g)
+        if line: g.lines.append(line); g.moves.append(f.__name__[1:])
+    for v in [*g.kept, "a", "b", "P[0]", "P[3]"]: g.lines.append(f"read({v})"); g.moves.append("final")
+    return Mutation(seed, rng.choice(OPTIMIZERS), g.lines, g.moves)
+
+# %% ../nbs/52_fuzz.ipynb #1467d408
+def _held(ns) -> list:
+    "Every tensor the program holds: its names (in lists and dicts too), the parameters, their gradients, the optimiser's state."
+    ts, todo = [], [v for k, v in ns.items() if not k.startswith("__") and k not in ("model", "opt", "W0")]
+    while todo:
+        v = todo.pop()
+        if isinstance(v, Tensor): ts.append(v)
+        elif isinstance(v, dict): todo += v.values()
+        elif isinstance(v, (list, tuple)): todo += v
+    for p in ns["model"].parameters(): ts += [p] + ([p.grad] if p.grad is not None else [])
+    ts += [t for s in ns["opt"].state.values() for t in s.values() if isinstance(t, Tensor)]
+    return ts
+
+@functools.lru_cache(maxsize=4096)
+def _compiled(src: str): return compile(src, "<mutation program>", "exec")
+
+@dataclass
+class Outcome:
+    "What a run of a mutation program read (line, array), and where it stopped: the line and the exception, or None."
+    reads: list
+    line: int | None = None
+    error: BaseException | None = None
+
+def run_mutation(prog: Mutation, device: str, eager: bool) -> Outcome:
+    """Run `prog` on `device`. `eager`: realize everything the program holds after every line, so that no lazy
+    value outlives a line: PyTorch's semantics, the reference."""
+    out, ns = Outcome([]), {}
+    where = [-1]
+    ns.update(dev=device, read=lambda v: out.reads.append((where[0], np.array(v.numpy() if isinstance(v, Tensor) else v))))
+    try:
+        exec(_compiled(HEADER.replace("{opt}", prog.opt)), ns)
+        for i, line in enumerate([None] + prog.lines):
+            where[0] = i - 1
+            if line is not None: exec(_compiled(line), ns)
+            if eager: vkml.realize(*(t for t in _held(ns) if not t.node.realized))
+    except Exception as e:  # noqa: BLE001 (a program may raise anything: the error is its outcome)
+        out.line, out.error = where[0], e
+    finally:
+        if isinstance(ns.get("step"), vkml.Jit): ns["step"].reset()     # (a capture holds device memory)
+    return out
+
+# %% ../nbs/52_fuzz.ipynb #23622cdc
+class MutationMismatch(Mismatch):
+    "A mutation program whose run differs from the eager reference; `kind` says how (for grouping failures)."
+    def __init__(self, msg: str, kind: str):
+        super().__init__(msg); self.kind = kind
+
+def _differs(prog: Mutation, ref: Outcome, got: Outcome, who: str, device: str) -> tuple | None:
+    "(kind, what differs) between the reference and a run, or None when they agree."
+    line = lambda i: prog.lines[i] if 0 <= i < len(prog.lines) else "(the header)"
+    for (i, w), (_, v) in zip(ref.reads, got.reads):
+        d = agree(w, v)
+        if d: return f"{who}: a wrong value", f"line {i} `{line(i)}`: {d}"
+    e, r = got.error, ref.error
+    if e is not None and not isinstance(e, VkmlError):
+        return f"{who}: {type(e).__name__}", f"line {got.line} `{line(got.line)}` raised {type(e).__name__}: {e}"
+    if e is not None and (r is None or got.line < ref.line or type(e) is not type(r)):
+        if device != "cpu" and isinstance(e, DEVICE_LIMITS): return None    # a device refusing what it cannot do
+        want = "computes" if r is None or got.line < ref.line else f"raises {type(r).__name__} ({r})"
+        return f"{who}: {type(e).__name__}", f"line {got.line} `{line(got.line)}` raised {type(e).__name__} ({e}); the reference {want}"
+    if r is not None and (e is None or got.line > ref.line):
+        return f"{who}: no {type(r).__name__}", f"line {ref.line} `{line(ref.line)}`: the reference raises {type(r).__name__} ({r}), {who} does not"
+    return None
+
+def check_mutation(prog: Mutation, device: str = "vulkan") -> str:
+    """Run `prog` eagerly on the CPU (the reference), lazily on the CPU, and eagerly and lazily on `device`;
+    raise `MutationMismatch` unless every run reads what the reference reads and raises where it raises."""
+    ref = run_mutation(prog, "cpu", eager=True)
+    for dev, eager in (("cpu", True), ("cpu", False), (device, True), (device, False)):
+        who = f"{dev} {'eager' if eager else 'lazy'}"
+        got = run_mutation(prog, dev, eager) if (dev, eager) != ("cpu", True) else ref
+        d = _differs(prog, ref, got, who, dev)
+        if d: raise MutationMismatch(f"{d[0]}: {d[1]}\n{prog!r}", d[0])
+    return "value" if ref.error is None else "error"
+
+def shrink(prog: Mutation, device: str = "vulkan", still=None) -> Mutation:
+    "A shorter program failing the same way (`kind`): lines dropped one at a time while it still does."
+    def kind(p):
+        try: check_mutation(p, device)
+        except MutationMismatch as e: return e.kind
+    want = kind(prog) if still is None else still
+    changed = True
+    while changed:
+        changed = False
+        for i in reversed(range(len(prog.lines))):
+            p = prog.without(i)
+            if kind(p) == want: prog, changed = p, True
+    return prog
+
+# %% ../nbs/52_fuzz.ipynb #4f820597
+def mutations(n: int, seed: int = MUTATION_SEED, device: str = "vulkan") -> tuple:
+    "Check the programs of seeds seed..seed+n-1: (outcome counts, {failure kind: [seeds]})."
+    counts, failures = collections.Counter(), {}
+    for s in range(seed, seed + n):
+        try: counts[check_mutation(mutation(s), device)] += 1
+        except MutationMismatch as e:
+            counts["failed"] += 1; failures.setdefault(e.kind, []).append(s)
+    return counts, failures
+
+def report(failures: dict, device: str = "vulkan", shrunk: int = 1000) -> str:
+    "Each kind of failure: how many programs, and the program of the first (shrunk, for the `shrunk` most common kinds)."
+    out = []
+    for j, (kind, seeds) in enumerate(sorted(failures.items(), key=lambda kv: -len(kv[1]))):
+        p = mutation(seeds[0])
+        if j < shrunk: p = shrink(p, device, kind)
+        try: check_mutation(p, device); why = ""
+        except MutationMismatch as e: why = str(e).split("\n")[0]
+        out.append(f"## {kind}: {len(seeds)} programs (seeds {seeds[:5]})\n{why}\n{p!r}\n")
+    return "\n".join(out)
+
+def main(argv=None):
+    "`python -m vkml.fuzz --mutation --n 200 --seed 0`: check mutation programs, print each kind of failure."
+    import argparse
+    ap = argparse.ArgumentParser(prog="python -m vkml.fuzz", description=main.__doc__)
+    ap.add_argument("--mutation", action="store_true", help="mutation programs (the only kind this command runs)")
+    ap.add_argument("--n", type=int, default=200); ap.add_argument("--seed", type=int, default=MUTATION_SEED)
+    ap.add_argument("--device", default="vulkan"); ap.add_argument("--no-shrink", action="store_true")
+    ap.add_argument("--show", action="store_true", help="print the program of --seed as a runnable script, and stop")
+    args = ap.parse_args(argv)
+    if args.show: print(mutation(args.seed).source(args.device)); return 0
+    t = time.monotonic()
+    counts, failures = mutations(args.n, args.seed, args.device)
+    print(f"{args.n} mutation programs in {time.monotonic() - t:.1f} s: {dict(counts)}")
+    if failures: print(report(failures, args.device, 0 if args.no_shrink else 1000))
+    return 1 if failures else 0
+
+# %% ../nbs/52_fuzz.ipynb #15dcd986
+if __name__ == "__main__": raise SystemExit(main())

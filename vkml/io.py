@@ -16,6 +16,7 @@ __all__ = ['save', 'load']
 # %% ../nbs/34_io.ipynb #5845dfb0
 _META_KEY = "vkml"
 _KEYS = (str, int, float, type(None))   # dict keys JSON keeps as they are (bool is an int)
+_SAVED = {np.dtype(t) for t in (np.float32, np.float16, np.float64, np.int32, np.int64, np.bool_)}   # what load reads back
 
 def _flatten(obj, path, arrays, seen=()):
     "The JSON tree of `obj`; tensors and arrays go into `arrays` under their dotted path (made unique)."
@@ -25,6 +26,9 @@ def _flatten(obj, path, arrays, seen=()):
         key, n = name, 1
         while key in arrays: key, n = f"{name}#{n}", n + 1   # 'a.b' and {'a': {'b'}}, or 1 and '1': both kept
         arrays[key] = np.array(a, order="C", copy=True)     # (np.ascontiguousarray would make 0-d arrays 1-d)
+        if arrays[key].dtype not in _SAVED:
+            raise CheckpointError(f"cannot save the {a.dtype} array at {name!r}: vkml.load reads float32, float16, float64, "
+                                  f"int32, int64 and bool: convert it first (e.g. `.astype(np.int64)`)")
         return {"tensor": key, "ndarray": isinstance(obj, np.ndarray)}
     if isinstance(obj, (dict, list, tuple)):
         if id(obj) in seen: raise CheckpointError(f"cannot save {name or 'the object'}: it contains itself")
@@ -67,17 +71,28 @@ def save(obj, path) -> None:
     try: tree = _flatten(obj, [], arrays)
     except RecursionError: raise CheckpointError("cannot save the object: it is nested too deeply") from None
     path = os.fspath(path)
+    d, base = os.path.split(os.path.abspath(path))
+    if os.path.isdir(path):
+        raise CheckpointError(f"cannot save to {path}: it is a directory: give a file name in it, e.g. "
+                              f"{os.path.join(path, 'checkpoint.safetensors')}")
+    if not os.path.isdir(d):
+        raise CheckpointError(f"cannot save to {path}: the directory {d} does not exist: create it first "
+                              f"(os.makedirs({d!r}, exist_ok=True))")
     for f in _leftovers(path):     # what a killed save left behind (a kill -9 runs no cleanup)
         try: os.unlink(f)
         except OSError: pass
-    d, base = os.path.split(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(dir=d, prefix=f".{base}{_TMP}-{socket.gethostname()}-{os.getpid()}.", suffix=".tmp")
+    try: fd, tmp = tempfile.mkstemp(dir=d, prefix=f".{base}{_TMP}-{socket.gethostname()}-{os.getpid()}.", suffix=".tmp")
+    except OSError as e: raise CheckpointError(f"cannot save to {path}: cannot write in {d} ({e.strerror}): check its "
+                                               f"permissions and free space, or save elsewhere") from e
     os.close(fd)
     try:
         save_file(arrays, tmp, metadata={_META_KEY: json.dumps(tree)})
         os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp); raise
+    except BaseException as e:
+        os.unlink(tmp)
+        if isinstance(e, OSError): raise CheckpointError(f"cannot save to {path} ({e}): the previous file there, if any, "
+                                                         f"is intact; check the path, permissions and free space") from e
+        raise
 
 # %% ../nbs/34_io.ipynb #1f5231bf
 def _damaged(what="") -> CheckpointError:
@@ -109,7 +124,7 @@ def _unflatten(tree, arrays, device, used):
         return tuple(items) if tree.get("tuple") else items
     raise _damaged()
 
-_DTYPES = {"F32", "F16", "BF16", "I64", "I32", "BOOL"}   # what a safetensors file may hold for vkML to read it
+_DTYPES = {"F32", "F16", "F64", "BF16", "I64", "I32", "BOOL"}   # what a safetensors file may hold for vkML to read it
 
 def _bf16(path, key) -> np.ndarray:
     "The bfloat16 tensor `key` of the safetensors file `path` as float32 (exact: bfloat16 is float32's top half)."

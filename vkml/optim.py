@@ -10,7 +10,7 @@ from .dtypes import *
 from .ops import Op
 from .graph import Node, no_grad, get_backend, note_refresh
 from .capture import note_guard
-from .tensor import Tensor, realize, tensor
+from .tensor import Tensor, realize, tensor, renew
 import vkml.functional as VF
 from .nn import assign
 
@@ -58,6 +58,12 @@ class FlatStore:
                                    buf=backend.alias(flat.node.buf, q.shape, self.offset[id(q)])))
                 opt.state.setdefault(q, {})[name] = view
 
+    def renew(self, opt):
+        "After an update in place: every tensor over the flat buffers gets a fresh node (values built before the step keep theirs)."
+        for t in (self.p, *self.state.values(), *self.params): renew(t)
+        for q in self.params:
+            for name in self.state: renew(opt.state[q][name])
+
     def _state(self, opt, p, name) -> Tensor:
         "The state tensor `name` of parameter `p` (zeros before the first step)."
         v = opt.state.get(p, {}).get(name)
@@ -85,6 +91,11 @@ def _number(name, v, lo=0.0, opt=""):
     if v < lo: raise OptimizerError(f"{opt}: {name} must be >= {lo}, got {v}")
     return float(v)
 
+def _flag(name, v, opt=""):
+    "`v` as a bool, checked: True or False (a string such as 'no' would be true)."
+    if not isinstance(v, (bool, np.bool_)): raise OptimizerError(f"{opt}: {name} must be True or False, got {v!r}")
+    return bool(v)
+
 class Optimizer:
     "Parameter groups, per-parameter state, and a `step()` that realizes every update together (fused by default)."
     state_names: tuple = ()     # the state tensors of each parameter (exp_avg, momentum_buffer...)
@@ -106,12 +117,36 @@ class Optimizer:
             if p.dtype is not float32: raise DTypeError(f"optimiser parameters are float32, got {p.dtype.name}: use `.float()`")
         seen = {id(q) for g in self.param_groups for q in g["params"]}
         if any(id(p) in seen for p in ps): raise OptimizerError("a parameter appears in two parameter groups")
+        if len({id(p) for p in ps}) != len(ps):   # (PyTorch warns it will be an error; a fused step wrote it twice)
+            raise OptimizerError("a parameter appears twice in one parameter group: list each parameter once")
         group = {**self.defaults, **group, "params": ps}
         self._check_group(group)
         self.param_groups.append(group)
         self._flat = None
 
     def _check_group(self, group): pass
+
+    def _baked(self) -> list:
+        "What of each group's hyperparameters a step's graph holds as constants: whether each is 0 (the numbers are refreshed)."
+        nz = lambda v: tuple(x != 0 for x in v) if isinstance(v, tuple) else v != 0 if type(v) in (int, float) else v
+        return [{k: nz(g[k]) for k in self.defaults if k != "lr"} for g in self.param_groups]
+
+    def _replayed(self, group, baked) -> np.ndarray:
+        "A replayed step's numbers of `group` (`vkml.jit`), once the groups are checked as `step()` checks them."
+        if group is self.param_groups[0]:       # once per replay, before any group counts the step
+            self._check_groups()
+            changed = sorted({k for was, now in zip(baked, self._baked()) for k in was if was[k] != now[k]})
+            if changed:
+                from vkml.graph import JitError
+                raise JitError(f"{', '.join(changed)} changed after the step was captured, and a replay would ignore it "
+                               f"(a 0 setting becoming non-zero changes the step's graph): call the jit function's reset() to capture the step again")
+        return self._advance(group)
+
+    def _check_groups(self):
+        "Check every group's hyperparameters again (`param_groups` is the user's to change between steps)."
+        for g in self.param_groups: self._check_group(g)
+        if self._flat is not None and set(self._flat.state) != set(self.state_names):
+            self._flat = None       # a state tensor started (momentum turned on, amsgrad...) or ended: a new flat store
 
     def zero_grad(self, set_to_none: bool = True):
         "Forget the gradients (or make them zeros)."
@@ -130,6 +165,7 @@ class Optimizer:
     # --- the step ---
     def step(self, closure=None):
         "Update every parameter that has a gradient: one lazy graph, one realize (`closure` recomputes the loss first)."
+        self._check_groups()
         loss = closure() if closure is not None else None
         with no_grad():
             outs, after = self._step_fused() if self._fusable() else (self._step_each(), None)
@@ -157,12 +193,12 @@ class Optimizer:
     def _step_fused(self) -> tuple:
         "The update of every parameter as flat tensors; (outputs, what to do once they are realized)."
         if self._flat is None or not self._flat.valid_for(self): self._flat = FlatStore(self)
-        flat, outs, fresh = self._flat, [], []
+        flat, outs, fresh, baked = self._flat, [], [], self._baked()
         for group, (a, b) in zip(self.param_groups, flat.ranges):
             names = list(self._hyper(group, 1))
             H = tensor(self._advance(group), device=flat.device)
-            note_refresh(H.node, lambda group=group: self._advance(group))   # a replayed step recomputes them
-            note_guard(("optimizer", id(self)), lambda: self._baked(flat))     # ... and assumes the rest stays
+            note_refresh(H.node, lambda group=group, baked=baked: self._replayed(group, baked))   # a replay recomputes them
+            note_guard(("optimizer", id(self)), lambda: self._structure(flat))   # ... and assumes the rest stays
             h = {k: H[i] for i, k in enumerate(names)}
             P = flat.p[a:b]
             G = VF.cat([p.grad.reshape(-1) for p in group["params"]])
@@ -172,13 +208,13 @@ class Optimizer:
                 outs.append(P._apply(Op.ASSIGN, P, new["param"]))
                 outs.extend(S[k]._apply(Op.ASSIGN, S[k], new[k]) for k in self.state_names)
             else: fresh.append(new)
-        if flat.bound: return outs, None
+        if flat.bound: return outs, lambda: flat.renew(self)
         # the first step: its results become the flat buffers
         whole = lambda k: fresh[0][k] if len(fresh) == 1 else VF.cat([f[k] for f in fresh])
         p, state = whole("param"), {k: whole(k) for k in self.state_names}
         return [p, *state.values()], lambda: flat.bind(self, p, state)
 
-    def _baked(self, flat) -> tuple:
+    def _structure(self, flat) -> tuple:
         "What a captured step assumes beyond the per-step numbers: this flat store, the parameters, which settings are 0."
         nz = lambda v: tuple(x != 0 for x in v) if isinstance(v, tuple) else v != 0 if type(v) in (int, float) else v
         return self._flat is flat, tuple((tuple(map(id, g["params"])), tuple((k, nz(v)) for k, v in g.items() if k != "params"))
@@ -192,7 +228,7 @@ class Optimizer:
                 if p.grad is None: continue
                 st = self.state.setdefault(p, {})
                 st["step"] = st.get("step", 0) + 1
-                h = self._hyper(group, st["step"])
+                h = self._hyper({**group, "params": [p]}, st["step"])     # (of this parameter: its state may differ)
                 s = {k: st[k] if isinstance(st.get(k), Tensor) else VF.zeros_like(p) for k in self.state_names}
                 new = self._rule(p, p.grad, s, h, group)
                 assign(p, new["param"])
@@ -250,10 +286,12 @@ class SGD(Optimizer):
     def state_names(self): return ("momentum_buffer",) if any(g["momentum"] for g in self.param_groups) else ()
     def _check_group(self, g):
         for k in ("lr", "momentum", "dampening", "weight_decay"): g[k] = _number(k, g[k], opt="SGD")
+        for k in ("nesterov", "maximize"): g[k] = _flag(k, g[k], opt="SGD")
         if g["nesterov"] and (g["momentum"] <= 0 or g["dampening"] != 0):
             raise OptimizerError("Nesterov momentum needs momentum > 0 and dampening 0 (as PyTorch)")
     def _hyper(self, g, step):
-        first = step == 1   # the buffer starts as the first gradient itself
+        # PyTorch's buffer starts as the gradient itself, at the first step with momentum (which may come later)
+        first = not any(isinstance(self.state.get(p, {}).get("momentum_buffer"), Tensor) for p in g["params"])
         return dict(lr=g["lr"], mom=0.0 if first else g["momentum"], keep=1.0 if first else 1.0 - g["dampening"],
                     momentum=g["momentum"], weight_decay=g["weight_decay"])
     def _rule(self, p, g, s, h, group):
@@ -284,6 +322,7 @@ class Adam(Optimizer):
             raise OptimizerError(f"{name}: betas must be a pair of numbers, got {g['betas']!r}")
         g["betas"] = tuple(_number("betas", b, opt=name) for b in g["betas"])
         if not all(0 <= b < 1 for b in g["betas"]): raise OptimizerError(f"betas must be in [0, 1), got {g['betas']}")
+        for k in ("amsgrad", "maximize"): g[k] = _flag(k, g[k], opt=name)
     def _hyper(self, g, step):
         (b1, b2), lr = g["betas"], g["lr"]
         bc1, bc2 = 1.0 - b1 ** step, 1.0 - b2 ** step
@@ -325,6 +364,7 @@ class RMSprop(Optimizer):
                 + (("momentum_buffer",) if any(g["momentum"] for g in gs) else ()))
     def _check_group(self, g):
         for k in ("lr", "alpha", "eps", "weight_decay", "momentum"): g[k] = _number(k, g[k], opt="RMSprop")
+        for k in ("centered", "maximize"): g[k] = _flag(k, g[k], opt="RMSprop")
     def _hyper(self, g, step):
         return dict(lr=g["lr"], alpha=g["alpha"], one_minus_alpha=1.0 - g["alpha"], eps=g["eps"],
                     weight_decay=g["weight_decay"], momentum=g["momentum"])

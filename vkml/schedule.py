@@ -13,8 +13,8 @@ from .graph import Node
 
 # %% auto #0
 __all__ = ['FUSED_REDUCE', 'MAX_FUSED_OPS', 'MAX_FUSED_BUFFERS', 'RECOMPUTE_OPS', 'ROW_VIEWS', 'ROW_MIN_ROWS', 'ROW_LONG',
-           'PLACEABLE_OPS', 'PLAN_CACHE_SIZE', 'READBACK_BYTES', 'ScheduleError', 'order', 'Kernel', 'constant_value',
-           'plan_cache_enabled', 'signature', 'fusion_default', 'Schedule', 'schedule']
+           'PLACEABLE_OPS', 'PLAN_CACHE_SIZE', 'READBACK_BYTES', 'ScheduleError', 'order', 'write_limits', 'Kernel',
+           'constant_value', 'plan_cache_enabled', 'signature', 'fusion_default', 'Schedule', 'schedule']
 
 # %% ../nbs/05_schedule.ipynb #22db6109
 class ScheduleError(VkmlError, RuntimeError):
@@ -38,11 +38,8 @@ def _unrealized(outputs) -> list:
             if s.buf is None and id(s) not in seen: push((s, False))
     return out
 
-def order(outputs, memory_of=None) -> list:
-    "The nodes to compute for `outputs`, sources first, every other reader of an ASSIGN's target before it."
-    nodes = _unrealized(outputs)
-    assigns = [n for n in nodes if n.op is Op.ASSIGN]
-    if not assigns: return nodes
+def _readers(nodes, assigns, memory_of) -> tuple:
+    "(memory, readers): what memory a node reads, and for each ASSIGN target the nodes that read it (but its ASSIGNs)."
     known = {}
     def memory(n):
         "What memory `n` reads: its buffer's (as the backend names it) once realized, else its base node's."
@@ -60,6 +57,14 @@ def order(outputs, memory_of=None) -> list:
         ms = {memory(s) for s in n.srcs if s.buf is not None or s.op in VIEW_OPS or id(s) in unrealized_targets}
         for m in ms & targets:
             if m != mine: readers[m].append(n)
+    return memory, readers
+
+def order(outputs, memory_of=None) -> list:
+    "The nodes to compute for `outputs`, sources first, every other reader of an ASSIGN's target before it."
+    nodes = _unrealized(outputs)
+    assigns = [n for n in nodes if n.op is Op.ASSIGN]
+    if not assigns: return nodes
+    memory, readers = _readers(nodes, assigns, memory_of)
     pos = {id(n): i for i, n in enumerate(nodes)}
     late = {}   # id(assign) -> readers of its target's old value placed after it
     for a in assigns:
@@ -82,6 +87,19 @@ def order(outputs, memory_of=None) -> list:
         deps = list(n.srcs) + extra.get(id(n), [])
         stack.extend((s, False) for s in reversed(deps) if id(s) not in seen)
     return order_
+
+def write_limits(nodes, memory_of=None) -> dict:
+    """id(node) -> the position (in the ordered `nodes`) of the first ASSIGN after it that overwrites memory it reads:
+    the kernel that computes the node must come before that one, so fusion may not carry it past."""
+    assigns = [n for n in nodes if n.op is Op.ASSIGN]
+    if not assigns: return {}
+    memory, readers = _readers(nodes, assigns, memory_of)
+    pos, limits = {id(n): i for i, n in enumerate(nodes)}, {}
+    for a in assigns:
+        p = pos[id(a)]
+        for r in readers[memory(a.srcs[0])]:
+            if pos[id(r)] < p < limits.get(id(r), len(nodes)): limits[id(r)] = p
+    return limits
 
 def _after(a: Node, nodes: list, pos: dict) -> set:
     "ids of the nodes (of the ordered `nodes`) that read `a`'s result, directly or through others."
@@ -148,10 +166,13 @@ def _aligned(s: Node, c: Node) -> bool:
     if s.op in FUSED_REDUCE and s.srcs[0].shape == s.shape: return False
     return s.shape == c.shape
 
-def _regions(nodes, consumers, needed) -> tuple:
-    "(inlined, size): which sources each node computes itself, and (ops, buffers read, reductions) of its region."
-    inlined, size = {}, {}
-    for c in nodes:
+def _regions(nodes, consumers, needed, limits=None) -> tuple:
+    """(inlined, size): which sources each node computes itself, and (ops, buffers read, reductions) of its region.
+    A region runs where its root is: a source is not inlined into a root that comes after a write it must precede (`limits`)."""
+    inlined, size, bound = {}, {}, {}
+    far = len(nodes)
+    for i, c in enumerate(nodes):
+        if limits: bound[id(c)] = limits.get(id(c), far)
         if not _fusable(c): continue
         ops, bufs, reds, mine = 1, _NO_BUFFERS, int(c.op in FUSED_REDUCE), []
         srcs = c.srcs if len(c.srcs) == len(set(map(id, c.srcs))) else tuple(dict.fromkeys(c.srcs))
@@ -160,12 +181,15 @@ def _regions(nodes, consumers, needed) -> tuple:
             left -= 1
             sz = size.get(id(s))
             ok = (sz is not None and id(s) not in needed and s.op is not Op.ASSIGN and _aligned(s, c)
+                  and (not limits or i < bound[id(s)])
                   and ops + sz[0] <= MAX_FUSED_OPS and reds + sz[2] <= 1 and len(bufs | sz[1]) + left < MAX_FUSED_BUFFERS)
             if ok:
                 readers = consumers[id(s)]
                 if len(readers) > 1: ok = (sz[2] == 0 and sz[0] <= RECOMPUTE_OPS and s.op not in FUSED_REDUCE
                                            and all(_aligned(s, r) for r in readers))
-            if ok: mine.append(s); ops += sz[0]; bufs |= sz[1]; reds += sz[2]
+            if ok:
+                mine.append(s); ops += sz[0]; bufs |= sz[1]; reds += sz[2]
+                if limits: bound[id(c)] = min(bound[id(c)], bound[id(s)])
             elif constant_value(s) is None: bufs |= {id(s)}
         inlined[id(c)], size[id(c)] = mine, (ops, bufs, reds)
     return inlined, size
@@ -205,16 +229,16 @@ def _stored_constants(nodes, consumers, needed) -> set:
                 elif c.op not in ELEMENTWISE or c.op is Op.DETACH: out.add(id(n)); stack = []; break
     return out
 
-def _kernels(nodes, consumers, needed, fuse) -> list:
+def _kernels(nodes, consumers, needed, fuse, limits=None) -> list:
     "Cut the ordered `nodes` into kernels (see above), then fold rows (see below)."
-    ks = _cut(nodes, consumers, needed, fuse)
-    return _rows(ks, consumers) if fuse else ks
+    ks = _cut(nodes, consumers, needed, fuse, limits)
+    return _rows(ks, consumers, needed) if fuse else ks
 
-def _cut(nodes, consumers, needed, fuse) -> list:
+def _cut(nodes, consumers, needed, fuse, limits=None) -> list:
     "Cut the ordered `nodes` into kernels: fused regions, merged where they can be."
     if not fuse:
         return [Kernel("view" if n.op in VIEW_OPS else "fused" if n.op in ELEMENTWISE else "op", [n]) for n in nodes]
-    inlined, _ = _regions(nodes, consumers, needed)
+    inlined, _ = _regions(nodes, consumers, needed, limits)
     taken = {}                                        # id(s) -> how many readers inline it
     for c in nodes:
         for s in inlined.get(id(c), ()): taken[id(s)] = taken.get(id(s), 0) + 1
@@ -291,7 +315,7 @@ def _row_view(v: Node, shape) -> bool:
     if v.op is Op.DETACH: return True
     return v.op in ROW_VIEWS and v.srcs[0].shape in per_row and v.shape in per_row + (shape,)
 
-def _row_group(ks, i, consumers, homes):
+def _row_group(ks, i, consumers, homes, needed=frozenset()):
     "(views before, the row kernel, views after, next index) for the run starting at `ks[i]`, or None."
     r = _row_reduction(ks[i])
     if r is None: return None
@@ -313,11 +337,11 @@ def _row_group(ks, i, consumers, homes):
     ids, mine = set(inside), []          # the views of the group's values, computed in the kernel
     for v in views:
         if _row_view(v.nodes[0], shape) and id(v.nodes[0].srcs[0]) in ids: mine.append(v); ids.add(id(v.nodes[0]))
-    # A view that something outside the kernel reads is made after it too (so is every view it is a view of),
-    # from the value the kernel then stores.
+    # A view that something outside the kernel reads, or that a tensor holds, is made after it too (so is every
+    # view it is a view of), from the value the kernel then stores.
     span = {id(k) for k in members} | {id(v) for v in mine}
     outside = lambda c: id(c) not in ids or any(id(h) not in span for h in homes[id(c)])
-    again = {id(v.nodes[0]) for v in mine if any(outside(c) for c in consumers[id(v.nodes[0])])}
+    again = {id(v.nodes[0]) for v in mine if id(v.nodes[0]) in needed or any(outside(c) for c in consumers[id(v.nodes[0])])}
     for v in reversed(mine):
         if id(v.nodes[0]) in again and id(v.nodes[0].srcs[0]) in ids and v.nodes[0].srcs[0].op in VIEW_OPS:
             again.add(id(v.nodes[0].srcs[0]))
@@ -335,14 +359,14 @@ def _row_group(ks, i, consumers, homes):
     after = [v for v in views if id(v.nodes[0]) in late or (v in mine and id(v.nodes[0]) in again)]
     return [v for v in others if id(v.nodes[0]) not in late], Kernel("row", nodes, memo={"row": shape}), after, j
 
-def _rows(ks, consumers) -> list:
+def _rows(ks, consumers, needed=frozenset()) -> list:
     "Fold each run of last-axis reductions and the elementwise kernel that reads them into one `row` kernel."
     homes = {}                                        # id(node) -> the kernels that compute it
     for k in ks:
         for n in k.nodes: homes.setdefault(id(n), []).append(k)
     out, i = [], 0
     while i < len(ks):
-        g = _row_group(ks, i, consumers, homes)
+        g = _row_group(ks, i, consumers, homes, needed)
         if g is None: out.append(ks[i]); i += 1; continue
         before, k, after, i = g
         out += before + [k] + after
@@ -400,8 +424,7 @@ def _placements(ks, owner) -> dict:
         inner = prod(c.shape[axis + 1:])
         for s in c.srcs:
             q = s
-            while q.op is Op.RESHAPE and owner.get(id(q)) is not q: q = q.srcs[0]   # a reshape of fresh memory keeps its order
-            prod(s.shape)
+            while q.op is Op.RESHAPE and q.buf is None and owner.get(id(q)) is not q: q = q.srcs[0]   # a reshape of fresh memory keeps its order
             if (id(q) in owner and owner[id(q)] is q and q.op is not Op.ASSIGN and id(q) not in placed
                     and (kind.get(id(q)) in ("fused", "reduce") or q.op in PLACEABLE_OPS)
                     and not any(id(m) in placed for m in (q,))):
@@ -472,13 +495,17 @@ class Schedule:
         self.nodes = order(self.outputs, memory_of)
         needed = {id(n) for n in self.outputs} | {id(n) for n in self.nodes if n.held}
         self.keep = needed
+        limits = write_limits(self.nodes, memory_of)   # (how far fusion may carry a read of memory a later ASSIGN writes)
         key = signature(self.nodes, self.outputs, self.fuse, read) if plan_cache_enabled() else None
+        if key is not None and limits:
+            at = {id(n): i for i, n in enumerate(self.nodes)}
+            key = (key, tuple(sorted((at[k], v) for k, v in limits.items())))
         plan = _plans.get(key) if key is not None else None
         if plan is not None:
             self.kernels, self.placed = _recall(plan, self.nodes)
         else:
             consumers = _consumers(self.nodes)
-            self.kernels = _kernels(self.nodes, consumers, needed, self.fuse)
+            self.kernels = _kernels(self.nodes, consumers, needed, self.fuse, limits)
             self.placed = _plan(self.kernels, consumers, needed)
             if key is not None: _remember(key, self.nodes, self.kernels, self.placed)
         self.readback = [n for n in self.outputs if n.buf is None and (read or prod(n.shape) * n.dtype.itemsize <= READBACK_BYTES)]

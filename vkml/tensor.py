@@ -4,7 +4,7 @@
 
 # %% ../nbs/12_tensor.ipynb #47ebd479
 from __future__ import annotations
-import sys, weakref
+import sys, threading, weakref
 import numpy as np
 from .dtypes import *
 from .ops import Op
@@ -20,7 +20,8 @@ from .tensor_linalg import LinalgOps
 from . import autograd
 
 # %% auto #0
-__all__ = ['schedule', 'realize', 'Tensor', 'from_numpy_node', 'tensor', 'wrap', 'apply']
+__all__ = ['schedule', 'realize', 'track', 'readers_of', 'stale', 'renew', 'settle_readers', 'Tensor', 'from_numpy_node',
+           'tensor', 'wrap', 'apply']
 
 # %% ../nbs/12_tensor.ipynb #fd7eea85
 def schedule(*tensors, read=False) -> Schedule:
@@ -45,8 +46,17 @@ def realize(*tensors, read=False, deferred=True) -> None:
             if outs: _run(backend, outs, read)
 
 def _run(backend, outs, read):
-    s = Schedule(outs, read=read, fuse=fusion_default() and backend.fuses, memory_of=backend.memory_of)
+    fuse = fusion_default() and backend.fuses
+    s = Schedule(outs, read=read, fuse=fuse, memory_of=backend.memory_of)
+    written = _written(s.nodes, backend.memory_of)
+    if written:         # a write into realized memory: whatever still reads it lazily is computed first, here
+        ids = {id(n) for n in s.nodes}
+        late = [t.node for t in readers_of(set(written), skip=ids)]
+        if late: s = Schedule(outs + late, read=read, fuse=fuse, memory_of=backend.memory_of)
+    if _stale: _check_fresh(s.nodes)
     backend.run(s)
+    for olds in written.values():
+        for o in olds: stale(o)
     for n in s.nodes:
         if id(n) in s.keep:
             if not n.requires_grad or n.leaf_of is not None: n.srcs = ()
@@ -98,6 +108,7 @@ def _rebind(t, node: Node) -> None:
     if old.requires_grad and old.leaf_of is not None and old.leaf_of() is t:
         node.requires_grad, node.leaf_of = True, weakref.ref(t)
     t.node, node.tref = node, weakref.ref(t)
+    if node.buf is None: track(t)
 
 def _refs(nodes: list) -> list:
     "How many references each of `nodes` has besides this list."
@@ -143,6 +154,89 @@ def _overlapping(base_shape, steps) -> bool:
     return any(op is Op.EXPAND and any(a != b and b > 1 for a, b in zip((1,) * (len(sh) - len(src)) + src, sh))
                for (op, _, sh, _), src in zip(steps, shapes[:-1]))
 
+# %% ../nbs/12_tensor.ipynb #a7c1e002
+_lazy: list = []   # weak references to the tensors bound to a node not computed yet (dead ones pruned now and then)
+_lazy_lock = threading.Lock()
+_prune_at = 4096
+
+def track(t) -> None:
+    "Remember `t` (just bound to a node not computed yet) as a tensor a write may have to compute first."
+    r = t.node.tref if t.node.tref is not None and t.node.tref() is t else weakref.ref(t)   # (reuse the node's own)
+    with _lazy_lock:
+        _lazy.append(r)
+        if len(_lazy) > _prune_at: _prune()
+
+def _prune() -> None:
+    "Drop the references to tensors that died or were computed (lock held); the next prune waits for twice as many."
+    global _prune_at
+    _lazy[:] = [r for r in _lazy if (t := r()) is not None and t.node.buf is None]
+    _prune_at = max(4096, 2 * len(_lazy))
+
+def _reads(node: Node, memories: set, memo: dict) -> bool:
+    "Does computing `node` read any of `memories` ((device, memory) pairs)? Iterative; `memo`: id(node) -> answer."
+    stack = [(node, False)]
+    while stack:
+        n, done = stack.pop()
+        if done: memo[id(n)] = any(memo[id(s)] for s in n.srcs); continue
+        if id(n) in memo: continue
+        if n.buf is not None:                  # realized: what it reads is its own memory
+            memo[id(n)] = (n.device, get_backend(n.device).memory_of(n.buf)) in memories; continue
+        memo[id(n)] = False                    # (seen; the answer comes when its sources are done)
+        stack.append((n, True))
+        stack.extend((s, False) for s in n.srcs if id(s) not in memo)
+    return memo[id(node)]
+
+def readers_of(memories: set, skip=frozenset(), device=None) -> list:
+    "The live tensors not computed yet that read any of `memories` (all of `device`'s when `memories` is None)."
+    with _lazy_lock:
+        _prune()
+        tensors = [t for r in _lazy if (t := r()) is not None]
+    found, memo = {}, {}
+    for t in tensors:
+        n = t.node
+        if id(n) in skip or n.buf is not None or (device is not None and n.device != device): continue
+        if memories is None or _reads(n, memories, memo): found[id(t)] = t
+    return list(found.values())
+
+# %% ../nbs/12_tensor.ipynb #a7c1e004
+_stale: dict = {}   # id(node) -> weak reference, for each realized node whose memory a write has since overwritten
+
+def stale(node: Node) -> None:
+    "Mark realized `node` stale: its memory was overwritten (forgotten when the node dies, so ids are never confused)."
+    _stale[id(node)] = weakref.ref(node, lambda r, k=id(node): _stale.pop(k, None))
+
+def _written(nodes, memory_of) -> dict:
+    "The realized nodes the ASSIGNs among `nodes` write into, by (device, memory)."
+    out = {}
+    for n in nodes:
+        if n.op is Op.ASSIGN:
+            b = n.srcs[0]
+            while b.buf is None and b.srcs and (b.op is Op.ASSIGN or b.op in VIEW_OPS): b = b.srcs[0]
+            if b.buf is not None: out.setdefault((b.device, memory_of(b.buf)), []).append(b)
+    return out
+
+def _check_fresh(nodes) -> None:
+    "Refuse a schedule that reads a node whose memory was overwritten since (it would compute a wrong number)."
+    for n in nodes:
+        for s in n.srcs:
+            if s.buf is not None and id(s) in _stale:
+                raise InplaceError(f"{n.op.name} reads a {s.shape} {s.dtype.name} value whose memory an in-place write has "
+                                   f"overwritten since it was built: keep a copy (`.clone()`) or realize it before the write")
+
+def renew(t) -> None:
+    "Bind realized tensor `t` to a fresh INPUT node over the same buffer, its old node stale (its memory was written)."
+    old = t.node
+    n = Node(Op.INPUT, (), None, old.shape, old.dtype, old.device, buf=old.buf, requires_grad=old.requires_grad)
+    if old.leaf_of is not None and old.leaf_of() is t: n.leaf_of = weakref.ref(t)
+    n.tref, t.node = weakref.ref(t), n
+    stale(old)
+
+def settle_readers(device: str, memories=None) -> None:
+    "Compute every live lazy tensor on `device` that reads any of `memories` (all when None): a write into them may follow."
+    mems = None if memories is None else {(device, m) for m in memories}
+    ts = readers_of(mems, device=device)
+    if ts: realize(*ts)
+
 # %% ../nbs/12_tensor.ipynb #45e9703c
 class Tensor(MathOps, ReduceOps, Statistics, ShapeOps, LinalgOps):
     "A lazily computed n-dimensional array on one device."
@@ -151,6 +245,7 @@ class Tensor(MathOps, ReduceOps, Statistics, ShapeOps, LinalgOps):
     def __init__(self, node: Node):
         self.node, self.grad, self._base = node, None, None
         if node.tref is None or node.tref() is None: node.tref = weakref.ref(self)
+        if node.buf is None: track(self)
     @staticmethod
     def _wrap(node: Node) -> Tensor: return Tensor(node)
 
@@ -171,14 +266,16 @@ class Tensor(MathOps, ReduceOps, Statistics, ShapeOps, LinalgOps):
         return a if dtype is None else a.astype(dtype)
 
     def to(self, device=None, dtype=None) -> Tensor:
-        "This tensor on `device` and/or as `dtype` (`.to('vulkan')`, `.to(vkml.float16)`, `.to('cpu', 'float32')`)."
+        "This tensor on `device` and/or as `dtype` (`.to('vulkan')`, `.to(vkml.float16)`, `.to('cpu', 'float32')`); differentiable."
         if dtype is None and (dt := _as_dtype(device)) is not None: device, dtype = None, dt
         t = self if dtype is None else self.cast(_as_dtype(dtype) or to_dtype(dtype))
         if device is None: return t
         device = canonical_device(device)
         if device == t.device: return t
-        out = Tensor(from_numpy_node(t.numpy(), device))
-        return out.requires_grad_() if t.requires_grad and t.is_leaf else out
+        node = from_numpy_node(t.numpy(), device)
+        if t.requires_grad and is_grad_enabled():   # a copy of `t` (realized here): backward moves its gradient back
+            node = Node(Op.CONTIGUOUS, (t.node,), None, node.shape, node.dtype, device, buf=node.buf, requires_grad=True)
+        return Tensor(node)
     def cpu(self) -> Tensor: return self.to("cpu")
 
     @property
@@ -295,18 +392,24 @@ def _rebuild(array, device, requires_grad):
     return t.requires_grad_() if requires_grad else t
 
 # %% ../nbs/12_tensor.ipynb #3acc44cc
+def _fits(raw: np.ndarray, dtype: DType):
+    "Raise unless every value of `raw` has an int `dtype` value: in range, and finite (floats truncate, as PyTorch)."
+    if not raw.size or raw.dtype.kind not in "iufO": return
+    lo, hi = np.iinfo(dtype.np).min, np.iinfo(dtype.np).max
+    for v in (raw.reshape(-1).tolist() if raw.dtype.kind == "O" else (raw.min(), raw.max())):  # (a NaN is the min)
+        if isinstance(v, (float, np.floating)) and not np.isfinite(v):
+            raise DTypeError(f"tensor(): {v} has no {dtype.name} value: replace it first (vkml.where, or in numpy)")
+        if not lo <= int(v) <= hi:     # int() truncates a float toward zero, as the conversion does
+            raise DTypeError(f"tensor(): the value {v} does not fit in {dtype.name} ({lo} .. {hi}): use a wider dtype")
+
 def _host_array(data, dtype) -> np.ndarray:
     if isinstance(data, TensorBase): data = data.numpy()
     try:
         if dtype is not None:
             dtype = to_dtype(dtype)
-            if dtype.is_int and not isinstance(data, np.ndarray):
-                raw = np.array(data)
-                if raw.dtype.kind in "iuO" and raw.size:
-                    lo, hi = np.iinfo(dtype.np).min, np.iinfo(dtype.np).max
-                    if any(not lo <= int(v) <= hi for v in raw.reshape(-1).tolist()):
-                        raise DTypeError(f"tensor(): a value does not fit in {dtype.name} ({lo} .. {hi}): use a wider dtype")
-            return np.array(data, dtype=dtype.np)
+            if dtype.is_int: _fits(data if isinstance(data, np.ndarray) else np.array(data), dtype)
+            with np.errstate(over="ignore"):      # a float beyond the float dtype's range becomes inf, as PyTorch
+                return np.array(data, dtype=dtype.np)
         if isinstance(data, np.ndarray):
             to_dtype(data.dtype)  # raises for dtypes vkML does not have, naming the cast
             return data
@@ -316,8 +419,10 @@ def _host_array(data, dtype) -> np.ndarray:
                          f"cannot be a tensor") from None
     except OverflowError as e:
         raise DTypeError(f"tensor(): a value does not fit in the dtype ({e})") from None
-    if arr.dtype == np.float64: arr = arr.astype(np.float32)      # from Python floats
-    elif arr.dtype.kind in "iu": arr = arr.astype(np.int64)       # from Python ints
+    if arr.dtype == np.float64:                                   # from Python floats (beyond float32: inf)
+        with np.errstate(over="ignore"): arr = arr.astype(np.float32)
+    elif arr.dtype.kind in "iu":                                  # from Python ints (2**63 is a uint64 to numpy)
+        _fits(arr, int64); arr = arr.astype(np.int64)
     elif arr.dtype.kind == "O":
         raise DTypeError(f"cannot make a tensor from {type(data).__name__} data: numbers of one kind, "
                          f"within int64 for ints, are needed")

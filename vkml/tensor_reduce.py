@@ -113,6 +113,13 @@ class ReduceOps(TensorBase):
         return _MinMax(self.amin(dim, keepdim), i)
 
 # %% ../nbs/09_tensor_reduce.ipynb #0a8b5889
+def _root(s, p):
+    """s^(1/p), and 0 where s is 0 with a zero gradient (PyTorch's subgradient of a norm at the zero vector:
+    the root's slope there is infinite, and inf·0 would make it NaN); NaN and inf pass (they are not 0)."""
+    nz = s != 0.0
+    s1 = s.where(nz, 1.0)
+    return (s1.sqrt() if p == 2 else s1 ** (1.0 / p)).where(nz, 0.0)
+
 class Statistics(TensorBase):
     "var, std, logsumexp, norm and cumsum: methods of `Tensor`."
     __slots__ = ()
@@ -156,12 +163,12 @@ class Statistics(TensorBase):
         if (p < 0 or p == math.inf) and self._extent(axes) == 0:
             raise EmptyReductionError(f"the {p}-norm of an empty extent (shape {self.shape}) is undefined (PyTorch refuses it too)")
         a = self.abs()
-        if p == 2: return (self * self)._reduce(Op.SUM, axes, keepdim).sqrt()
+        if p == 2: return _root((self * self)._reduce(Op.SUM, axes, keepdim), 2)
         if p == 1: return a._reduce(Op.SUM, axes, keepdim)
         if p == math.inf: return a._reduce(Op.MAX, axes, keepdim)
         if p == -math.inf: return a._reduce(Op.MIN, axes, keepdim)
         if p == 0: return (self != 0.0).cast(self.dtype)._reduce(Op.SUM, axes, keepdim)
-        return (a ** float(p))._reduce(Op.SUM, axes, keepdim) ** (1.0 / p)    # p < 0: a zero makes the sum inf, the norm 0
+        return _root((a ** float(p))._reduce(Op.SUM, axes, keepdim), p)   # p < 0: a zero makes the sum inf, the norm 0
 
 # %% ../nbs/09_tensor_reduce.ipynb #a6f4f460
 def _function(name, cls):

@@ -14,6 +14,11 @@
 #extension GL_EXT_shader_explicit_arithmetic_types_int64 : require
 #extension GL_EXT_shader_8bit_storage : require
 #extension GL_EXT_shader_explicit_arithmetic_types_int8 : require
+// IEEE specials: the driver must keep inf, NaN and the sign of zero in float32 (without this lavapipe folds
+// x - x to 0 for inf), and glslc's optimizer folds no float arithmetic. glslang keeps only one declaration
+// of a mode, so vkml.vulkan.codegen.preserve_specials adds float16's and float64's to the compiled words.
+#extension GL_EXT_spirv_intrinsics : require
+spirv_execution_mode(extensions = ["SPV_KHR_float_controls"], capabilities = [4466], 4461, 32);
 
 #if defined(T_F32)
   #define T float

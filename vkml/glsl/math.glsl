@@ -41,6 +41,7 @@ float vexp(float x) {
 
 // e^x - 1, accurate near 0 (ELU).
 float vexpm1(float x) {
+    if (x == 0.0) return x;                        // -0 stays -0
     if (abs(x) < 0.34657359) return x + x * x * exp_q(x);
     return vexp(x) - 1.0;
 }
@@ -71,24 +72,88 @@ float vlog1p(float u) {
     return vlog(w) - err / w;
 }
 
-// sin and cos: x = k pi/2 + r with pi/2 in three parts (the first two with 12 trailing zero bits, so
-// k * part is exact for |k| < 2^12; measured |error| < 1e-7 up to |x| = 1e5, where the built-ins take over).
+// Payne-Hanek argument reduction, shared by float and double: x = m 2^e (m = m1 2^32 + m0, an integer of at
+// most 53 bits) times 2/pi, exactly, in 32-bit integers, on the 256-bit window of 2/pi that matters: the
+// words before it add whole multiples of 4 (turns), the words after it less than m 2^-223 of a quadrant.
+// 2/pi = sum_k TWO_OVER_PI[k] 2^(-32(k+1)): 1280 bits, enough for the largest double.
+const uint TWO_OVER_PI[40] = uint[40](
+    0xa2f9836eu, 0x4e441529u, 0xfc2757d1u, 0xf534ddc0u, 0xdb629599u, 0x3c439041u,
+    0xfe5163abu, 0xdebbc561u, 0xb7246e3au, 0x424dd2e0u, 0x06492eeau, 0x09d1921cu,
+    0xfe1deb1cu, 0xb129a73eu, 0xe88235f5u, 0x2ebb4484u, 0xe99c7026u, 0xb45f7e41u,
+    0x3991d639u, 0x835339f4u, 0x9c845f8bu, 0xbdf9283bu, 0x1ff897ffu, 0xde05980fu,
+    0xef2f118bu, 0x5a0a6d1fu, 0x6d367ecfu, 0x27cb09b7u, 0x4f463f66u, 0x9e5fea2du,
+    0x7527bac7u, 0xebe5f17bu, 0x3d0739f7u, 0x8a5292eau, 0x6bfb5fb1u, 0x1f8d5d08u,
+    0x56033046u, 0xfc7b6babu, 0xf0cfbc20u, 0x9af4361du);
+
+// p += v 2^(32 i), the carry carried up (p: 11 words, least significant first).
+void add_word(inout uint p[11], int i, uint v) {
+    uint c;
+    p[i] = uaddCarry(p[i], v, c);
+    for (int j = i + 1; j < 11 && c != 0u; j++) p[j] = uaddCarry(p[j], c, c);
+}
+// The 32 bits of p from bit `pos` up.
+uint bits_at(uint p[11], int pos) {
+    int i = pos >> 5, s = pos & 31;
+    return s == 0 ? p[i] : (p[i] >> s) | (p[i + 1] << (32 - s));
+}
+// The quadrant q (mod 4) of x 2/pi rounded to the nearest integer, and the rest f = x 2/pi - q in 128 bits
+// (f.w most significant, |f| <= 1/2, `neg` its sign). Needs x >= 2^-30 (e >= -83).
+int pio2_bits(uint m0, uint m1, int e, out uvec4 f, out bool neg) {
+    int k0 = max(e - 2, 0) >> 5;                   // the first word whose terms are not multiples of 4
+    uint p[11] = uint[11](0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u);
+    for (int j = 0; j < 8; j++) {                  // p = m * (TWO_OVER_PI[k0] .. TWO_OVER_PI[k0 + 7])
+        uint t = TWO_OVER_PI[k0 + j], hi, lo;
+        umulExtended(m0, t, hi, lo); add_word(p, 7 - j, lo); add_word(p, 8 - j, hi);
+        umulExtended(m1, t, hi, lo); add_word(p, 8 - j, lo); add_word(p, 9 - j, hi);
+    }
+    int s = 32 * (k0 + 8) - e;                     // p's fraction bits: p / 2^s = x 2/pi (mod 4)
+    int q = int(bits_at(p, s) & 3u);
+    f = uvec4(bits_at(p, s - 128), bits_at(p, s - 96), bits_at(p, s - 64), bits_at(p, s - 32));
+    neg = (f.w >> 31) != 0u;
+    if (neg) {                                     // f >= 1/2: the next quadrant, and 1 - f
+        uint c;
+        f.x = uaddCarry(~f.x, 1u, c); f.y = uaddCarry(~f.y, c, c); f.z = uaddCarry(~f.z, c, c); f.w = ~f.w + c;
+        q += 1;
+    }
+    return q;
+}
+float reduce_pio2(float ax, out int q) {
+    uint b = floatBitsToUint(ax);
+    uvec4 f;
+    bool neg;
+    q = pio2_bits((b & 0x007fffffu) | 0x00800000u, 0u, int(b >> 23) - 150, f, neg);
+    float v = (float(f.w) * 2.3283064365386963e-10 + float(f.z) * 5.421010862427522e-20) + float(f.y) * 1.2621774483536189e-29;
+    v *= 1.5707963267948966;
+    return neg ? -v : v;
+}
+
+// sin and cos: x = q pi/2 + r, |r| <= pi/4. Below |x| = 1e5 by Cody-Waite, pi/2 in three parts (the first
+// two with 12 trailing zero bits; measured |error| < 1e-7 up to 1e5); beyond it, and where Cody-Waite leaves
+// |r| < 2^-10 (x near a multiple of pi/2: cancellation), by Payne-Hanek.
 float sin_poly(float r) { float z = r * r;
     return r + r * z * (-0.1666666716337204 + z * (0.008333329111337662 + z * (-0.00019839312881231308 + z * 2.7181220048078103e-06))); }
 float cos_poly(float r) { float z = r * r;
     return 1.0 - 0.5 * z + z * z * (0.0416666679084301 + z * (-0.0013888883404433727 + z * (2.4799459424684756e-05 + z * -2.7205754804526805e-07))); }
 float vsincos(float x, bool want_cos) {
     if (isnan(x) || isinf(x)) return F_NAN;
-    if (abs(x) > 1e5) return want_cos ? cos(x) : sin(x);   // no Payne-Hanek here: the driver's built-in
-    float k = roundEven(x * 0.6366197466850281);
-    precise float r = ((x - k * 1.5703125) - k * 0.0004837512969970703) - k * 7.549790126404332e-08;
-    int q = (int(k) + (want_cos ? 1 : 0)) & 3;   // cos(x) = sin(x + pi/2)
+    float ax = abs(x);
+    precise float r;                               // precise: no fusing or reordering of the reduction
+    int q;
+    float k = roundEven(ax * 0.6366197466850281);
+    if (ax <= 1e5) {
+        r = ((ax - k * 1.5703125) - k * 0.0004837512969970703) - k * 7.549790126404332e-08;
+        q = int(k);
+    }
+    if (ax > 1e5 || (k != 0.0 && abs(r) < 0.0009765625)) r = reduce_pio2(ax, q);
+    q = (q + (want_cos ? 1 : 0)) & 3;             // cos(x) = sin(x + pi/2)
     float v = ((q & 1) == 0) ? sin_poly(r) : cos_poly(r);
-    return (q & 2) == 0 ? v : -v;
+    v = (q & 2) == 0 ? v : -v;
+    return (!want_cos && (floatBitsToUint(x) >> 31) != 0u) ? -v : v;   // sin is odd (-0 too), cos even
 }
 
 // tanh: odd polynomial near 0 (no cancellation), 1 - 2/(e^{2|x|} + 1) beyond.
 float vtanh(float x) {
+    if (x == 0.0) return x;                        // -0 stays -0
     float a = abs(x);
     if (a < 0.625) { float z = x * x;
         return x + x * z * (-0.3333333134651184 + z * (0.1333320587873459 + z * (-0.05394676327705383

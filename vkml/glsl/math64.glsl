@@ -47,6 +47,7 @@ double vexp(double x) {
 
 // e^x - 1: the Taylor series to x^14 on |x| < ln2/2 (no cancellation), e^x - 1 beyond.
 double vexpm1(double x) {
+    if (x == 0.0lf) return x;                      // -0 stays -0
     if (abs(x) < 0.34657359027997264lf) {
         double p = 1.1470745597729725e-11lf;                                   // 1/14!
         p = 1.6059043836821613e-10lf + x * p; p = 2.08767569878681e-09lf + x * p; p = 2.505210838544172e-08lf + x * p;
@@ -89,9 +90,9 @@ double vlog1p(double u) {
     return vlog(w) - err / w;
 }
 
-// sin and cos: x = k pi/2 + r with pi/2 in three parts of which the first two have 33 bits, so k * part
-// is exact for |k| < 2^20 (|x| < 1.6e6; beyond, the reduced argument carries an error of about
-// |x| 2^-53, as if x were rounded once more), then fdlibm's kernels on |r| <= pi/4.
+// sin and cos: x = q pi/2 + r, |r| <= pi/4, then fdlibm's kernels on r. Below 2^20 pi/2 (k < 2^20) by
+// Cody-Waite: pi/2 in three parts of which the first two have 33 bits, so k * part is exact; where that
+// leaves |r| < 2^-20 (x near a multiple of pi/2: cancellation) and beyond 2^20 pi/2, by Payne-Hanek.
 double sin_poly(double r) {
     double z = r * r;
     return r + z * r * (-1.66666666666666324348e-01lf + z * (8.33333333332248946124e-03lf + z * (-1.98412698298579493134e-04lf
@@ -105,13 +106,32 @@ double cos_poly(double r) {
     precise double w = 1.0lf - hz;
     return w + (((1.0lf - w) - hz) + z * q);
 }
+// Payne-Hanek (math.glsl's pio2_bits) for double: ax = M 2^e with M of 53 bits; f (pi/2) with pi/2 in two parts.
+double reduce_pio2(double ax, out int q) {
+    uvec2 w = unpackDouble2x32(ax);
+    uvec4 f;
+    bool neg;
+    q = pio2_bits(w.x, (w.y & 0x000fffffu) | 0x00100000u, int(w.y >> 20) - 1075, f, neg);
+    double v = ((double(f.w) * 2.3283064365386963e-10lf + double(f.z) * 5.421010862427522e-20lf)
+               + double(f.y) * 1.2621774483536189e-29lf) + double(f.x) * 2.938735877055719e-39lf;
+    v = v * 1.5707963267948966lf + v * 6.123233995736766e-17lf;
+    return neg ? -v : v;
+}
 double vsincos(double x, bool want_cos) {
     if (isnan(x) || isinf(x)) return D_NAN;
-    double k = roundEven(x * 6.36619772367581382433e-01lf);
-    precise double r = ((x - k * 1.57079632673412561417e+00lf) - k * 6.07710050630396597660e-11lf) - k * 2.02226624871116645580e-21lf;
-    int q = (int(k - 4.0lf * floor(k * 0.25lf)) + (want_cos ? 1 : 0)) & 3;   // the quadrant, without overflowing an int
+    double ax = abs(x);
+    precise double r;                              // precise: no fusing or reordering of the reduction
+    int q;
+    double k = roundEven(ax * 6.36619772367581382433e-01lf);
+    if (k < 1048576.0lf) {                         // Cody-Waite: every product below exact
+        r = ((ax - k * 1.57079632673412561417e+00lf) - k * 6.07710050630396597660e-11lf) - k * 2.02226624871116645580e-21lf;
+        q = int(k);
+    }
+    if (k >= 1048576.0lf || (k != 0.0lf && abs(r) < 9.5367431640625e-07lf)) r = reduce_pio2(ax, q);
+    q = (q + (want_cos ? 1 : 0)) & 3;             // cos(x) = sin(x + pi/2)
     double v = ((q & 1) == 0) ? sin_poly(r) : cos_poly(r);
-    return (q & 2) == 0 ? v : -v;
+    v = (q & 2) == 0 ? v : -v;
+    return (!want_cos && (unpackDouble2x32(x).y >> 31) != 0u) ? -v : v;   // sin is odd (-0 too), cos even
 }
 
 // tanh as fdlibm: -t/(t + 2) with t = expm1(-2|x|) below 1, 1 - 2/(expm1(2|x|) + 2) from 1, 1 from 22.

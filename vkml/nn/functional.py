@@ -584,10 +584,27 @@ def smooth_l1_loss(input, target, reduction="mean", beta=1.0) -> Tensor:
     l = VF.where(d < beta, d * d * (0.5 / beta), d - 0.5 * beta)
     return _reduce_loss(l, reduction, "smooth_l1_loss")
 
+def _probabilities(p, what):
+    """`p` with its values checked to lie in [0, 1] (NaN does not), as PyTorch's: now when the host has them,
+    else by an index check on the device (ADR 0025) of -1 (below 0), 0 (in range) or 1 (above 1, or NaN)."""
+    h = host_values(p)
+    if h is not None:
+        bad = ~((h >= 0) & (h <= 1))
+        if bad.any():
+            pos = tuple(int(i) for i in np.argwhere(bad)[0])
+            raise IndexOutOfRangeError(f"{what}: all elements of input should be between 0 and 1, got {h[pos]} at "
+                                       f"position {pos}: pass probabilities (sigmoid), or logits to {what}_with_logits")
+        return p
+    side = VF.where(p < 0.0, -1, VF.where(p <= 1.0, 0, 1))
+    side = checked_index(f"{what}: all elements of input should be between 0 and 1 (the check of each is -1 below 0, "
+                         f"1 above 1 or NaN)", side, 1)
+    return VF.where(side == 0, p, math.nan)     # reads the check: a result of `p` is read only when it passed
+
 def binary_cross_entropy(input, target, weight=None, reduction="mean") -> Tensor:
-    "Binary cross entropy of probabilities `input`, each log clamped at -100."
+    "Binary cross entropy of probabilities `input` (in [0, 1], checked), each log clamped at -100."
     _float(input, "binary_cross_entropy")
     if target.shape != input.shape: raise ShapeError(f"binary_cross_entropy: target {target.shape} must have the input's shape {input.shape}")
+    input = _probabilities(input, "binary_cross_entropy")
     log = lambda t: VF.clamp(VF.log(t), min=-100.0)
     l = -(target * log(input) + (1.0 - target) * log(1.0 - input))
     if weight is not None: l = l * weight

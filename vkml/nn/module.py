@@ -218,6 +218,10 @@ def _as_array(v, key) -> np.ndarray:
 
 def _load_state_dict(self: Module, state_dict: dict, strict: bool = True, assign: bool = False):
     "Copy `state_dict`'s tensors into this module's parameters and buffers: (missing_keys, unexpected_keys), as PyTorch's."
+    from collections.abc import Mapping
+    if not isinstance(state_dict, Mapping):     # as PyTorch: a list of pairs is not one either
+        raise StateDictError(f"load_state_dict takes a mapping of names to tensors (what state_dict() returns or "
+                             f"vkml.load reads), got a {type(state_dict).__name__}")
     own = self.state_dict(keep_vars=True)
     state_dict = dict(state_dict)
     for mp, m in self.named_modules():     # PyTorch's rule for old checkpoints: a missing counter of batch norm starts at 0

@@ -17,11 +17,12 @@ from .kernel_api import f32_bits
 # %% auto #0
 __all__ = ['STORAGE', 'COMPUTE', 'VEC4', 'MASK', 'ARG_HEADER', 'ARG_OPERAND', 'LOCAL', 'FORMS', 'REDUCE_HEADER', 'THREAD_MAX_K',
            'TILE', 'ROW_HEADER', 'ROW_OPERAND', 'ROW_CACHE', 'ROW_REGS', 'ROW_LOCAL_MAX', 'ROW_LOCAL_BY_TYPE',
-           'ROW_KEEP', 'GLSL_DIR', 'PREBUILT_DIR', 'GLSLC_FLAGS', 'Program', 'is_row', 'describe', 'uses_double',
-           'vec4_ok', 'double_literals', 'write_glsl', 'write_reduce_glsl', 'reduce_words', 'tile_form', 'tile_groups',
-           'write_tile_glsl', 'row_local_max', 'row_form', 'row_arrays', 'write_row_glsl', 'row_words', 'CompilerError',
-           'source_hash', 'cache_dir', 'compiler', 'compile_glsl', 'spirv_for', 'has_spirv', 'operand_words',
-           'layout_words', 'elementwise_form', 'param_words', 'single_op_programs', 'prebuilt_sources']
+           'ROW_KEEP', 'SPECIALS_MODE', 'SPECIALS_CAPABILITY', 'GLSL_DIR', 'PREBUILT_DIR', 'GLSLC_FLAGS', 'Program',
+           'is_row', 'describe', 'uses_double', 'vec4_ok', 'double_literals', 'write_glsl', 'write_reduce_glsl',
+           'reduce_words', 'tile_form', 'tile_groups', 'write_tile_glsl', 'row_local_max', 'row_form', 'row_arrays',
+           'write_row_glsl', 'row_words', 'specials_modes', 'preserve_specials', 'CompilerError', 'source_hash',
+           'cache_dir', 'compiler', 'compile_glsl', 'spirv_for', 'has_spirv', 'operand_words', 'layout_words',
+           'elementwise_form', 'param_words', 'single_op_programs', 'prebuilt_sources']
 
 # %% ../../nbs/24_codegen.ipynb #956d6410
 STORAGE = {"float32": "float", "float16": "float16_t", "float64": "double", "int32": "int", "int64": "int64_t", "bool": "uint8_t"}
@@ -694,6 +695,44 @@ def row_words(prog: Program, views) -> tuple:
         ops += [v.offset, *(s & MASK for s in st)]
     return (prod(shape[:-1]), k, *ext, *ops)
 
+# %% ../../nbs/24_codegen.ipynb #ac4695d9
+SPECIALS_MODE, SPECIALS_CAPABILITY = 4461, 4466   # SPIR-V's SignedZeroInfNanPreserve execution mode and capability
+_OP_CAPABILITY, _OP_ENTRY_POINT, _OP_EXECUTION_MODE, _OP_TYPE_FLOAT, _OP_FUNCTION = 17, 15, 16, 22, 54
+
+def _instructions(words):
+    "(start, opcode, length) of each instruction of a SPIR-V module before its first function."
+    i = 5                                          # after the header
+    while i < len(words):
+        n, op = words[i] >> 16, words[i] & 0xFFFF
+        if op == _OP_FUNCTION or n == 0: return
+        yield i, op, n
+        i += n
+
+def specials_modes(code: bytes) -> set:
+    "The float widths for which module `code` declares SignedZeroInfNanPreserve."
+    w = struct.unpack(f"<{len(code) // 4}I", code)
+    return {w[i + 3] for i, op, n in _instructions(w) if op == _OP_EXECUTION_MODE and w[i + 2] == SPECIALS_MODE}
+
+def preserve_specials(code: bytes, widths=(16, 32, 64)) -> bytes:
+    """`code` declaring SignedZeroInfNanPreserve for exactly the float widths it uses that are in `widths`
+    (what the device honours): the driver may then not fold x - x to 0 nor drop the sign of zero."""
+    w = struct.unpack(f"<{len(code) // 4}I", code)
+    ins = list(_instructions(w))
+    floats = sorted({w[i + 2] for i, op, n in ins if op == _OP_TYPE_FLOAT and w[i + 2] in widths})
+    entries = [w[i + 2] for i, op, n in ins if op == _OP_ENTRY_POINT]
+    old = [i for i, op, n in ins if op == _OP_EXECUTION_MODE and w[i + 2] == SPECIALS_MODE]
+    if sorted(w[i + 3] for i in old) == [b for _ in entries for b in floats]: return code   # as wanted already
+    has_cap = any(op == _OP_CAPABILITY and w[i + 1] == SPECIALS_CAPABILITY for i, op, n in ins)
+    last_cap = max(i for i, op, n in ins if op == _OP_CAPABILITY)
+    last_mode = max(i for i, op, n in ins if op in (_OP_ENTRY_POINT, _OP_EXECUTION_MODE))
+    out = list(w[:5])
+    for i, op, n in ins:
+        if i not in old: out += w[i:i + n]
+        if i == last_cap and floats and not has_cap: out += [(2 << 16) | _OP_CAPABILITY, SPECIALS_CAPABILITY]
+        if i == last_mode: out += [x for e in entries for b in floats for x in ((4 << 16) | _OP_EXECUTION_MODE, e, SPECIALS_MODE, b)]
+    out += w[ins[-1][0] + ins[-1][2]:]             # the functions, unchanged
+    return struct.pack(f"<{len(out)}I", *out)
+
 # %% ../../nbs/24_codegen.ipynb #8b5bdffb
 GLSL_DIR = Path(str(importlib.resources.files("vkml") / "glsl"))
 PREBUILT_DIR = Path(str(importlib.resources.files("vkml") / "spirv"))
@@ -702,7 +741,8 @@ GLSLC_FLAGS = ["-fshader-stage=compute", "--target-env=vulkan1.2", "-O"]
 class CompilerError(VkmlError, RuntimeError):
     "A generated kernel could not be compiled (no glslc, or glslc refused the source)."
 
-_LIBRARY = hashlib.sha256(b"".join(p.read_bytes() for p in sorted(GLSL_DIR.glob("*.glsl"))) + " ".join(GLSLC_FLAGS).encode()).digest()
+_LIBRARY = hashlib.sha256(b"".join(p.read_bytes() for p in sorted(GLSL_DIR.glob("*.glsl"))) + " ".join(GLSLC_FLAGS).encode()
+                          + b" preserve_specials").digest()   # what the words are made with: a change names every kernel anew
 
 def source_hash(source: str) -> str:
     "The name of a generated kernel: a hash of its source, the include files it may use and the glslc flags."
@@ -735,7 +775,7 @@ def compile_glsl(source: str, glslc: str | None = None) -> bytes:
     r = subprocess.run([glslc, *GLSLC_FLAGS, f"-I{GLSL_DIR}", "-o", "-", "-"], input=source.encode(), capture_output=True, check=False)
     if r.returncode != 0:
         raise CompilerError(f"glslc refused a generated kernel:\n{r.stderr.decode(errors='replace')}\n--- source:\n{source}")
-    return r.stdout
+    return preserve_specials(r.stdout)
 
 def spirv_for(source: str) -> bytes:
     "The SPIR-V of `source`: prebuilt, cached on disk, or compiled now (and cached)."

@@ -4,7 +4,7 @@
 
 # %% ../../nbs/21_vulkan_device.ipynb #a76c116b
 from __future__ import annotations
-import os, time, atexit, threading
+import os, time, atexit, threading, warnings
 from collections import deque
 from dataclasses import dataclass, field, replace
 from ..dtypes import *
@@ -134,6 +134,10 @@ class DeviceInfo:
     vendor_id: int = 0
     device_id: int = 0
     physical: int | None = None   # with VKML_VIRTUAL_DEVICES: the index of the physical device this one is over
+    @property
+    def specials_widths(self) -> tuple:
+        "The float widths (16, 32, 64) whose inf, NaN and signed zero a shader may ask the driver to keep."
+        return tuple(b for b in (16, 32, 64) if self.features.get(f"specials_f{b}"))
     def summary(self) -> str:
         yes = [k for k, v in self.features.items() if v is True]
         no = [k for k, v in self.features.items() if v is False]
@@ -161,6 +165,9 @@ def _query(vk, index, pd) -> DeviceInfo:
     drv = ffi.new("VkPhysicalDeviceDriverProperties*", {"sType": vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES, "pNext": sub})
     m3 = ffi.new("VkPhysicalDeviceMaintenance3Properties*", {"sType": vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_3_PROPERTIES,
                                                              "pNext": drv if ok12 else sub})
+    # float controls (Vulkan 1.2 properties): may a shader ask the driver to keep inf, NaN and -0 (no folding of x - x)?
+    p12 = ffi.new("VkPhysicalDeviceVulkan12Properties*", {"sType": vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_PROPERTIES})
+    if ok12: sub.pNext = p12
     p2 = ffi.new("VkPhysicalDeviceProperties2*", {"sType": vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, "pNext": m3})
     lib.vkGetPhysicalDeviceProperties2(pd, p2)
     L = props.limits
@@ -183,6 +190,8 @@ def _query(vk, index, pd) -> DeviceInfo:
         push_descriptor="VK_KHR_push_descriptor" in exts,
         cooperative_matrix=bool({"VK_KHR_cooperative_matrix", "VK_NV_cooperative_matrix"} & exts),
         timestamps=ts)
+    for b in (16, 32, 64):   # SignedZeroInfNanPreserve per float width (see `specials_widths`)
+        features[f"specials_f{b}"] = bool(ok12 and getattr(p12, f"shaderSignedZeroInfNanPreserveFloat{b}"))
     # the tensor-core kernels need the Vulkan memory model, and under it every shader's device-scope atomics
     # need vulkanMemoryModelDeviceScope too (the validation layer on the H200 caught its absence)
     memory_model = bool(ok12 and f12.vulkanMemoryModel and f12.vulkanMemoryModelDeviceScope)
@@ -305,6 +314,10 @@ class Device:
         self.info = info = devices()[index]
         if info.missing:
             raise FeatureError(f"{info.name} lacks what vkML needs: {', '.join(info.missing)}")
+        lost = [b for b in (16, 32, 64) if b not in info.specials_widths and (b == 32 or info.features[{16: "f16", 64: "f64"}[b]])]
+        if lost:    # the shaders still run, but the driver may fold x - x to 0: say so once, not silently
+            warnings.warn(f"{info.name} cannot promise IEEE specials in float{'/float'.join(map(str, lost))} kernels (no "
+                          f"shaderSignedZeroInfNanPreserveFloat{lost[0]}): inf, NaN and -0 may differ from the CPU's (x - x may be 0 for inf)")
         self.closed = False
         self.lock = threading.RLock()   # one thread at a time records, submits, waits or allocates here
         self._closers = []         # (what, fn): run in reverse order by close()

@@ -9,6 +9,7 @@ from pathlib import Path
 from ..dtypes import *
 from .device import Device, STATS
 from .kernel_api import MAX_PUSH_WORDS
+from .codegen import preserve_specials
 
 # %% auto #0
 __all__ = ['register_shader', 'load_spirv', 'pipeline_cache_path', 'cache_header_ok', 'Pipe', 'Pipelines']
@@ -96,7 +97,7 @@ class Pipelines:
         if p is not None: return p
         self.dev.check_open()
         vk, ffi, h = self.dev.vk, self.dev.ffi, self.dev.handle
-        code = load_spirv(name)
+        code = preserve_specials(load_spirv(name), self.dev.info.specials_widths)   # only the float widths the device honours
         module = vk.vkCreateShaderModule(h, vk.VkShaderModuleCreateInfo(codeSize=len(code), pCode=code), None)
         _dsl, layout = self._layout(nb)
         stage = vk.VkPipelineShaderStageCreateInfo(stage=vk.VK_SHADER_STAGE_COMPUTE_BIT, module=module, pName="main")

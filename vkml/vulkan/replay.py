@@ -150,8 +150,8 @@ def _replay(self, inputs: list, before=None, after=None) -> int:
     for t, values in self.refresh: self._write(t, values())
     for node, gen, n in self.rands:
         seed, off = gen.take(n)
-        keys = self._keys.get(seed)
-        if keys is None: keys = self._keys[seed] = rand_keys(seed)
+        keys = self._keys.get((seed, off >> 32))
+        if keys is None: keys = self._keys[(seed, off >> 32)] = rand_keys(seed, off >> 32)   # the offset's high word is in the key
         for words, i in self.rand_slots.get(id(node), ()):
             words[i], words[i + 1], words[i + 2] = keys[0], keys[1], off & 0xFFFFFFFF
     rec, epi = self._copies(inputs), None

@@ -163,12 +163,264 @@ def test_released_captures_give_their_memory_back():
     def f(x): return x.exp() + 1
     x = tensor(np.ones(64, np.float32), device="vulkan")
     f(x); f(x); out = f(x)
-    (captured, _, _), = f.captures.values()
+    (st,), = f.captures.values()
+    captured = st.captured
     mine = lambda: any(p is captured.pools for p in mem.private)
     assert mine() and captured.pools["device"].live > 0
+    del st
     f.reset()
     mem.stats()
-    assert mine()                       # `out` still lives in the capture's memory
-    del out
-    mem.stats()
-    assert not mine() and not captured.pools     # closed, once nothing uses it
+    # what a call hands back is a copy in shared memory: the capture's pools close with it
+    assert not mine() and not captured.pools
+    np.testing.assert_allclose(out.numpy(), np.e + 1, rtol=1e-6)
+
+
+# --- the contract (nbs/29_jit.ipynb, "The contract"; ADR 0028): each test fails on the jit before it ---
+
+def vk(a, dtype=np.float32):
+    return tensor(np.asarray(a, dtype), device="vulkan")
+
+
+def digits_mlp(optimizer):
+    from vkml.data import digits_split
+    VF.manual_seed(0)
+    model = nn.Sequential(nn.Linear(64, 32), nn.ReLU(), nn.Linear(32, 10)).to("vulkan")
+    opt = optimizer(model.parameters())
+    xtr, ytr, _, _ = digits_split()
+    return model, opt, [(xtr[i:i + 32], ytr[i:i + 32]) for i in range(0, 320, 32)]
+
+
+@pytest.mark.parametrize("optimizer", [lambda ps: optim.SGD(ps, lr=0.1, momentum=0.9),
+                                       lambda ps: optim.Adam(ps, lr=0.01)], ids=["sgd", "adam"])
+def test_losses_collected_over_ten_steps_equal_the_eager_loop(optimizer):
+    runs = []
+    for use_jit in (False, True):
+        model, opt, data = digits_mlp(optimizer)
+        step = make_step(model, opt)
+        if use_jit: step = vkml.jit(step)
+        losses = [step(vk(x), tensor(y, device="vulkan")) for x, y in data]      # kept, read at the end
+        runs.append([l.item() for l in losses])
+    assert len(set(runs[1])) == 10                   # one value per step, not the last replay's ten times
+    np.testing.assert_allclose(runs[1], runs[0], rtol=1e-5, atol=1e-5)
+
+
+def test_outputs_kept_across_calls_keep_their_values():
+    f = vkml.jit(lambda x: x * 2)
+    outs = [f(vk([i])) for i in range(6)]
+    assert [o.item() for o in outs] == [0, 2, 4, 6, 8, 10]
+
+
+def test_in_place_updates_inside_the_step_go_on_after_the_capture():
+    count, w = vk([0.0]), vk([1.0, 2.0])
+    ema = w.clone().realize()
+    @vkml.jit
+    def f(x):
+        count.add_(1)
+        w.add_(x)
+        ema.mul_(0.5).add_(w * 0.5)
+        return w.sum()
+    ref_w, ref_ema = np.array([1.0, 2.0]), np.array([1.0, 2.0])
+    for i in range(5):
+        f(vk([1.0, 1.0]))
+        ref_w = ref_w + 1; ref_ema = ref_ema * 0.5 + ref_w * 0.5
+    assert count.item() == 5
+    np.testing.assert_allclose(w.numpy(), ref_w)
+    np.testing.assert_allclose(ema.numpy(), ref_ema, rtol=1e-6)
+
+
+def test_caller_writes_to_what_the_step_reads_are_seen_by_the_next_replay():
+    w = vk([1.0, 1.0])
+    f = vkml.jit(lambda x: x * w)
+    for _ in range(3): f(vk([1.0, 2.0]))
+    w.add_(10)                                        # a functional write: w moves to new memory
+    np.testing.assert_allclose(f(vk([1.0, 2.0])).numpy(), [11, 22])
+    w.copy_(vk([3.0, 4.0]))
+    np.testing.assert_allclose(f(vk([1.0, 2.0])).numpy(), [3, 8])
+    assert f.captured == 1                            # replayed, not captured again
+
+
+def test_an_in_place_op_on_an_argument_updates_the_callers_tensor_every_call():
+    @vkml.jit
+    def f(x):
+        x.add_(1)
+        return x * 2
+    xs = [vk([float(i)]) for i in range(5)]
+    outs = [f(x) for x in xs]
+    assert [x.item() for x in xs] == [1, 2, 3, 4, 5]
+    assert [o.item() for o in outs] == [2, 4, 6, 8, 10]
+
+
+def sgd_model():
+    VF.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Dropout(0.5), nn.Linear(8, 2)).to("vulkan")
+    return model, optim.SGD(model.parameters(), lr=0.1)
+
+
+def run_both(script):
+    "Run `script(step, model, opt)` eagerly and jitted from the same start: the two results."
+    out = []
+    for use_jit in (False, True):
+        model, opt = sgd_model()
+        step = make_step(model, opt)
+        out.append(script(vkml.jit(step) if use_jit else step, model, opt))
+    return out
+
+
+def close(a, b, tol=1e-5):
+    for x, y in zip(a, b): np.testing.assert_allclose(x, y, rtol=tol, atol=tol)
+
+
+def test_load_state_dict_between_replays_is_trained_from():
+    (xb, yb), = batches(1)
+    def script(step, model, opt):
+        x, y = vk(xb[:, :4]), tensor(yb % 2, device="vulkan")
+        sd = {k: v.numpy() for k, v in model.state_dict().items()}
+        for _ in range(4): step(x, y)
+        model.load_state_dict(sd)                     # back to the start
+        with vkml.no_grad(): model[0].bias.add_(1.0)  # and an in-place write to a parameter
+        losses = [step(x, y).item() for _ in range(3)]
+        return losses, [p.numpy() for p in model.parameters()], [v.numpy() for v in model.state_dict().values()]
+    (le, pe, se), (lj, pj, sj) = run_both(script)
+    # (The first loss after the load is left out: the eager step after a load builds a new flat store, whose first
+    # update is not an in-place one, and an eager step whose update is in place returns a loss that already reads
+    # part of the updated parameters -- a schedule bug outside the jit, reported with this branch.)
+    close(le[1:], lj[1:]); close(pe, pj); close(se, sj)   # a checkpoint saved after holds the weights trained
+
+
+def test_eval_after_a_train_capture_stops_dropout_and_train_resumes_it():
+    model, _ = sgd_model()
+    f = vkml.jit(lambda x: model(x))
+    x = vk(np.ones((3, 4)))
+    for _ in range(3): f(x)
+    model.eval()
+    np.testing.assert_allclose(f(x).numpy(), model(x).numpy(), rtol=1e-6)
+    np.testing.assert_allclose(f(x).numpy(), model(x).numpy(), rtol=1e-6)
+    model.train()
+    a, b = f(x).numpy(), f(x).numpy()
+    assert not np.allclose(a, b)                      # dropout draws again
+    assert f.captured == 2                            # train, eval (after a warm-up), then the kept train capture
+
+
+@pytest.mark.parametrize("change", ["weight_decay", "betas", "eps", "lr"])
+def test_adam_settings_changed_between_replays_are_honoured(change):
+    def script(step, model, _):
+        opt = optim.Adam(model.parameters(), lr=0.01)
+        step = vkml.jit(make_step(model, opt)) if hasattr(step, "captures") else make_step(model, opt)
+        (xb, yb), = batches(1)
+        x, y = vk(xb[:, :4]), tensor(yb % 2, device="vulkan")
+        for _ in range(3): step(x, y)
+        g = opt.param_groups[0]
+        g[change] = dict(weight_decay=0.5, betas=(0.5, 0.9), eps=0.1, lr=0.1)[change]
+        return [step(x, y).item() for _ in range(3)], [p.numpy() for p in model.parameters()]
+    (le, pe), (lj, pj) = run_both(script)
+    close(le, lj); close(pe, pj)
+
+
+def test_requires_grad_false_between_replays_freezes_the_parameter():
+    def script(step, model, opt):
+        (xb, yb), = batches(1)
+        x, y = vk(xb[:, :4]), tensor(yb % 2, device="vulkan")
+        for _ in range(3): step(x, y)
+        model[0].weight.requires_grad_(False)
+        before = model[0].weight.numpy()
+        for _ in range(3): step(x, y)
+        return [before, model[0].weight.numpy()] + [p.numpy() for p in model.parameters()]
+    e, j = run_both(script)
+    close(e, j)
+    np.testing.assert_array_equal(j[0], j[1])
+
+
+def test_two_threads_calling_one_jitted_function_get_their_own_results():
+    import threading
+    f = vkml.jit(lambda x: x * x + 1)
+    f(vk([1.0])); f(vk([1.0]))
+    wrong = []
+    def worker(v):
+        outs = [(f(vk([v])), v) for _ in range(30)]
+        wrong.extend((o.item(), v * v + 1) for o, v in outs if o.item() != v * v + 1)
+    ts = [threading.Thread(target=worker, args=(float(v),)) for v in (2, 3, 5)]
+    for t in ts: t.start()
+    for t in ts: t.join()
+    assert not wrong, wrong[:3]
+
+
+def test_failed_captures_give_their_memory_back():
+    import gc
+    from vkml.vulkan.memory import memory_stats
+    @vkml.jit
+    def boom(x):
+        y = (x * 2).sum()                             # (built, never run: the capture submits nothing)
+        raise ValueError("boom")
+    x = vk(np.ones(1000))
+    def fail():
+        try: boom(x)
+        except ValueError: pass
+    for _ in range(3): fail()
+    gc.collect()
+    s0 = memory_stats()
+    for _ in range(50): fail()
+    gc.collect()
+    s1 = memory_stats()
+    assert (s1["bytes_in_use"], s1["bytes_reserved"], s1["blocks"]) == (s0["bytes_in_use"], s0["bytes_reserved"], s0["blocks"])
+    from vkml.dtypes import OutOfMemoryError
+    from vkml.vulkan.memory import memory
+    with pytest.raises(OutOfMemoryError, match="all of the device's pools"):   # what the heap holds, not one pool
+        memory().tensors._oom(1)
+
+
+def test_a_kept_gradient_keeps_its_value():
+    model, opt = sgd_model()
+    model.eval()                                      # (no dropout: every call's gradient is the same function)
+    step = vkml.jit(make_step(model, opt))
+    (xb, yb), = batches(1)
+    kept = []
+    for i in range(5):
+        step(vk(xb[:, :4] * (i + 1)), tensor(yb % 2, device="vulkan"))
+        kept.append((model[0].weight.grad, model[0].weight.grad.numpy()))
+    for g, value in kept: np.testing.assert_array_equal(g.numpy(), value)
+    assert len({v.tobytes() for _, v in kept}) == 5
+
+
+def test_a_closure_tensor_of_a_new_shape_captures_again():
+    w = vk([1.0, 2.0])
+    f = vkml.jit(lambda x: (x * w).sum())
+    for _ in range(3): f(vk([1.0, 1.0]))
+    w = vk([5.0])                                     # (a new object: the closure cell now names it)
+    assert f(vk([1.0, 1.0])).item() == 10.0
+    assert f(vk([1.0, 1.0])).item() == 10.0
+
+
+def test_state_replaced_by_a_new_object_is_a_typed_error():
+    class Acc:
+        total = vk([0.0])
+    @vkml.jit
+    def f(x):
+        Acc.total = Acc.total + x                     # a new tensor each call: a replay could not follow it
+        return Acc.total * 1
+    f(vk([1.0]))
+    with pytest.raises(JitError, match="replaced"):
+        f(vk([1.0]))
+
+
+def test_an_optimiser_that_replaces_its_state_is_refused():
+    model, _ = sgd_model()
+    opt = optim.Adam(model.parameters(), lr=0.01, fused=False)    # per-parameter: new state tensors each step
+    step = vkml.jit(make_step(model, opt))
+    (xb, yb), = batches(1)
+    x, y = vk(xb[:, :4]), tensor(yb % 2, device="vulkan")
+    step(x, y)
+    with pytest.raises(JitError, match="replaced"):
+        step(x, y)
+
+
+def test_a_lazy_value_built_between_replays_keeps_what_it_read():
+    model, opt = sgd_model()
+    step = vkml.jit(make_step(model, opt))
+    (xb, yb), = batches(1)
+    x, y = vk(xb[:, :4]), tensor(yb % 2, device="vulkan")
+    for _ in range(3): step(x, y)
+    before = model[0].weight.numpy()
+    w0 = model[0].weight * 1                          # lazy, reads the memory the next replay writes
+    step(x, y)
+    np.testing.assert_array_equal(w0.numpy(), before)
+    assert not np.array_equal(model[0].weight.numpy(), before)

@@ -4,15 +4,17 @@
 
 # %% ../nbs/29_jit.ipynb #62b76119
 from __future__ import annotations
-import functools
+import functools, gc, threading, weakref
 from collections import OrderedDict
 from .dtypes import *
-from .graph import JitError, CaptureNotes, get_backend, take_deferred
+from .ops import Op
+from .graph import (JitError, CaptureNotes, Node, get_backend, take_deferred, capture_in_progress, make_node, no_grad,
+                        references)
 from .operands import TensorBase
-from .tensor import Tensor, realize
+from .tensor import Tensor, realize, settle_readers, _members, _rebind, _replay as _view_of
 
 # %% auto #0
-__all__ = ['flatten', 'unflatten', 'Jit', 'jit']
+__all__ = ['flatten', 'unflatten', 'JitNotes', 'note_guard', 'Jit', 'jit']
 
 # %% ../nbs/29_jit.ipynb #a4ef1e68
 def flatten(tree) -> tuple:
@@ -45,19 +47,145 @@ def _key(leaves, structure) -> tuple:
             out.append(("V", type(x), x))
     return structure, tuple(out)
 
+# %% ../nbs/29_jit.ipynb #c0a00002
+class JitNotes(CaptureNotes):
+    "A capture's notes, with the host values the recorded step assumed (`note_guard`)."
+    def __init__(self, device: str):
+        super().__init__(device)
+        self.guards = {}          # key -> (get, its value at the capture)
+
+def note_guard(key, get) -> None:
+    "Tell a capture in progress that its step assumed `get()` keeps its present value (noted once per `key`)."
+    c = capture_in_progress()
+    if c is not None and getattr(c, "guards", None) is not None and key not in c.guards: c.guards[key] = (get, get())
+
+def _value(get):
+    "A guard's value now (None if it cannot be had: its object is gone)."
+    try: return get()
+    except ReferenceError: return None
+
+# %% ../nbs/29_jit.ipynb #c0a00004
+def _live(device: str) -> list:
+    "(weak reference, node) of every tensor on `device` alive now: what a capture compares with after the step."
+    return [(weakref.ref(o), o.node) for o in gc.get_objects()
+            if isinstance(o, TensorBase) and getattr(o, "node", None) is not None and o.node.device == device]
+
+def _pending_writes(live) -> list:
+    "The nodes of tensors written in place whose writes are still lazy (a step that writes them again would bake them in)."
+    return [n for w, n in live if not n.realized and (t := w()) is not None and t._version]
+
+def _lazy(refs) -> list:
+    "The nodes of the tensors `refs` (weak references) that are alive and lazy."
+    return [t.node for w in refs if (t := w()) is not None and not t.node.realized]
+
+def _closure(fn) -> tuple:
+    "What `fn`'s closure cells hold (by identity): a cell rebound to another object changes what the step reads."
+    return tuple(id(c.cell_contents) if c.cell_contents is not None else None for c in fn.__closure__ or ())
+
+def _bindable(t) -> bool:
+    "Can `t` be moved onto other memory by itself (not a view; no gradient graph behind it)?"
+    return t._base is None and (not t.requires_grad or t.is_leaf)
+
+def _bind(t, buf) -> None:
+    "Make `t` a fresh realized node over `buf`, its gradient flags kept; its views follow."
+    old = t.node
+    n = Node(Op.INPUT, (), None, old.shape, old.dtype, old.device, buf=buf, requires_grad=old.requires_grad)
+    if old.leaf_of is not None and old.leaf_of() is t: n.leaf_of = weakref.ref(t)
+    n.tref, t.node = weakref.ref(t), n
+    for v in _members(t)[1:]: _rebind(v, _view_of(v._steps, n, v.requires_grad))
+
+def _over(buf, device: str) -> Tensor:
+    "A tensor over backend buffer `buf`."
+    return Tensor(Node(Op.INPUT, (), None, buf.view.shape, buf.dtype, device, buf=buf))
+
+def _assign_into(buf, t, device: str):
+    "Write `t`'s value into memory `buf` now (any layout: a kernel, one submission)."
+    with no_grad():
+        dst = Node(Op.INPUT, (), None, buf.view.shape, buf.dtype, device, buf=buf)
+        realize(make_node(Op.ASSIGN, (dst, t.node)))
+
+# %% ../nbs/29_jit.ipynb #c0a00006
+class _Step:
+    "One capture of the function, and what keeps its replays and the caller's tensors in step."
+    def __init__(self, captured, device, guards, outs, out_structure, state, grads, written):
+        self.captured, self.device, self.guards = captured, device, guards   # guards: [(get, value at capture)]
+        self.outs, self.out_structure = outs, out_structure   # the outputs' captured buffers (None for None)
+        self.state = state          # [weakref, its node after the last call, captured buffer, step reads it, requires_grad]
+        self.grads = grads          # [(weakref to a tensor, the captured buffer of its .grad)]
+        self.written = written      # [(index of an argument the step writes, the captured buffer of its new value)]
+        self.handed = []            # [(weakref, captured buffer)]: the capture call's outputs, over captured memory
+        self.memories = captured.memories()   # what the recordings bind: a replay writes into these
+
+    def holds(self):
+        "Do the host values and the tensors the capture assumed still hold? (None: they never will again.)"
+        for get, v in self.guards:
+            if _value(get) != v: return False
+        for w, node, buf, reads, rg in self.state:
+            t = w()
+            if t is None:
+                if reads: return None       # a tensor the step read is gone: the function reads another one now
+                continue
+            n = t.node
+            if n.requires_grad != rg: return False
+            if n is not node and (n.shape != buf.view.shape or n.dtype is not buf.dtype or n.device != self.device): return False
+        return True
+
+    def prepare(self) -> list:
+        "The caller's writes to tensors the step reads, realized now: [(source buffer, captured buffer)] to copy in."
+        copies = []
+        for e in self.state:
+            t = e[0]()
+            if t is None or t.node is e[1]: continue
+            if not t.node.realized: realize(t)
+            b = t.node.buf
+            if not self.captured.same(b, e[2]) and e[3]:              # (a tensor the step only writes: no copy)
+                if b.view.is_contiguous and e[2].view.is_contiguous: copies.append((b, e[2]))
+                else: _assign_into(e[2], t, self.device)
+            if _bindable(t) and not self.captured.same(b, e[2]): _bind(t, e[2])
+            e[1] = t.node
+        return copies
+
+    def copy_handed(self, rec) -> None:
+        "Record copies of the capture call's outputs still held, and move them there (before the replay overwrites)."
+        for w, buf in self.handed:
+            if (t := w()) is not None and t.node.buf is buf: _bind(t, self.captured.fresh(rec, buf))
+        self.handed = []
+
+    def kept_grads(self, rec) -> tuple:
+        """Record copies of the `.grad`s handed out earlier that someone besides the parameter holds:
+        ([(old gradient, its copy)], [(tensor, buffer) that gets a new gradient tensor])."""
+        kept, new = [], []
+        for w, buf in self.grads:
+            t = w()
+            if t is None: continue
+            g = t.grad
+            if g is not None and g.node.buf is buf:
+                if references(g) <= 1: continue                  # only `t.grad` holds it: rewritten, as PyTorch's
+                kept.append((g, self.captured.fresh(rec, buf)))
+            new.append((t, buf))
+        return kept, new
+
+    def release(self): self.captured.release()
+
 # %% ../nbs/29_jit.ipynb #72bd9fae
 class Jit:
     "A function of tensors captured on its second call and replayed on the later ones (see above)."
-    max_captures = 4        # captures kept (per argument shapes), the least recently used dropped first
+    max_captures = 4        # captures kept (argument shapes and guard values), the least recently used dropped first
 
     def __init__(self, fn, enabled: bool = True):
         functools.update_wrapper(self, fn)
         self.fn, self.enabled = fn, enabled
         self.calls = 0                 # calls so far
-        self.captures = OrderedDict()  # key -> (Captured, outputs, output structure)
+        self.captures = OrderedDict()  # key -> [_Step]: one per set of guard values seen
         self.captured = 0              # captures made (a test's way to see re-captures)
+        self._left = []                # weak references to lazy tensors the last warm-up left
+        self._warm = set()             # keys whose captures no longer hold, warmed up once (the next call captures)
+        self._lock = threading.RLock() # one call at a time: a replay's buffers are the function's, not the thread's
 
     def __call__(self, *args, **kwargs):
+        with self._lock: return self._call(args, kwargs)
+
+    def _call(self, args, kwargs):
         self.calls += 1
         if not kwargs and all(isinstance(a, TensorBase) for a in args):   # the usual call: tensors only
             leaves, structure, tensors = args, ("tuple", ((("tuple", (None,) * len(args))), ("dict", (), ()))), args
@@ -69,13 +197,28 @@ class Jit:
         if len(devices) > 1: raise JitError(f"a vkml.jit function's tensor arguments are on one device, got {sorted(devices)}")
         device = devices.pop()
         key = _key(leaves, structure)
-        hit = self.captures.get(key)
-        if hit is not None:
-            self.captures.move_to_end(key)
-            return self._replay(hit, tensors)
+        steps = self.captures.get(key, [])
+        for st in list(steps):
+            ok = st.holds()
+            if ok:
+                self.captures.move_to_end(key)
+                return self._replay(st, tensors)
+            if ok is None: steps.remove(st); st.release()
         backend = get_backend(device)
-        if self.calls == 1 or not backend.can_capture: return self.fn(*args, **kwargs)   # the warm-up; or the CPU
+        if not backend.can_capture: return self.fn(*args, **kwargs)                # the CPU
+        if self.calls == 1: return self._warm_up(device, args, kwargs)
+        if key in self.captures and key not in self._warm:    # what the captures assumed changed: warm up again
+            self._warm.add(key)
+            return self._warm_up(device, args, kwargs)
+        self._warm.discard(key)
         return self._capture(backend, device, leaves, structure, tensors, key)
+
+    def _warm_up(self, device, args, kwargs):
+        "Run the function as written; note the tensors it left lazy (a capture computes them first: not the next step's)."
+        seen = {id(n): n for _, n in _live(device)}
+        out = self.fn(*args, **kwargs)
+        self._left = [w for w, n in _live(device) if not n.realized and id(n) not in seen]
+        return out
 
     def _inputs(self, tensors) -> list:
         "The arguments' nodes, realized and contiguous (made so eagerly: that work is not the step's)."
@@ -88,36 +231,112 @@ class Jit:
         if lazy: realize(*lazy)
         return [t.node for t in ts]
 
-    def _capture(self, backend, device, leaves, structure, tensors, key):
-        inputs = self._inputs(tensors)
-        pending = take_deferred(device)
-        if pending: realize(*pending)                   # lazy work from before the call is not the step's
-        def run(statics):
-            it = iter(Tensor(n) for n in statics)
-            args, kwargs = unflatten(structure, iter([next(it) if isinstance(x, TensorBase) else x for x in leaves]))
-            out = self.fn(*args, **kwargs)
-            outs, out_structure = flatten(out)
-            for o in outs:
-                if o is not None and not isinstance(o, TensorBase):
-                    raise JitError(f"a vkml.jit function returns tensors (or None), got a {type(o).__name__}: "
-                                   f"a replay would return its captured value")
-            realize(*[o for o in outs if o is not None], *take_deferred(device))
-            return out, outs, out_structure
-        captured, (out, outs, out_structure) = backend.capture(inputs, run, CaptureNotes(device))
-        self.captures[key] = (captured, outs, out_structure)
-        self.captured += 1
-        while len(self.captures) > self.max_captures: self.captures.popitem(last=False)[1][0].release()
-        return out
-
-    def _replay(self, hit, tensors):
-        captured, outs, out_structure = hit
-        captured.replay(self._inputs(tensors))
-        return unflatten(out_structure, iter(outs))
-
     def reset(self):
         "Forget every capture (the next call captures again)."
-        for captured, _, _ in self.captures.values(): captured.release()
+        for steps in self.captures.values():
+            for st in steps: st.release()
         self.captures.clear()
+
+# %% ../nbs/29_jit.ipynb #c0a00008
+def _capture(self: Jit, backend, device, leaves, structure, tensors, key):
+    inputs = self._inputs(tensors)
+    before, notes, kept = _live(device), JitNotes(device), {}
+    pending = take_deferred(device) + _pending_writes(before) + _lazy(self._left)
+    self._left = []
+    if pending: realize(*pending)                   # lazy work from before the call is not the step's
+    del pending
+    def run(statics):
+        args_t = [Tensor(n) for n in statics]
+        it = iter(args_t)
+        args, kwargs = unflatten(structure, iter([next(it) if isinstance(x, TensorBase) else x for x in leaves]))
+        out = self.fn(*args, **kwargs)
+        outs, out_structure = flatten(out)
+        for o in outs:
+            if o is not None and not isinstance(o, TensorBase):
+                raise JitError(f"a vkml.jit function returns tensors (or None), got a {type(o).__name__}: "
+                               f"a replay would return its captured value")
+        changed = [(t, n0) for w, n0 in before if (t := w()) is not None and t.node is not n0]
+        written = [i for i, (a, s) in enumerate(zip(args_t, statics)) if a.node is not s]
+        realize(*[o for o in outs if o is not None], *[args_t[i] for i in written], *[t for t, _ in changed],
+                *take_deferred(device))                 # (whatever the step left lazy is the step's too)
+        read = notes.recording.memories()             # what the recordings bind: read at the step's start, or written
+        mem = lambda b: b is not None and backend.memory_of(b) in read
+        _check_dropped(before, mem)
+        _write_back(changed, mem, notes.recording, device)
+        kept.update(outs=[None if o is None else o.node.buf for o in outs], out_structure=out_structure,
+                    written=[(i, args_t[i].node.buf) for i in written],
+                    reads={id(t) for t, n0 in changed if mem(n0.buf)})
+        return out
+    captured, _ = backend.capture(inputs, run, notes)
+    mems = captured.memories()
+    state, grads = [], []
+    for w, n0 in before:
+        t = w()
+        if t is None or not t.node.realized or backend.memory_of(t.node.buf) not in mems: continue
+        state.append([w, t.node, t.node.buf, t.node is n0 or id(t) in kept["reads"], t.requires_grad])
+        g = t.grad
+        if g is not None and g.node.realized and backend.memory_of(g.node.buf) in mems: grads.append((w, g.node.buf))
+    guards = list(notes.guards.values()) + [(functools.partial(_closure, self.fn), _closure(self.fn))]
+    st = _Step(captured, device, guards, kept["outs"], kept["out_structure"], state, grads, kept["written"])
+    self.captures.setdefault(key, []).append(st)
+    self.captured += 1
+    while sum(map(len, self.captures.values())) > self.max_captures:
+        k = next(iter(self.captures))
+        self.captures[k].pop(0).release()
+        if not self.captures[k]: del self.captures[k]
+    # This call's outputs are the capture's own buffers, copied out by the next replay if still held (no submission
+    # of their own now); an argument's new value is a copy now.
+    out = self._hand_back(st, tensors, [b for b in st.outs if b is not None] + captured.copy_out([b for _, b in st.written]))
+    st.handed = [(weakref.ref(t), t.node.buf) for t in flatten(out)[0] if isinstance(t, TensorBase)]
+    return out
+Jit._capture = _capture
+
+# %% ../nbs/29_jit.ipynb #c0a0000a
+def _check_dropped(before, mem):
+    "Refuse a step that dropped a tensor whose memory it read: it replaced state, which a replay would read stale."
+    for w, n0 in before:
+        if w() is None and mem(n0.buf):
+            raise JitError(f"a vkml.jit function replaced a {n0.dtype.name} tensor of shape {n0.shape} it read with a new "
+                           f"one (state kept as a new Python object each call, or a gradient accumulated across calls): a "
+                           f"replay would read the old one. Update state in place (`t.mul_(0.9)`, `vkml.nn.assign`), zero "
+                           f"gradients inside the step, or use vkml.jit(fn, enabled=False)")
+
+def _write_back(changed, mem, captured, device):
+    "Tensors the step moved to new memory after reading their old one: written back there, by the step itself."
+    wb = [(t, n0.buf) for t, n0 in changed if mem(n0.buf) and not captured.same(n0.buf, t.node.buf)]
+    for t, b0 in wb:
+        if not _bindable(t) or t.shape != b0.view.shape or t.dtype is not b0.dtype:
+            raise JitError(f"a vkml.jit function wrote a tensor it reads ({t.dtype.name} {t.shape}) as a view, or changed its "
+                           f"shape or dtype: a replay cannot keep it. Write it in place whole, with its shape and dtype")
+    for t, b0 in wb: _assign_into(b0, t, device)       # (recorded: every replay writes it back)
+    for t, b0 in wb: _bind(t, b0)
+
+# %% ../nbs/29_jit.ipynb #c0a0000c
+def _replay(self: Jit, st: _Step, tensors):
+    cap = st.captured
+    settle_readers(st.device, st.memories)          # a lazy value built from this memory keeps what it read
+    inputs = self._inputs(tensors)
+    copies, grads, bufs = st.prepare(), [], []
+    def before(rec):
+        for src, dst in copies: cap.copy_into(rec, src, dst)
+        st.copy_handed(rec)
+        grads.extend(st.kept_grads(rec))
+    def after(rec):
+        bufs.extend(cap.fresh(rec, b) for b in [b for b in st.outs if b is not None] + [b for _, b in st.written])
+    cap.replay(inputs, before, after)
+    kept, new = grads
+    for g, b in kept: _bind(g, b)                   # a gradient someone kept keeps its value
+    for t, buf in new: t.grad = _over(buf, st.device)
+    return self._hand_back(st, tensors, bufs)
+
+def _hand_back(self: Jit, st: _Step, tensors, bufs: list):
+    "The call's outputs over fresh copies `bufs`, and the arguments the step wrote made to hold their new values."
+    it = iter(bufs)
+    outs = [None if b is None else _over(next(it), st.device) for b in st.outs]
+    with no_grad():
+        for i, _ in st.written: tensors[i]._write(_over(next(it), st.device), "vkml.jit (an argument written in place)")
+    return unflatten(st.out_structure, iter(outs))
+Jit._replay, Jit._hand_back = _replay, _hand_back
 
 def jit(fn=None, *, enabled: bool = True):
     "Capture `fn` (a function of tensors) on its second call and replay it after (see above); `enabled=False` runs it each call."

@@ -9,6 +9,7 @@ import numpy as np
 from .dtypes import *
 from .ops import Op
 from .graph import Node, no_grad, get_backend, note_refresh
+from .capture import note_guard
 from .tensor import Tensor, realize, tensor, renew
 import vkml.functional as VF
 from .nn import assign
@@ -126,8 +127,9 @@ class Optimizer:
     def _check_group(self, group): pass
 
     def _baked(self) -> list:
-        "Each group's hyperparameters that a step's graph holds as constants: all but the learning rate."
-        return [{k: g[k] for k in self.defaults if k != "lr"} for g in self.param_groups]
+        "What of each group's hyperparameters a step's graph holds as constants: whether each is 0 (the numbers are refreshed)."
+        nz = lambda v: tuple(x != 0 for x in v) if isinstance(v, tuple) else v != 0 if type(v) in (int, float) else v
+        return [{k: nz(g[k]) for k in self.defaults if k != "lr"} for g in self.param_groups]
 
     def _replayed(self, group, baked) -> np.ndarray:
         "A replayed step's numbers of `group` (`vkml.jit`), once the groups are checked as `step()` checks them."
@@ -137,7 +139,7 @@ class Optimizer:
             if changed:
                 from vkml.graph import JitError
                 raise JitError(f"{', '.join(changed)} changed after the step was captured, and a replay would ignore it "
-                               f"(only lr is read at each replay): call the jit function's reset() to capture the step again")
+                               f"(a 0 setting becoming non-zero changes the step's graph): call the jit function's reset() to capture the step again")
         return self._advance(group)
 
     def _check_groups(self):
@@ -196,6 +198,7 @@ class Optimizer:
             names = list(self._hyper(group, 1))
             H = tensor(self._advance(group), device=flat.device)
             note_refresh(H.node, lambda group=group, baked=baked: self._replayed(group, baked))   # a replay recomputes them
+            note_guard(("optimizer", id(self)), lambda: self._structure(flat))   # ... and assumes the rest stays
             h = {k: H[i] for i, k in enumerate(names)}
             P = flat.p[a:b]
             G = VF.cat([p.grad.reshape(-1) for p in group["params"]])
@@ -210,6 +213,12 @@ class Optimizer:
         whole = lambda k: fresh[0][k] if len(fresh) == 1 else VF.cat([f[k] for f in fresh])
         p, state = whole("param"), {k: whole(k) for k in self.state_names}
         return [p, *state.values()], lambda: flat.bind(self, p, state)
+
+    def _structure(self, flat) -> tuple:
+        "What a captured step assumes beyond the per-step numbers: this flat store, the parameters, which settings are 0."
+        nz = lambda v: tuple(x != 0 for x in v) if isinstance(v, tuple) else v != 0 if type(v) in (int, float) else v
+        return self._flat is flat, tuple((tuple(map(id, g["params"])), tuple((k, nz(v)) for k, v in g.items() if k != "params"))
+                                         for g in self.param_groups)
 
     def _step_each(self) -> list:
         self._flat = None                              # a per-parameter step rebinds the parameters
@@ -283,14 +292,15 @@ class SGD(Optimizer):
     def _hyper(self, g, step):
         # PyTorch's buffer starts as the gradient itself, at the first step with momentum (which may come later)
         first = not any(isinstance(self.state.get(p, {}).get("momentum_buffer"), Tensor) for p in g["params"])
-        return dict(lr=g["lr"], mom=0.0 if first else g["momentum"], keep=1.0 if first else 1.0 - g["dampening"])
+        return dict(lr=g["lr"], mom=0.0 if first else g["momentum"], keep=1.0 if first else 1.0 - g["dampening"],
+                    momentum=g["momentum"], weight_decay=g["weight_decay"])
     def _rule(self, p, g, s, h, group):
         if group["maximize"]: g = -g
-        if group["weight_decay"]: g = g + p * group["weight_decay"]
+        if group["weight_decay"]: g = g + p * h["weight_decay"]
         new = {}
         if group["momentum"]:
             buf = new["momentum_buffer"] = s["momentum_buffer"] * h["mom"] + g * h["keep"]
-            g = g + buf * group["momentum"] if group["nesterov"] else buf
+            g = g + buf * h["momentum"] if group["nesterov"] else buf
         elif "momentum_buffer" in s: new["momentum_buffer"] = s["momentum_buffer"]
         new["param"] = p - g * h["lr"]
         return new
@@ -316,20 +326,21 @@ class Adam(Optimizer):
     def _hyper(self, g, step):
         (b1, b2), lr = g["betas"], g["lr"]
         bc1, bc2 = 1.0 - b1 ** step, 1.0 - b2 ** step
-        return dict(step_size=lr / bc1, inv_sqrt_bc2=1.0 / math.sqrt(bc2), decay=1.0 - lr * g["weight_decay"])
+        return dict(step_size=lr / bc1, inv_sqrt_bc2=1.0 / math.sqrt(bc2), decay=1.0 - lr * g["weight_decay"],
+                    beta1=b1, one_minus_beta1=1.0 - b1, beta2=b2, one_minus_beta2=1.0 - b2, eps=g["eps"],
+                    weight_decay=g["weight_decay"])
     def _rule(self, p, g, s, h, group):
-        (b1, b2) = group["betas"]
         if group["maximize"]: g = -g
         p_ = p
         if group["weight_decay"]:
             if self._decoupled: p_ = p * h["decay"]
-            else: g = g + p * group["weight_decay"]
-        m = s["exp_avg"] * b1 + g * (1.0 - b1)
-        v = s["exp_avg_sq"] * b2 + g * g * (1.0 - b2)
+            else: g = g + p * h["weight_decay"]
+        m = s["exp_avg"] * h["beta1"] + g * h["one_minus_beta1"]
+        v = s["exp_avg_sq"] * h["beta2"] + g * g * h["one_minus_beta2"]
         new = dict(exp_avg=m, exp_avg_sq=v)
         if group["amsgrad"]: v = new["max_exp_avg_sq"] = s["max_exp_avg_sq"].maximum(v)
         elif "max_exp_avg_sq" in s: new["max_exp_avg_sq"] = s["max_exp_avg_sq"]
-        denom = v.sqrt() * h["inv_sqrt_bc2"] + group["eps"]
+        denom = v.sqrt() * h["inv_sqrt_bc2"] + h["eps"]
         new["param"] = p_ - m / denom * h["step_size"]
         return new
 
@@ -354,21 +365,23 @@ class RMSprop(Optimizer):
     def _check_group(self, g):
         for k in ("lr", "alpha", "eps", "weight_decay", "momentum"): g[k] = _number(k, g[k], opt="RMSprop")
         for k in ("centered", "maximize"): g[k] = _flag(k, g[k], opt="RMSprop")
-    def _hyper(self, g, step): return dict(lr=g["lr"])
+    def _hyper(self, g, step):
+        return dict(lr=g["lr"], alpha=g["alpha"], one_minus_alpha=1.0 - g["alpha"], eps=g["eps"],
+                    weight_decay=g["weight_decay"], momentum=g["momentum"])
     def _rule(self, p, g, s, h, group):
-        a = group["alpha"]
+        a = h["alpha"]
         if group["maximize"]: g = -g
-        if group["weight_decay"]: g = g + p * group["weight_decay"]
-        sq = s["square_avg"] * a + g * g * (1.0 - a)
+        if group["weight_decay"]: g = g + p * h["weight_decay"]
+        sq = s["square_avg"] * a + g * g * h["one_minus_alpha"]
         new = dict(square_avg=sq)
         for k in ("grad_avg", "momentum_buffer"):
             if k in s: new[k] = s[k]
         if group["centered"]:
-            ga = new["grad_avg"] = s["grad_avg"] * a + g * (1.0 - a)
-            avg = (sq - ga * ga).sqrt() + group["eps"]
-        else: avg = sq.sqrt() + group["eps"]
+            ga = new["grad_avg"] = s["grad_avg"] * a + g * h["one_minus_alpha"]
+            avg = (sq - ga * ga).sqrt() + h["eps"]
+        else: avg = sq.sqrt() + h["eps"]
         if group["momentum"]:
-            buf = new["momentum_buffer"] = s["momentum_buffer"] * group["momentum"] + g / avg
+            buf = new["momentum_buffer"] = s["momentum_buffer"] * h["momentum"] + g / avg
             new["param"] = p - buf * h["lr"]
         else: new["param"] = p - g / avg * h["lr"]
         return new

@@ -4,11 +4,11 @@
 
 # %% ../../nbs/30a_nn_module.ipynb #3acbd40b
 from __future__ import annotations
-import collections, math, weakref
+import collections, functools, math, weakref
 import numpy as np
 from ..dtypes import *
 from ..ops import Op, VIEW_OPS
-from ..graph import Node, no_grad, canonical_device, make_node
+from ..graph import Node, no_grad, canonical_device, make_node, capture_in_progress
 from ..tensor import Tensor, realize, from_numpy_node, tensor
 import vkml.functional as VF
 import vkml.autograd  # noqa: F401 (Tensor.backward and Tensor.detach, which state dicts and batch norm use)
@@ -71,7 +71,9 @@ class Module:
         object.__setattr__(self, "training", True)
 
     def forward(self, *args, **kwargs): raise NotImplementedError(f"{type(self).__name__} has no forward")
-    def __call__(self, *args, **kwargs): return self.forward(*args, **kwargs)
+    def __call__(self, *args, **kwargs):
+        if capture_in_progress() is not None: _note_module(self)   # what a vkml.jit replay assumes of this module
+        return self.forward(*args, **kwargs)
 
     def __setattr__(self, name, value):
         d = self.__dict__
@@ -157,6 +159,19 @@ class Module:
     def requires_grad_(self, requires_grad: bool = True):
         for p in self.parameters(): p.requires_grad_(requires_grad)
         return self
+
+def _note_module(m: Module):
+    "Tell a vkml.jit capture in progress that its step assumed `m`'s mode, parameter and buffer objects and settings."
+    from vkml.capture import note_guard
+    note_guard(("module", id(m)), functools.partial(_settings, weakref.ref(m)))
+
+def _settings(ref):
+    "A module's training mode and plain settings (numbers, flags), and which parameters and buffers it has."
+    m = ref()
+    if m is None: return None
+    d = m.__dict__
+    return (tuple(map(id, d["_parameters"].values())), tuple(map(id, d["_buffers"].values())),
+            tuple((k, v) for k, v in d.items() if type(v) in (bool, int, float, str)))
 
 # %% ../../nbs/30a_nn_module.ipynb #90ed136e
 def _move(t: Tensor, device: str) -> None:

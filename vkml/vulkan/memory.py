@@ -266,8 +266,9 @@ class Pool(_PoolRecording, _PoolBlocks, _PoolLists):
     def _oom(self, nbytes):
         raise OutOfMemoryError(
             f"{self.dev.name} ({self.dev.info.name}) cannot allocate {nbytes:,} bytes of {self.kind} memory: "
-            f"{self.in_use:,} bytes are in use and {self.reserved:,} reserved in {len(self.blocks)} blocks; "
-            f"the heap has {self.heap_size:,} bytes and one allocation may have {self.max_alloc:,}"
+            f"{self.in_use:,} bytes are in use and {self.reserved:,} reserved in {len(self.blocks)} blocks of this pool; "
+            f"all of the device's pools (vkml.jit captures' too) reserve {self.heap_reserved.get(self.heap, 0):,} bytes "
+            f"of the heap, which has {self.heap_size:,}; one allocation may have {self.max_alloc:,}"
             f"{'; ' + self.refusal if self.refusal else ''}. "
             f"Drop tensors you no longer need, use smaller batches, or device='cpu'")
 

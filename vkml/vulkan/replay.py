@@ -10,9 +10,10 @@ from ..ops import Op
 from ..graph import Node, JitError, CaptureNotes, _capturing
 from ..elementwise import rand_keys
 from .dispatch import Recorder, VkTensor, runtime, contiguous_view
+from .recorder import Window, _span
 
 # %% auto #0
-__all__ = ['Captured', 'capture', 'replay', 'release']
+__all__ = ['Captured', 'capture', 'replay', 'release', 'memories', 'same', 'fresh', 'copy_into', 'copy_out']
 
 # %% ../../nbs/28_replay.ipynb #1f9f9359
 class Captured:
@@ -27,6 +28,7 @@ class Captured:
         self.refresh, self.rands = [], []   # (VkTensor, values()), (node, generator, n): from the capture's notes
         self.pools = None        # the capture's own memory pools
         self.prologue = None     # the capture call's input copies, submitted with its first recording
+        self.epilogue = None     # the last replay's commands after the step (its command buffer goes back at the next)
         self.last = 0            # the serial of this step's last submission
         self.commands = 0        # commands recorded (dispatches and copies)
         self._keys, self._staging = {}, {}
@@ -79,12 +81,14 @@ def _capture(backend, inputs: list, run, notes: CaptureNotes = None):
             cap.prologue = cap._copies(inputs)
             statics = [Node(Op.INPUT, (), None, n.shape, n.dtype, n.device, buf=t) for n, t in zip(inputs, cap.inputs)]
             notes = notes or CaptureNotes(inputs[0].device if inputs else "vulkan")
+            notes.recording = cap             # (what `run` may ask of the capture so far: `memories()`)
             rt.capture, _capturing.current = cap, notes
             try: result = run(statics)
             finally: rt.capture = _capturing.current = None
             if cap.prologue is not None: cap.prologue.submit()   # nothing was recorded: the copies alone
         cap._finish(notes)
     except BaseException:
+        if cap.prologue is not None: cap.prologue.abort(); cap.prologue = None   # (its command buffer goes back)
         cap.release()
         raise
     return cap, result
@@ -130,17 +134,19 @@ def _copies(self, inputs) -> Recorder:
         rec.abort(); raise
     return rec
 
-def replay(self, inputs: list) -> int:
-    "Run the step again on `inputs` (realized, contiguous nodes of the captured shapes); the submission's serial."
+def replay(self, inputs: list, before=None, after=None) -> int:
+    """Run the step again on `inputs` (realized, contiguous nodes of the captured shapes); the submission's serial.
+    `before(rec)` records more commands ahead of the step, `after(rec)` behind it: the same submission."""
     with self.dev.lock:
         _release_orphans()
-        return self._replay(inputs)
+        return self._replay(inputs, before, after)
 
-def _replay(self, inputs: list) -> int:
+def _replay(self, inputs: list, before=None, after=None) -> int:
     if self.released: raise JitError("this capture was released")
     dev = self.dev
     dev.check_open()
     dev.wait(self.last)
+    if self.epilogue is not None: dev.discard(self.epilogue); self.epilogue = None   # (the last replay's is done)
     for t, values in self.refresh: self._write(t, values())
     for node, gen, n in self.rands:
         seed, off = gen.take(n)
@@ -148,17 +154,37 @@ def _replay(self, inputs: list) -> int:
         if keys is None: keys = self._keys[(seed, off >> 32)] = rand_keys(seed, off >> 32)   # the offset's high word is in the key
         for words, i in self.rand_slots.get(id(node), ()):
             words[i], words[i + 1], words[i + 2] = keys[0], keys[1], off & 0xFFFFFFFF
-    rec = self._copies(inputs)
+    rec, epi = self._copies(inputs), None
+    try:
+        if before is not None: before(rec)
+        if after is not None: after(epi := self._behind())
+    except BaseException:
+        if epi is not None: epi.abort()
+        rec.abort(); raise
     if self.flags:      # the index checks again: zeroed flags, read when this submission is done
         for a, _ in self.flags: a.block.host[a.offset:a.offset + 16] = 0
         rec.flags = self.flags
         self.rt.watch.add(rec.serial)
-    s = rec.submit(self.cbs)
+    then = self.cbs
+    if epi is not None:
+        dev.end(epi.cb)
+        rec.keep.append(epi.keep)
+        then, self.epilogue = (*self.cbs, epi.cb), epi.cb
+    s = rec.submit(then)
     for a, ix in self.tainted: a.checks = frozenset((s, i) for i in ix)
     for a in self.touched: a.use[0] = s
     for t, get in self.fetches: t.fetch = (s, get)
     self.last = s
     return s
+
+def _behind(self) -> Recorder:
+    "A recording that runs after the kept command buffers, in the replay's submission: no uploads, no profile."
+    rt = self.rt
+    pending, rt.pending, rt.capture = rt.pending, [], self    # (as a capture's: a kept buffer, not timed)
+    try: rec = Recorder(rt)
+    finally: rt.pending, rt.capture = pending, None
+    rec.capture = rec.touched = None
+    return rec
 
 def release(self):
     "Give the command buffers back and let the capture's memory go (once its tensors are dropped)."
@@ -170,10 +196,19 @@ def _release(self):
     dev = self.dev
     if not dev.closed:
         dev.wait(self.last)
-        for cb in self.cbs: dev.discard(cb)
-        if self.pools is not None: self.rt.mem.retire(self.pools)
+        for cb in self.cbs + ([self.epilogue] if self.epilogue is not None else []): dev.discard(cb)
+        if self.pools is not None:
+            # Ranges last used by a recording that was never submitted (a capture that failed) are not in
+            # flight: their use is the last real submission's, not a serial a later submission will take.
+            for a in self.touched + [t.alloc for t in self.inputs]:
+                a.use[0] = min(a.use[0], dev.submitted)
+            for p in self.pools.values():
+                p.collect()
+                for r in p.deferred:
+                    r[3][0] = min(r[3][0], dev.submitted)
+            self.rt.mem.retire(self.pools)
     self.cbs, self.keep, self.touched, self.fetches, self.refresh, self.rands = [], [], [], [], [], []
-    self.inputs, self.uploads, self._staging, self.rand_slots = [], [], {}, {}
+    self.inputs, self.uploads, self._staging, self.rand_slots, self.epilogue = [], [], {}, {}, None
     self.flags, self.tainted, self._flag_at = [], [], {}
     if not dev.closed: self.rt.mem.sweep()
 
@@ -192,4 +227,46 @@ def _release_orphans():
     while _orphans: _orphans.pop().release()
 
 Captured._write, Captured._copies, Captured.replay, Captured._replay, Captured.release = _write, _copies, replay, _replay, release
-Captured.__del__ = _collected
+Captured._behind, Captured.__del__ = _behind, _collected
+
+# %% ../../nbs/28_replay.ipynb #3c1e0a02
+def _root(a): return a.root if type(a) is Window else a
+
+def memories(self) -> set:
+    "The identities (as `memory_of` gives them) of every allocation the recordings bind so far."
+    return {id(_root(a)) for a in self.touched}
+
+def same(self, a: VkTensor, b: VkTensor) -> bool:
+    "Do buffers `a` and `b` view the same elements of the same memory?"
+    return (_root(a.alloc) is _root(b.alloc) and a.dtype is b.dtype and a.view.shape == b.view.shape
+            and a.view.strides == b.view.strides
+            and a.alloc.offset + a.view.offset * a.dtype.itemsize == b.alloc.offset + b.view.offset * b.dtype.itemsize)
+
+def fresh(self, rec: Recorder, t: VkTensor) -> VkTensor:
+    "Record a copy of the elements `t` spans into new memory of the shared pool: the copy, viewed as `t` is."
+    isz = t.dtype.itemsize
+    lo, hi = _span(t.view)
+    a = self.rt.mem.tensors.alloc((hi - lo) * isz)
+    rec.copy(t.alloc, lo * isz, a, 0, (hi - lo) * isz)
+    return VkTensor(a, View(t.view.shape, t.view.strides, t.view.offset - lo), t.dtype)
+
+def copy_into(self, rec: Recorder, src: VkTensor, dst: VkTensor) -> bool:
+    "Record a copy of `src` into `dst` if both are contiguous (False: they are not, nothing recorded)."
+    if not (src.view.is_contiguous and dst.view.is_contiguous and src.dtype is dst.dtype
+            and src.view.shape == dst.view.shape): return False
+    isz = src.dtype.itemsize
+    rec.copy(src.alloc, src.view.offset * isz, dst.alloc, dst.view.offset * isz, src.view.numel * isz)
+    dst.alloc.dirty, dst.fetch = True, None           # host copies of the old value are stale
+    return True
+
+def copy_out(self, bufs: list) -> list:
+    "Fresh copies of `bufs` (outside any replay: one submission of its own)."
+    if not bufs: return []
+    with self.dev.lock:
+        rec = Recorder(self.rt)
+        try: out = [self.fresh(rec, b) for b in bufs]
+        except BaseException: rec.abort(); raise
+        rec.submit()
+        return out
+
+Captured.memories, Captured.same, Captured.fresh, Captured.copy_into, Captured.copy_out = memories, same, fresh, copy_into, copy_out

@@ -34,7 +34,7 @@ def get_total_norm(tensors, norm_type=2.0, error_if_nonfinite: bool = False, for
     dev = ts[0].device
     norms = VF.stack([t.norm(p).to(dev) for t in ts])
     total = norms.amax() if p == math.inf else norms.norm(p)
-    if error_if_nonfinite and bool(total.isnan() | total.isinf()):      # a host sync, only when asked for (as PyTorch)
+    if error_if_nonfinite and not math.isfinite(total.item()):      # a host sync, only when asked for (as PyTorch)
         raise GradError(f"the total norm of order {p} of the gradients is non-finite, so it cannot be clipped: "
                         f"find the inf/nan, or pass error_if_nonfinite=False to scale them anyway")
     return total

@@ -15,7 +15,7 @@ import weakref
 
 # %% auto #0
 __all__ = ['vjp_rules', 'overwritten', 'EAGER_DETACH', 'vjp_rule', 'mark_overwritten', 'backward', 'grad', 'RemovableHandle',
-           'register_post_accumulate_grad_hook', 'detach']
+           'register_post_accumulate_grad_hook', 'register_hook', 'retain_grad', 'retains_grad', 'detach']
 
 # %% ../nbs/13_autograd.ipynb #275eddb6
 def _apply(op: Op, *srcs: Tensor, arg=None, shape=None, dtype=None) -> Tensor:
@@ -552,6 +552,7 @@ def _walk(roots: list, seeds: list, create_graph: bool, wanted=None) -> dict:
             if needed is not None and id(node) not in needed: continue
             g = grads.pop(id(node), None)
             if g is None: continue                      # no path from here to the output
+            if id(node) in _grad_hooks or id(node) in _retaining: g = _run_grad_hooks(node, g)   # register_hook, retain_grad
             if wanted is not None and id(node) in wanted:
                 found[id(node)] = g                     # complete: every consumer came before
             elif node.leaf_of is not None:              # a leaf: accumulate, stop
@@ -651,6 +652,53 @@ def register_post_accumulate_grad_hook(leaf: Tensor, hook) -> RemovableHandle:
     _hooks.setdefault(key, []).append(hook)
     weakref.finalize(leaf, _hooks.pop, key, None)
     return RemovableHandle(key, hook)
+
+# %% ../nbs/13_autograd.ipynb #6310d824
+_grad_hooks: dict = {}    # id(node) -> the hooks on the gradient of that node
+_retaining: dict = {}     # id(node) -> the retain_grad hook of its tensor, run after the others (as PyTorch's)
+
+def _run_grad_hooks(node: Node, g):
+    for hook in list(_grad_hooks.get(id(node), ())):
+        out = hook(g)
+        if out is not None:
+            if not isinstance(out, Tensor) or out.shape != g.shape:
+                raise GradError(f"a gradient hook returned {getattr(out, 'shape', type(out).__name__)}: it must return "
+                                f"None or a tensor of the gradient's shape {g.shape}")
+            g = out
+    keep = _retaining.get(id(node))
+    if keep is not None: keep(g)
+    return g
+
+class _GradHookHandle(RemovableHandle):
+    def remove(self):
+        hooks = _grad_hooks.get(self.key, [])
+        if self.hook in hooks: hooks.remove(self.hook)
+        if not hooks: _grad_hooks.pop(self.key, None)
+
+def register_hook(self: Tensor, hook) -> RemovableHandle:
+    "Call `hook(grad)` when the gradient with respect to this tensor is computed; a returned tensor replaces it."
+    if not self.requires_grad:
+        raise GradError("cannot register a hook on a tensor that does not require grad (call `requires_grad_()` first)")
+    if not callable(hook): raise GradError(f"register_hook takes a function of the gradient, got {type(hook).__name__}")
+    key = id(self.node)
+    if key not in _grad_hooks: weakref.finalize(self.node, _grad_hooks.pop, key, None)
+    _grad_hooks.setdefault(key, []).append(hook)
+    return _GradHookHandle(key, hook)
+
+def retain_grad(self: Tensor) -> None:
+    "Keep this non-leaf tensor's gradient in `.grad` after backward (a leaf's is kept anyway)."
+    if not self.requires_grad: raise GradError("retain_grad() on a tensor that does not require grad")
+    if self.is_leaf or id(self.node) in _retaining: return
+    ref, key = weakref.ref(self), id(self.node)
+    def keep(g):
+        t = ref()
+        if t is not None: t.grad = g if getattr(t, "grad", None) is None else t.grad + g
+    _retaining[key] = keep
+    weakref.finalize(self.node, _retaining.pop, key, None)
+
+def retains_grad(self: Tensor) -> bool:
+    "Whether `retain_grad()` was called on this non-leaf tensor (PyTorch's `Tensor.retains_grad`)."
+    return id(self.node) in _retaining
 
 # %% ../nbs/13_autograd.ipynb #8dff5785
 EAGER_DETACH = False  # True: detach() realizes now and returns a new leaf sharing the buffer (for measurement)

@@ -8,6 +8,7 @@ import gzip, importlib.resources
 import numpy as np
 import vkml
 from .dtypes import ShapeError, VkmlError
+from .utils.data import DataLoader as DatasetLoader
 
 # %% auto #0
 __all__ = ['DataLoader', 'load_digits', 'digits_split']
@@ -15,6 +16,12 @@ __all__ = ['DataLoader', 'load_digits', 'digits_split']
 # %% ../nbs/33_data.ipynb #472f2137
 class DataLoader:
     "Batches of `arrays` (numpy, equal first dimension) as tensors on `device`; seeded shuffling."
+    def __new__(cls, *arrays, **kw):
+        "Given one map-style dataset (not an array), PyTorch's loader over its samples: `vkml.utils.data.DataLoader`."
+        if len(arrays) == 1 and not isinstance(arrays[0], (np.ndarray, vkml.Tensor)):
+            if "seed" in kw: kw["generator"] = vkml.Generator(kw.pop("seed"))
+            return DatasetLoader(arrays[0], **kw)
+        return super().__new__(cls)
     def __init__(self, *arrays, batch_size=32, shuffle=False, drop_last=False, seed=0, device="cpu", sampler=None):
         if not arrays: raise ShapeError("DataLoader needs at least one array")
         if sampler is not None and shuffle:

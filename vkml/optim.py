@@ -16,7 +16,8 @@ from .nn import assign
 
 # %% auto #0
 __all__ = ['rebind_leaf', 'FlatStore', 'OptimizerError', 'Optimizer', 'SGD', 'Adam', 'AdamW', 'RMSprop', 'LRScheduler', 'StepLR',
-           'CosineAnnealingLR', 'LinearLR']
+           'CosineAnnealingLR', 'LinearLR', 'MultiStepLR', 'ExponentialLR', 'LambdaLR', 'CosineAnnealingWarmRestarts',
+           'OneCycleLR', 'ReduceLROnPlateau', 'SequentialLR']
 
 # %% ../nbs/32_optim.ipynb #54e2e7e0
 def rebind_leaf(p: Tensor, buf) -> None:
@@ -430,3 +431,186 @@ class LinearLR(LRScheduler):
     def get_lr(self):
         f = self.start_factor + (self.end_factor - self.start_factor) * min(self.last_epoch, self.total_iters) / self.total_iters
         return [b * f for b in self.base_lrs]
+
+# %% ../nbs/32_optim.ipynb #8a2104b4
+import bisect
+
+def _int_arg(name, v, lo, who):
+    if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < lo:
+        raise OptimizerError(f"{who}: {name} must be an int >= {lo}, got {v!r}")
+    return int(v)
+
+class MultiStepLR(LRScheduler):
+    "lr = base · gamma^(number of milestones <= epoch)."
+    def __init__(self, optimizer, milestones, gamma: float = 0.1, last_epoch: int = -1):
+        self.milestones, self.gamma = sorted(_int_arg("milestone", m, 0, "MultiStepLR") for m in milestones), gamma
+        super().__init__(optimizer, last_epoch)
+    def get_lr(self):
+        return [b * self.gamma ** bisect.bisect_right(self.milestones, self.last_epoch) for b in self.base_lrs]
+
+class ExponentialLR(LRScheduler):
+    "lr = base · gamma^epoch."
+    def __init__(self, optimizer, gamma: float, last_epoch: int = -1):
+        self.gamma = gamma
+        super().__init__(optimizer, last_epoch)
+    def get_lr(self): return [b * self.gamma ** self.last_epoch for b in self.base_lrs]
+
+class LambdaLR(LRScheduler):
+    "lr = base · lr_lambda(epoch); one function, or one per parameter group."
+    def __init__(self, optimizer, lr_lambda, last_epoch: int = -1):
+        n = len(optimizer.param_groups)
+        self.lr_lambdas = list(lr_lambda) if isinstance(lr_lambda, (list, tuple)) else [lr_lambda] * n
+        if len(self.lr_lambdas) != n or not all(callable(f) for f in self.lr_lambdas):
+            raise OptimizerError(f"LambdaLR: lr_lambda must be a function or a list of {n} functions (one per group)")
+        super().__init__(optimizer, last_epoch)
+    def get_lr(self): return [b * f(self.last_epoch) for b, f in zip(self.base_lrs, self.lr_lambdas)]
+    def state_dict(self): return {k: v for k, v in super().state_dict().items() if k != "lr_lambdas"}
+
+class CosineAnnealingWarmRestarts(LRScheduler):
+    "Cosine from base to eta_min over T_i epochs, restarting with T_i = T_0, T_0·T_mult, ... (SGDR)."
+    def __init__(self, optimizer, T_0: int, T_mult: int = 1, eta_min: float = 0.0, last_epoch: int = -1):
+        self.T_0, self.T_i = _int_arg("T_0", T_0, 1, "CosineAnnealingWarmRestarts"), T_0
+        self.T_mult, self.eta_min, self.T_cur = _int_arg("T_mult", T_mult, 1, "CosineAnnealingWarmRestarts"), eta_min, last_epoch
+        super().__init__(optimizer, last_epoch)
+    def get_lr(self):
+        c = (1 + math.cos(math.pi * self.T_cur / self.T_i)) / 2
+        return [self.eta_min + (b - self.eta_min) * c for b in self.base_lrs]
+    def step(self, epoch=None):
+        if epoch is None and self.last_epoch < 0: epoch = 0
+        if epoch is None:
+            epoch = self.last_epoch + 1
+            self.T_cur += 1
+            if self.T_cur >= self.T_i: self.T_cur, self.T_i = self.T_cur - self.T_i, self.T_i * self.T_mult
+        elif epoch < 0: raise OptimizerError(f"CosineAnnealingWarmRestarts: epoch must be >= 0, got {epoch}")
+        elif epoch >= self.T_0 and self.T_mult == 1: self.T_cur = epoch % self.T_0
+        elif epoch >= self.T_0:
+            n = int(math.log(epoch / self.T_0 * (self.T_mult - 1) + 1, self.T_mult))
+            self.T_cur = epoch - self.T_0 * (self.T_mult ** n - 1) / (self.T_mult - 1)
+            self.T_i = self.T_0 * self.T_mult ** n
+        else: self.T_i, self.T_cur = self.T_0, epoch
+        self.last_epoch = math.floor(epoch)
+        self._last_lr = list(self.get_lr())
+        for g, lr in zip(self.optimizer.param_groups, self._last_lr): g["lr"] = lr
+
+# %% ../nbs/32_optim.ipynb #26022f67
+class OneCycleLR(LRScheduler):
+    "The 1cycle policy: lr up to max_lr then down to a minimum, momentum the other way, over total_steps."
+    def __init__(self, optimizer, max_lr, total_steps=None, epochs=None, steps_per_epoch=None, pct_start=0.3,
+                 anneal_strategy="cos", cycle_momentum=True, base_momentum=0.85, max_momentum=0.95, div_factor=25.0,
+                 final_div_factor=1e4, three_phase=False, last_epoch=-1):
+        if total_steps is None:
+            if epochs is None or steps_per_epoch is None:
+                raise OptimizerError("OneCycleLR: give total_steps, or both epochs and steps_per_epoch")
+            total_steps = _int_arg("epochs", epochs, 1, "OneCycleLR") * _int_arg("steps_per_epoch", steps_per_epoch, 1, "OneCycleLR")
+        self.total_steps = _int_arg("total_steps", total_steps, 1, "OneCycleLR")
+        if not 0 <= pct_start <= 1: raise OptimizerError(f"OneCycleLR: pct_start must be in [0, 1], got {pct_start}")
+        if anneal_strategy not in ("cos", "linear"):
+            raise OptimizerError(f"OneCycleLR: anneal_strategy must be 'cos' or 'linear', got {anneal_strategy!r}")
+        self.anneal_strategy, self.cycle_momentum = anneal_strategy, cycle_momentum
+        p = float(pct_start * self.total_steps)
+        if three_phase:
+            self._phases = [(p - 1, "initial_lr", "max_lr", "max_momentum", "base_momentum"),
+                            (2 * p - 2, "max_lr", "initial_lr", "base_momentum", "max_momentum"),
+                            (self.total_steps - 1, "initial_lr", "min_lr", "max_momentum", "max_momentum")]
+        else:
+            self._phases = [(p - 1, "initial_lr", "max_lr", "max_momentum", "base_momentum"),
+                            (self.total_steps - 1, "max_lr", "min_lr", "base_momentum", "max_momentum")]
+        groups = optimizer.param_groups
+        each = lambda v, what: list(v) if isinstance(v, (list, tuple)) else [v] * len(groups)
+        self.use_beta1 = "betas" in optimizer.defaults
+        if cycle_momentum and not (self.use_beta1 or "momentum" in optimizer.defaults):
+            raise OptimizerError("OneCycleLR: cycle_momentum=True needs an optimiser with momentum or betas: pass cycle_momentum=False")
+        for g, mx, bm, xm in zip(groups, each(max_lr, "max_lr"), each(base_momentum, ""), each(max_momentum, "")):
+            if last_epoch == -1: g.update(initial_lr=mx / div_factor, max_lr=mx, min_lr=mx / div_factor / final_div_factor)
+            if cycle_momentum:
+                g.update(base_momentum=bm, max_momentum=xm)
+                if last_epoch == -1: self._set_momentum(g, xm)
+        super().__init__(optimizer, last_epoch)
+    def _set_momentum(self, g, m):
+        if self.use_beta1: g["betas"] = (m, *tuple(g["betas"])[1:])
+        else: g["momentum"] = m
+    def _anneal(self, start, end, pct):
+        if self.anneal_strategy == "cos": return end + (start - end) / 2.0 * (math.cos(math.pi * pct) + 1)
+        return (end - start) * pct + start
+    def get_lr(self):
+        step = self.last_epoch
+        if step > self.total_steps:
+            raise OptimizerError(f"OneCycleLR: stepped {step} times, past total_steps={self.total_steps}: "
+                                 f"raise total_steps (or epochs/steps_per_epoch)")
+        lrs = []
+        for g in self.optimizer.param_groups:
+            start = 0.0
+            for i, (end, lr0, lr1, m0, m1) in enumerate(self._phases):
+                if step <= end or i == len(self._phases) - 1:
+                    pct = (step - start) / (end - start)
+                    lrs.append(self._anneal(g[lr0], g[lr1], pct))
+                    if self.cycle_momentum: self._set_momentum(g, self._anneal(g[m0], g[m1], pct))
+                    break
+                start = end
+        return lrs
+
+# %% ../nbs/32_optim.ipynb #d3b4e9ae
+class ReduceLROnPlateau:
+    "Multiply the lr by `factor` when the metric given to `step(metric)` stops improving for `patience` steps."
+    def __init__(self, optimizer, mode="min", factor=0.1, patience=10, threshold=1e-4, threshold_mode="rel",
+                 cooldown=0, min_lr=0, eps=1e-8):
+        if factor >= 1.0: raise OptimizerError(f"ReduceLROnPlateau: factor must be < 1.0, got {factor}")
+        if mode not in ("min", "max") or threshold_mode not in ("rel", "abs"):
+            raise OptimizerError(f"ReduceLROnPlateau: mode is 'min' or 'max' and threshold_mode 'rel' or 'abs', got {mode!r}, {threshold_mode!r}")
+        n = len(optimizer.param_groups)
+        self.min_lrs = list(min_lr) if isinstance(min_lr, (list, tuple)) else [min_lr] * n
+        if len(self.min_lrs) != n: raise OptimizerError(f"ReduceLROnPlateau: expected {n} min_lrs, got {len(self.min_lrs)}")
+        self.optimizer, self.mode, self.factor, self.patience = optimizer, mode, factor, patience
+        self.threshold, self.threshold_mode, self.cooldown, self.eps = threshold, threshold_mode, cooldown, eps
+        self.best, self.num_bad_epochs, self.cooldown_counter = math.inf if mode == "min" else -math.inf, 0, 0
+        self.last_epoch, self._last_lr = 0, [g["lr"] for g in optimizer.param_groups]
+    def is_better(self, a, best) -> bool:
+        rel = self.threshold_mode == "rel"
+        if self.mode == "min": return a < (best * (1 - self.threshold) if rel else best - self.threshold)
+        return a > (best * (1 + self.threshold) if rel else best + self.threshold)
+    def step(self, metrics):
+        current = float(metrics)
+        self.last_epoch += 1
+        if self.is_better(current, self.best): self.best, self.num_bad_epochs = current, 0
+        else: self.num_bad_epochs += 1
+        if self.cooldown_counter > 0: self.cooldown_counter -= 1; self.num_bad_epochs = 0
+        if self.num_bad_epochs > self.patience:
+            for g, lo in zip(self.optimizer.param_groups, self.min_lrs):
+                new = max(g["lr"] * self.factor, lo)
+                if g["lr"] - new > self.eps: g["lr"] = new
+            self.cooldown_counter, self.num_bad_epochs = self.cooldown, 0
+        self._last_lr = [g["lr"] for g in self.optimizer.param_groups]
+    def get_last_lr(self) -> list: return list(self._last_lr)
+    def state_dict(self) -> dict: return {k: v for k, v in self.__dict__.items() if k != "optimizer"}
+    def load_state_dict(self, sd: dict): self.__dict__.update(sd)
+
+class SequentialLR(LRScheduler):
+    "Run `schedulers` one after another, switching at each of `milestones` (each restarts at epoch 0)."
+    def __init__(self, optimizer, schedulers, milestones, last_epoch: int = -1):
+        if not schedulers or len(milestones) != len(schedulers) - 1:
+            raise OptimizerError(f"SequentialLR: expected {len(schedulers) - 1} milestones for {len(schedulers)} schedulers, got {len(milestones)}")
+        for i, s in enumerate(schedulers):
+            if not isinstance(s, LRScheduler) or s.optimizer is not optimizer:
+                raise OptimizerError(f"SequentialLR: schedulers[{i}] must be an LRScheduler of this same optimiser")
+        self.optimizer, self._schedulers, self._milestones = optimizer, list(schedulers), list(milestones)
+        self.last_epoch = last_epoch + 1
+        for g in optimizer.param_groups: g["lr"] = g["initial_lr"]
+        self._restart(self._schedulers[0])
+    def _restart(self, s):
+        "Step `s` to epoch 0 (PyTorch's `step(0)`)."
+        if isinstance(s, CosineAnnealingWarmRestarts): s.step(0)
+        else: s.last_epoch = -1; LRScheduler.step(s)
+        self._last_lr = s.get_last_lr()
+    def step(self):
+        self.last_epoch += 1
+        i = bisect.bisect_right(self._milestones, self.last_epoch)
+        s = self._schedulers[i]
+        if i > 0 and self._milestones[i - 1] == self.last_epoch: self._restart(s)
+        else: s.step(); self._last_lr = s.get_last_lr()
+    def state_dict(self) -> dict:
+        sd = {k: v for k, v in self.__dict__.items() if k not in ("optimizer", "_schedulers")}
+        return {**sd, "_schedulers": [s.state_dict() for s in self._schedulers]}
+    def load_state_dict(self, sd: dict):
+        sd = dict(sd); subs = sd.pop("_schedulers")
+        self.__dict__.update(sd)
+        for s, d in zip(self._schedulers, subs): s.load_state_dict(d)

@@ -391,6 +391,14 @@ class Tensor(_InPlace, _GradFields, _Reading, MathOps, ReduceOps, Statistics, Sh
     def register_post_accumulate_grad_hook(self, hook):
         "Call `hook(self)` after backward has accumulated this leaf's `.grad` (PyTorch's name)."
         return autograd.register_post_accumulate_grad_hook(self, hook)
+    def register_hook(self, hook):
+        "Call `hook(grad)` when the gradient with respect to this tensor is computed; a returned tensor replaces it."
+        return autograd.register_hook(self, hook)
+    def retain_grad(self) -> None:
+        "Keep this non-leaf tensor's gradient in `.grad` after backward (see `vkml.autograd.retain_grad`)."
+        autograd.retain_grad(self)
+    @property
+    def retains_grad(self) -> bool: return autograd.retains_grad(self)
 
     def __repr__(self):
         if self.node.realized or self.node.op is Op.INPUT:

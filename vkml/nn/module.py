@@ -14,7 +14,8 @@ import vkml.functional as VF
 import vkml.autograd  # noqa: F401 (Tensor.backward and Tensor.detach, which state dicts and batch norm use)
 
 # %% auto #0
-__all__ = ['StateDictError', 'assign', 'Parameter', 'Module', 'Sequential', 'ModuleList', 'uniform', 'kaiming_uniform']
+__all__ = ['StateDictError', 'assign', 'Parameter', 'Module', 'ModuleHookHandle', 'register_forward_pre_hook',
+           'register_forward_hook', 'Sequential', 'ModuleList', 'uniform', 'kaiming_uniform']
 
 # %% ../../nbs/30a_nn_module.ipynb #e91c0dd2
 class StateDictError(CheckpointError):
@@ -73,7 +74,14 @@ class Module:
     def forward(self, *args, **kwargs): raise NotImplementedError(f"{type(self).__name__} has no forward")
     def __call__(self, *args, **kwargs):
         if capture_in_progress() is not None: _note_module(self)   # what a vkml.jit replay assumes of this module
-        return self.forward(*args, **kwargs)
+        for h in list(self.__dict__.get("_forward_pre_hooks", {}).values()):   # register_forward_pre_hook
+            r = h(self, args)
+            if r is not None: args = r if isinstance(r, tuple) else (r,)
+        out = self.forward(*args, **kwargs)
+        for h in list(self.__dict__.get("_forward_hooks", {}).values()):       # register_forward_hook
+            r = h(self, args, out)
+            if r is not None: out = r
+        return out
 
     def __setattr__(self, name, value):
         d = self.__dict__
@@ -199,6 +207,30 @@ def _device(self: Module) -> str:
     for t in self.buffers(): return t.device
     return "cpu"
 Module.device = property(_device)
+
+# %% ../../nbs/30a_nn_module.ipynb #135ac6ae
+class ModuleHookHandle:
+    "What a module's `register_forward_hook`/`register_forward_pre_hook` returns: `remove()` unregisters the hook."
+    _next = 0
+    def __init__(self, hooks: dict, hook):
+        self.hooks, self.id = hooks, ModuleHookHandle._next
+        ModuleHookHandle._next += 1
+        hooks[self.id] = hook
+    def remove(self): self.hooks.pop(self.id, None)
+
+def _register(m, name, hook):
+    if not callable(hook): raise TypeError(f"{name[1:]} takes a function, got {type(hook).__name__}")
+    return ModuleHookHandle(m.__dict__.setdefault(name, {}), hook)
+
+def register_forward_pre_hook(self, hook) -> ModuleHookHandle:
+    "Call `hook(module, args)` before each forward; a returned value replaces `args`."
+    return _register(self, "_forward_pre_hooks", hook)
+
+def register_forward_hook(self, hook) -> ModuleHookHandle:
+    "Call `hook(module, args, output)` after each forward; a returned value replaces the output."
+    return _register(self, "_forward_hooks", hook)
+
+Module.register_forward_pre_hook, Module.register_forward_hook = register_forward_pre_hook, register_forward_hook
 
 # %% ../../nbs/30a_nn_module.ipynb #619903f8
 def _state_dict(self: Module, prefix: str = "", keep_vars: bool = False) -> dict:

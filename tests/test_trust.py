@@ -208,3 +208,16 @@ def test_standard_loop_prints_pytorch_s_losses(device, jitted, name):
     # float32 sums over 64 inputs and 128 hidden units in another order than PyTorch's: the parity bound,
     # sqrt(k)-scaled for k = 128, grows with the steps the difference has travelled through
     np.testing.assert_allclose(got, want, rtol=1e-5 * np.sqrt(128) * 2, atol=1e-6)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_a_parameter_s_gradient_hook_survives_optimiser_steps(device):
+    "A leaf's register_hook hooks belong to the tensor: the optimiser gives the parameter new nodes every step."
+    m = model(device)
+    opt = optim.SGD(m.parameters(), lr=0.1)
+    x, y = data(device)
+    calls = []
+    m[0].weight.register_hook(lambda g: calls.append(1))
+    for _ in range(3):
+        opt.zero_grad(); ((m(x) - y) ** 2).mean().backward(); opt.step()
+    assert len(calls) == 3

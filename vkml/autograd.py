@@ -552,7 +552,7 @@ def _walk(roots: list, seeds: list, create_graph: bool, wanted=None) -> dict:
             if needed is not None and id(node) not in needed: continue
             g = grads.pop(id(node), None)
             if g is None: continue                      # no path from here to the output
-            if id(node) in _grad_hooks or id(node) in _retaining: g = _run_grad_hooks(node, g)   # register_hook, retain_grad
+            if _grad_hooks or _retaining: g = _run_grad_hooks(node, g)   # register_hook, retain_grad
             if wanted is not None and id(node) in wanted:
                 found[id(node)] = g                     # complete: every consumer came before
             elif node.leaf_of is not None:              # a leaf: accumulate, stop
@@ -657,15 +657,21 @@ def register_post_accumulate_grad_hook(leaf: Tensor, hook) -> RemovableHandle:
 _grad_hooks: dict = {}    # id(node) -> the hooks on the gradient of that node
 _retaining: dict = {}     # id(node) -> the retain_grad hook of its tensor, run after the others (as PyTorch's)
 
+def _hook_key(node: Node) -> int:
+    "Whose hooks run on `node`'s gradient: a leaf's tensor (it keeps them when an optimiser renews its node), else the node."
+    t = node.leaf_of() if node.leaf_of is not None else None
+    return id(node) if t is None else id(t)
+
 def _run_grad_hooks(node: Node, g):
-    for hook in list(_grad_hooks.get(id(node), ())):
+    key = _hook_key(node)
+    for hook in list(_grad_hooks.get(key, ())):
         out = hook(g)
         if out is not None:
             if not isinstance(out, Tensor) or out.shape != g.shape:
                 raise GradError(f"a gradient hook returned {getattr(out, 'shape', type(out).__name__)}: it must return "
                                 f"None or a tensor of the gradient's shape {g.shape}")
             g = out
-    keep = _retaining.get(id(node))
+    keep = _retaining.get(key)
     if keep is not None: keep(g)
     return g
 
@@ -680,8 +686,9 @@ def register_hook(self: Tensor, hook) -> RemovableHandle:
     if not self.requires_grad:
         raise GradError("cannot register a hook on a tensor that does not require grad (call `requires_grad_()` first)")
     if not callable(hook): raise GradError(f"register_hook takes a function of the gradient, got {type(hook).__name__}")
-    key = id(self.node)
-    if key not in _grad_hooks: weakref.finalize(self.node, _grad_hooks.pop, key, None)
+    owner = self if self.is_leaf else self.node   # (a leaf keeps its hooks across the nodes an optimiser gives it)
+    key = id(owner)
+    if key not in _grad_hooks: weakref.finalize(owner, _grad_hooks.pop, key, None)
     _grad_hooks.setdefault(key, []).append(hook)
     return _GradHookHandle(key, hook)
 

@@ -424,3 +424,20 @@ def test_a_lazy_value_built_between_replays_keeps_what_it_read():
     step(x, y)
     np.testing.assert_array_equal(w0.numpy(), before)
     assert not np.array_equal(model[0].weight.numpy(), before)
+
+
+def test_a_lazy_value_built_before_the_capture_is_not_recomputed_by_replays(vulkan):
+    "A reader of the weights built between the warm-up and the capture was computed inside the capture, so every replay rewrote it."
+    import vkml.nn as nn, vkml.nn.functional as F
+    m = nn.Linear(3, 2).to("vulkan")
+    opt = vkml.optim.SGD(m.parameters(), lr=0.1)
+    x, y = vkml.ones((4, 3), device="vulkan"), vkml.zeros((4, 2), device="vulkan")
+    @vkml.jit
+    def step(x, y):
+        opt.zero_grad(); loss = F.mse_loss(m(x), y); loss.backward(); opt.step()
+        return loss
+    step(x, y)
+    want = m.bias.numpy().copy()
+    kept = (m.bias + 1).exp()               # lazy, built before the capture
+    step(x, y); step(x, y); step(x, y)      # the capture, then replays
+    np.testing.assert_allclose(kept.numpy(), np.exp(want + 1), rtol=1e-6)

@@ -14,7 +14,7 @@ from .operands import TensorBase
 from .tensor import Tensor, realize, settle_readers, _members, _rebind, _replay as _view_of
 
 # %% auto #0
-__all__ = ['flatten', 'unflatten', 'JitNotes', 'note_guard', 'Jit', 'jit']
+__all__ = ['before_capture', 'flatten', 'unflatten', 'JitNotes', 'note_guard', 'Jit', 'jit']
 
 # %% ../nbs/29_jit.ipynb #a4ef1e68
 def flatten(tree) -> tuple:
@@ -238,13 +238,17 @@ class Jit:
         self.captures.clear()
 
 # %% ../nbs/29_jit.ipynb #c0a00008
+before_capture: list = []   # functions of the device run before a capture starts, outside it (optimisers repair their stores)
+
 def _capture(self: Jit, backend, device, leaves, structure, tensors, key):
+    for prepare in before_capture: prepare(device)
     inputs = self._inputs(tensors)
     before, notes, kept = _live(device), JitNotes(device), {}
     pending = take_deferred(device) + _pending_writes(before) + _lazy(self._left)
     self._left = []
     if pending: realize(*pending)                   # lazy work from before the call is not the step's
     del pending
+    settle_readers(device)    # nor is any lazy value built before it: computed inside, every replay would recompute it
     def run(statics):
         args_t = [Tensor(n) for n in statics]
         it = iter(args_t)

@@ -8,8 +8,8 @@ import math, weakref
 import numpy as np
 from .dtypes import *
 from .ops import Op
-from .graph import Node, no_grad, get_backend, note_refresh
-from .capture import note_guard
+from .graph import Node, no_grad, get_backend, note_refresh, capture_in_progress
+from .capture import note_guard, before_capture
 from .tensor import Tensor, realize, tensor, renew
 import vkml.functional as VF
 from .nn import assign
@@ -75,6 +75,20 @@ class FlatStore:
         "A fresh flat float32 tensor on the device: `parts` one after another (lazy)."
         return VF.cat([t.detach().reshape(-1) for t in parts])
 
+    def repair(self, opt) -> bool:
+        """Write the parameters rebound since the last step (a functional in-place write, a load) back into their
+        slices of the flat buffer, and make them views of it again: True when the store is then valid."""
+        ps = [p for g in opt.param_groups for p in g["params"]]
+        if not self.bound or len(ps) != len(self.params) or any(p is not q for p, q in zip(ps, self.params)): return False
+        moved = [q for q in self.params if q.node.buf is not self.bufs[id(q)]]
+        if not moved: return True
+        with no_grad():
+            slots = [self.p[self.offset[id(q)]:self.offset[id(q)] + q.numel()] for q in moved]
+            realize(*[s._apply(Op.ASSIGN, s, q.detach().reshape(-1)) for s, q in zip(slots, moved)])
+        renew(self.p)                                   # (its memory was written: values built before keep theirs)
+        for q in moved: rebind_leaf(q, self.bufs[id(q)])
+        return self.valid_for(opt)
+
     def valid_for(self, opt) -> bool:
         "Are the optimiser's parameters still the views this store made?"
         ps = [p for g in opt.param_groups for p in g["params"]]
@@ -97,6 +111,15 @@ def _flag(name, v, opt=""):
     if not isinstance(v, (bool, np.bool_)): raise OptimizerError(f"{opt}: {name} must be True or False, got {v!r}")
     return bool(v)
 
+_optimizers = weakref.WeakSet()   # every optimiser, so that a vkml.jit capture can have them repair their stores first
+
+def _repair_stores(device: str) -> None:
+    "Before a capture on `device`: every fused store whose parameters were rebound is repaired outside the capture."
+    for opt in list(_optimizers):
+        f = opt._flat
+        if f is not None and f.device == device and not f.valid_for(opt): f.repair(opt)
+before_capture.append(_repair_stores)
+
 class Optimizer:
     "Parameter groups, per-parameter state, and a `step()` that realizes every update together (fused by default)."
     state_names: tuple = ()     # the state tensors of each parameter (exp_avg, momentum_buffer...)
@@ -104,6 +127,7 @@ class Optimizer:
     def __init__(self, params, defaults: dict, fused=None):
         self.defaults, self.state, self.param_groups = defaults, {}, []
         self.fused, self._flat = fused, None
+        _optimizers.add(self)
         params = list(params)
         if not params: raise OptimizerError("the optimiser got an empty parameter list")
         for g in (params if isinstance(params[0], dict) else [{"params": params}]): self.add_param_group(g)
@@ -183,6 +207,18 @@ class Optimizer:
                                  "use fused=False (or leave fused unset) to update the others")
         return ok and self.fused is not False
 
+    def _numbers(self, p, group) -> dict:
+        "Count one more step of `p`; its per-step numbers (numbers, or inside a vkml.jit capture a tensor each replay refreshes)."
+        def advance():
+            st = self.state[p]
+            st["step"] = st.get("step", 0) + 1
+            return self._hyper({**group, "params": [p]}, st["step"])   # (of this parameter: its state may differ)
+        if capture_in_progress() is None: return advance()
+        names = list(self._hyper({**group, "params": [p]}, 1))
+        H = tensor(np.array(list(advance().values()), np.float32), device=p.device)
+        note_refresh(H.node, lambda: np.array(list(advance().values()), np.float32))
+        return {k: H[i] for i, k in enumerate(names)}
+
     def _advance(self, group) -> np.ndarray:
         "Count one more step for every parameter of `group`; its per-step numbers as a float32 array."
         step = 0
@@ -193,7 +229,7 @@ class Optimizer:
 
     def _step_fused(self) -> tuple:
         "The update of every parameter as flat tensors; (outputs, what to do once they are realized)."
-        if self._flat is None or not self._flat.valid_for(self): self._flat = FlatStore(self)
+        if self._flat is None or not (self._flat.valid_for(self) or self._flat.repair(self)): self._flat = FlatStore(self)
         flat, outs, fresh, baked = self._flat, [], [], self._baked()
         for group, (a, b) in zip(self.param_groups, flat.ranges):
             names = list(self._hyper(group, 1))
@@ -228,12 +264,13 @@ class Optimizer:
             for p in group["params"]:
                 if p.grad is None: continue
                 st = self.state.setdefault(p, {})
-                st["step"] = st.get("step", 0) + 1
-                h = self._hyper({**group, "params": [p]}, st["step"])     # (of this parameter: its state may differ)
+                h = self._numbers(p, group)
                 s = {k: st[k] if isinstance(st.get(k), Tensor) else VF.zeros_like(p) for k in self.state_names}
                 new = self._rule(p, p.grad, s, h, group)
                 assign(p, new["param"])
-                for k in self.state_names: st[k] = new[k]
+                for k in self.state_names:       # in place once realized (a replayed step binds the memory)
+                    if isinstance(st.get(k), Tensor) and st[k].node.realized: assign(st[k], new[k])
+                    else: st[k] = new[k]
                 outs += [p] + [st[k] for k in self.state_names]
         return outs
 

@@ -1154,6 +1154,7 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                              'vkml.tensor._shapes': ('tensor.html#_shapes', 'vkml/tensor.py'),
                              'vkml.tensor._written': ('tensor.html#_written', 'vkml/tensor.py'),
                              'vkml.tensor.apply': ('tensor.html#apply', 'vkml/tensor.py'),
+                             'vkml.tensor.computable': ('tensor.html#computable', 'vkml/tensor.py'),
                              'vkml.tensor.from_numpy_node': ('tensor.html#from_numpy_node', 'vkml/tensor.py'),
                              'vkml.tensor.readers_of': ('tensor.html#readers_of', 'vkml/tensor.py'),
                              'vkml.tensor.realize': ('tensor.html#realize', 'vkml/tensor.py'),

@@ -117,7 +117,9 @@ def _repair_stores(device: str) -> None:
     "Before a capture on `device`: every fused store whose parameters were rebound is repaired outside the capture."
     for opt in list(_optimizers):
         f = opt._flat
-        if f is not None and f.device == device and not f.valid_for(opt): f.repair(opt)
+        if f is None or f.device != device or f.valid_for(opt): continue
+        try: f.repair(opt)
+        except InplaceError: pass   # (its parameters hold values since overwritten: its own next step will say so)
 before_capture.append(_repair_stores)
 
 class Optimizer:

@@ -10,7 +10,7 @@ from .dtypes import *
 from .ops import Op
 from .graph import (Node, make_node, canonical_device, get_backend, take_deferred, is_grad_enabled,
                         check_same_device, toposort, _grad_mode)
-from .schedule import Schedule, fusion_default
+from .schedule import Schedule, fusion_default, _unrealized
 from .ops import VIEW_OPS
 from .operands import TensorBase, scalar_as, expand_to
 from .tensor_math import MathOps
@@ -20,8 +20,8 @@ from .tensor_linalg import LinalgOps
 from . import autograd
 
 # %% auto #0
-__all__ = ['schedule', 'realize', 'track', 'readers_of', 'stale', 'renew', 'settle_readers', 'Tensor', 'from_numpy_node',
-           'tensor', 'wrap', 'apply']
+__all__ = ['schedule', 'realize', 'track', 'readers_of', 'stale', 'renew', 'settle_readers', 'computable', 'Tensor',
+           'from_numpy_node', 'tensor', 'wrap', 'apply']
 
 # %% ../nbs/12_tensor.ipynb #fd7eea85
 def schedule(*tensors, read=False) -> Schedule:
@@ -35,7 +35,7 @@ def schedule(*tensors, read=False) -> Schedule:
 def realize(*tensors, read=False, deferred=True) -> None:
     "Compute every tensor in `tensors` together, and the work deferred on their devices: one schedule (and one submission on Vulkan) per device."
     nodes = [t.node if isinstance(t, TensorBase) else t for t in tensors]
-    deferred = [n for d in {n.device for n in nodes} for n in take_deferred(d)] if deferred else []
+    deferred = computable([n for d in {n.device for n in nodes} for n in take_deferred(d)]) if deferred else []
     by_device: dict = {}
     for n in nodes + deferred:
         if not n.realized: by_device.setdefault(n.device, []).append(n)
@@ -236,7 +236,14 @@ def settle_readers(device: str, memories=None) -> None:
     "Compute every live lazy tensor on `device` that reads any of `memories` (all when None): a write into them may follow."
     mems = None if memories is None else {(device, m) for m in memories}
     ts = readers_of(mems, device=device)
+    if memories is None: ts = computable(ts)   # (all of them: but one that reads overwritten memory raises when read, not here)
     if ts: realize(*ts)
+
+def computable(items) -> list:
+    "The tensors (or nodes) of `items` whose value reads no stale node: work done on the side skips the others."
+    if not _stale: return list(items)
+    node = lambda x: x.node if isinstance(x, TensorBase) else x
+    return [x for x in items if not any(id(s) in _stale for n in _unrealized([node(x)]) for s in n.srcs if s.buf is not None)]
 
 # %% ../nbs/12_tensor.ipynb #45e9703c
 class _Reading(TensorBase):

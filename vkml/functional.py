@@ -26,9 +26,9 @@ __all__ = ['cast', 'clip', 'default_generator', 'full', 'zeros', 'ones', 'full_l
 # %% ../nbs/15_functional.ipynb #54e8d67f
 _FAMILIES = (tensor_math, tensor_reduce, tensor_shape, tensor_linalg)
 _FORMS = [n for n in names(module="vkml.functional") if OPERATORS[n].category != "creation"]
-globals().update({n: getattr(next(m for m in _FAMILIES if hasattr(m, n)), n) for n in _FORMS})
+globals().update({n: getattr(next(m for m in _FAMILIES if n in m.__all__), n) for n in _FORMS})   # defined there, not imported
 cast, clip = tensor_math.cast, tensor_math.clip
-__all__.extend(_FORMS)
+globals().setdefault("__all__", []).extend(_FORMS)   # the module's list (nbdev writes it; a notebook has none)
 
 # %% ../nbs/15_functional.ipynb #12d8ddfe
 def _size(size, name="size") -> tuple:

@@ -268,7 +268,7 @@ def _binary_function(name, op):
 cast, clamp, clip = _unary_function("cast", out=False), _unary_function("clamp"), _unary_function("clip")
 _UNARY = names(form="unary")   # the operator table's one-tensor rows: `vkml.exp(x)` is `x.exp()`, with `out=` for unary math
 globals().update({n: _unary_function(n, out=OPERATORS[n].category == "unary math") for n in _UNARY})
-__all__.extend(_UNARY)
+globals().setdefault("__all__", []).extend(_UNARY)   # the module's list (nbdev writes it; a notebook has none)
 add, sub, mul, div, pow = (_binary_function(n, op) for n, op in
     (("add", Op.ADD), ("sub", Op.SUB), ("mul", Op.MUL), ("div", Op.DIV), ("pow", Op.POW)))
 eq, ne, lt, le, gt, ge = (_binary_function(n, op) for n, op in

@@ -638,4 +638,4 @@ def kl_div(input, target, reduction="mean", log_target=False) -> Tensor:
 from ..registry import names
 _OTHER_NAMES = [*names("activations"), "sigmoid", "tanh", "pad", "one_hot"]   # the activations: the operator table's
 globals().update({n: getattr(VF, n) for n in _OTHER_NAMES})
-__all__.extend(_OTHER_NAMES)
+globals().setdefault("__all__", []).extend(_OTHER_NAMES)

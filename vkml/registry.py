@@ -53,6 +53,7 @@ class Operator:
     def reference(self) -> str:
         "What the operator is checked against, by name."
         if isinstance(self.ref, str): return self.ref
+        if isinstance(self.ref, np.ufunc): return f"numpy.{self.ref.__name__}"
         if self.ref is not None: return "numpy (a formula)"
         mod = getattr(self.fn, "module", "")
         return f"{_TORCH.get(mod, mod)}.{self.name.removeprefix('__')}".replace(".getitem__", ".Tensor.__getitem__")
@@ -266,14 +267,14 @@ def _mark(b): return "✔" if b else "✘"
 def operator_table() -> str:
     "A markdown table of the public operators."
     impls = {k: backend_impl(k) for k in BACKENDS}
-    rows = ["| operator | category | cpu | vulkan | graph ops |", "|---|---|---|---|---|"]
+    rows = ["| operator | category | reference | test domain | cpu | vulkan | graph ops |", "|---|---|---|---|---|---|---|"]
     for o in OPERATORS.values():
         t = try_trace(o)
         if isinstance(t, Exception):
-            rows.append(f"| `{o.name}` | {o.category} | ✘ | ✘ | not traced: {type(t).__name__}: {str(t)[:60]} |")
+            rows.append(f"| `{o.name}` | {o.category} | {o.reference} | {o.domain} | ✘ | ✘ | not traced: {type(t).__name__}: {str(t)[:60]} |")
             continue
         ops = " ".join(sorted(x.name for x in t - {Op.INPUT}))
-        rows.append(f"| `{o.name}` | {o.category} | {_mark(t <= impls['cpu'])} | {_mark(t <= impls['vulkan'])} | {ops} |")
+        rows.append(f"| `{o.name}` | {o.category} | {o.reference} | {o.domain} | {_mark(t <= impls['cpu'])} | {_mark(t <= impls['vulkan'])} | {ops} |")
     return "\n".join(rows)
 
 # %% ../nbs/16_registry.ipynb #7a425ee5

@@ -271,10 +271,10 @@ def operator_table() -> str:
     for o in OPERATORS.values():
         t = try_trace(o)
         if isinstance(t, Exception):
-            rows.append(f"| `{o.name}` | {o.category} | {o.reference} | {o.domain} | ✘ | ✘ | not traced: {type(t).__name__}: {str(t)[:60]} |")
+            rows.append(f"| `{o.name}` | {o.category} | {o.reference} | {o.domain if o.form else 'its tests’ own'} | ✘ | ✘ | not traced: {type(t).__name__}: {str(t)[:60]} |")
             continue
         ops = " ".join(sorted(x.name for x in t - {Op.INPUT}))
-        rows.append(f"| `{o.name}` | {o.category} | {o.reference} | {o.domain} | {_mark(t <= impls['cpu'])} | {_mark(t <= impls['vulkan'])} | {ops} |")
+        rows.append(f"| `{o.name}` | {o.category} | {o.reference} | {o.domain if o.form else 'its tests’ own'} | {_mark(t <= impls['cpu'])} | {_mark(t <= impls['vulkan'])} | {ops} |")
     return "\n".join(rows)
 
 # %% ../nbs/16_registry.ipynb #7a425ee5

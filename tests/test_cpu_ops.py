@@ -63,7 +63,7 @@ def check(got, ref, dt, scale=1.0, absref=None, k=1):
 # ---------------------------------------------------------------- completeness
 def test_every_op_has_an_implementation():
     from vkml.elementwise import ELEMENTWISE
-    assert set(numpy_impl) | set(ELEMENTWISE) == set(Op) and len(Op) == 80
+    assert set(numpy_impl) | set(ELEMENTWISE) == set(Op)
 
 def test_zero_d_tensor_keeps_its_shape():
     assert tensor(np.float32(1.5)).shape == () and tensor(np.array(2, np.int64)).numpy().shape == ()
@@ -118,6 +118,16 @@ UNARY_REF = {
     Op.ELU: (1.3, lambda x: np.where(x > 0, x, 1.3 * (np.exp(x) - 1))),
     Op.SOFTPLUS: ((2.0, 3.0), lambda x: _softplus(x, 2.0, 3.0)),
 }
+
+def _from_operator_table() -> dict:
+    "(None, reference) for the float unary ops without a parameter that a one-tensor row of the operator table names."
+    import vkml.registry as R
+    from vkml.elementwise import ELEMENTWISE as EW
+    ops = {n: getattr(Op, n.upper(), None) for n in R.names(form="unary")}
+    return {op: (None, R.OPERATORS[n].reference_fn()) for n, op in ops.items()
+            if op in FLOAT_UNARY_OPS and EW[op].example_arg is None and EW[op].params is None}
+
+UNARY_REF = {**_from_operator_table(), **UNARY_REF}   # a new op's case comes from its row; the hand-written ones add parameters
 
 def test_unary_table_covers_float_unary_ops():
     assert set(UNARY_REF) == FLOAT_UNARY_OPS

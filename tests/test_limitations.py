@@ -30,7 +30,7 @@ def test_a_graph_free_operator_moves_both_operator_counts(operator):
     operator("fake_graph_free", lambda: vkml.tensor([1.0, 2.0]))   # traces to INPUT only: runs everywhere
     after = numbers(L.headline()[1])
     assert after == [before[0] + 1, before[1] + 1, before[2] + 1, before[3] + 1]
-    assert not [r for r in L.off_backend_rows() if r["operator"] == "fake_graph_free"]
+    assert not [r for r in L.off_backend_rows() if "fake_graph_free" in r["operators"]]
 
 
 def test_an_operator_using_prod_stays_off_vulkan_with_its_category(operator):
@@ -38,7 +38,7 @@ def test_an_operator_using_prod_stays_off_vulkan_with_its_category(operator):
     operator("fake_prod_user", lambda: VF.prod(vkml.tensor([1.0, 2.0])) * 2.0)
     after = numbers(L.headline()[1])
     assert after[:2] == [before[0], before[1] + 1]          # counted, but not on Vulkan
-    rows = [r for r in L.off_backend_rows() if r["operator"] == "fake_prod_user"]
+    rows = [r for r in L.off_backend_rows() if "fake_prod_user" in r["operators"]]
     assert [(r["backend"], r["op"], r["category"]) for r in rows] == [("vulkan", "PROD", Category.BREAKS_GUARANTEE)]
     assert "fake_prod_user" in L.off_backend_table()
 
@@ -46,16 +46,26 @@ def test_an_operator_using_prod_stays_off_vulkan_with_its_category(operator):
 def test_an_operator_whose_example_fails_is_a_genuine_gap(operator):
     def broken(): raise vkml.ShapeError("planted")
     operator("fake_broken", broken)
-    rows = [r for r in L.off_backend_rows() if r["operator"] == "fake_broken"]
+    rows = [r for r in L.off_backend_rows() if "fake_broken" in r["operators"]]
     assert {r["backend"] for r in rows} == {"cpu", "vulkan"}
     assert all(r["category"] is Category.NOT_YET and "planted" in r["reason"] for r in rows)
 
 
 def test_an_unknown_backend_gap_is_a_genuine_gap(monkeypatch):
     monkeypatch.delitem(L.BACKEND_GAPS, ("vulkan", Op.PROD))
-    prod_rows = [r for r in L.off_backend_rows() if r["op"] == "PROD"]
+    prod_rows = [r for r in L.off_backend_rows() if "PROD" in r["op"].split(", ")]
     assert prod_rows and all(r["category"] is Category.NOT_YET for r in prod_rows)
     assert re.search(r"[1-9]\d* genuine gap", L.breakdown(prod_rows))
+
+
+def test_one_row_per_cause_not_per_operator(operator):
+    "Regression: the nine CPU-only linear-algebra operators were nine rows (nine gaps) for one cause."
+    rows = [r for r in L.off_backend_rows() if any(n.startswith("linalg.") for n in r["operators"])]
+    assert len(rows) == 1 and {"linalg.svd", "linalg.cholesky", "logdet"} <= set(rows[0]["operators"])
+    assert rows[0]["backend"] == "vulkan" and {"SVD", "CHOLESKY"} <= set(rows[0]["op"].split(", "))
+    operator("fake_prod_user", lambda: VF.prod(vkml.tensor([1.0, 2.0])) * 2.0)   # a second operator, the same cause
+    prod = [r for r in L.off_backend_rows() if "PROD" in r["op"].split(", ")]
+    assert len(prod) == 1 and prod[0]["operators"] == ["prod", "fake_prod_user"]
 
 
 def test_removing_a_gradient_rule_moves_the_headline_and_adds_a_gap(monkeypatch):
@@ -144,6 +154,60 @@ def test_demo_results_decide_which_device_wins(tmp_path, monkeypatch):
     assert row["category"] == L.DONE and "the GPU wins" in row["state"] and "4.00 ms on cpu" in row["state"]
 
 
+def test_demo_results_where_the_cpu_wins_are_not_done(tmp_path, monkeypatch):
+    "Regression: the H200's result (the CPU wins) was filed under done; the row shows when it was measured."
+    monkeypatch.setattr(L, "RESULTS", tmp_path)
+    (tmp_path / "demo_h200.json").write_text(json.dumps({"date": "2026-11-29", "commit": "2ef4690", "results": [
+        {"device": "cpu", "step_s": 0.0126}, {"device": "vulkan", "step_s": 0.0158}]}))
+    row = L.gpu_wins_row("no device needed: the file decides")
+    assert row["category"] is Category.NOT_YET and "the CPU wins" in row["state"]
+    assert "2026-11-29" in row["state"] and "2ef4690" in row["state"]
+
+
+def test_provenance_paths_are_relative_to_the_repository(tmp_path, monkeypatch):
+    "Regression: the page printed the measuring host's absolute output paths."
+    monkeypatch.setattr(L, "RESULTS", tmp_path)
+    (tmp_path / "demo_h200.json").write_text(json.dumps({"command": "python bench/demo_timing.py --out /tmp/h200-results/demo_h200.json",
+                                                         "results": []}))
+    (tmp_path / "fusion_h200.json").write_text(json.dumps({"provenance": {"command": "python3 /root/vkml/bench/fusion.py --out /root/out/x.json"}}))
+    p = L.provenance("skipped")
+    assert "--out bench/results/demo_h200.json" in p and "python3 bench/fusion.py --out x.json" in p
+    assert "/tmp/" not in p and "/root/" not in p
+
+
+def test_index_checks_are_probed():
+    "Regression: the row said 'waiting on architectural work' after the device-side checks shipped (ADR 0025)."
+    row = L.index_check_row("no Vulkan device in this test")
+    assert row["category"] == L.DONE and row["state"].count("IndexOutOfRangeError") == 2 and "not probed here" in row["state"]
+
+
+@pytest.mark.vulkan
+def test_index_checks_are_probed_on_vulkan():
+    row = L.index_check_row(None)
+    assert row["category"] == L.DONE and "an index computed on Vulkan: IndexOutOfRangeError" in row["state"]
+
+
+def test_a_gather_that_returns_silently_is_not_done(monkeypatch):
+    monkeypatch.setattr(VF, "gather", lambda x, dim, idx: x[:1])    # as the kernels that clamped did
+    row = L.index_check_row("no Vulkan device in this test")
+    assert row["category"] is Category.WAITING_ARCHITECTURE and "without an error" in row["state"]
+
+
+def test_threads_are_probed():
+    "Regression: the row said the device state is 'shared without locks' after a lock per device shipped."
+    row = L.threading_row("no Vulkan device in this test")
+    assert row["category"] == L.DONE and "the values one thread gets" in row["state"] and "without locks" not in row["state"]
+    assert "RLock" in row["state"] and "per thread" in row["state"]
+
+
+def test_complex_and_sparse_rows_are_probed(monkeypatch):
+    assert L.complex_row()["category"] is Category.NOT_YET and "DTypeError" in L.complex_row()["state"]
+    assert L.sparse_row()["category"] is Category.WAITING_ARCHITECTURE
+    monkeypatch.setattr(vkml.Tensor, "to_sparse", lambda self: self, raising=False)
+    monkeypatch.setattr(vkml, "sparse_coo_tensor", lambda *a: None, raising=False)
+    assert L.sparse_row()["category"] == L.DONE         # the row follows the library
+
+
 def test_linalg_row_follows_the_functions(monkeypatch):
     import vkml.linalg as LA
     row = L.linalg_row()
@@ -162,6 +226,7 @@ def test_feature_rows_probe_the_library(tmp_path, monkeypatch):
     assert rows["higher-order gradients"]["category"] == L.DONE and "MAXPOOL2D" in rows["higher-order gradients"]["state"]
     assert "no Vulkan device" in rows[L.GPU_ROW]["state"]
     assert rows["several GPUs"]["category"] == L.DONE and "vkml.distributed.DistributedDataParallel" in rows["several GPUs"]["state"]
+    assert {"rank > 4", "complex numbers", "sparse tensors", "threads", "out-of-range index values"} <= set(rows)
     exchange = rows["gradient exchange overlapped with backward, device to device"]
     assert exchange["category"] is Category.WAITING_ARCHITECTURE and "MPI on the host" in exchange["state"]
 

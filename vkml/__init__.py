@@ -18,14 +18,7 @@ from .graph import no_grad, enable_grad
 import vkml.cpu
 import vkml.autograd
 from .gradcheck import gradcheck, GradcheckError
-from .functional import (zeros, ones, full, zeros_like, ones_like, full_like, arange, linspace, eye, rand,
-    randn, manual_seed, initial_seed, Generator, default_generator, cast, neg, abs, sign, exp, log, sqrt, rsqrt,
-    reciprocal, sin, cos, tanh, sigmoid, erf, erfc, clamp, relu, leaky_relu, elu, selu, gelu, silu, mish,
-    softplus, softsign, hardtanh, add, sub, mul, div, pow, maximum, minimum, where, eq, ne, lt, le, gt, ge, isnan,
-    isinf, sum, mean, amax, amin, prod, argmax, argmin, any, all, var, std, logsumexp, cumsum, norm, reshape, flatten,
-    squeeze, unsqueeze, permute, transpose, expand, contiguous, cat, stack, split, pad, flip, repeat, tril, triu,
-    index_select, gather, scatter, scatter_add, index_add, index_put, masked_fill, one_hot, einsum, ArgumentError,
-    EinsumError, IndexingError)
+from .functional import *   # every operator's function form: its names come from the operator table
 from .nn.functional import matmul, softmax, log_softmax
 import vkml.vulkan   # registers the "vulkan" backend (touches no device)
 from . import registry, nn, optim, io, data, linalg, distributed   # distributed loads MPI only in init_process_group()

@@ -13,34 +13,22 @@ from .graph import Node, canonical_device, note_rand
 from .operands import (ArgumentError, EinsumError, IndexingError, need_tensor, check_dtype, scalar_as, is_scalar,
                            scalar_dtype, expand_to, INT_RANGE)
 from .tensor import Tensor, tensor, apply
-from .tensor_math import (cast, neg, abs, sign, exp, log, sqrt, rsqrt, reciprocal, sin, cos, tanh, sigmoid, erf, erfc,
-                              clamp, clip, relu, leaky_relu, elu, selu, gelu, silu, softplus, mish, softsign, hardtanh,
-                              isnan, isinf, add, sub, mul, div, pow, maximum, minimum, where, eq, ne, lt, le, gt, ge)
-from .tensor_reduce import sum, mean, amax, amin, prod, argmax, argmin, any, all, var, std, logsumexp, cumsum, norm
-from .tensor_shape import (reshape, flatten, squeeze, unsqueeze, permute, transpose, expand, contiguous, cat, stack,
-                               split, pad, flip, repeat, tril, triu, index_select, gather, scatter, scatter_add, index_add,
-                               index_put, masked_fill, one_hot)
-from .tensor_linalg import matmul, einsum
-_all_ = ["ArgumentError", "EinsumError", "IndexingError", "cast", "neg", "abs", "sign", "exp", "log", "sqrt", "rsqrt",
-         "reciprocal", "sin", "cos", "tanh", "sigmoid", "erf", "erfc", "clamp", "clip", "relu", "leaky_relu", "elu", "selu",
-         "gelu", "silu", "softplus", "mish", "softsign", "hardtanh", "isnan", "isinf", "add", "sub", "mul", "div", "pow",
-         "maximum", "minimum", "where", "eq", "ne", "lt", "le", "gt", "ge", "sum", "mean", "amax", "amin", "prod", "argmax",
-         "argmin", "any", "all", "var", "std", "logsumexp", "cumsum", "norm", "reshape", "flatten", "squeeze", "unsqueeze", "permute",
-         "transpose", "expand", "contiguous", "cat", "stack", "split", "pad", "flip", "repeat", "tril", "triu",
-         "index_select", "gather", "scatter", "scatter_add", "index_add", "index_put", "masked_fill", "one_hot", "matmul",
-         "einsum", "tensor"]
+from . import tensor_math, tensor_reduce, tensor_shape, tensor_linalg
+from .tensor_linalg import matmul
+from .registry import OPERATORS, names
+_all_ = ["ArgumentError", "EinsumError", "IndexingError", "cast", "clip", "matmul", "tensor"]
 
 # %% auto #0
-__all__ = ['default_generator', 'full', 'zeros', 'ones', 'full_like', 'zeros_like', 'ones_like', 'arange', 'linspace', 'eye',
-           'Generator', 'manual_seed', 'initial_seed', 'rand', 'randn', 'ArgumentError', 'EinsumError', 'IndexingError',
-           'cast', 'neg', 'abs', 'sign', 'exp', 'log', 'sqrt', 'rsqrt', 'reciprocal', 'sin', 'cos', 'tanh', 'sigmoid',
-           'erf', 'erfc', 'clamp', 'clip', 'relu', 'leaky_relu', 'elu', 'selu', 'gelu', 'silu', 'softplus', 'mish',
-           'softsign', 'hardtanh', 'isnan', 'isinf', 'add', 'sub', 'mul', 'div', 'pow', 'maximum', 'minimum', 'where',
-           'eq', 'ne', 'lt', 'le', 'gt', 'ge', 'sum', 'mean', 'amax', 'amin', 'prod', 'argmax', 'argmin', 'any', 'all',
-           'var', 'std', 'logsumexp', 'cumsum', 'norm', 'reshape', 'flatten', 'squeeze', 'unsqueeze', 'permute',
-           'transpose', 'expand', 'contiguous', 'cat', 'stack', 'split', 'pad', 'flip', 'repeat', 'tril', 'triu',
-           'index_select', 'gather', 'scatter', 'scatter_add', 'index_add', 'index_put', 'masked_fill', 'one_hot',
-           'matmul', 'einsum', 'tensor']
+__all__ = ['cast', 'clip', 'default_generator', 'full', 'zeros', 'ones', 'full_like', 'zeros_like', 'ones_like', 'arange',
+           'linspace', 'eye', 'Generator', 'manual_seed', 'initial_seed', 'rand', 'randn', 'ArgumentError',
+           'EinsumError', 'IndexingError', 'matmul', 'tensor']
+
+# %% ../nbs/15_functional.ipynb #54e8d67f
+_FAMILIES = (tensor_math, tensor_reduce, tensor_shape, tensor_linalg)
+_FORMS = [n for n in names(module="vkml.functional") if OPERATORS[n].category != "creation"]
+globals().update({n: getattr(next(m for m in _FAMILIES if n in m.__all__), n) for n in _FORMS})   # defined there, not imported
+cast, clip = tensor_math.cast, tensor_math.clip
+globals().setdefault("__all__", []).extend(_FORMS)   # the module's list (nbdev writes it; a notebook has none)
 
 # %% ../nbs/15_functional.ipynb #12d8ddfe
 def _size(size, name="size") -> tuple:

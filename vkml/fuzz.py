@@ -13,6 +13,7 @@ import vkml.functional as VF
 import vkml.nn.functional as F
 from .dtypes import DType, VkmlError, BackendError, FeatureError, InplaceError, OutOfMemoryError, float32, float16, int32, int64, bool_, to_dtype
 from .tensor import Tensor
+from .registry import names
 
 # %% auto #0
 __all__ = ['UNARY', 'BINARY', 'REDUCE', 'OPS', 'CREATION', 'DEVICE_LIMITS', 'RTOL', 'ACCUMULATING', 'HOSTILE_FLOATS',
@@ -120,13 +121,13 @@ def _inplace(x, name, view, *args, **kw):
     getattr(x if view is None else x[view], name)(*args, **kw)
     return x
 
-UNARY = ["neg", "abs", "sign", "exp", "log", "sqrt", "rsqrt", "reciprocal", "sin", "cos", "tanh", "sigmoid", "erf",
-         "erfc", "relu", "elu", "selu", "gelu", "silu", "softplus", "mish", "softsign", "isnan", "isinf"]
+# the operator table's one-tensor rows (leaky_relu and hardtanh are drawn with their parameters, below)
+UNARY = [n for n in names(form="unary") if n not in ("leaky_relu", "hardtanh")]
 BINARY = {"add": operator.add, "sub": operator.sub, "mul": operator.mul, "div": operator.truediv, "pow": operator.pow,
           "radd": lambda a, b: b + a, "rsub": lambda a, b: b - a, "rmul": lambda a, b: b * a, "rdiv": lambda a, b: b / a,
           "maximum": VF.maximum, "minimum": VF.minimum, "eq": operator.eq, "ne": operator.ne, "lt": operator.lt,
           "le": operator.le, "gt": operator.gt, "ge": operator.ge, "matmul": operator.matmul}
-REDUCE = ["sum", "mean", "amax", "amin", "prod", "argmax", "argmin", "var", "std", "logsumexp", "norm"]
+REDUCE = [n for n in names("reductions") if n not in ("any", "all", "cumsum")]   # cumsum is added where drawn; any, all are not drawn
 
 OPS = {**{n: getattr(VF, n) for n in UNARY}, **BINARY, **{n: getattr(VF, n) for n in REDUCE},
        "leaky_relu": VF.leaky_relu, "hardtanh": VF.hardtanh, "clamp": VF.clamp, "where": VF.where, "cast": lambda x, d: x.to(d),

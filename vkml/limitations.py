@@ -19,8 +19,8 @@ __all__ = ['MEANING', 'DONE', 'BACKEND_GAPS', 'RESULTS', 'FUSION_FEATURE', 'FUSI
            'off_backend_rows', 'off_backend_table', 'vulkan_reason', 'vulkan_device', 'results', 'mixed_devices_row',
            'rank_row', 'float64_row', 'float64_vulkan_row', 'multi_gpu_row', 'gradient_exchange_row', 'fusion_row',
            'lazy_detach_row', 'gpu_wins_row', 'higher_order_row', 'nonleaf_grad_row', 'einsum_row', 'mask_index_row',
-           'inplace_row', 'linalg_row', 'threading_row', 'index_check_row', 'feature_rows', 'feature_table', 'summary',
-           'provenance']
+           'inplace_row', 'linalg_row', 'threading_row', 'index_check_row', 'complex_row', 'sparse_row', 'feature_rows',
+           'feature_table', 'summary', 'provenance']
 
 # %% ../nbs/50_limitations.ipynb #884355cd
 MEANING = {
@@ -99,24 +99,26 @@ def backend_gap(kind: str, op: Op) -> tuple:
     return BACKEND_GAPS.get((kind, op), (Category.NOT_YET, f"the {kind} backend has no implementation yet", ""))
 
 def off_backend_rows(kinds=BACKENDS) -> list:
-    "One dict per (public operator, missing graph op, backend): what keeps the operator off that backend."
+    "One dict per cause (backend, category, reason) that keeps public operators off a backend: the operators and graph ops."
     impls = {k: backend_impl(k) for k in kinds}
-    rows = []
+    causes: dict = {}
+    def add(key, operator, op):
+        ops, ns = causes.setdefault(key, ([], []))
+        if op not in ops: ops.append(op)
+        if operator not in ns: ns.append(operator)
     for o in OPERATORS.values():
         t = try_trace(o)
         for k in kinds:
             if isinstance(t, Exception):
-                rows.append(dict(operator=o.name, backend=k, op="(example fails)", category=Category.NOT_YET,
-                                 reason=f"{type(t).__name__}: {t}", see="vkml.registry")); continue
-            for op in sorted(t - impls[k], key=lambda x: x.name):
-                cat, why, see = backend_gap(k, op)
-                rows.append(dict(operator=o.name, backend=k, op=op.name, category=cat, reason=why, see=see))
-    return rows
+                add((k, Category.NOT_YET, f"{type(t).__name__}: {t}", "vkml.registry"), o.name, "(example fails)"); continue
+            for op in sorted(t - impls[k], key=lambda x: x.name): add((k, *backend_gap(k, op)), o.name, op.name)
+    return [dict(operator=", ".join(ns), operators=ns, backend=k, op=", ".join(ops), category=cat, reason=why, see=see)
+            for (k, cat, why, see), (ops, ns) in causes.items()]
 
 def off_backend_table(rows=None) -> str:
     "What keeps public operators off a backend, as Markdown."
     return md_table(off_backend_rows() if rows is None else rows,
-                    {"operator": "operator", "backend": "backend", "op": "missing graph op", "category": "category",
+                    {"operator": "operators", "backend": "backend", "op": "missing graph ops", "category": "category",
                      "reason": "why", "see": "evidence"})
 
 # %% ../nbs/50_limitations.ipynb #6ce0c169
@@ -302,34 +304,37 @@ def lazy_detach_row(vk_why):
                 f"takes {s_lazy:g} submission(s) on Vulkan, {s_eager:g} with an eager detach", "ADR 0011, nbs/13_autograd.ipynb")
 
 def _demo_timings() -> dict:
-    "{device: seconds per step} from bench/results/demo_*.json, when they say it."
+    "{device: (seconds per step, path, when it was measured)} from bench/results/demo_*.json, when they say it."
     out = {}
     for path, d in results("demo_*.json"):
+        when = ", ".join(f"{k} {d[k]}" for k in ("date", "commit") if isinstance(d, dict) and d.get(k))
         for r in d.get("results", [d]) if isinstance(d, dict) else d:
             dev, s = r.get("device"), r.get("step_s") or r.get("seconds_per_step")
             if s is None and r.get("train_s") and r.get("steps"): s = r["train_s"] / r["steps"]
-            if dev and s: out[dev] = (s, path)
+            if dev and s: out[dev] = (s, path, when)
     return out
 
 GPU_ROW = "a training step's time, Vulkan device vs CPU oracle"   # what the row measures, not who should win
+_SLOWER = "the GPU is slower than the CPU oracle on this step"
 
 def gpu_wins_row(vk_why):
+    "Done when the GPU's step is faster: read from the H200's result file (its date and commit shown), else measured here."
     bench = _demo_timings()
     if "cpu" in bench and any(k != "cpu" for k in bench):
         vk = next(k for k in bench if k != "cpu")
-        (c, p), (g, _) = bench["cpu"], bench[vk]
-        return _row(GPU_ROW, DONE, f"the demo's training step: {c * 1e3:.2f} ms on cpu, {g * 1e3:.2f} ms on "
-                    f"{vk} ({p}): the {'GPU' if g < c else 'CPU'} wins", p)
+        (c, p, when), (g, _, _) = bench["cpu"], bench[vk]
+        return _row(GPU_ROW, DONE if g < c else Category.NOT_YET,
+                    f"the demo's training step: {c * 1e3:.2f} ms on cpu, {g * 1e3:.2f} ms on {vk} ({p}{'; ' + when if when else ''}): "
+                    + ("the GPU wins" if g < c else f"the CPU wins: {_SLOWER}"), p)
     if vk_why:
         return _row(GPU_ROW, Category.WAITING_MEASUREMENT, "not measured here: no Vulkan device", "")
     dev = vulkan_device()
     (c, _), (g, _) = _steps("cpu"), _steps("vulkan")
-    winner = "Vulkan" if g < c else "CPU oracle"
     gpu = dev["type"] in ("discrete", "integrated")
-    return _row(GPU_ROW, DONE if gpu else Category.WAITING_MEASUREMENT,
+    return _row(GPU_ROW, (DONE if g < c else Category.NOT_YET) if gpu else Category.WAITING_MEASUREMENT,
                 f"a digits-MLP training step (batch 32): {c * 1e3:.1f} ms on cpu, {g * 1e3:.1f} ms on {dev['name']} "
-                f"({dev['type']}): the {winner} wins" + ("" if gpu else "; this device is not a GPU, so the GPU "
-                "figure waits for bench/results/demo_*.json"), "nbs/35_demo.ipynb")
+                f"({dev['type']}): the {'Vulkan device' if g < c else 'CPU oracle'} wins" + ("" if gpu else "; this device is "
+                "not a GPU, so the GPU figure waits for bench/results/demo_*.json"), "nbs/35_demo.ipynb")
 
 # %% ../nbs/50_limitations.ipynb #e588f717
 def higher_order_row():
@@ -415,39 +420,67 @@ def linalg_row():
                 f"{np.round(A.grad.numpy(), 4).tolist()}); CPU only: on Vulkan a BackendError names `.to('cpu')`",
                 "nbs/18_linalg.ipynb")
 
-def threading_row():
-    import importlib
-    T, C = importlib.import_module("vkml.graph"), importlib.import_module("vkml.cpu")
-    local = [n for n, o in (("grad mode (no_grad)", T._grad_mode), ("float64 mode", getattr(C, "_f64", None)))
-             if isinstance(o, threading.local)]
-    shared = type(T._deferred).__name__
-    return _row("threads", Category.BY_DESIGN,
-                f"not thread-safe: per thread are only {', '.join(local) or 'nothing'}; opening a device is locked, but the "
-                f"deferred-realize table (a plain {shared}), the allocator and the recorder are shared without locks: "
-                f"use one thread per device", "nbs/04_graph.ipynb, nbs/21_vulkan_device.ipynb")
-
+# %% ../nbs/50_limitations.ipynb #cf09087d
+def threading_row(vk_why=None, threads=4, rounds=5):
+    "Several threads realizing on one device at once: run, and compared with the values one thread gets."
+    import vkml.graph as G
+    devices = ["cpu"] + ([] if vk_why else ["vulkan"])
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)
+    want = {(d, k): float(x.sum() * k + k) for d in devices for k in range(threads)}
+    got, errors = {}, []
+    def work(d, k):
+        try:
+            for _ in range(rounds): got[d, k] = (vkml.tensor(x, device=d) * k).sum().item() + k
+        except Exception as e: errors.append(f"{type(e).__name__}: {e}")  # noqa: BLE001 (the row reports any failure)
+    ts = [threading.Thread(target=work, args=key) for key in want]
+    for t in ts: t.start()
+    for t in ts: t.join()
+    ok = not errors and got == want
+    locks = sorted({type(G.get_backend(G.canonical_device(d)).lock).__name__ for d in devices})
+    per_thread = isinstance(G._grad_mode, threading.local)
+    return _row("threads", DONE if ok else Category.NOT_YET,
+                f"{len(ts)} threads ({threads} per device on {', '.join(devices)}) realizing {rounds} graphs each at once got "
+                + ("the values one thread gets" if ok else f"WRONG values or errors ({_short('; '.join(errors), 80)})")
+                + f"; realize holds its device's lock ({', '.join(locks)}: threads take turns on one device); grad mode is "
+                + ("per thread" if per_thread else "shared by all threads"), "ADR 0025, nbs/04_graph.ipynb")
 
 def index_check_row(vk_why):
-    "Out-of-range index values: refused when they are data; what a GPU does with ones it computed."
+    "Out-of-range index values, probed as data, computed on the CPU and computed on the Vulkan device."
     import vkml.functional as VF
-    try: VF.gather(vkml.tensor([1.0, 2.0]), 0, vkml.tensor([5])); data_ok = False
-    except IndexOutOfRangeError: data_ok = True
-    if vk_why: gpu = "not probed here (no Vulkan device)"
-    else:
-        idx = VF.argmax(vkml.tensor([0.0, 9.0], device="vulkan"), 0).reshape(1) * 4   # a computed index: 4, out of range
-        try: v = VF.gather(vkml.tensor([1.0, 2.0], device="vulkan"), 0, idx).numpy(); gpu = f"a Vulkan kernel keeps it in bounds (returned {v.tolist()}) without an error"
-        except IndexOutOfRangeError: gpu = "a Vulkan kernel refuses it"
-    return _row("out-of-range index values", Category.WAITING_ARCHITECTURE,
-                f"index tensors that hold data are {'refused with IndexOutOfRangeError before any kernel runs' if data_ok else 'NOT checked'} "
-                f"(every backend); an index the graph computes is checked by the CPU oracle when it runs, while {gpu}: "
-                f"an error flag read back with the submission would close this", "nbs/10_tensor_shape.ipynb")
+    def probe(dev, computed):
+        idx = (VF.argmax(vkml.tensor([0.0, 9.0], device=dev), 0).reshape(1) * 4 if computed   # computed: 4
+               else vkml.tensor([5], device=dev))                                              # data: 5
+        try: return f"returned {VF.gather(vkml.tensor([1.0, 2.0], device=dev), 0, idx).numpy().tolist()} without an error"
+        except IndexOutOfRangeError: return "IndexOutOfRangeError"
+    outs = {"held as data": probe("cpu", False), "computed on the CPU": probe("cpu", True)}
+    if not vk_why: outs["computed on Vulkan"] = probe("vulkan", True)
+    ok = all(v == "IndexOutOfRangeError" for v in outs.values())
+    return _row("out-of-range index values", DONE if ok else Category.WAITING_ARCHITECTURE,
+                "; ".join(f"an index {k}: {v}" for k, v in outs.items())
+                + ("; on Vulkan not probed here (no Vulkan device)" if vk_why else "")
+                + ("; a kernel that reads through indices sets an error flag the host reads with the submission" if ok else ""),
+                "ADR 0025, nbs/10_tensor_shape.ipynb")
+
+def complex_row():
+    msg = _raises(lambda: vkml.tensor(np.array([1 + 2j])), DTypeError)
+    return _row("complex numbers", Category.NOT_YET if msg else DONE,
+                (f"no complex dtype: complex input raises DTypeError (“{_short(msg, 70)}”); one would need its storage, "
+                 "every kernel's arithmetic and the oracle's") if msg else "complex input accepted", "nbs/01_dtypes.ipynb")
+
+def sparse_row():
+    ctors = [n for n in ("sparse_coo_tensor", "sparse_csr_tensor") if hasattr(vkml, n)]
+    msg = _raises(lambda: vkml.tensor([[1.0, 0.0]]).to_sparse(), AttributeError)
+    return _row("sparse tensors", Category.WAITING_ARCHITECTURE if msg and not ctors else DONE,
+                ("no sparse layout: `Tensor.to_sparse` does not exist (AttributeError) and vkml has no sparse constructor; "
+                 "a node is one dense buffer of its shape, which every shape rule, kernel and the allocator assume")
+                if msg and not ctors else f"sparse tensors: {', '.join(ctors) or 'to_sparse'}", "nbs/04_graph.ipynb")
 
 # %% ../nbs/50_limitations.ipynb #a03729fd
 def feature_rows(vk_why=None) -> list:
     "Every feature row, probed now (`vk_why`: why Vulkan is unavailable, or None)."
     return [mixed_devices_row(), rank_row(), float64_row(vk_why), float64_vulkan_row(), multi_gpu_row(vk_why), gradient_exchange_row(),
             fusion_row(), lazy_detach_row(vk_why), higher_order_row(), nonleaf_grad_row(), einsum_row(), mask_index_row(), inplace_row(),
-            linalg_row(), threading_row(), index_check_row(vk_why),
+            linalg_row(), threading_row(vk_why), index_check_row(vk_why), complex_row(), sparse_row(),
             gpu_wins_row(vk_why)]
 
 def feature_table(rows) -> str:
@@ -461,10 +494,22 @@ def summary(rows_by_table: dict) -> str:
     return "\n".join(lines + [f"- **all {len(every)} rows: {breakdown(every)}**"])
 
 # %% ../nbs/50_limitations.ipynb #427fa711
+_REPO = Path(vkml.__file__).resolve().parents[1]
+
+def _relative(command):
+    "A result's command with the measuring host's absolute paths made relative to the repository (an output file: its copy here)."
+    def rel(w):
+        if not w.startswith("/"): return w
+        p = Path(w)
+        if (RESULTS / p.name).exists(): return f"bench/results/{p.name}"
+        inside = [i for i in range(1, len(p.parts)) if (_REPO / Path(*p.parts[i:])).exists()]   # a file of this checkout
+        return "/".join(p.parts[inside[0]:]) if inside else p.name
+    return " ".join(rel(w) for w in command.split(" ")) if command else command
+
 def provenance(vk_why=None) -> str:
     "The package version, the machine, and the commands that produce this page's numbers."
     dev = "none" if vk_why else "{name} ({type}, {driver})".format(**vulkan_device())
-    def cmd(d): return d.get("command") or (d.get("provenance") or {}).get("command") if isinstance(d, dict) else None
+    def cmd(d): return _relative(d.get("command") or (d.get("provenance") or {}).get("command")) if isinstance(d, dict) else None
     files = [f"{p} (`{cmd(d)}`)" if cmd(d) else p for pat in ("fusion_h200.json", "demo_*.json") for p, d in results(pat)]
     return "\n".join([
         f"- vkML **{vkml.__version__}**, Python {platform.python_version()}, {platform.machine()}; Vulkan device: {dev}",

@@ -13,9 +13,9 @@ from .ops import Op, ACCEPTED_DTYPES, NO_GRAD_REASONS, NO_HIGHER_ORDER, SHAPE_RU
 from .graph import toposort
 
 # %% auto #0
-__all__ = ['OPERATORS', 'VULKAN_RUNTIME_OPS', 'BACKENDS', 'Operator', 'register_operator', 'unregister_operator', 'trace',
-           'try_trace', 'backend_impl', 'vjp_rules', 'runs_on', 'counts', 'operator_table', 'graph_op_rows',
-           'graph_op_table', 'missing']
+__all__ = ['CATEGORIES', 'OPERATORS', 'VULKAN_RUNTIME_OPS', 'BACKENDS', 'Operator', 'register_operator', 'unregister_operator',
+           'names', 'trace', 'try_trace', 'backend_impl', 'vjp_rules', 'runs_on', 'counts', 'operator_table',
+           'graph_op_rows', 'graph_op_table', 'missing']
 
 # %% ../nbs/16_registry.ipynb #7db19165
 class _Ref:
@@ -35,14 +35,34 @@ class _Module:
     def __getattr__(self, name): return _Ref(self._module, name)
 
 _VF, _F, _LA = _Module("vkml.functional"), _Module("vkml.nn.functional"), _Module("vkml.linalg")
+_TORCH = {"vkml.functional": "torch", "vkml.nn.functional": "torch.nn.functional", "vkml.linalg": "torch", "vkml.tensor": "torch"}
 
 @dataclass(frozen=True)
 class Operator:
-    "A public operator: its name, category, the function, and a zero-arg example returning lazy output(s)."
+    "A public operator: its name, category, the function, a zero-arg example returning lazy output(s), and its reference."
     name: str          # PyTorch's name
-    category: str      # 'creation', 'unary math', ... (the groups of the table below)
+    category: str      # 'creation', 'unary math', ... (see `CATEGORIES`)
     fn: Callable       # what users call
     example: Callable  # () -> Tensor or tuple of Tensors, built on small CPU inputs, not realized
+    ref: Callable | str | None = None   # numpy on float64 arrays, or "module.name"; None: PyTorch's function of that name
+    domain: str = "any"  # where test inputs come from: a domain of tests/oracle.py ('any', 'pos', 'nz', 'special', ...)
+    tol: float = 1.0     # the reference test's tolerance, in units of the dtype's bound
+    form: str = ""       # 'unary': x.name() is a Tensor method, and the function forms are generated from this row
+
+    @property
+    def reference(self) -> str:
+        "What the operator is checked against, by name."
+        if isinstance(self.ref, str): return self.ref
+        if isinstance(self.ref, np.ufunc): return f"numpy.{self.ref.__name__}"
+        if self.ref is not None: return "numpy (a formula)"
+        mod = getattr(self.fn, "module", "")
+        return f"{_TORCH.get(mod, mod)}.{self.name.removeprefix('__')}".replace(".getitem__", ".Tensor.__getitem__")
+
+    def reference_fn(self) -> Callable:
+        "The reference as a callable (a string names a function, imported now: scipy's, say)."
+        if not isinstance(self.ref, str): return self.ref
+        mod, _, name = self.ref.rpartition(".")
+        return getattr(importlib.import_module(mod), name)
 
 # %% ../nbs/16_registry.ipynb #4d8f9c19
 def _x(*shape, lo=-1.0, hi=1.0, dtype="float32"):
@@ -51,7 +71,9 @@ def _x(*shape, lo=-1.0, hi=1.0, dtype="float32"):
     n = int(np.prod(shape))
     return tensor(np.linspace(lo, hi, n, dtype=np.float32).reshape(shape).astype(dtype))
 
-def _pos(*shape): return _x(*shape, lo=0.1, hi=2.0)
+_RANGES = {"pos": (0.1, 2.0), "nz": (0.1, 2.0), "unit": (-0.9, 0.9)}   # an example's values by test domain; else [-1, 1]
+def _in(domain, *shape): return _x(*shape, lo=_RANGES.get(domain, (-1.0, 1.0))[0], hi=_RANGES.get(domain, (-1.0, 1.0))[1])
+def _pos(*shape): return _in("pos", *shape)
 def _spd(n, *batch):
     "A small, well-conditioned symmetric positive-definite CPU tensor (or a batch of them)."
     from vkml.tensor import tensor
@@ -63,8 +85,24 @@ def _mask(*shape):
     return tensor(np.arange(int(np.prod(shape))).reshape(shape) % 2 == 0)
 
 # %% ../nbs/16_registry.ipynb #3d2c020e
+CATEGORIES = ("creation", "unary math", "activations", "binary", "comparison", "reductions", "shape / indexing",
+              "matmul / conv / pool", "nn functional", "losses", "einsum", "linear algebra")
+"The groups of the table, in its order."
+
 def _ops(category, module, rows):
     return [Operator(name, category, getattr(module, name), ex) for name, ex in rows]
+
+def _unary(category, rows):
+    """Operators of one tensor with a Tensor method of the same name, from (name, reference[, domain[, tol]]):
+    the example applies the function to a (2, 3) tensor from the domain; the function forms are generated."""
+    def op(name, ref, domain="any", tol=1.0):
+        return Operator(name, category, getattr(_VF, name), lambda: getattr(_VF, name)(_in(domain, 2, 3)), ref, domain, tol, "unary")
+    return [op(*r) for r in rows]
+
+_SELU = (1.6732632423543772848170429916717, 1.0507009873554804934193349852946)   # alpha, scale
+def _gelu_ref(x):
+    from scipy import special   # the tests' dependency: only a reference check calls it
+    return 0.5 * x * (1 + special.erf(x / np.sqrt(2)))
 
 _T = "vkml.tensor"
 _OPERATORS = [
@@ -75,17 +113,23 @@ _OPERATORS = [
         ("linspace", lambda: _VF.linspace(0.0, 1.0, 5)), ("eye", lambda: _VF.eye(3)),
         ("rand", lambda: _VF.rand((2, 3))), ("randn", lambda: _VF.randn((2, 3)))]),
     Operator("tensor", "creation", _Ref(_T, "tensor"), lambda: _Ref(_T, "tensor")([[1.0, 2.0], [3.0, 4.0]])),
-    *_ops("unary math", _VF, [(n, (lambda n=n: getattr(_VF, n)(_x(2, 3)))) for n in
-          ("neg", "abs", "sign", "exp", "sin", "cos", "tanh", "sigmoid", "erf", "erfc")]),
-    *_ops("unary math", _VF, [(n, (lambda n=n: getattr(_VF, n)(_pos(2, 3)))) for n in ("log", "sqrt", "rsqrt", "reciprocal")]),
+    *_unary("unary math", [
+        ("neg", np.negative), ("abs", np.abs), ("sign", np.sign), ("exp", np.exp, "any", 2), ("log", np.log, "pos"),
+        ("sqrt", np.sqrt, "pos"), ("rsqrt", lambda x: 1 / np.sqrt(x), "pos"), ("reciprocal", lambda x: 1 / x, "nz"),
+        ("sin", np.sin), ("cos", np.cos), ("tanh", np.tanh), ("sigmoid", lambda x: 1 / (1 + np.exp(-x))),
+        ("erf", "scipy.special.erf"), ("erfc", "scipy.special.erfc")]),
     *_ops("unary math", _VF, [("clamp", lambda: _VF.clamp(_x(2, 3), -0.5, 0.5))]),
-    *_ops("activations", _VF, [(n, (lambda n=n: getattr(_VF, n)(_x(2, 3)))) for n in
-          ("relu", "leaky_relu", "elu", "selu", "gelu", "silu", "mish", "softplus", "softsign", "hardtanh")]),
+    *_unary("activations", [
+        ("relu", lambda x: np.maximum(x, 0)), ("leaky_relu", lambda x: np.where(x > 0, x, 0.01 * x)),
+        ("elu", lambda x: np.where(x > 0, x, np.expm1(x))), ("selu", lambda x: _SELU[1] * np.where(x > 0, x, _SELU[0] * np.expm1(x)), "any", 2),
+        ("gelu", _gelu_ref), ("silu", lambda x: x / (1 + np.exp(-x))), ("softplus", lambda x: np.logaddexp(0.0, x)),
+        ("mish", lambda x: x * np.tanh(np.logaddexp(0.0, x)), "any", 3), ("softsign", lambda x: x / (1 + np.abs(x)), "any", 2),
+        ("hardtanh", lambda x: np.clip(x, -1, 1))]),
     *_ops("binary", _VF, [(n, (lambda n=n: getattr(_VF, n)(_pos(2, 3), _pos(3)))) for n in
           ("add", "sub", "mul", "div", "pow", "maximum", "minimum")]),
     *_ops("binary", _VF, [("where", lambda: _VF.where(_mask(2, 3), _x(2, 3), _pos(2, 3)))]),
     *_ops("comparison", _VF, [(n, (lambda n=n: getattr(_VF, n)(_x(2, 3), _x(3)))) for n in ("eq", "ne", "lt", "le", "gt", "ge")]),
-    *_ops("comparison", _VF, [(n, (lambda n=n: getattr(_VF, n)(_x(2, 3)))) for n in ("isnan", "isinf")]),
+    *_unary("comparison", [("isnan", np.isnan, "special"), ("isinf", np.isinf, "special")]),
     *_ops("reductions", _VF, [(n, (lambda n=n: getattr(_VF, n)(_x(2, 3), dim=1))) for n in
           ("sum", "mean", "amax", "amin", "prod", "argmax", "argmin", "any", "all", "var", "std", "logsumexp", "cumsum")]),
     *_ops("reductions", _VF, [("norm", lambda: _VF.norm(_x(2, 3)))]),
@@ -153,13 +197,19 @@ _OPERATORS = [
 OPERATORS: dict[str, Operator] = {o.name: o for o in _OPERATORS}
 "The public operators by name."
 
-def register_operator(name: str, category: str, fn: Callable, example: Callable) -> Operator:
-    "Add an operator to the table (the counts move with it)."
+def register_operator(name: str, category: str, fn: Callable, example: Callable, **columns) -> Operator:
+    "Add an operator to the table (the counts move with it); `columns`: ref, domain, tol, form."
     if name in OPERATORS: raise ValueError(f"operator {name!r} is already registered")
-    OPERATORS[name] = op = Operator(name, category, fn, example)
+    OPERATORS[name] = op = Operator(name, category, fn, example, **columns)
     return op
 
 def unregister_operator(name: str) -> Operator: return OPERATORS.pop(name)
+
+def names(category: str | None = None, form: str | None = None, module: str | None = None) -> list:
+    "The operators' names in table order: those of `category`, of `form` ('unary') and whose function is in `module`."
+    return [n for n, o in OPERATORS.items() if (category is None or o.category == category)
+            and (form is None or o.form == form) and (module is None or getattr(o.fn, "module", None) == module)]
+
 
 # %% ../nbs/16_registry.ipynb #7988a46f
 def trace(op: Operator | str) -> frozenset:
@@ -217,14 +267,14 @@ def _mark(b): return "✔" if b else "✘"
 def operator_table() -> str:
     "A markdown table of the public operators."
     impls = {k: backend_impl(k) for k in BACKENDS}
-    rows = ["| operator | category | cpu | vulkan | graph ops |", "|---|---|---|---|---|"]
+    rows = ["| operator | category | reference | test domain | cpu | vulkan | graph ops |", "|---|---|---|---|---|---|---|"]
     for o in OPERATORS.values():
         t = try_trace(o)
         if isinstance(t, Exception):
-            rows.append(f"| `{o.name}` | {o.category} | ✘ | ✘ | not traced: {type(t).__name__}: {str(t)[:60]} |")
+            rows.append(f"| `{o.name}` | {o.category} | {o.reference} | {o.domain if o.form else 'its tests’ own'} | ✘ | ✘ | not traced: {type(t).__name__}: {str(t)[:60]} |")
             continue
         ops = " ".join(sorted(x.name for x in t - {Op.INPUT}))
-        rows.append(f"| `{o.name}` | {o.category} | {_mark(t <= impls['cpu'])} | {_mark(t <= impls['vulkan'])} | {ops} |")
+        rows.append(f"| `{o.name}` | {o.category} | {o.reference} | {o.domain if o.form else 'its tests’ own'} | {_mark(t <= impls['cpu'])} | {_mark(t <= impls['vulkan'])} | {ops} |")
     return "\n".join(rows)
 
 # %% ../nbs/16_registry.ipynb #7a425ee5

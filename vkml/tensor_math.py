@@ -11,12 +11,11 @@ from .dtypes import FLOATS
 from .ops import Op, ACCEPTED_DTYPES, NUMERIC, ALL
 from .operands import (TensorBase, ArgumentError, need_tensor, check_dtype, scalar_as, is_scalar,
                            common_operands, lift, expand_to, elementwise_op, with_out)
+from .registry import OPERATORS, names
 
 # %% auto #0
-__all__ = ['cast', 'neg', 'abs', 'sign', 'exp', 'log', 'sqrt', 'rsqrt', 'reciprocal', 'sin', 'cos', 'tanh', 'sigmoid', 'erf',
-           'erfc', 'clamp', 'clip', 'relu', 'leaky_relu', 'elu', 'selu', 'gelu', 'silu', 'softplus', 'mish', 'softsign',
-           'hardtanh', 'isnan', 'isinf', 'add', 'sub', 'mul', 'div', 'pow', 'eq', 'ne', 'lt', 'le', 'gt', 'ge', 'Casts',
-           'UnaryMath', 'Arithmetic', 'MathOps', 'where', 'maximum', 'minimum']
+__all__ = ['cast', 'clamp', 'clip', 'add', 'sub', 'mul', 'div', 'pow', 'eq', 'ne', 'lt', 'le', 'gt', 'ge', 'Casts', 'UnaryMath',
+           'Arithmetic', 'MathOps', 'where', 'maximum', 'minimum']
 
 # %% ../nbs/08_tensor_math.ipynb #05d651c6
 def _known(y) -> bool: return isinstance(y, (TensorBase, np.ndarray)) or is_scalar(y)
@@ -266,14 +265,10 @@ def _binary_function(name, op):
     f.__doc__ = getattr(MathOps, name).__doc__
     return with_out(f)
 
-cast = _unary_function("cast", out=False)
-neg, abs, sign, exp, log, sqrt, rsqrt, reciprocal = (_unary_function(n) for n in
-    ("neg", "abs", "sign", "exp", "log", "sqrt", "rsqrt", "reciprocal"))
-sin, cos, tanh, sigmoid, erf, erfc, clamp, clip = (_unary_function(n) for n in
-    ("sin", "cos", "tanh", "sigmoid", "erf", "erfc", "clamp", "clip"))
-relu, leaky_relu, elu, selu, gelu, silu, softplus, mish, softsign, hardtanh = (_unary_function(n, out=False) for n in
-    ("relu", "leaky_relu", "elu", "selu", "gelu", "silu", "softplus", "mish", "softsign", "hardtanh"))
-isnan, isinf = _unary_function("isnan", out=False), _unary_function("isinf", out=False)
+cast, clamp, clip = _unary_function("cast", out=False), _unary_function("clamp"), _unary_function("clip")
+_UNARY = names(form="unary")   # the operator table's one-tensor rows: `vkml.exp(x)` is `x.exp()`, with `out=` for unary math
+globals().update({n: _unary_function(n, out=OPERATORS[n].category == "unary math") for n in _UNARY})
+globals().setdefault("__all__", []).extend(_UNARY)   # the module's list (nbdev writes it; a notebook has none)
 add, sub, mul, div, pow = (_binary_function(n, op) for n, op in
     (("add", Op.ADD), ("sub", Op.SUB), ("mul", Op.MUL), ("div", Op.DIV), ("pow", Op.POW)))
 eq, ne, lt, le, gt, ge = (_binary_function(n, op) for n, op in

@@ -20,8 +20,7 @@ __all__ = ['linear', 'conv2d', 'conv_transpose2d', 'max_pool2d', 'max_unpool2d',
            'adaptive_max_pool2d', 'unfold', 'fold', 'softmax', 'log_softmax', 'layer_norm', 'rms_norm',
            'batch_norm_stats', 'batch_norm', 'group_norm', 'dropout', 'embedding', 'scaled_dot_product_attention',
            'nll_loss', 'cross_entropy', 'mse_loss', 'l1_loss', 'smooth_l1_loss', 'binary_cross_entropy',
-           'binary_cross_entropy_with_logits', 'kl_div', 'relu', 'leaky_relu', 'elu', 'selu', 'gelu', 'silu', 'mish',
-           'softplus', 'softsign', 'hardtanh', 'sigmoid', 'tanh', 'pad', 'one_hot']
+           'binary_cross_entropy_with_logits', 'kl_div']
 
 # %% ../../nbs/17_nn_functional.ipynb #59fedae0
 def _float(x, what):
@@ -636,7 +635,7 @@ def kl_div(input, target, reduction="mean", log_target=False) -> Tensor:
     return _reduce_loss(l, reduction, "kl_div")
 
 # %% ../../nbs/17_nn_functional.ipynb #f9ee8688
-from ..functional import (relu, leaky_relu, elu, selu, gelu, silu, mish, softplus, softsign, hardtanh,
-                             sigmoid, tanh, pad, one_hot)
-_all_ = ["relu", "leaky_relu", "elu", "selu", "gelu", "silu", "mish", "softplus", "softsign", "hardtanh",
-         "sigmoid", "tanh", "pad", "one_hot"]
+from ..registry import names
+_OTHER_NAMES = [*names("activations"), "sigmoid", "tanh", "pad", "one_hot"]   # the activations: the operator table's
+globals().update({n: getattr(VF, n) for n in _OTHER_NAMES})
+globals().setdefault("__all__", []).extend(_OTHER_NAMES)

@@ -441,3 +441,51 @@ def test_a_lazy_value_built_before_the_capture_is_not_recomputed_by_replays(vulk
     kept = (m.bias + 1).exp()               # lazy, built before the capture
     step(x, y); step(x, y); step(x, y)      # the capture, then replays
     np.testing.assert_allclose(kept.numpy(), np.exp(want + 1), rtol=1e-6)
+
+
+def _mlp_step(device="vulkan", momentum=0.0):
+    import vkml.nn.functional as F
+    vkml.manual_seed(0)
+    m = nn.Sequential(nn.Linear(3, 4), nn.Tanh(), nn.Linear(4, 2)).to(device)
+    opt = optim.SGD(m.parameters(), lr=0.1, momentum=momentum)
+    x, y = vkml.ones((4, 3), device=device), vkml.zeros((4, 2), device=device)
+    def step(x, y):
+        opt.zero_grad(); loss = F.mse_loss(m(x), y); loss.backward(); opt.step()
+        return loss
+    return m, opt, x, y, step
+
+
+def test_a_parameter_rebound_before_the_capture_is_repaired_not_refused(vulkan):
+    "A functional write into a parameter between the warm-up and the capture rebuilt the flat store inside the capture (JitError)."
+    m, opt, x, y, step = _mlp_step()
+    eager = [step(x, y).item()]
+    with vkml.no_grad(): m[0].weight.copy_(m[0].weight * 0.25)
+    eager += [step(x, y).item() for _ in range(3)]
+    m2, opt2, x, y, step2 = _mlp_step()
+    js = vkml.jit(step2)
+    got = [js(x, y).item()]
+    with vkml.no_grad(): m2[0].weight.copy_(m2[0].weight * 0.25)
+    got += [js(x, y).item() for _ in range(3)]
+    np.testing.assert_allclose(got, eager, rtol=1e-5)
+
+
+def test_an_optimiser_step_without_gradients_keeps_the_flat_store(vulkan):
+    "opt.zero_grad(); opt.step() between calls dropped the flat store, so the capture rebuilt it (JitError)."
+    m, opt, x, y, step = _mlp_step(momentum=0.9)
+    js = vkml.jit(step)
+    js(x, y); opt.zero_grad(); opt.step()
+    js(x, y); js(x, y)
+
+
+def test_a_graph_retained_across_a_replay_is_stale(vulkan):
+    "A loss built before a replay and differentiated after it would read the replay's weights: an error, as in PyTorch."
+    from vkml.dtypes import InplaceError
+    import vkml.nn.functional as F
+    m, opt, x, y, step = _mlp_step()
+    js = vkml.jit(step)
+    js(x, y); js(x, y)                       # the warm-up and the capture
+    loss = F.mse_loss(m(x), y); loss.numpy()
+    js(x, y)                                 # a replay writes the weights
+    with pytest.raises(InplaceError):
+        loss.backward()
+        for p in m.parameters(): p.grad.numpy()

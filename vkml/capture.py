@@ -11,7 +11,7 @@ from .ops import Op
 from .graph import (JitError, CaptureNotes, Node, get_backend, take_deferred, capture_in_progress, make_node, no_grad,
                         references)
 from .operands import TensorBase
-from .tensor import Tensor, realize, settle_readers, computable, _members, _rebind, _replay as _view_of
+from .tensor import Tensor, realize, settle_readers, computable, renew, _members, _rebind, _replay as _view_of
 
 # %% auto #0
 __all__ = ['before_capture', 'flatten', 'unflatten', 'JitNotes', 'note_guard', 'Jit', 'jit']
@@ -110,7 +110,7 @@ class _Step:
     def __init__(self, captured, device, guards, outs, out_structure, state, grads, written):
         self.captured, self.device, self.guards = captured, device, guards   # guards: [(get, value at capture)]
         self.outs, self.out_structure = outs, out_structure   # the outputs' captured buffers (None for None)
-        self.state = state          # [weakref, its node after the last call, captured buffer, step reads it, requires_grad]
+        self.state = state          # [weakref, its node after the last call, captured buffer, step reads it, requires_grad, step writes it]
         self.grads = grads          # [(weakref to a tensor, the captured buffer of its .grad)]
         self.written = written      # [(index of an argument the step writes, the captured buffer of its new value)]
         self.handed = []            # [(weakref, captured buffer)]: the capture call's outputs, over captured memory
@@ -120,7 +120,7 @@ class _Step:
         "Do the host values and the tensors the capture assumed still hold? (None: they never will again.)"
         for get, v in self.guards:
             if _value(get) != v: return False
-        for w, node, buf, reads, rg in self.state:
+        for w, node, buf, reads, rg, _ in self.state:
             t = w()
             if t is None:
                 if reads: return None       # a tensor the step read is gone: the function reads another one now
@@ -244,7 +244,7 @@ def _capture(self: Jit, backend, device, leaves, structure, tensors, key):
     for prepare in before_capture: prepare(device)
     inputs = self._inputs(tensors)
     before, notes, kept = _live(device), JitNotes(device), {}
-    pending = computable(take_deferred(device)) + _pending_writes(before) + _lazy(self._left)
+    pending = computable(take_deferred(device) + _pending_writes(before) + _lazy(self._left))
     self._left = []
     if pending: realize(*pending)                   # lazy work from before the call is not the step's
     del pending
@@ -277,7 +277,7 @@ def _capture(self: Jit, backend, device, leaves, structure, tensors, key):
     for w, n0 in before:
         t = w()
         if t is None or not t.node.realized or backend.memory_of(t.node.buf) not in mems: continue
-        state.append([w, t.node, t.node.buf, t.node is n0 or id(t) in kept["reads"], t.requires_grad])
+        state.append([w, t.node, t.node.buf, t.node is n0 or id(t) in kept["reads"], t.requires_grad, t.node is not n0])
         g = t.grad
         if g is not None and g.node.realized and backend.memory_of(g.node.buf) in mems: grads.append((w, g.node.buf))
     guards = list(notes.guards.values()) + [(functools.partial(_closure, self.fn), _closure(self.fn))]
@@ -328,6 +328,8 @@ def _replay(self: Jit, st: _Step, tensors):
     def after(rec):
         bufs.extend(cap.fresh(rec, b) for b in [b for b in st.outs if b is not None] + [b for _, b in st.written])
     cap.replay(inputs, before, after)
+    for e in st.state:                              # what the replay wrote: values built from the old nodes are stale
+        if e[5] and (t := e[0]()) is not None and t.node is e[1] and t.node.realized: renew(t); e[1] = t.node
     kept, new = grads
     for g, b in kept: _bind(g, b)                   # a gradient someone kept keeps its value
     for t, buf in new: t.grad = _over(buf, st.device)

@@ -260,7 +260,6 @@ class Optimizer:
                                          for g in self.param_groups)
 
     def _step_each(self) -> list:
-        self._flat = None                              # a per-parameter step rebinds the parameters
         outs = []
         for group in self.param_groups:
             for p in group["params"]:
@@ -274,6 +273,7 @@ class Optimizer:
                     if isinstance(st.get(k), Tensor) and st[k].node.realized: assign(st[k], new[k])
                     else: st[k] = new[k]
                 outs += [p] + [st[k] for k in self.state_names]
+        if outs: self._flat = None                     # a per-parameter step rebinds the parameters (a step of none keeps them)
         return outs
 
     # --- state dicts ---

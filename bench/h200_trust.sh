@@ -14,7 +14,7 @@ CASES="mlp_jit mlp_eager cnn_jit cnn_eager"
 step fixture 120 python3 bench/torch_digits_losses.py "$OUT/digits_mlp_torch.json"
 step write_rule 150 python3 bench/write_rule.py --device vulkan --out "$OUT/write_rule_h200.json"
 rm -rf /tmp/before && mkdir -p /tmp/before && tar xzf .before/base.tar.gz -C /tmp/before
-(cd /tmp/before && export PYTHONPATH="/tmp/before:$PYTHONPATH" && step vs_before 150 python3 bench/vs_torch.py --cases $CASES --out "$OUT/vs_torch_before_h200.json")
+(cd /tmp/before && export PYTHONPATH="/tmp/before:$PYTHONPATH" VKML_COMMIT=4248cf3 && step vs_before 150 python3 bench/vs_torch.py --cases $CASES --out "$OUT/vs_torch_before_h200.json")
 step vs_after 150 python3 bench/vs_torch.py --cases $CASES --out "$OUT/vs_torch_after_h200.json"
 pack_logs
 exit $status

@@ -123,6 +123,31 @@ def render() -> str:
         if missed:
             s += ["What limits the rows that miss their goal, and what was tried:", ""]
             s += [f"- `{r['case']}`: {LIMITS.get(r['case'], 'not analysed yet.')}" for r in missed] + [""]
+    b, a, w, tt = load("vs_torch_before_h200.json"), load("vs_torch_after_h200.json"), load("write_rule_h200.json"), \
+        load("trust_tests_h200.json")
+    if b and a:
+        before = {r["case"]: r for r in b["results"] if "error" not in r}
+        s += ["## Writes against lazy reads (issue 21): the training steps before and after", "",
+              f"before: {prov(b)}", "", f"after: {prov(a)}", "",
+              "The same cases in one device call, the commit before the work (unpacked from a tarball) and after it; "
+              "ratio = PyTorch ÷ vkML.", "",
+              table(["case", "vkML before", "vkML after", "after ÷ before", "ratio before", "ratio after"],
+                    [(r["case"], _num(before[r["case"]]["vkml"], r["unit"]), _num(r["vkml"], r["unit"]),
+                      f"{r['vkml'] / before[r['case']]['vkml']:.2f}", f"{before[r['case']]['ratio']:.2f}", f"{r['ratio']:.2f}")
+                     for r in a["results"] if "error" not in r and r["case"] in before]), ""]
+    if w:
+        n = w["per_node"]
+        s += ["## What the write rule costs (ADR 0027)", "", prov(w), "",
+              table(["measure", "value"],
+                    [("host time to build a node, tracked / untracked", f"{n['tracked_us']:.2f} / {n['untracked_us']:.2f} µs"),
+                     ("eager Adam step (MLP 784-1024-1024-10, batch 512), no lazy reader kept", f"{w['step_no_readers_ms']:.2f} ms"),
+                     ("the same step keeping three lazy readers of the weights", f"{w['step_three_readers_ms']:.2f} ms"),
+                     ("bytes a step writes (parameters and both moments)", f"{w['written_bytes_per_adam_step']:,}"),
+                     ("copy-on-write's copy of those bytes, per step", f"{w['copy_on_write_ms']:.3f} ms")]), ""]
+    if tt:
+        s += ["## The trust suites on the H200", "", f"{tt['date']}; {tt['device']}; commit {tt.get('commit', '?')}  ",
+              f"command: `{tt['command']}`", "", f"Result: **{tt['summary']}** in {tt['seconds']} s.", ""]
+        if tt.get("failures"): s += ["Failures:", ""] + [f"- `{f}`" for f in tt["failures"]] + [""]
     k = load("kernels_h200.json")
     if k:
         s += ["## Kernels beside PyTorch", "", prov(k), "",

@@ -51,7 +51,7 @@ def _run(backend, outs, read):
     written = _written(s.nodes, backend.memory_of)
     if written:         # a write into realized memory: whatever still reads it lazily is computed first, here
         ids = {id(n) for n in s.nodes}
-        late = [t.node for t in readers_of(set(written), skip=ids)]
+        late = [t.node for t in computable(readers_of(set(written), skip=ids))]   # (one that cannot be computed raises when read)
         if late: s = Schedule(outs + late, read=read, fuse=fuse, memory_of=backend.memory_of)
     if _stale: _check_fresh(s.nodes)
     backend.run(s)

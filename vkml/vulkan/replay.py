@@ -36,6 +36,7 @@ class Captured:
         self.flag_serials = set()   # serials of the capture's recordings that bind a flag
         self._flag_at = {}       # (recording serial, its flag number) -> index in `flags`
         self.tainted = []        # (alloc, flag indices): what a replay's flags guard
+        self.handed = []         # (source alloc, copy) of a replay's fresh copies: the copy takes the source's checks
         self.released = False
 
     def recorded(self, rec: Recorder):
@@ -172,6 +173,8 @@ def _replay(self, inputs: list, before=None, after=None) -> int:
         then, self.epilogue = (*self.cbs, epi.cb), epi.cb
     s = rec.submit(then)
     for a, ix in self.tainted: a.checks = frozenset((s, i) for i in ix)
+    for src, a in self.handed: a.checks = src.checks     # (a copy made in the replay depends on this replay's checks)
+    self.handed = []
     for a in self.touched: a.use[0] = s
     for t, get in self.fetches: t.fetch = (s, get)
     self.last = s
@@ -248,6 +251,7 @@ def fresh(self, rec: Recorder, t: VkTensor) -> VkTensor:
     lo, hi = _span(t.view)
     a = self.rt.mem.tensors.alloc((hi - lo) * isz)
     rec.copy(t.alloc, lo * isz, a, 0, (hi - lo) * isz)
+    self.handed.append((t.alloc, a))
     return VkTensor(a, View(t.view.shape, t.view.strides, t.view.offset - lo), t.dtype)
 
 def copy_into(self, rec: Recorder, src: VkTensor, dst: VkTensor) -> bool:
@@ -266,6 +270,7 @@ def copy_out(self, bufs: list) -> list:
         rec = Recorder(self.rt)
         try: out = [self.fresh(rec, b) for b in bufs]
         except BaseException: rec.abort(); raise
+        finally: self.handed = []       # (outside a replay the recording carries the checks)
         rec.submit()
         return out
 

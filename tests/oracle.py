@@ -37,7 +37,7 @@ def close_mask(got, want, rtol=None, atol=None, bound=None) -> np.ndarray:
     g, w = got.astype(np.float64), want.astype(np.float64)
     with np.errstate(all="ignore"):
         lim = ((atol if atol is not None else a) + (rtol if rtol is not None else r) * np.abs(w)) if bound is None else bound
-        ok = np.abs(g - w) <= lim
+        ok = np.isfinite(w) & (np.abs(g - w) <= lim)     # (an infinite `want` makes the bound infinite)
     return ok | (np.isnan(g) & np.isnan(w)) | (np.isinf(w) & (g == w))
 
 

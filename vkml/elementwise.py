@@ -269,7 +269,7 @@ _NAN_MIN = "((isnan({a}) || isnan({b})) ? {a} + {b} : min({a}, {b}))"
 elementwise("ADD", 2, lambda n, a, b: a + b, "({a} + {b})", vjp=lambda g, y, a, b: (g, g), dtypes=NUMERIC)
 elementwise("SUB", 2, lambda n, a, b: a - b, "({a} - {b})", vjp=lambda g, y, a, b: (g, -g), dtypes=NUMERIC)
 elementwise("MUL", 2, lambda n, a, b: a * b, "({a} * {b})", vjp=lambda g, y, a, b: (g * b, g * a), dtypes=NUMERIC)
-elementwise("DIV", 2, lambda n, a, b: a / b, "({a} / {b})", vjp=lambda g, y, a, b: (g / b, -(g * y / b)))
+elementwise("DIV", 2, lambda n, a, b: a / b, "vdiv({a}, {b})", vjp=lambda g, y, a, b: (g / b, -(g * y / b)))
 def _pow(n, a, b):
     if not n.dtype.is_int: return np.power(a, b)
     r, base, e = np.ones_like(a), a.copy(), np.where(b < 0, 0, b)

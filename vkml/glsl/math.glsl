@@ -205,6 +205,10 @@ float verfc(float x) {
     return x < 0.0 ? 2.0 - v : v;
 }
 
+// a / b, correctly scaled where 1/b is subnormal: a driver may divide as a * (1/b) with subnormals flushed (the
+// NVIDIA driver did: max/max gave 0 and inf/(max/2) NaN). Both operands scaled by 1/4 is exact and keeps 1/b normal.
+float vdiv(float a, float b) { return abs(b) > 8.5e37 ? (a * 0.25) / (b * 0.25) : a / b; }
+
 // pow with C99/numpy special cases; the general case is e^(y log|x|) (rel. error ~|y log x| * 2^-24).
 float vpow(float x, float y) {
     if (y == 0.0 || x == 1.0) return 1.0;

@@ -212,6 +212,8 @@ double verfc(double x) {
     return x > 0.0lf ? r : 2.0lf - r;
 }
 
+double vdiv(double a, double b) { return a / b; }   // (float64 division is correctly rounded)
+
 // pow with C99/numpy special cases; the general case is e^(y log|x|).
 double vpow(double x, double y) {
     if (y == 0.0lf || x == 1.0lf) return 1.0lf;

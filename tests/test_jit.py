@@ -493,3 +493,17 @@ def test_a_graph_retained_across_a_replay_is_stale(vulkan):
     with pytest.raises(InplaceError):
         loss.backward()
         for p in m.parameters(): p.grad.numpy()
+
+
+def test_a_capture_does_not_raise_the_error_of_an_unrelated_lazy_value():
+    """Regression: a capture computes the live lazy values on its device first (so that they keep what they read);
+    one that cannot be computed there (PROD has no Vulkan kernel) made the capture raise its BackendError. Now it
+    is left lazy and raises when it is read, as it would have without the jit."""
+    model, opt = sgd_model()
+    step = vkml.jit(make_step(model, opt))
+    (xb, yb), = batches(1)
+    x, y = vk(xb[:, :4]), tensor(yb % 2, device="vulkan")
+    orphan = vkml.prod(model[0].weight)              # lazy, and no Vulkan kernel computes it
+    losses = [step(x, y).item() for _ in range(3)]
+    assert step.captured == 1 and all(np.isfinite(losses))
+    with pytest.raises(vkml.BackendError): orphan.numpy()

@@ -11,7 +11,7 @@ from .ops import Op
 from .graph import (JitError, CaptureNotes, Node, get_backend, take_deferred, capture_in_progress, make_node, no_grad,
                         references)
 from .operands import TensorBase
-from .tensor import Tensor, realize, settle_readers, computable, renew, _members, _rebind, _replay as _view_of
+from .tensor import Tensor, realize, realize_aside, settle_readers, computable, renew, _members, _rebind, _replay as _view_of
 
 # %% auto #0
 __all__ = ['before_capture', 'flatten', 'unflatten', 'JitNotes', 'note_guard', 'Jit', 'jit']
@@ -244,9 +244,10 @@ def _capture(self: Jit, backend, device, leaves, structure, tensors, key):
     for prepare in before_capture: prepare(device)
     inputs = self._inputs(tensors)
     before, notes, kept = _live(device), JitNotes(device), {}
-    pending = computable(take_deferred(device) + _pending_writes(before) + _lazy(self._left))
+    pending = [t for t in computable(take_deferred(device) + _pending_writes(before) + _lazy(self._left))
+               if not getattr(t, "node", t).realized]   # (tensors and nodes)
     self._left = []
-    if pending: realize(*pending)                   # lazy work from before the call is not the step's
+    realize_aside(pending)                          # lazy work from before the call is not the step's
     del pending
     settle_readers(device)    # nor is any lazy value built before it: computed inside, every replay would recompute it
     def run(statics):

@@ -20,8 +20,8 @@ from .tensor_linalg import LinalgOps
 from . import autograd
 
 # %% auto #0
-__all__ = ['schedule', 'realize', 'track', 'readers_of', 'stale', 'renew', 'settle_readers', 'computable', 'Tensor',
-           'from_numpy_node', 'tensor', 'wrap', 'apply']
+__all__ = ['schedule', 'realize', 'track', 'readers_of', 'stale', 'renew', 'settle_readers', 'realize_aside', 'computable',
+           'Tensor', 'from_numpy_node', 'tensor', 'wrap', 'apply']
 
 # %% ../nbs/12_tensor.ipynb #fd7eea85
 def schedule(*tensors, read=False) -> Schedule:
@@ -237,7 +237,16 @@ def settle_readers(device: str, memories=None) -> None:
     mems = None if memories is None else {(device, m) for m in memories}
     ts = readers_of(mems, device=device)
     if memories is None: ts = computable(ts)   # (all of them: but one that reads overwritten memory raises when read, not here)
-    if ts: realize(*ts)
+    realize_aside(ts)
+
+def realize_aside(ts) -> None:
+    "Compute `ts` as work on the side: one that cannot be computed (no kernel, a bad index) raises when it is read, not here."
+    if not ts: return
+    try: realize(*ts)
+    except VkmlError:
+        for t in ts:
+            try: realize(t)
+            except VkmlError: pass
 
 def computable(items) -> list:
     "The tensors (or nodes) of `items` whose value reads no stale node: work done on the side skips the others."

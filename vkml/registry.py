@@ -104,6 +104,7 @@ def _gelu_ref(x):
     from scipy import special   # the tests' dependency: only a reference check calls it
     return 0.5 * x * (1 + special.erf(x / np.sqrt(2)))
 
+# %% ../nbs/16_registry.ipynb #f17d7cf9
 _T = "vkml.tensor"
 _OPERATORS = [
     *_ops("creation", _VF, [
@@ -155,6 +156,10 @@ _OPERATORS = [
         ("masked_fill", lambda: _VF.masked_fill(_x(2, 3), _mask(2, 3), 0.0)),
         ("one_hot", lambda: _VF.one_hot(_idx([0, 2, 1]), 3))]),
     Operator("to", "shape / indexing", _Ref(_T, "Tensor.to"), lambda: _Ref(_T, "Tensor.to")(_x(2, 3), "cpu")),
+]
+
+# %% ../nbs/16_registry.ipynb #39474e83
+_OPERATORS += [
     *_ops("matmul / conv / pool", _F, [
         ("matmul", lambda: _F.matmul(_x(2, 3, 4), _x(4, 5))),
         ("linear", lambda: _F.linear(_x(2, 4), _x(3, 4), _x(3))),
@@ -194,6 +199,7 @@ _OPERATORS = [
     Operator("logdet", "linear algebra", _LA.logdet, lambda: _LA.logdet(_spd(3))),
 ]
 
+# %% ../nbs/16_registry.ipynb #9f469c5c
 OPERATORS: dict[str, Operator] = {o.name: o for o in _OPERATORS}
 "The public operators by name."
 

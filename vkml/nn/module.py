@@ -72,16 +72,6 @@ class Module:
         object.__setattr__(self, "training", True)
 
     def forward(self, *args, **kwargs): raise NotImplementedError(f"{type(self).__name__} has no forward")
-    def __call__(self, *args, **kwargs):
-        if capture_in_progress() is not None: _note_module(self)   # what a vkml.jit replay assumes of this module
-        for h in list(self.__dict__.get("_forward_pre_hooks", {}).values()):   # register_forward_pre_hook
-            r = h(self, args)
-            if r is not None: args = r if isinstance(r, tuple) else (r,)
-        out = self.forward(*args, **kwargs)
-        for h in list(self.__dict__.get("_forward_hooks", {}).values()):       # register_forward_hook
-            r = h(self, args, out)
-            if r is not None: out = r
-        return out
 
     def __setattr__(self, name, value):
         d = self.__dict__
@@ -124,49 +114,18 @@ class Module:
 
     def add_module(self, name: str, module: Module | None): self._modules[name] = module
 
-    # -- traversal
-    def named_modules(self, prefix: str = "", memo=None):
-        "(name, module) for this module and every submodule, each once."
-        memo = set() if memo is None else memo
-        if id(self) in memo: return
-        memo.add(id(self)); yield prefix, self
-        for name, m in self._modules.items():
-            if m is not None: yield from m.named_modules(f"{prefix}.{name}" if prefix else name, memo)
-    def modules(self): return (m for _, m in self.named_modules())
-    def named_children(self): return ((n, m) for n, m in self._modules.items() if m is not None)
-    def children(self): return (m for _, m in self.named_children())
-
-    def _named(self, kind: str, prefix: str, recurse: bool):
-        seen = set()
-        mods = self.named_modules(prefix) if recurse else [(prefix, self)]
-        for mp, m in mods:
-            for n, t in getattr(m, kind).items():
-                if t is None or id(t) in seen: continue
-                seen.add(id(t)); yield (f"{mp}.{n}" if mp else n), t
-    def named_parameters(self, prefix: str = "", recurse: bool = True): return self._named("_parameters", prefix, recurse)
-    def parameters(self, recurse: bool = True): return (p for _, p in self.named_parameters(recurse=recurse))
-    def named_buffers(self, prefix: str = "", recurse: bool = True): return self._named("_buffers", prefix, recurse)
-    def buffers(self, recurse: bool = True): return (b for _, b in self.named_buffers(recurse=recurse))
-
-    def apply(self, fn):
-        "Call `fn` on every submodule and then on this one."
-        for m in self.children(): m.apply(fn)
-        fn(self); return self
-
-    # -- modes and gradients
-    def train(self, mode: bool = True):
-        "Training mode (dropout drops, batch norm uses and updates batch statistics)."
-        for m in self.modules(): object.__setattr__(m, "training", bool(mode))
-        return self
-    def eval(self): return self.train(False)
-    def zero_grad(self, set_to_none: bool = True):
-        "Forget every parameter's gradient (or make it zeros)."
-        for p in self.parameters():
-            if p.grad is None: continue
-            p.grad = None if set_to_none else VF.zeros_like(p.grad)
-    def requires_grad_(self, requires_grad: bool = True):
-        for p in self.parameters(): p.requires_grad_(requires_grad)
-        return self
+# %% ../../nbs/30a_nn_module.ipynb #69fcf0a1
+def _call(self, *args, **kwargs):
+    if capture_in_progress() is not None: _note_module(self)   # what a vkml.jit replay assumes of this module
+    for h in list(self.__dict__.get("_forward_pre_hooks", {}).values()):   # register_forward_pre_hook
+        r = h(self, args)
+        if r is not None: args = r if isinstance(r, tuple) else (r,)
+    out = self.forward(*args, **kwargs)
+    for h in list(self.__dict__.get("_forward_hooks", {}).values()):       # register_forward_hook
+        r = h(self, args, out)
+        if r is not None: out = r
+    return out
+Module.__call__ = _call
 
 def _note_module(m: Module):
     "Tell a vkml.jit capture in progress that its step assumed `m`'s mode, parameter and buffer objects and settings."
@@ -180,6 +139,55 @@ def _settings(ref):
     d = m.__dict__
     return (tuple(map(id, d["_parameters"].values())), tuple(map(id, d["_buffers"].values())),
             tuple((k, v) for k, v in d.items() if type(v) in (bool, int, float, str)))
+
+# %% ../../nbs/30a_nn_module.ipynb #b79c3a3f
+# -- traversal
+def _named_modules(self, prefix: str = "", memo=None):
+    "(name, module) for this module and every submodule, each once."
+    memo = set() if memo is None else memo
+    if id(self) in memo: return
+    memo.add(id(self)); yield prefix, self
+    for name, m in self._modules.items():
+        if m is not None: yield from m.named_modules(f"{prefix}.{name}" if prefix else name, memo)
+def _all_modules(self): return (m for _, m in self.named_modules())
+def _named_children(self): return ((n, m) for n, m in self._modules.items() if m is not None)
+def _children(self): return (m for _, m in self.named_children())
+
+def _named(self, kind: str, prefix: str, recurse: bool):
+    seen = set()
+    mods = self.named_modules(prefix) if recurse else [(prefix, self)]
+    for mp, m in mods:
+        for n, t in getattr(m, kind).items():
+            if t is None or id(t) in seen: continue
+            seen.add(id(t)); yield (f"{mp}.{n}" if mp else n), t
+def _named_parameters(self, prefix: str = "", recurse: bool = True): return self._named("_parameters", prefix, recurse)
+def _all_parameters(self, recurse: bool = True): return (p for _, p in self.named_parameters(recurse=recurse))
+def _named_buffers(self, prefix: str = "", recurse: bool = True): return self._named("_buffers", prefix, recurse)
+def _all_buffers(self, recurse: bool = True): return (b for _, b in self.named_buffers(recurse=recurse))
+
+def _apply(self, fn):
+    "Call `fn` on every submodule and then on this one."
+    for m in self.children(): m.apply(fn)
+    fn(self); return self
+Module.named_modules, Module.modules, Module.named_children, Module.children = _named_modules, _all_modules, _named_children, _children
+Module._named, Module.named_parameters, Module.parameters = _named, _named_parameters, _all_parameters
+Module.named_buffers, Module.buffers, Module.apply = _named_buffers, _all_buffers, _apply
+
+# -- modes and gradients
+def _train(self, mode: bool = True):
+    "Training mode (dropout drops, batch norm uses and updates batch statistics)."
+    for m in self.modules(): object.__setattr__(m, "training", bool(mode))
+    return self
+def _eval(self): return self.train(False)
+def _zero_grad(self, set_to_none: bool = True):
+    "Forget every parameter's gradient (or make it zeros)."
+    for p in self.parameters():
+        if p.grad is None: continue
+        p.grad = None if set_to_none else VF.zeros_like(p.grad)
+def _requires_grad_(self, requires_grad: bool = True):
+    for p in self.parameters(): p.requires_grad_(requires_grad)
+    return self
+Module.train, Module.eval, Module.zero_grad, Module.requires_grad_ = _train, _eval, _zero_grad, _requires_grad_
 
 # %% ../../nbs/30a_nn_module.ipynb #90ed136e
 def _move(t: Tensor, device: str) -> None:

@@ -135,6 +135,9 @@ def _copies(self, inputs) -> Recorder:
         rec.abort(); raise
     return rec
 
+Captured._write, Captured._copies = _write, _copies
+
+# %% ../../nbs/28_replay.ipynb #2eb0bf50
 def replay(self, inputs: list, before=None, after=None) -> int:
     """Run the step again on `inputs` (realized, contiguous nodes of the captured shapes); the submission's serial.
     `before(rec)` records more commands ahead of the step, `after(rec)` behind it: the same submission."""
@@ -189,6 +192,9 @@ def _behind(self) -> Recorder:
     rec.capture = rec.touched = None
     return rec
 
+Captured.replay, Captured._replay, Captured._behind = replay, _replay, _behind
+
+# %% ../../nbs/28_replay.ipynb #eec50593
 def release(self):
     "Give the command buffers back and let the capture's memory go (once its tensors are dropped)."
     with self.dev.lock: _release(self)
@@ -229,8 +235,7 @@ def _collected(self):
 def _release_orphans():
     while _orphans: _orphans.pop().release()
 
-Captured._write, Captured._copies, Captured.replay, Captured._replay, Captured.release = _write, _copies, replay, _replay, release
-Captured._behind, Captured.__del__ = _behind, _collected
+Captured.release, Captured.__del__ = release, _collected
 
 # %% ../../nbs/28_replay.ipynb #3c1e0a02
 def _root(a): return a.root if type(a) is Window else a

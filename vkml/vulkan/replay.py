@@ -4,6 +4,7 @@
 
 # %% ../../nbs/28_replay.ipynb #566dedf5
 from __future__ import annotations
+import weakref
 import numpy as np
 from ..dtypes import *
 from ..ops import Op
@@ -36,7 +37,8 @@ class Captured:
         self.flag_serials = set()   # serials of the capture's recordings that bind a flag
         self._flag_at = {}       # (recording serial, its flag number) -> index in `flags`
         self.tainted = []        # (alloc, flag indices): what a replay's flags guard
-        self.handed = []         # (source alloc, copy) of a replay's fresh copies: the copy takes the source's checks
+        self.handed = []         # (source, copy): a replay's fresh copies, which take the source's checks and readback
+        self.lent = []           # weak references to the last replay's copies that read back through its staging
         self.released = False
 
     def recorded(self, rec: Recorder):
@@ -176,10 +178,9 @@ def _replay(self, inputs: list, before=None, after=None) -> int:
         then, self.epilogue = (*self.cbs, epi.cb), epi.cb
     s = rec.submit(then)
     for a, ix in self.tainted: a.checks = frozenset((s, i) for i in ix)
-    for src, a in self.handed: a.checks = src.checks     # (a copy made in the replay depends on this replay's checks)
-    self.handed = []
     for a in self.touched: a.use[0] = s
     for t, get in self.fetches: t.fetch = (s, get)
+    _lend(self, s)
     self.last = s
     return s
 
@@ -193,6 +194,20 @@ def _behind(self) -> Recorder:
     return rec
 
 Captured.replay, Captured._replay, Captured._behind = replay, _replay, _behind
+
+# %% ../../nbs/28_replay.ipynb #8b8f7e27
+def _lend(self, s: int):
+    "After replay `s`: its copies take the sources' index checks and readbacks; the last replay's copies give theirs up."
+    for w in self.lent:
+        if (t := w()) is not None and t.fetch is not None and t.fetch[0] < s: t.fetch = None
+    fetched = {id(t): get for t, get in self.fetches}
+    self.lent = []
+    for src, out in self.handed:
+        out.alloc.checks = src.alloc.checks     # (a copy made in the replay depends on this replay's checks)
+        if (get := fetched.get(id(src))) is not None:
+            out.fetch = (s, get)
+            self.lent.append(weakref.ref(out))
+    self.handed = []
 
 # %% ../../nbs/28_replay.ipynb #eec50593
 def release(self):
@@ -218,7 +233,9 @@ def _release(self):
             self.rt.mem.retire(self.pools)
     self.cbs, self.keep, self.touched, self.fetches, self.refresh, self.rands = [], [], [], [], [], []
     self.inputs, self.uploads, self._staging, self.rand_slots, self.epilogue = [], [], {}, {}, None
-    self.flags, self.tainted, self._flag_at = [], [], {}
+    for w in self.lent:             # the copies handed out read their own memory back now (the staging goes)
+        if (t := w()) is not None: t.fetch = None
+    self.flags, self.tainted, self._flag_at, self.handed, self.lent = [], [], {}, [], []
     if not dev.closed: self.rt.mem.sweep()
 
 _orphans = []     # captures dropped (garbage-collected) while another thread held their device's lock
@@ -256,8 +273,9 @@ def fresh(self, rec: Recorder, t: VkTensor) -> VkTensor:
     lo, hi = _span(t.view)
     a = self.rt.mem.tensors.alloc((hi - lo) * isz)
     rec.copy(t.alloc, lo * isz, a, 0, (hi - lo) * isz)
-    self.handed.append((t.alloc, a))
-    return VkTensor(a, View(t.view.shape, t.view.strides, t.view.offset - lo), t.dtype)
+    out = VkTensor(a, View(t.view.shape, t.view.strides, t.view.offset - lo), t.dtype)
+    self.handed.append((t, out))
+    return out
 
 def copy_into(self, rec: Recorder, src: VkTensor, dst: VkTensor) -> bool:
     "Record a copy of `src` into `dst` if both are contiguous (False: they are not, nothing recorded)."

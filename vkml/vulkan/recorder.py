@@ -65,7 +65,7 @@ def plan_barriers(steps) -> list:
 # %% ../../nbs/27b_recorder.ipynb #8b3b8f4b
 class VkTensor:
     "A view of an allocation: what kernels bind."
-    __slots__ = ("alloc", "dtype", "fetch", "host", "view", "__weakref__")   # (a replay keeps weak references to the copies it hands out)
+    __slots__ = ("__weakref__", "alloc", "dtype", "fetch", "host", "view")   # (a replay keeps weak references to the copies it hands out)
     def __init__(self, alloc: Alloc, view: View, dtype: DType, host=None):
         self.alloc, self.view, self.dtype, self.host = alloc, view, dtype, host
         self.fetch = None   # (serial, getter) of a readback recorded with the submission that wrote it

@@ -4,8 +4,6 @@
 
 # %% ../../nbs/30c_nn_loss.ipynb #db8f0b90
 from __future__ import annotations
-from ..dtypes import *
-import vkml.autograd  # noqa: F401 (Tensor.backward and Tensor.detach, which state dicts and batch norm use)
 from . import functional as F
 from .module import Module
 

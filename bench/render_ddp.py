@@ -74,7 +74,8 @@ def render_doc(d: dict) -> str:
         q = c.get("equality")
         if q and "error" in q: s[-1] += f" Equality check: FAILED ({q['error'][:200]})."
         elif q:
-            s[-1] += (f" Equality after {q['steps']} steps against {q.get('reference') or 'one process'}: "
+            s[-1] += (f" Equality after {q['steps']} steps{' of ' + q['optimizer'] if q.get('optimizer') else ''} against "
+                      f"{q.get('reference') or 'one process'}: "
                       f"{'passed' if q['passed'] else 'FAILED'}, the largest difference {q['max_excess']:.3f} x the bound "
                       f"(1e-5 x sqrt({q['k']:,}) relative; {q['max_abs_diff']:.2e} absolute, in {q['worst_parameter']}); "
                       + (f"{q['values_over_bound']:,} of {q['values']:,} values over the bound; " if q.get("values_over_bound") else "")

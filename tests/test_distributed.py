@@ -2,7 +2,8 @@
 two ranks of the demo give, step by step, one process's parameters on the full batch; its checkpoint loads into
 one process; a killed rank and a hung rank end the run with a clear error within a time limit, never a hang;
 two Vulkan devices in one process; a data-parallel step inside a `vkml.jit` capture is refused (it runs eagerly);
-`import vkml` does not load MPI."""
+`import vkml` does not load MPI; collectives write through views and non-contiguous tensors; ranks that disagree on
+a collective (its kind, op, src, dtype or element count) all raise CollectiveMismatchError, never garbage or a hang."""
 import math, os, signal, subprocess, sys, time
 from pathlib import Path
 import numpy as np
@@ -264,3 +265,93 @@ sys.stdout.write(f"ok {r} {ddp.timings['reductions']}\n")   # one write: the ran
 """
     r = dist.launch(2, "-c", code, timeout=180, env={"VKML_VIRTUAL_DEVICES": "2"})
     assert sorted(r.stdout.splitlines()) == ["ok 0 4", "ok 1 4"], r.stdout + r.stderr[-3000:]
+
+
+def two_ranks(body: str, timeout=60) -> list:
+    "Run `body` on two CPU ranks (after init_process_group; `r` is the rank, each rank writes one line); the sorted lines."
+    code = ("import sys, numpy as np, vkml, vkml.distributed as dist\n"
+            "dist.init_process_group(timeout=10)\nr = dist.get_rank()\n" + body)
+    p = dist.launch(2, "-c", code, timeout=timeout, check=False)
+    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-3000:]
+    return sorted(p.stdout.splitlines())
+
+
+def test_all_reduce_of_a_non_contiguous_tensor_or_array():
+    "A transposed tensor is reduced (and the tensor it views sees it); so is a numpy array that is not C-contiguous."
+    lines = two_ranks(r"""
+x = vkml.tensor(np.arange(6, dtype=np.float32).reshape(2, 3) * (r + 1))
+t = x.T                                    # non-contiguous
+dist.all_reduce(t)
+assert t.numpy().tolist() == [[0, 9], [3, 12], [6, 15]], t.numpy()
+assert x.numpy().tolist() == [[0, 3, 6], [9, 12, 15]], x.numpy()
+h = vkml.tensor(np.ones((4, 2), np.float16)).T
+dist.all_reduce(h, dist.ReduceOp.AVG)      # float16, reduced in float32
+assert h.numpy().tolist() == [[1.0] * 4] * 2 and h.dtype is vkml.float16
+a = np.arange(6, dtype=np.int64).reshape(2, 3).T   # a numpy view, not C-contiguous
+dist.all_reduce(a)
+assert a.tolist() == [[0, 6], [2, 8], [4, 10]], a
+sys.stdout.write(f"ok {r}\n")
+""")
+    assert lines == ["ok 0", "ok 1"]
+
+
+def test_collectives_into_a_view_update_its_base():
+    "all_reduce, broadcast and recv into a slice (or a slice of a transpose): the base tensor sees the result."
+    lines = two_ranks(r"""
+y = vkml.tensor(np.arange(4, dtype=np.float32))
+s = y[1:3]                                 # a view: the reduction must reach y
+dist.all_reduce(s, dist.ReduceOp.MAX)
+s2 = y[1:3]
+dist.all_reduce(s2)
+assert y.numpy().tolist() == [0, 2, 4, 3], y.numpy()
+z = vkml.tensor(np.full((2, 3), float(r), np.float32))
+dist.broadcast(z.T[1:], src=1)              # rank 0's z gets rank 1's value in columns 1 and 2
+assert z.numpy().tolist() == [[r, 1, 1], [r, 1, 1]], z.numpy()
+w = vkml.tensor(np.zeros((3, 2), np.float32))
+if r == 0: dist.send(vkml.tensor([[5.0, 6.0]]), dst=1)
+else: dist.recv(w[1:2], src=0)
+assert w.numpy().tolist() == ([[0, 0], [5, 6], [0, 0]] if r else [[0, 0]] * 3), w.numpy()
+sys.stdout.write(f"ok {r}\n")
+""")
+    assert lines == ["ok 0", "ok 1"]
+
+
+MISMATCHES = {   # rank 0's call, rank 1's call, what the error must name
+    "count": ("dist.all_reduce(vkml.ones((3,)))", "dist.all_reduce(vkml.ones((4,)))",
+              "disagree on the element count: rank 0 called all_reduce(op=ReduceOp.SUM) of 3 float32 values; "
+              "rank 1 called all_reduce(op=ReduceOp.SUM) of 4 float32 values"),
+    "dtype": ("dist.all_reduce(vkml.ones((3,)))", "dist.all_reduce(vkml.ones((3,)).int())",
+              "disagree on the dtype: rank 0 called all_reduce(op=ReduceOp.SUM) of 3 float32 values; "
+              "rank 1 called all_reduce(op=ReduceOp.SUM) of 3 int32 values"),
+    "op": ("dist.all_reduce(vkml.ones((3,)), dist.ReduceOp.SUM)", "dist.all_reduce(vkml.ones((3,)), dist.ReduceOp.MAX)",
+           "disagree on the op: rank 0 called all_reduce(op=ReduceOp.SUM) of 3 float32 values; "
+           "rank 1 called all_reduce(op=ReduceOp.MAX) of 3 float32 values"),
+    "barrier": ("dist.all_reduce(vkml.ones((3,)))", "dist.barrier()",
+                "disagree on the collective: rank 0 called all_reduce(op=ReduceOp.SUM) of 3 float32 values; "
+                "rank 1 called barrier()"),
+    "broadcast": ("dist.broadcast(vkml.ones((3,)), src=0)", "dist.all_reduce(vkml.ones((3,)))",
+                  "disagree on the collective: rank 0 called broadcast(src=0) of 3 float32 values; "
+                  "rank 1 called all_reduce(op=ReduceOp.SUM) of 3 float32 values"),
+    "src": ("dist.broadcast(vkml.ones((3,)), src=0)", "dist.broadcast(vkml.ones((3,)), src=1)",
+            "disagree on src: rank 0 called broadcast(src=0) of 3 float32 values; rank 1 called broadcast(src=1)"),
+    "ddp": ("ddp(vkml.ones((1, 2))).sum().backward()", "dist.all_reduce(vkml.ones((3,)))",
+            "disagree on the collective: rank 0 called DistributedDataParallel's gradient average of 3 float32 values; "
+            "rank 1 called all_reduce(op=ReduceOp.SUM) of 3 float32 values"),
+}
+
+
+@pytest.mark.parametrize("case", list(MISMATCHES))
+def test_ranks_that_disagree_on_a_collective_all_raise_and_the_group_goes_on(case):
+    "Different counts, dtypes, ops, srcs or collectives: every rank raises CollectiveMismatchError naming both calls; nothing hangs."
+    call0, call1, words = MISMATCHES[case]
+    lines = two_ranks(f"""
+import vkml.nn as nn
+ddp = dist.DistributedDataParallel(nn.Linear(2, 1))   # (3 values)
+try: {call0} if r == 0 else {call1}
+except dist.CollectiveMismatchError as e: got = str(e)
+else: got = "no error"
+ok = vkml.ones((2,)); dist.all_reduce(ok)           # the group is still usable, in step
+sys.stdout.write(f"{{r}} {{ok.numpy().tolist()}} {{got}}\\n")
+""")
+    for r, line in enumerate(lines):
+        assert line.startswith(f"{r} [2.0, 2.0] ") and words in line and f"on rank {r} of 2" in line, line

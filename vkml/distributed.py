@@ -13,13 +13,13 @@ from .graph import no_grad, capture_in_progress, JitError
 from .tensor import Tensor, tensor, realize
 import vkml.autograd  # noqa: F401 (Tensor.backward and its post-accumulate hooks)
 import vkml.functional as VF
-from .nn import Module, assign
+from .nn import Module
 
 # %% auto #0
 __all__ = ['DEFAULT_TIMEOUT', 'SPIN_S', 'YIELD_S', 'SLEEP_S', 'DistributedError', 'DistributedTimeoutError', 'is_available',
            'init_process_group', 'destroy_process_group', 'is_initialized', 'get_rank', 'get_world_size',
-           'get_node_local_rank', 'ReduceOp', 'all_reduce', 'broadcast', 'barrier', 'send', 'recv', 'mpiexec_path',
-           'launch', 'DistributedSampler', 'DistributedDataParallel']
+           'get_node_local_rank', 'ReduceOp', 'CollectiveMismatchError', 'all_reduce', 'broadcast', 'barrier', 'send',
+           'recv', 'mpiexec_path', 'launch', 'DistributedSampler', 'DistributedDataParallel']
 
 # %% ../nbs/37_distributed.ipynb #6d063f07
 class DistributedError(VkmlError, RuntimeError):
@@ -146,19 +146,21 @@ def _wait(g: _Group, req, what: str, status=None):
     except g.MPI.Exception as e:
         raise DistributedError(f"{what} failed on rank {g.rank} of {g.size}: MPI says {e}") from None
 
-def _host(x, what: str) -> np.ndarray:
-    "`x`'s values as a host array: a copy read back from a Tensor, or the numpy array itself (worked on in place)."
-    if isinstance(x, Tensor): return x.numpy()
-    if isinstance(x, np.ndarray):
-        if not (x.flags.c_contiguous and x.flags.writeable):
-            raise DistributedError(f"{what} works in place on a numpy array: give a writeable C-contiguous one (np.ascontiguousarray)")
-        return x
-    raise DistributedError(f"{what} takes a vkml Tensor or a numpy array, got {type(x).__name__}")
+def _host(x, what: str, write: bool = True) -> np.ndarray:
+    "`x`'s values as a C-contiguous host array for MPI: a Tensor's read back, a numpy array itself or its C-ordered copy."
+    if isinstance(x, Tensor): a = x.numpy()
+    elif isinstance(x, np.ndarray):
+        if write and not x.flags.writeable:
+            raise DistributedError(f"{what} writes into its numpy array in place, and this one is read-only: pass a copy")
+        a = x
+    else: raise DistributedError(f"{what} takes a vkml Tensor or a numpy array, got {type(x).__name__}")
+    return a if a.flags.c_contiguous and (a.flags.writeable or not write) else np.array(a, order="C")
 
 def _put(x, a: np.ndarray):
-    "Make Tensor `x` hold the host array `a` (a numpy `x` already does)."
+    "Write host array `a` into `x` in place: a Tensor by `copy_` (its views and its base see it), a numpy array unless `a` is it."
     if isinstance(x, Tensor):
-        with no_grad(): assign(x, tensor(a, device=x.device))
+        with no_grad(): x.copy_(tensor(a, device=x.device))
+    elif a is not x: x[...] = a
 
 def _check_peer(g: _Group, r, what: str) -> int:
     if not isinstance(r, (int, np.integer)) or not 0 <= r < g.size:
@@ -167,10 +169,58 @@ def _check_peer(g: _Group, r, what: str) -> int:
 
 def _bytes(a: np.ndarray) -> np.ndarray: return a.reshape(-1).view(np.uint8)
 
+# %% ../nbs/37_distributed.ipynb #c6c00e58
+class CollectiveMismatchError(DistributedError):
+    "The ranks called different collectives, or the same one with a different op, src, dtype or element count."
+
+_KINDS = ("all_reduce", "broadcast", "barrier", "DistributedDataParallel's gradient average")
+_OPS = list(ReduceOp)
+_FIELDS = ("the collective", "the op", "src", "the dtype", "the element count")
+
+def _header(kind: str, op: ReduceOp | None = None, src=-1, dtype=None, count: int = 0) -> np.ndarray:
+    "A collective call as 5 int64s: which collective, the op, src, the dtype (its numpy code as bytes), the element count."
+    code = int.from_bytes(np.dtype(dtype).str.encode().ljust(8, b"\0"), "little") if dtype is not None else 0
+    src = int(src) if isinstance(src, (int, np.integer)) else -1    # (an invalid src is refused after the exchange)
+    return np.array([_KINDS.index(kind), -1 if op is None else _OPS.index(op), src, code, count], np.int64)
+
+def _describe(row) -> str:
+    kind, op, src, code, count = (int(v) for v in row)
+    dt = np.dtype(code.to_bytes(8, "little").rstrip(b"\0").decode()).name if code else ""
+    if _KINDS[kind] == "all_reduce":
+        return f"all_reduce(op={'ReduceOp.' + _OPS[op].name if op >= 0 else 'not a ReduceOp'}) of {count} {dt} values"
+    if _KINDS[kind] == "broadcast": return f"broadcast(src={src}) of {count} {dt} values"
+    if _KINDS[kind] == "barrier": return "barrier()"
+    return f"{_KINDS[kind]} of {count} {dt} values"
+
+def _mismatch(table: np.ndarray) -> str | None:
+    "What the ranks' headers (row r: rank r's) disagree on, in words; None when they all agree."
+    if (table == table[0]).all(): return None
+    differ = [f for j, f in enumerate(_FIELDS) if len(set(table[:, j].tolist())) > 1]
+    if "the collective" in differ: differ = ["the collective"]
+    calls = {}
+    for r, row in enumerate(table): calls.setdefault(_describe(row), []).append(r)
+    who = "; ".join(f"rank{'s' if len(rs) > 1 else ''} {', '.join(map(str, rs))} called {c}" for c, rs in calls.items())
+    return f"the ranks disagree on {' and '.join(differ)}: {who}"
+
+def _agree(g: _Group, what: str, header: np.ndarray) -> None:
+    "Exchange every rank's header (one small allgather); if they differ, every rank raises CollectiveMismatchError."
+    if g.size == 1: return
+    table = np.empty((g.size, header.size), np.int64)
+    _wait(g, g.comm.Iallgather(header, table), f"{what} (the exchange of the call's header)")
+    msg = _mismatch(table)
+    if msg is not None:
+        raise CollectiveMismatchError(
+            f"{what} on rank {g.rank} of {g.size}: {msg}. Nothing was exchanged; every rank raises this error, and the "
+            f"group stays usable. Every rank must call the same collectives in the same order, with the same op, src, "
+            f"dtype and number of elements (look for a rank that skipped or added a call, or holds a tensor of another size)")
+
+# %% ../nbs/37_distributed.ipynb #639d4f9b
 def all_reduce(tensor, op: ReduceOp = ReduceOp.SUM) -> None:
     "Combine `tensor` across the ranks by `op`, in place: every rank ends with the same value."
     g = _g("all_reduce")
     a = _host(tensor, "all_reduce")
+    _agree(g, "all_reduce", _header("all_reduce", op if isinstance(op, ReduceOp) else None, dtype=a.dtype, count=a.size))
+    if not isinstance(op, ReduceOp): raise DistributedError(f"all_reduce: op must be a ReduceOp (e.g. ReduceOp.SUM), got {op!r}")
     if a.dtype.kind not in "fiu":
         raise DTypeError(f"all_reduce combines numbers, not {a.dtype}: cast first (`.int()`, `.float()`)")
     if op is ReduceOp.AVG and a.dtype.kind != "f":
@@ -186,22 +236,24 @@ def all_reduce(tensor, op: ReduceOp = ReduceOp.SUM) -> None:
 def broadcast(tensor, src: int) -> None:
     "Copy rank `src`'s `tensor` into every rank's, in place."
     g = _g("broadcast")
-    src = _check_peer(g, src, "broadcast")
     if isinstance(tensor, Tensor) and g.rank != src: a = np.empty(tensor.shape, tensor.dtype.np)  # no readback to overwrite
-    else: a = _host(tensor, "broadcast")
+    else: a = _host(tensor, "broadcast", write=g.rank != src)
+    _agree(g, "broadcast", _header("broadcast", src=src, dtype=a.dtype, count=a.size))
+    src = _check_peer(g, src, "broadcast")
     _wait(g, g.comm.Ibcast(_bytes(a), root=src), f"broadcast from rank {src}")
     if g.rank != src: _put(tensor, a)
 
 def barrier() -> None:
     "Return once every rank has called `barrier()`."
     g = _g("barrier")
+    _agree(g, "barrier", _header("barrier"))
     _wait(g, g.comm.Ibarrier(), "barrier")
 
 def send(tensor, dst: int, tag: int = 0) -> None:
     "Send `tensor`'s value to rank `dst` (which calls `recv`)."
     g = _g("send")
     dst = _check_peer(g, dst, "send")
-    a = _host(tensor, "send")
+    a = _host(tensor, "send", write=False)
     _wait(g, g.comm.Isend(_bytes(a), dest=dst, tag=tag), f"send to rank {dst}")
 
 def recv(tensor, src: int | None = None, tag: int = 0) -> int:
@@ -362,6 +414,7 @@ class DistributedDataParallel(Module):
         realize(*flats, read=True)          # one submission: forward, backward, loss, and each bucket copied back
         host = [f.numpy() for f in flats]   # waits for it; no further submission
         t1 = time.perf_counter()
+        _agree(g, _KINDS[3], _header(_KINDS[3], dtype=np.float32, count=sum(h.size for h in host)))
         reqs = [g.comm.Iallreduce(g.MPI.IN_PLACE, h, op=g.MPI.SUM) for h in host]   # every bucket in flight at once
         for i, r in enumerate(reqs): _wait(g, r, f"the gradient all_reduce (bucket {i + 1} of {len(reqs)})")
         t2 = time.perf_counter()

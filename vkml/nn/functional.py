@@ -17,10 +17,10 @@ from ..operands import ArgumentError, check_dtype, need_tensor
 
 # %% auto #0
 __all__ = ['linear', 'conv2d', 'conv_transpose2d', 'max_pool2d', 'max_unpool2d', 'avg_pool2d', 'adaptive_avg_pool2d',
-           'adaptive_max_pool2d', 'unfold', 'fold', 'softmax', 'log_softmax', 'layer_norm', 'rms_norm',
-           'batch_norm_stats', 'batch_norm', 'group_norm', 'dropout', 'embedding', 'scaled_dot_product_attention',
-           'nll_loss', 'cross_entropy', 'mse_loss', 'l1_loss', 'smooth_l1_loss', 'binary_cross_entropy',
-           'binary_cross_entropy_with_logits', 'kl_div']
+           'adaptive_max_pool2d', 'unfold', 'fold', 'conv1d', 'max_pool1d', 'avg_pool1d', 'adaptive_avg_pool1d',
+           'softmax', 'log_softmax', 'layer_norm', 'rms_norm', 'batch_norm_stats', 'batch_norm', 'group_norm',
+           'dropout', 'embedding', 'scaled_dot_product_attention', 'nll_loss', 'cross_entropy', 'mse_loss', 'l1_loss',
+           'smooth_l1_loss', 'binary_cross_entropy', 'binary_cross_entropy_with_logits', 'kl_div']
 
 # %% ../../nbs/17_nn_functional.ipynb #59fedae0
 def _float(x, what):
@@ -301,6 +301,91 @@ def fold(x, output_size, kernel_size, dilation=1, padding=0, stride=1) -> Tensor
     if x.shape[1] % (k[0] * k[1]) or x.shape[2] != blocks:
         raise ShapeError(f"fold: input {x.shape} needs dim 1 divisible by {k[0] * k[1]} and {blocks} blocks for output_size {o}")
     return _unbatch(apply(Op.COL2IM, x, arg=(o, k, d, p, s)), unb)
+
+# %% ../../nbs/17_nn_functional.ipynb #64afa077
+def _single(v, name, what) -> int:
+    "An int or a one-element tuple/list of an int (PyTorch's 1-D arguments), as an int, checked against its least value."
+    if isinstance(v, (tuple, list)) and len(v) == 1: v = v[0]
+    if not isinstance(v, (int, np.integer)) or isinstance(v, bool):
+        raise ArgumentError(f"{what}: {name} must be an int or a 1-tuple of an int, got {v!r}")
+    least = _LEAST.get(name, 0)
+    if v < least: raise ArgumentError(f"{what}: {name} must be >= {least}, got {int(v)}")
+    return int(v)
+
+def _as_2d(x, what):
+    "A float (N, C, L) or unbatched (C, L) input as an (N, C, 1, L) view, and whether it was unbatched."
+    _float(x, what)
+    x, unb = _batched(x, what, rank=3)
+    return VF.reshape(x, x.shape[:2] + (1,) + x.shape[2:]), unb
+
+def _as_1d(y, unb):
+    "An (N, C, 1, L) result as (N, C, L), or (C, L) for an unbatched input."
+    return _unbatch(VF.reshape(y, y.shape[:2] + y.shape[3:]), unb)
+
+def _fits(x, k, p, d, what):
+    "Refuse a window (kernel `k`, dilation `d`) longer than the padded input (a ShapeError, as PyTorch's RuntimeError)."
+    L = x.shape[3]
+    if L + 2 * p < d * (k - 1) + 1:
+        raise ShapeError(f"{what}: kernel {k} (dilation {d}) is larger than the padded input length {L} + 2·{p}")
+
+def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1) -> Tensor:
+    "1-D cross-correlation of NCL (or CL) `input` with `weight` (out, in/groups, k): conv2d on an (N, C, 1, L) view."
+    x, unb = _as_2d(input, "conv1d")
+    need_tensor("conv1d's weight", weight)
+    if weight.dtype != x.dtype: raise DTypeError(f"conv1d: input is {x.dtype.name} and weight {weight.dtype.name}: cast one with `.to(...)`")
+    if weight.ndim != 3: raise ShapeError(f"conv1d's weight must be 3-D (out, in/groups, k), got {weight.shape}")
+    s, d, groups = _single(stride, "stride", "conv1d"), _single(dilation, "dilation", "conv1d"), _groups(groups, "conv1d")
+    o, cg, k = weight.shape
+    if x.shape[1] != cg * groups or o % groups:
+        raise ShapeError(f"conv1d: input has {x.shape[1]} channels, weight {weight.shape} with groups={groups} expects "
+                         f"{cg * groups} (and out channels divisible by groups)")
+    if bias is not None:
+        need_tensor("conv1d's bias", bias)
+        if bias.shape != (o,): raise ShapeError(f"conv1d's bias must be ({o},), got {bias.shape}")
+    if isinstance(padding, str):
+        if padding not in ("same", "valid"):
+            raise ArgumentError(f"conv1d: padding must be an int, a 1-tuple, 'same' or 'valid', got {padding!r}")
+        if padding == "same" and s != 1: raise ArgumentError("conv1d: padding='same' needs stride 1 (as in PyTorch)")
+        p = padding
+        if padding == "valid": _fits(x, k, 0, d, "conv1d")
+    else:
+        p = (0, _single(padding, "padding", "conv1d"))
+        _fits(x, k, p[1], d, "conv1d")
+    y = conv2d(x, VF.reshape(weight, (o, cg, 1, k)), bias, (1, s), p, (1, d), groups)
+    return _as_1d(y, unb)
+
+def _window_1d(kernel_size, stride, padding, dilation, what):
+    "A 1-D pool's (kernel, stride, padding, dilation): stride None (or empty) is the kernel, padding at most half of it."
+    k = _single(kernel_size, "kernel_size", what)
+    s = k if stride is None or (isinstance(stride, (tuple, list)) and not stride) else _single(stride, "stride", what)
+    p, d = _single(padding, "padding", what), _single(dilation, "dilation", what)
+    if p > k // 2: raise ArgumentError(f"{what}: padding {p} must be at most half the kernel size {k}")
+    return k, s, p, d
+
+def max_pool1d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
+    "The maximum over each window of NCL (or CL) input; with `return_indices`, also each maximum's position along L."
+    x, unb = _as_2d(input, "max_pool1d")
+    k, s, p, d = _window_1d(kernel_size, stride, padding, dilation, "max_pool1d")
+    ceil, ind = _flag(ceil_mode, "ceil_mode", "max_pool1d"), _flag(return_indices, "return_indices", "max_pool1d")
+    _fits(x, k, p, d, "max_pool1d")
+    out = max_pool2d(x, (1, k), (1, s), (0, p), (1, d), ceil, ind)
+    return tuple(_as_1d(t, unb) for t in out) if ind else _as_1d(out, unb)
+
+def avg_pool1d(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True) -> Tensor:
+    "The mean over each window of NCL (or CL) input (`count_include_pad`: the padding's zeros count in the divisor)."
+    x, unb = _as_2d(input, "avg_pool1d")
+    k, s, p, _ = _window_1d(kernel_size, stride, padding, 1, "avg_pool1d")
+    ceil, cip = _flag(ceil_mode, "ceil_mode", "avg_pool1d"), _flag(count_include_pad, "count_include_pad", "avg_pool1d")
+    _fits(x, k, p, 1, "avg_pool1d")
+    return _as_1d(avg_pool2d(x, (1, k), (1, s), (0, p), ceil, cip), unb)
+
+def adaptive_avg_pool1d(input, output_size) -> Tensor:
+    "Average pooling of NCL (or CL) input to `output_size` windows along L (PyTorch's bounds, any size)."
+    x, unb = _as_2d(input, "adaptive_avg_pool1d")
+    o = _single(output_size, "output_size", "adaptive_avg_pool1d")
+    if o < 1: raise ArgumentError(f"adaptive_avg_pool1d: output_size must be positive, got {output_size!r}")
+    if x.shape[3] == 0: raise ShapeError(f"adaptive_avg_pool1d: an empty input {tuple(input.shape)} has no mean")
+    return _as_1d(adaptive_avg_pool2d(x, (1, o)), unb)
 
 # %% ../../nbs/17_nn_functional.ipynb #dec31424
 def _shifted(x, dim):

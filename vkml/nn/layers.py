@@ -17,8 +17,8 @@ from .module import Module, Parameter, assign, kaiming_uniform, uniform, _const_
 # %% auto #0
 __all__ = ['ReLU', 'GELU', 'SiLU', 'Tanh', 'Sigmoid', 'LeakyReLU', 'ELU', 'Softplus', 'Softmax', 'LogSoftmax', 'Linear', 'Conv2d',
            'ConvTranspose2d', 'MaxPool2d', 'MaxUnpool2d', 'AvgPool2d', 'AdaptiveAvgPool2d', 'AdaptiveMaxPool2d',
-           'Flatten', 'Identity', 'BatchNorm1d', 'BatchNorm2d', 'LayerNorm', 'RMSNorm', 'GroupNorm', 'Embedding',
-           'Dropout']
+           'Flatten', 'Identity', 'Conv1d', 'MaxPool1d', 'AvgPool1d', 'AdaptiveAvgPool1d', 'BatchNorm1d', 'BatchNorm2d',
+           'LayerNorm', 'RMSNorm', 'GroupNorm', 'Embedding', 'Dropout']
 
 # %% ../../nbs/30b_nn_layers.ipynb #fb5866e9
 def _check_input(layer: Module, x, dtype=float32):
@@ -139,6 +139,75 @@ class Identity(Module):
     "Returns its input."
     def __init__(self, *args, **kwargs): super().__init__()
     def forward(self, x): return x
+
+# %% ../../nbs/30b_nn_layers.ipynb #185c7989
+def _single(v, name="", what=""):
+    "PyTorch's 1-tuple of an int argument (checked, when `name` is given, as the 1-D functions check it)."
+    if name: return (F._single(v, name, what),)
+    return tuple(v) if isinstance(v, (tuple, list)) else (v,)
+
+class Conv1d(Module):
+    "1-D convolution over NCL input: weight (out_channels, in_channels/groups, k) and bias (out_channels,), PyTorch's."
+    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1, groups=1,
+                 bias=True, padding_mode="zeros", device="cpu", dtype=None):
+        super().__init__()
+        if padding_mode != "zeros":
+            raise ArgumentError(f"Conv1d: padding_mode {padding_mode!r} is not supported: vkML pads with zeros only")
+        if dtype not in (None, float32): raise DTypeError(f"Conv1d's parameters are float32, got dtype={dtype!r}")
+        groups = F._groups(groups, "Conv1d")
+        if in_channels % groups or out_channels % groups:
+            raise ArgumentError(f"Conv1d: in_channels {in_channels} and out_channels {out_channels} must be divisible by groups={groups}")
+        self.in_channels, self.out_channels = in_channels, out_channels
+        self.kernel_size, self.stride = _single(kernel_size, "kernel_size", "Conv1d"), _single(stride, "stride", "Conv1d")
+        self.padding = padding if isinstance(padding, str) else _single(padding, "padding", "Conv1d")
+        self.dilation, self.groups, self.padding_mode = _single(dilation, "dilation", "Conv1d"), groups, padding_mode
+        if isinstance(padding, str) and padding not in ("same", "valid"):
+            raise ArgumentError(f"Conv1d: padding must be an int, a 1-tuple, 'same' or 'valid', got {padding!r}")
+        if padding == "same" and self.stride != (1,): raise ArgumentError("Conv1d: padding='same' needs stride 1 (as in PyTorch)")
+        shape = (out_channels, in_channels // groups) + self.kernel_size
+        self.weight = kaiming_uniform(shape, device=device)
+        self.bias = uniform((out_channels,), 1 / math.sqrt(_fan_in(shape)), device) if bias else None
+    def forward(self, x):
+        _check_input(self, x)
+        return F.conv1d(x, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups)
+    def extra_repr(self):
+        return (f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, stride={self.stride}"
+                + (f", padding={self.padding}" if self.padding != (0,) else "")
+                + (f", dilation={self.dilation}" if self.dilation != (1,) else "")
+                + (f", groups={self.groups}" if self.groups != 1 else "") + (", bias=False" if self.bias is None else ""))
+
+class MaxPool1d(Module):
+    "The maximum over each window along L (and its position, with `return_indices=True`)."
+    def __init__(self, kernel_size, stride=None, padding=0, dilation=1, return_indices=False, ceil_mode=False):
+        super().__init__()
+        self.kernel_size, self.stride, self.padding = kernel_size, stride if stride is not None else kernel_size, padding
+        self.dilation, self.return_indices, self.ceil_mode = dilation, return_indices, ceil_mode
+    def forward(self, x):
+        _check_input(self, x)
+        return F.max_pool1d(x, self.kernel_size, self.stride, self.padding, self.dilation, self.ceil_mode, self.return_indices)
+    def extra_repr(self):
+        return (f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}, dilation={self.dilation}, "
+                f"ceil_mode={self.ceil_mode}")
+
+class AvgPool1d(Module):
+    "The mean over each window along L."
+    def __init__(self, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True):
+        super().__init__()
+        self.kernel_size = _single(kernel_size)
+        self.stride, self.padding = _single(stride if stride is not None else kernel_size), _single(padding)
+        self.ceil_mode, self.count_include_pad = ceil_mode, count_include_pad
+    def forward(self, x):
+        _check_input(self, x)
+        return F.avg_pool1d(x, self.kernel_size, self.stride, self.padding, self.ceil_mode, self.count_include_pad)
+    def extra_repr(self): return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
+
+class AdaptiveAvgPool1d(Module):
+    "Average pooling along L to a fixed output size."
+    def __init__(self, output_size):
+        super().__init__(); self.output_size = output_size
+    def forward(self, x):
+        _check_input(self, x); return F.adaptive_avg_pool1d(x, self.output_size)
+    def extra_repr(self): return f"output_size={self.output_size}"
 
 # %% ../../nbs/30b_nn_layers.ipynb #c5d22035
 class _BatchNorm(Module):

@@ -1,6 +1,7 @@
 """vkml.jit: replayed training steps equal eager ones (Adam, a learning-rate schedule, dropout, batch
 norm), replays record nothing, a changed shape or dtype captures again, host reads inside a capture are
 typed errors, and replaying does not grow memory."""
+import weakref
 import numpy as np
 import pytest
 
@@ -507,3 +508,21 @@ def test_a_capture_does_not_raise_the_error_of_an_unrelated_lazy_value():
     losses = [step(x, y).item() for _ in range(3)]
     assert step.captured == 1 and all(np.isfinite(losses))
     with pytest.raises(vkml.BackendError): orphan.numpy()
+
+
+def test_a_replay_renews_only_state_something_else_holds():
+    """A replay marks the old node of each tensor it writes stale (so a value built from it raises) only when something
+    besides the tensor holds that node: with nothing holding it, the replay keeps the node (no work per parameter)."""
+    model, opt = sgd_model()
+    step = vkml.jit(make_step(model, opt))
+    (xb, yb), = batches(1)
+    x, y = vk(xb[:, :4]), tensor(yb % 2, device="vulkan")
+    for _ in range(3): step(x, y)
+    w = model[0].weight
+    n0 = weakref.ref(w.node)                          # (a weak reference: holding the node would count)
+    step(x, y); step(x, y)
+    assert w.node is n0()                             # nothing read it: kept
+    held = w * 1                                      # a lazy value reads it now...
+    step(x, y)
+    assert w.node is not n0()                         # ...so the replay renewed it, after computing `held`
+    assert held.node.realized

@@ -4,7 +4,7 @@
 
 # %% ../nbs/29_jit.ipynb #62b76119
 from __future__ import annotations
-import functools, gc, threading, weakref
+import functools, gc, sys, threading, weakref
 from collections import OrderedDict
 from .dtypes import *
 from .ops import Op
@@ -110,7 +110,8 @@ class _Step:
     def __init__(self, captured, device, guards, outs, out_structure, state, grads, written):
         self.captured, self.device, self.guards = captured, device, guards   # guards: [(get, value at capture)]
         self.outs, self.out_structure = outs, out_structure   # the outputs' captured buffers (None for None)
-        self.state = state          # [weakref, its node after the last call, captured buffer, step reads it, requires_grad, step writes it]
+        self.state = state          # [weakref, its node after the last call, captured buffer, step reads it, requires_grad, step writes it,
+                                    #  the node's reference count when only the tensor and this entry hold it (None: not known)]
         self.grads = grads          # [(weakref to a tensor, the captured buffer of its .grad)]
         self.written = written      # [(index of an argument the step writes, the captured buffer of its new value)]
         self.handed = []            # [(weakref, captured buffer)]: the capture call's outputs, over captured memory
@@ -120,7 +121,7 @@ class _Step:
         "Do the host values and the tensors the capture assumed still hold? (None: they never will again.)"
         for get, v in self.guards:
             if _value(get) != v: return False
-        for w, node, buf, reads, rg, _ in self.state:
+        for w, node, buf, reads, rg, *_ in self.state:
             t = w()
             if t is None:
                 if reads: return None       # a tensor the step read is gone: the function reads another one now
@@ -142,7 +143,7 @@ class _Step:
                 if b.view.is_contiguous and e[2].view.is_contiguous: copies.append((b, e[2]))
                 else: _assign_into(e[2], t, self.device)
             if _bindable(t) and not self.captured.same(b, e[2]): _bind(t, e[2])
-            e[1] = t.node
+            e[1], e[6] = t.node, None
         return copies
 
     def copy_handed(self, rec) -> None:
@@ -278,7 +279,7 @@ def _capture(self: Jit, backend, device, leaves, structure, tensors, key):
     for w, n0 in before:
         t = w()
         if t is None or not t.node.realized or backend.memory_of(t.node.buf) not in mems: continue
-        state.append([w, t.node, t.node.buf, t.node is n0 or id(t) in kept["reads"], t.requires_grad, t.node is not n0])
+        state.append([w, t.node, t.node.buf, t.node is n0 or id(t) in kept["reads"], t.requires_grad, t.node is not n0, None])
         g = t.grad
         if g is not None and g.node.realized and backend.memory_of(g.node.buf) in mems: grads.append((w, g.node.buf))
     guards = list(notes.guards.values()) + [(functools.partial(_closure, self.fn), _closure(self.fn))]
@@ -330,11 +331,17 @@ def _replay(self: Jit, st: _Step, tensors):
         bufs.extend(cap.fresh(rec, b) for b in [b for b in st.outs if b is not None] + [b for _, b in st.written])
     cap.replay(inputs, before, after)
     for e in st.state:                              # what the replay wrote: values built from the old nodes are stale
-        if e[5] and (t := e[0]()) is not None and t.node is e[1] and t.node.realized: renew(t); e[1] = t.node
+        if e[5] and (t := e[0]()) is not None and t.node is e[1] and t.node.realized:
+            if e[6] is not None and _refs(e) <= e[6]: continue   # nothing else holds the node: no value reads it
+            renew(t); e[1] = t.node; e[6] = _refs(e)
     kept, new = grads
     for g, b in kept: _bind(g, b)                   # a gradient someone kept keeps its value
     for t, buf in new: t.grad = _over(buf, st.device)
     return self._hand_back(st, tensors, bufs)
+
+def _refs(e) -> int:
+    "How many references the node of state entry `e` has (a lazy value or a graph kept for backward adds one)."
+    return sys.getrefcount(e[1])
 
 def _hand_back(self: Jit, st: _Step, tensors, bufs: list):
     "The call's outputs over fresh copies `bufs`, and the arguments the step wrote made to hold their new values."

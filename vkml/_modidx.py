@@ -29,6 +29,7 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                               'vkml.capture._live': ('jit.html#_live', 'vkml/capture.py'),
                               'vkml.capture._over': ('jit.html#_over', 'vkml/capture.py'),
                               'vkml.capture._pending_writes': ('jit.html#_pending_writes', 'vkml/capture.py'),
+                              'vkml.capture._refs': ('jit.html#_refs', 'vkml/capture.py'),
                               'vkml.capture._replay': ('jit.html#_replay', 'vkml/capture.py'),
                               'vkml.capture._value': ('jit.html#_value', 'vkml/capture.py'),
                               'vkml.capture._write_back': ('jit.html#_write_back', 'vkml/capture.py'),

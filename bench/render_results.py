@@ -123,6 +123,7 @@ def render() -> str:
         if missed:
             s += ["What limits the rows that miss their goal, and what was tried:", ""]
             s += [f"- `{r['case']}`: {LIMITS.get(r['case'], 'not analysed yet.')}" for r in missed] + [""]
+    _ratio = lambda r: "-" if r.get("ratio") is None else f"{r['ratio']:.2f}"   # (host-only cases have no PyTorch side)
     b, a, w, tt = load("vs_torch_before_h200.json"), load("vs_torch_after_h200.json"), load("write_rule_h200.json"), \
         load("trust_tests_h200.json")
     if b and a:
@@ -133,7 +134,7 @@ def render() -> str:
               "ratio = PyTorch ÷ vkML.", "",
               table(["case", "vkML before", "vkML after", "after ÷ before", "ratio before", "ratio after"],
                     [(r["case"], _num(before[r["case"]]["vkml"], r["unit"]), _num(r["vkml"], r["unit"]),
-                      f"{r['vkml'] / before[r['case']]['vkml']:.2f}", f"{before[r['case']]['ratio']:.2f}", f"{r['ratio']:.2f}")
+                      f"{r['vkml'] / before[r['case']]['vkml']:.2f}", _ratio(before[r["case"]]), _ratio(r))
                      for r in a["results"] if "error" not in r and r["case"] in before]), ""]
     if w:
         n = w["per_node"]

@@ -526,3 +526,16 @@ def test_a_replay_renews_only_state_something_else_holds():
     step(x, y)
     assert w.node is not n0()                         # ...so the replay renewed it, after computing `held`
     assert held.node.realized
+
+
+def test_the_capture_calls_output_keeps_its_value_after_a_replay():
+    """Regression (discrete GPUs, run by tests/test_discrete_paths.py): the copy of the capture call's output made
+    ahead of the next replay took that replay's recorded readback, and read the replay's value (12, not 8)."""
+    x = vk(np.ones(4))
+    w = vk(np.zeros(4)).realize()
+    @vkml.jit
+    def f(x):
+        with vkml.no_grad(): w.add_(x)
+        return w.sum()
+    o1, o2, o3 = f(x), f(x), f(x)                    # eager, captured (kept unread), replayed
+    assert (o1.item(), o2.item(), o3.item()) == (4.0, 8.0, 12.0)

@@ -328,7 +328,7 @@ def _replay(self: Jit, st: _Step, tensors):
         st.copy_handed(rec)
         grads.extend(st.kept_grads(rec))
     def after(rec):
-        bufs.extend(cap.fresh(rec, b) for b in [b for b in st.outs if b is not None] + [b for _, b in st.written])
+        bufs.extend(cap.fresh(rec, b, lend=True) for b in [b for b in st.outs if b is not None] + [b for _, b in st.written])
     cap.replay(inputs, before, after)
     for e in st.state:                              # what the replay wrote: values built from the old nodes are stale
         if e[5] and (t := e[0]()) is not None and t.node is e[1] and t.node.realized:

@@ -37,7 +37,7 @@ class Captured:
         self.flag_serials = set()   # serials of the capture's recordings that bind a flag
         self._flag_at = {}       # (recording serial, its flag number) -> index in `flags`
         self.tainted = []        # (alloc, flag indices): what a replay's flags guard
-        self.handed = []         # (source, copy): a replay's fresh copies, which take the source's checks and readback
+        self.to_lend = []        # (source, copy): a replay's copies of what the step wrote, to take its checks and readback
         self.lent = []           # weak references to the last replay's copies that read back through its staging
         self.released = False
 
@@ -202,12 +202,12 @@ def _lend(self, s: int):
         if (t := w()) is not None and t.fetch is not None and t.fetch[0] < s: t.fetch = None
     fetched = {id(t): get for t, get in self.fetches}
     self.lent = []
-    for src, out in self.handed:
+    for src, out in self.to_lend:
         out.alloc.checks = src.alloc.checks     # (a copy made in the replay depends on this replay's checks)
         if (get := fetched.get(id(src))) is not None:
             out.fetch = (s, get)
             self.lent.append(weakref.ref(out))
-    self.handed = []
+    self.to_lend = []
 
 # %% ../../nbs/28_replay.ipynb #eec50593
 def release(self):
@@ -235,7 +235,7 @@ def _release(self):
     self.inputs, self.uploads, self._staging, self.rand_slots, self.epilogue = [], [], {}, {}, None
     for w in self.lent:             # the copies handed out read their own memory back now (the staging goes)
         if (t := w()) is not None: t.fetch = None
-    self.flags, self.tainted, self._flag_at, self.handed, self.lent = [], [], {}, [], []
+    self.flags, self.tainted, self._flag_at, self.to_lend, self.lent = [], [], {}, [], []
     if not dev.closed: self.rt.mem.sweep()
 
 _orphans = []     # captures dropped (garbage-collected) while another thread held their device's lock
@@ -267,14 +267,15 @@ def same(self, a: VkTensor, b: VkTensor) -> bool:
             and a.view.strides == b.view.strides
             and a.alloc.offset + a.view.offset * a.dtype.itemsize == b.alloc.offset + b.view.offset * b.dtype.itemsize)
 
-def fresh(self, rec: Recorder, t: VkTensor) -> VkTensor:
-    "Record a copy of the elements `t` spans into new memory of the shared pool: the copy, viewed as `t` is."
+def fresh(self, rec: Recorder, t: VkTensor, lend: bool = False) -> VkTensor:
+    """Record a copy of the elements `t` spans into new memory of the shared pool: the copy, viewed as `t` is.
+    `lend`: a copy recorded behind a replay's step, which then takes that replay's index checks and readback."""
     isz = t.dtype.itemsize
     lo, hi = _span(t.view)
     a = self.rt.mem.tensors.alloc((hi - lo) * isz)
     rec.copy(t.alloc, lo * isz, a, 0, (hi - lo) * isz)
     out = VkTensor(a, View(t.view.shape, t.view.strides, t.view.offset - lo), t.dtype)
-    self.handed.append((t, out))
+    if lend: self.to_lend.append((t, out))
     return out
 
 def copy_into(self, rec: Recorder, src: VkTensor, dst: VkTensor) -> bool:
@@ -293,7 +294,6 @@ def copy_out(self, bufs: list) -> list:
         rec = Recorder(self.rt)
         try: out = [self.fresh(rec, b) for b in bufs]
         except BaseException: rec.abort(); raise
-        finally: self.handed = []       # (outside a replay the recording carries the checks)
         rec.submit()
         return out
 

@@ -79,15 +79,21 @@ class ConvTranspose2d(Module):
         return f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, stride={self.stride}"
 
 # %% ../../nbs/30b_nn_layers.ipynb #46955f80
-class MaxPool2d(Module):
-    "The maximum over each window (and its flat position, with `return_indices=True`)."
+class _MaxPoolNd(Module):
+    "A max pool's settings and call; `_pool` is the function of its rank (a name in F)."
+    _pool = ""
     def __init__(self, kernel_size, stride=None, padding=0, dilation=1, return_indices=False, ceil_mode=False):
         super().__init__()
         self.kernel_size, self.stride, self.padding = kernel_size, stride if stride is not None else kernel_size, padding
         self.dilation, self.return_indices, self.ceil_mode = dilation, return_indices, ceil_mode
     def forward(self, x):
         _check_input(self, x)
-        return F.max_pool2d(x, self.kernel_size, self.stride, self.padding, self.dilation, self.ceil_mode, self.return_indices)
+        return getattr(F, self._pool)(x, self.kernel_size, self.stride, self.padding, self.dilation, self.ceil_mode,
+                                      self.return_indices)
+
+class MaxPool2d(_MaxPoolNd):
+    "The maximum over each window (and its flat position, with `return_indices=True`)."
+    _pool = "max_pool2d"
     def extra_repr(self): return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
 
 class MaxUnpool2d(Module):
@@ -176,15 +182,9 @@ class Conv1d(Module):
                 + (f", dilation={self.dilation}" if self.dilation != (1,) else "")
                 + (f", groups={self.groups}" if self.groups != 1 else "") + (", bias=False" if self.bias is None else ""))
 
-class MaxPool1d(Module):
+class MaxPool1d(_MaxPoolNd):
     "The maximum over each window along L (and its position, with `return_indices=True`)."
-    def __init__(self, kernel_size, stride=None, padding=0, dilation=1, return_indices=False, ceil_mode=False):
-        super().__init__()
-        self.kernel_size, self.stride, self.padding = kernel_size, stride if stride is not None else kernel_size, padding
-        self.dilation, self.return_indices, self.ceil_mode = dilation, return_indices, ceil_mode
-    def forward(self, x):
-        _check_input(self, x)
-        return F.max_pool1d(x, self.kernel_size, self.stride, self.padding, self.dilation, self.ceil_mode, self.return_indices)
+    _pool = "max_pool1d"
     def extra_repr(self):
         return (f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}, dilation={self.dilation}, "
                 f"ceil_mode={self.ceil_mode}")

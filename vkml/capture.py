@@ -245,8 +245,7 @@ def _capture(self: Jit, backend, device, leaves, structure, tensors, key):
     for prepare in before_capture: prepare(device)
     inputs = self._inputs(tensors)
     before, notes, kept = _live(device), JitNotes(device), {}
-    pending = [t for t in computable(take_deferred(device) + _pending_writes(before) + _lazy(self._left))
-               if not getattr(t, "node", t).realized]   # (tensors and nodes)
+    pending = computable(take_deferred(device) + _pending_writes(before) + _lazy(self._left))
     self._left = []
     realize_aside(pending)                          # lazy work from before the call is not the step's
     del pending

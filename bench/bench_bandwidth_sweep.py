@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-import vkml, vkml.vulkan as vkv
+import vkml, vkml.backends.vulkan as vkv
 
 
 def gbps(n, us): return 12 * n / (us * 1e-6) / 1e9

@@ -4,17 +4,17 @@ gradient of the same layer), direct and lowered, in GFLOP/s of GPU time.
     python bench/bench_conv.py                          # a small layer (lavapipe-friendly)
     python bench/bench_conv.py --n 32 --c 256 --hw 14   # a ResNet-sized 3x3 layer
 
-GPU time per op comes from `vkml.vulkan.profile()` (all of an op's dispatches summed). Prints a table.
+GPU time per op comes from `vkml.backends.vulkan.profile()` (all of an op's dispatches summed). Prints a table.
 """
 import argparse, statistics, sys
 from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-import vkml.vulkan as vkv
-from vkml.tensor import tensor, apply, realize
-from vkml.ops import Op
-import vkml.vulkan.kernels_nn as kn
+import vkml.backends.vulkan as vkv
+from vkml.frontend.tensor import tensor, apply, realize
+from vkml.core.ops import Op
+import vkml.backends.vulkan.kernels_nn as kn
 
 
 def gpu_seconds(build, reps):

@@ -4,7 +4,7 @@
     python bench/bench_kernels.py --out /tmp/k.json --sweep                        # + every candidate tile shape
     python bench/bench_kernels.py --small --out /tmp/k.json                        # tiny sizes (lavapipe, CI)
 
-Each case is timed with vkML (GPU timestamps from `vkml.vulkan.profile()`, all of the case's dispatches
+Each case is timed with vkML (GPU timestamps from `vkml.backends.vulkan.profile()`, all of the case's dispatches
 summed, one realize per repetition) and, when `torch` with CUDA is importable, with PyTorch in the same
 process (CUDA events; TF32 off for f32 matmul and convolution). Both are medians after warm-up; ratio =
 PyTorch time / vkML time (above 1: vkML is faster), and each case says whether it meets the issue's goal.
@@ -23,12 +23,12 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import vkml
-import vkml.vulkan as vkv
-import vkml.vulkan.kernels as kr
-import vkml.vulkan.kernels_nn as kn
-from vkml.tensor import tensor, apply, realize
+import vkml.backends.vulkan as vkv
+import vkml.backends.vulkan.kernels as kr
+import vkml.backends.vulkan.kernels_nn as kn
+from vkml.frontend.tensor import tensor, apply, realize
 import vkml.nn.functional as F
-from vkml.ops import Op
+from vkml.core.ops import Op
 
 T0 = time.perf_counter()
 
@@ -130,7 +130,7 @@ def vk_cross_entropy(x, target):
     "The loss and its gradient with respect to the logits (what a training step computes)."
     x = x.detach().requires_grad_(True)
     loss = F.cross_entropy(x, target)
-    return [loss, vkml.autograd.grad(loss, x)[0]]
+    return [loss, vkml.frontend.autograd.grad(loss, x)[0]]
 
 
 def torch_cross_entropy(t, x, target):
@@ -161,7 +161,7 @@ def sweep_entries(small: bool):
     def force(name):
         return (lambda: setattr(kn, "FORCE_TILE", name)), (lambda: setattr(kn, "FORCE_TILE", None))
     # in order of what matters most (the sweep stops at --budget): row kernels, then tensor cores
-    from vkml.vulkan import codegen
+    from vkml.backends.vulkan import codegen
     for rows, cols in (((64, 512),) if small else ((16384, 16384), (16384, 4096))):
         x = f(rows, cols)
         for local in (128, 256, 512, 1024):

@@ -4,7 +4,7 @@
     python bench/bench_matmul.py --sizes 1024,2048,4096 --reps 10 --json _bench/matmul.json
 
 For each size, `reps` independent products of the same operands are realized in ONE submission;
-GPU time per dispatch comes from `vkml.vulkan.profile()` (timestamp queries), wall time from the
+GPU time per dispatch comes from `vkml.backends.vulkan.profile()` (timestamp queries), wall time from the
 submission to the readback of one result. GFLOP/s counts 2*M*N*K flops per product. Prints a
 table; timings never go into tests.
 """
@@ -13,10 +13,10 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-import vkml.vulkan as vkv
-from vkml.tensor import tensor, apply, realize
-from vkml.ops import Op
-import vkml.vulkan.kernels_nn as kn
+import vkml.backends.vulkan as vkv
+from vkml.frontend.tensor import tensor, apply, realize
+from vkml.core.ops import Op
+import vkml.backends.vulkan.kernels_nn as kn
 
 
 def bench(n: int, dtype, reps: int, batch: int = 1):

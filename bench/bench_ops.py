@@ -3,7 +3,7 @@
     python bench/bench_ops.py                  # small sizes (lavapipe-friendly)
     python bench/bench_ops.py --big --json bench/results/ops_h200.json   # the H200's sizes
 
-For each case the graph is realized once to warm up, then `reps` times inside `vkml.vulkan.profile()`;
+For each case the graph is realized once to warm up, then `reps` times inside `vkml.backends.vulkan.profile()`;
 the GPU time is the sum of the case's kernels per realize (median), and GB/s counts the bytes an
 ideal kernel must move (read each input once, write the output once). Composed operators (softmax,
 layer_norm, rms_norm) run several kernels today: their GB/s against that ideal is what fusion would buy.
@@ -16,7 +16,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import vkml
 import vkml.nn.functional as F
-import vkml.vulkan as vkv
+import vkml.backends.vulkan as vkv
 
 
 def cases(big: bool):

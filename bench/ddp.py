@@ -78,8 +78,8 @@ def shard(data, r: int, b: int):
 # ------------------------------------------------------------------ vkML ranks
 def vk_pick_device(local_rank: int, local_size: int):
     "(device, note): this rank's Vulkan device, one per rank on this host when there are enough, else the default one."
-    import vkml.vulkan as V
-    from vkml.vulkan.device import TYPE_PREFERENCE
+    import vkml.backends.vulkan as V
+    from vkml.backends.vulkan.device import TYPE_PREFERENCE
     infos = [d for d in V.devices() if not d.missing] or list(V.devices())
     best = min(TYPE_PREFERENCE.index(d.type) for d in infos)
     same = sorted(d.index for d in infos if TYPE_PREFERENCE.index(d.type) == best)
@@ -92,7 +92,7 @@ def vk_pick_device(local_rank: int, local_size: int):
 def vk_worker(spec: dict, result: str, work: str):
     import vkml, vkml.distributed as dist
     from vkml import nn, optim
-    from vkml.graph import JitError
+    from vkml.engine.capture import JitError
     sys.modules.setdefault("torch", None)   # the vkML ranks leave CUDA alone: vs_torch's builders without PyTorch
     import vs_torch as VT
     from mpi4py import MPI
@@ -102,7 +102,7 @@ def vk_worker(spec: dict, result: str, work: str):
     local_size = local_comm.Get_size(); local_comm.Free()
     device, note = vk_pick_device(dist.get_node_local_rank(), local_size)
     VT.DEV = device
-    info = vkml.vulkan.devices()[int(device.split(":")[1])]
+    info = vkml.backends.vulkan.devices()[int(device.split(":")[1])]
     ranks_info = MPI.COMM_WORLD.allgather(dict(rank=rank, device=device, name=info.name, driver=info.driver))
     R = spec["ranks"]   # the global batch is R shares in every run, so that 1 rank's reference sees R ranks' data
     out = dict(world=world, ranks=ranks_info, device_note=note, mpi=" ".join(MPI.Get_library_version().splitlines()[0].split()),

@@ -29,7 +29,7 @@ def main():
         results.append(rec)
         print(json.dumps(rec))
     name = "unknown"
-    try: name = vkml.vulkan.devices()[vkml.vulkan.default_index()].name
+    try: name = vkml.backends.vulkan.devices()[vkml.backends.vulkan.default_index()].name
     except Exception: pass
     try: commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip() or "unknown"
     except Exception: commit = "unknown"

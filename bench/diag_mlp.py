@@ -5,7 +5,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import vs_torch as V
 import vkml
-from vkml.vulkan import profile
+from vkml.backends.vulkan import profile
 
 def per_step(run, n=30):
     "Median milliseconds per call after a warm-up (vs_torch's timing)."

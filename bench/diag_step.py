@@ -30,7 +30,7 @@ timing("cifar eager", cnn, 10)
 profile("cifar_eager", cnn, 3)
 cj = V.vk_stepper(V.vk_cifar(), V.batches((128, 3, 32, 32), 10), jit=True)
 timing("cifar jit", cj, 10)
-from vkml.vulkan.dispatch import profile as gpu_profile
+from vkml.backends.vulkan.recorder import profile as gpu_profile
 with gpu_profile() as p:
     for _ in range(3): cnn()
 (out / "gpu_cifar_eager.txt").write_text(repr(p))

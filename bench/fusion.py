@@ -16,8 +16,8 @@ import argparse, sys, time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from vkml.experiments import save_result, show
-from vkml.experiments.fusion import WORKLOADS, run, table, savings, host, kernels, describe_device
+from vkml.lab.experiments import save_result, show
+from vkml.lab.experiments.fusion import WORKLOADS, run, table, savings, host, kernels, describe_device
 
 if __name__ == "__main__":
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])

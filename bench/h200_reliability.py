@@ -11,14 +11,14 @@ import argparse, gc, json, sys, time
 import numpy as np
 
 import vkml
-import vkml.functional as VF
+import vkml.frontend.functions as VF
 import vkml.nn as nn
 import vkml.nn.functional as F
-from vkml.dtypes import OutOfMemoryError, VkmlError
+from vkml.core.dtypes import OutOfMemoryError, VkmlError
 
 
 def heap_bytes() -> int:
-    from vkml.vulkan.device import get_device
+    from vkml.backends.vulkan.device import get_device
     return max(s for s, _ in get_device().info.memory["heaps"])
 
 
@@ -88,7 +88,7 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--limit-s", type=float, default=60.0, help="per round")
     a = ap.parse_args()
-    from vkml.vulkan.device import get_device, validation_messages, instance
+    from vkml.backends.vulkan.device import get_device, validation_messages, instance
     dev = get_device()
     res = dict(device=dev.info.name, heap_gib=round(heap_bytes() / 2**30, 1), validation=instance().validation,
                huge=[one_huge_request() for _ in range(2)])

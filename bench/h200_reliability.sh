@@ -31,7 +31,7 @@ export VKML_VALIDATION=1 VKML_REQUIRE_VULKAN=1 VKML_COOPMAT=off PYTHONUNBUFFERED
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader > "$OUT/gpu.txt" 2>&1
 python3 -c "
-from vkml.vulkan.device import instance, get_device
+from vkml.backends.vulkan.device import instance, get_device
 print('validation layer on:', instance().validation, '| device:', get_device().info.name)" || exit 2
 
 . bench/h200_lib.sh

@@ -29,7 +29,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import numpy as np
 import vkml
-T = sys.modules["vkml.tensor"]   # (`vkml.tensor` the attribute is the function)
+T = sys.modules["vkml.frontend.tensor"]   # (`vkml.tensor` the attribute is the function)
 
 
 SHAPE = (16, 16)
@@ -95,7 +95,7 @@ def realize_split(device, chain, n):
     with Timers() as tm:
         tm.wrap(T, "Schedule", "schedule")
         if device == "vulkan":
-            from vkml.vulkan import dispatch as D, codegen
+            from vkml.backends.vulkan import recorder as D, codegen
             tm.wrap(codegen, "describe", "codegen")
             tm.wrap(D.Recorder, "record", "record")
             tm.wrap(D.Recorder, "submit", "submit", wait_after=lambda a, s: a[0].dev.wait(s))
@@ -188,7 +188,7 @@ def main():
                                  host_us=us(host)))
     dev_name = "cpu"
     if "vulkan" in a.devices:
-        import vkml.vulkan as vkv
+        import vkml.backends.vulkan as vkv
         dev_name = vkv.devices()[vkv.default_index()].name
     cols = ["build_us", "realize_us", "schedule_us", "codegen_us", "record_us", "submit_us", "numpy_us", "other_us"]
     print(f"vulkan device: {dev_name}; host: {platform.processor() or platform.machine()}, Python {platform.python_version()}")

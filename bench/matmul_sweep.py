@@ -10,10 +10,10 @@ CONFIGS = {"default": {}, "small": {"FORCE_TILE": "matmul_small"},
 
 def child(cfg):
     sys.path.insert(0, str(Path(__file__).resolve().parent))
-    import vkml.vulkan.kernels_nn as K
+    import vkml.backends.vulkan.kernels_nn as K
     for k, v in cfg.items(): setattr(K, k, v)
     import vs_torch as V
-    from vkml.vulkan import profile
+    from vkml.backends.vulkan import profile
     data = V.batches((512, 784), 10)
     run = V.vk_stepper(V.vk_mlp((784, 1024, 1024, 10)), data, jit=True)
     jit = V.timed(run, 40, 5) * 1e3

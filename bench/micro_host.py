@@ -4,9 +4,9 @@ import sys, time, weakref
 sys.path.insert(0, __import__("os").path.dirname(__import__("os").path.dirname(__import__("os").path.abspath(__file__))))
 import numpy as np
 import vkml
-from vkml.graph import Node, make_node
-from vkml.ops import Op
-from vkml.dtypes import float32
+from vkml.core.graph import Node, make_node
+from vkml.core.ops import Op
+from vkml.core.dtypes import float32
 
 def bench(label, fn, n=20000):
     best = 1e9

@@ -11,7 +11,7 @@ import argparse, sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from vkml.experiments import (save_result, provenance, prod_table, time_index_order, denormals,
+from vkml.lab.experiments import (save_result, provenance, prod_table, time_index_order, denormals,
                               float_controls, show)
 
 if __name__ == "__main__":

@@ -14,8 +14,8 @@ import argparse, sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from vkml.experiments import save_result, load_result
-from vkml.experiments.submission import run, comparison, plot
+from vkml.lab.experiments import save_result, load_result
+from vkml.lab.experiments.submission import run, comparison, plot
 
 if __name__ == "__main__":
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])

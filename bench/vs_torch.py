@@ -27,8 +27,8 @@ import numpy as np
 import vkml
 import vkml.nn as nn
 import vkml.optim as optim
-import vkml.functional as VF
-from vkml.vulkan import device as vkdev
+import vkml.frontend.functions as VF
+from vkml.backends.vulkan import device as vkdev
 
 try:
     import torch
@@ -205,7 +205,7 @@ def case_host_per_op(n=1000, reps=7):
     def vk_chain():
         z = x
         for _ in range(n): z = z + y
-        z.realize(); vkml.vulkan.device.get_device().wait()
+        z.realize(); vkml.backends.vulkan.device.get_device().wait()
     vk = scale(timed(vk_chain, reps, 2) / n, "us")
     th = None
     if HAVE_TORCH:
@@ -257,7 +257,7 @@ def case_demo(epochs):
 def provenance(argv):
     name = driver = "unknown"
     try:
-        info = vkml.vulkan.devices()[vkml.vulkan.default_index()]
+        info = vkml.backends.vulkan.devices()[vkml.backends.vulkan.default_index()]
         name, driver = info.name, info.driver
     except Exception: pass
     try: commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,

@@ -7,7 +7,7 @@ import numpy as np
 import vkml, vkml.nn as nn, vkml.optim as optim
 import vkml.nn.functional as F
 
-T = sys.modules["vkml.tensor"]
+T = sys.modules["vkml.frontend.tensor"]
 
 
 def median(xs): return float(np.median(xs))

@@ -8,8 +8,8 @@ import json, platform, statistics, subprocess, sys, time
 from pathlib import Path
 import numpy as np
 import vkml
-from vkml.ops import Op
-from vkml.tensor import apply
+from vkml.core.ops import Op
+from vkml.frontend.tensor import apply
 
 ROOT = Path(__file__).resolve().parents[1]
 

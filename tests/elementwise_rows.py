@@ -4,11 +4,11 @@ table-driven suite (test_elementwise_table.py) runs them for every row, and a th
 with no other edit."""
 import numpy as np
 
-from vkml.dtypes import float16, float32, float64, bool_, int32, int64
-from vkml.elementwise import ELEMENTWISE
-from vkml.gradcheck import gradcheck
-from vkml.ops import Op
-from vkml.tensor import apply, tensor
+from vkml.core.dtypes import float16, float32, float64, bool_, int32, int64
+from vkml.core.elementwise import ELEMENTWISE
+from vkml.frontend.gradcheck import gradcheck
+from vkml.core.ops import Op
+from vkml.frontend.tensor import apply, tensor
 import oracle
 
 SPECIAL = {"CAST", "WHERE", "ASSIGN"}     # their own signatures: tested by the hand-written parity suite

@@ -75,7 +75,7 @@ def assert_close(got, want, dtype=None, rtol=None, atol=None, k=1, terms=None, b
 
 def on_devices(build, *arrays, devices=DEVICES) -> tuple:
     "`build(*tensors)` with the inputs uploaded to each device: the results as numpy, one per device."
-    from vkml.tensor import tensor
+    from vkml.frontend.tensor import tensor
     return tuple(build(*[tensor(a, device=d) for a in arrays]).numpy() for d in devices)
 
 
@@ -115,7 +115,7 @@ def sample(shape, dtype, domain="any", rng=None, lo=None, hi=None) -> np.ndarray
     return np.asarray(x).astype(np_dt)
 
 
-# --- the counter-based random numbers (RAND), stated apart from vkml.elementwise ---------------------
+# --- the counter-based random numbers (RAND), stated apart from vkml.core.elementwise ---------------------
 
 M32 = 0xFFFFFFFF
 

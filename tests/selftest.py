@@ -2,8 +2,8 @@
 tests compile themselves, so the runtime's tests (submissions, barriers, scratch, errors, the pipeline cache,
 validation) do not depend on the shipped or generated kernels."""
 import numpy as np
-from vkml.dtypes import float32
-from vkml.ops import Op, SHAPE_RULES, ACCEPTED_DTYPES, same_shape_dtype
+from vkml.core.dtypes import float32
+from vkml.core.ops import Op, SHAPE_RULES, ACCEPTED_DTYPES, same_shape_dtype
 
 ADD_SRC = """#version 450
 layout(local_size_x = 256) in;
@@ -21,16 +21,16 @@ void main() {
 
 def kernel(node, out, a, b):
     "The host side: one dispatch of the self-test shader (`_selftest_add`)."
-    from vkml.vulkan.kernel_api import Dispatch, groups_1d
+    from vkml.backends.vulkan.kernel_api import Dispatch, groups_1d
     n = out.view.numel
     return [Dispatch("_selftest_add", (out, a, b), (n, a.view.offset, b.view.offset), groups_1d(n))]
 
 
 def define(spirv: bytes) -> Op:
     "Define SELFTEST_ADD (once), with its shape rule, the CPU's numpy and this kernel; register the shader."
-    import vkml.vulkan as V
-    from vkml.cpu import numpy_impl
-    from vkml.vulkan.kernel_api import vk_kernels
+    import vkml.backends.vulkan as V
+    from vkml.backends.cpu import numpy_impl
+    from vkml.backends.vulkan.kernel_api import vk_kernels
     V.register_shader("_selftest_add", spirv)
     op = Op.SELFTEST_ADD if "SELFTEST_ADD" in [o.name for o in Op] else Op.define("SELFTEST_ADD", "contraction")
     SHAPE_RULES[op] = lambda arg, a, b: same_shape_dtype((a, b))
@@ -42,8 +42,8 @@ def define(spirv: bytes) -> Op:
 
 def remove():
     "Forget SELFTEST_ADD again."
-    from vkml.cpu import numpy_impl
-    from vkml.vulkan.kernel_api import vk_kernels
+    from vkml.backends.cpu import numpy_impl
+    from vkml.backends.vulkan.kernel_api import vk_kernels
     if "SELFTEST_ADD" not in [o.name for o in Op]: return
     op = Op.SELFTEST_ADD
     for t in (SHAPE_RULES, ACCEPTED_DTYPES, numpy_impl, vk_kernels): t.pop(op, None)

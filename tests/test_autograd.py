@@ -4,13 +4,13 @@ import math
 import numpy as np
 import pytest
 
-import vkml.autograd as ag
-from vkml.autograd import vjp_rules, vjp_rule
-from vkml.gradcheck import gradcheck, GradcheckError
-from vkml.dtypes import GradError, DTypeError, float32, float16, float64, int64
-from vkml.ops import Op, NO_GRAD_REASONS
-from vkml.tensor import apply, tensor, realize, toposort, schedule
-from vkml.graph import no_grad
+import vkml.frontend.autograd as ag
+from vkml.frontend.autograd import vjp_rules, vjp_rule
+from vkml.frontend.gradcheck import gradcheck, GradcheckError
+from vkml.core.dtypes import GradError, DTypeError, float32, float16, float64, int64
+from vkml.core.ops import Op, NO_GRAD_REASONS
+from vkml.frontend.tensor import apply, tensor, realize, toposort, schedule
+from vkml.core.graph import no_grad
 
 
 # --- small inputs away from kinks --------------------------------------------------------------------
@@ -161,7 +161,7 @@ def test_gradcheck(op, i):
 def test_rules_and_reasons_partition_the_ops():
     assert RULED | set(NO_GRAD_REASONS) == set(Op)
     assert not RULED & set(NO_GRAD_REASONS)
-    from vkml.registry import counts
+    from vkml.frontend.registry import counts
     assert counts()["graph_ops_with_grad"] >= 51
     assert {Op.ERF, Op.ERFC, Op.PROD} <= RULED
 
@@ -344,7 +344,7 @@ def test_leaf_made_from_a_computation_stops_there():
 
 # --- through the public operators -----------------------------------------------------------------------
 
-VF = pytest.importorskip("vkml.functional")
+VF = pytest.importorskip("vkml.frontend.functions")
 
 def test_broadcasting_grads_sum_back():
     a = tensor(np.arange(3, dtype=np.float32).reshape(3, 1), requires_grad=True)

@@ -2,10 +2,10 @@
 import numpy as np
 import pytest
 
-from vkml.dtypes import DeviceError, float32
-from vkml.ops import Op
-from vkml.tensor import apply, tensor, realize
-import vkml.autograd as ag
+from vkml.core.dtypes import DeviceError, float32
+from vkml.core.ops import Op
+from vkml.frontend.tensor import apply, tensor, realize
+import vkml.frontend.autograd as ag
 
 from test_autograd import CASES, r
 
@@ -16,7 +16,7 @@ pytestmark = pytest.mark.vulkan
 
 
 def _stats():
-    import vkml.vulkan as vkv
+    import vkml.backends.vulkan as vkv
     return vkv.stats()
 
 def _submissions(): return _stats()["submissions"]

@@ -1,4 +1,4 @@
-"""Every bad input to vkml.functional raises its typed error before any graph node is built.
+"""Every bad input to vkml.frontend.functions raises its typed error before any graph node is built.
 
 Each row of `BAD` is (the call, the error type, a piece of the message that names the problem or
 the fix). The test counts `Node` constructions during the call: a bad call must build none, so it
@@ -7,11 +7,11 @@ leaves nothing half-built behind (and the random generator's offset does not mov
 import math
 import numpy as np
 import pytest
-import vkml.functional as VF
-from vkml.dtypes import (VkmlError, DTypeError, ShapeError, RankError, AxisError, DeviceError,
+import vkml.frontend.functions as VF
+from vkml.core.dtypes import (VkmlError, DTypeError, ShapeError, RankError, AxisError, DeviceError,
                          EmptyReductionError, IndexOutOfRangeError, float32, float16, int32, int64, bool_)
-from vkml.functional import ArgumentError, EinsumError, IndexingError
-from vkml.tensor import Node, Tensor, tensor
+from vkml.frontend.functions import ArgumentError, EinsumError, IndexingError
+from vkml.frontend.tensor import Node, Tensor, tensor
 
 x23 = tensor(np.arange(6, dtype=np.float32).reshape(2, 3))
 h23 = tensor(np.ones((2, 3), np.float16))

@@ -6,14 +6,14 @@ import numpy as np
 import pytest
 
 import vkml
-import vkml.autograd  # noqa: F401
-import vkml.functional as VF
+import vkml.frontend.autograd  # noqa: F401
+import vkml.frontend.functions as VF
 import vkml.io
 import vkml.nn as nn
 import vkml.optim as optim
 from vkml.demo import save_checkpoint, load_checkpoint, build_model
-from vkml.dtypes import CheckpointError
-from vkml.tensor import tensor
+from vkml.core.dtypes import CheckpointError
+from vkml.frontend.tensor import tensor
 
 
 def trained(kind="cnn", steps=2, seed=0):

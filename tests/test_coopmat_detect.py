@@ -4,7 +4,7 @@ subgroup one), with subgroups of 32. lavapipe has no cooperative matrices, so th
 stood in by a cffi callback; the structs and calls are the real ones."""
 import types
 import pytest
-import vkml.vulkan.device as D
+import vkml.backends.vulkan.device as D
 
 pytestmark = pytest.mark.vulkan
 CB = "VkResult(VkPhysicalDevice, uint32_t*, VkCooperativeMatrixPropertiesKHR*)"

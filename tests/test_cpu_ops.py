@@ -1,18 +1,18 @@
 """Every graph op of the CPU oracle against independent references: numpy/scipy formulas and explicit
-loops written here (nothing from vkml.cpu's implementations is used as a reference)."""
+loops written here (nothing from vkml.backends.cpu's implementations is used as a reference)."""
 import itertools, math, zlib
 import numpy as np
 import pytest
 import scipy.special as sp
 
 import vkml
-from vkml.dtypes import (float32, float16, float64, int32, int64, bool_, DTYPES, FLOATS, EmptyReductionError,
+from vkml.core.dtypes import (float32, float16, float64, int32, int64, bool_, DTYPES, FLOATS, EmptyReductionError,
                          IndexOutOfRangeError, ShapeError, DTypeError, to_dtype)
-from vkml.ops import Op, ACCEPTED_DTYPES
-from vkml.elementwise import FLOAT_UNARY_OPS, COMPARE_OPS
-from vkml.tensor import tensor, apply, make_node, wrap, Node
-import vkml.cpu
-from vkml.cpu import numpy_impl, float64_mode, CPUBackend
+from vkml.core.ops import Op, ACCEPTED_DTYPES
+from vkml.core.elementwise import FLOAT_UNARY_OPS, COMPARE_OPS
+from vkml.frontend.tensor import tensor, apply, make_node, wrap, Node
+import vkml.backends.cpu
+from vkml.backends.cpu import numpy_impl, float64_mode, CPUBackend
 import oracle
 
 NUMERIC = (float32, float16, float64, int32, int64)
@@ -62,7 +62,7 @@ def check(got, ref, dt, scale=1.0, absref=None, k=1):
 
 # ---------------------------------------------------------------- completeness
 def test_every_op_has_an_implementation():
-    from vkml.elementwise import ELEMENTWISE
+    from vkml.core.elementwise import ELEMENTWISE
     assert set(numpy_impl) | set(ELEMENTWISE) == set(Op)
 
 def test_zero_d_tensor_keeps_its_shape():
@@ -70,7 +70,7 @@ def test_zero_d_tensor_keeps_its_shape():
 
 def test_input_cannot_be_computed():
     with pytest.raises(vkml.BackendError, match="cannot be computed"):
-        from vkml.cpu import compute
+        from vkml.backends.cpu import compute
         compute(Node(Op.INPUT, (), None, (2,), float32, "cpu"))
 
 # ---------------------------------------------------------------- sources
@@ -121,8 +121,8 @@ UNARY_REF = {
 
 def _from_operator_table() -> dict:
     "(None, reference) for the float unary ops without a parameter that a one-tensor row of the operator table names."
-    import vkml.registry as R
-    from vkml.elementwise import ELEMENTWISE as EW
+    import vkml.frontend.registry as R
+    from vkml.core.elementwise import ELEMENTWISE as EW
     ops = {n: getattr(Op, n.upper(), None) for n in R.names(form="unary")}
     return {op: (None, R.OPERATORS[n].reference_fn()) for n, op in ops.items()
             if op in FLOAT_UNARY_OPS and EW[op].example_arg is None and EW[op].params is None}

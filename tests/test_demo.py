@@ -7,13 +7,13 @@ import numpy as np
 import pytest
 
 import vkml
-import vkml.autograd  # noqa: F401
+import vkml.frontend.autograd  # noqa: F401
 import vkml.nn as nn
 import vkml.optim as optim
 from vkml import demo
 from vkml.data import DataLoader
-from vkml.ops import Op
-from vkml.tensor import toposort
+from vkml.core.ops import Op
+from vkml.frontend.tensor import toposort
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -60,7 +60,7 @@ def test_same_trajectory_on_cpu_and_vulkan(kind):
 @pytest.mark.vulkan
 @pytest.mark.parametrize("kind", ["mlp", "cnn"])
 def test_one_submission_per_step_and_steady_memory(kind):
-    import vkml.vulkan as V
+    import vkml.backends.vulkan as V
     model = demo.build_model(kind).to("vulkan")
     opt = optim.Adam(model.parameters(), lr=1e-2)
     dev = model.device
@@ -162,8 +162,8 @@ def test_bad_arguments():
 @pytest.mark.vulkan
 def test_changing_lr_needs_no_new_pipeline_and_stays_one_submission():
     "Batch norm's deferred statistics, dropout's mask and a scheduled lr join the one submission of each step."
-    import vkml.vulkan as V
-    import vkml.functional as VF
+    import vkml.backends.vulkan as V
+    import vkml.frontend.functions as VF
     VF.manual_seed(0)
     model = nn.Sequential(nn.Conv2d(1, 4, 3, padding=1), nn.BatchNorm2d(4), nn.ReLU(), nn.MaxPool2d(2), nn.Dropout(0.2),
                           nn.Flatten(), nn.Linear(64, 10)).to("vulkan")

@@ -3,8 +3,8 @@ ones. Which form a launch takes, and that each agrees with the CPU oracle (eleme
 import numpy as np
 import pytest
 import vkml
-from vkml.dtypes import View
-from vkml.vulkan import codegen
+from vkml.core.dtypes import View
+from vkml.backends.vulkan import codegen
 from oracle import assert_parity
 
 pytestmark = pytest.mark.vulkan

@@ -5,10 +5,10 @@ import numpy as np
 import pytest
 
 import vkml
-from vkml.elementwise import ELEMENTWISE, elementwise, remove_elementwise
-from vkml.ops import Op, ACCEPTED_DTYPES
-from vkml.dtypes import float32, float64
-from vkml.tensor import apply, tensor
+from vkml.core.elementwise import ELEMENTWISE, elementwise, remove_elementwise
+from vkml.core.ops import Op, ACCEPTED_DTYPES
+from vkml.core.dtypes import float32, float64
+from vkml.frontend.tensor import apply, tensor
 from elementwise_rows import derived_rows, parity, check_gradient, vulkan_gradient
 
 ROWS = derived_rows()
@@ -81,7 +81,7 @@ def test_removing_the_throwaway_op_leaves_no_trace(softsign):
 @pytest.mark.vulkan
 def test_a_row_whose_kernel_or_gradient_disagrees_fails():
     "The derived checks can fail: a shader that is not its oracle, a gradient off by a factor."
-    from vkml.gradcheck import GradcheckError
+    from vkml.frontend.gradcheck import GradcheckError
     row = elementwise("THROWAWAY_WRONG", 1, lambda n, x: x * 2, "({a} * 3.0)", vjp=lambda g, y, x: (g * 3.0,))
     try:
         with pytest.raises(AssertionError, match="THROWAWAY_WRONG"): parity(row)

@@ -33,8 +33,8 @@ def alt(n):
 
 
 def test_prod_experiment_values():
-    import vkml, vkml.vulkan as vkv
-    from vkml.experiments import lane_prod, denormals
+    import vkml, vkml.backends.vulkan as vkv
+    from vkml.lab.experiments import lane_prod, denormals
     mode = denormals()
     assert mode in ("preserved", "flushed to zero")
     vkv.reset_stats()
@@ -54,7 +54,7 @@ def test_prod_experiment_values():
 
 
 def test_denormal_probe_matches_the_lane_products():
-    from vkml.experiments import lane_prod, denormals, float_controls
+    from vkml.lab.experiments import lane_prod, denormals, float_controls
     p, parts = lane_prod(alt(4), 2)
     assert parts[0] == np.inf
     assert (parts[1] > 0) == (denormals() == "preserved")          # 1e-40 survives, or is flushed to 0
@@ -66,7 +66,7 @@ def test_denormal_probe_matches_the_lane_products():
 def test_lane_prod_is_exactly_the_ordered_float32_product(n, lanes):
     """Values near 1 (no overflow): every lane's product equals numpy's sequential float32 product exactly,
     also past 65,535 elements per lane (lavapipe stops an invocation's loops after 65,535 trips)."""
-    from vkml.experiments import lane_prod
+    from vkml.lab.experiments import lane_prod
     x = (1 + (np.random.default_rng(n).random(n) - 0.5) * 1e-3).astype(np.float32)
     p, parts = lane_prod(x, lanes)
     want = [np.multiply.accumulate(x[l::lanes], dtype=np.float32)[-1] for l in range(lanes)]
@@ -75,13 +75,13 @@ def test_lane_prod_is_exactly_the_ordered_float32_product(n, lanes):
 
 
 def test_lane_prod_rejects_bad_lane_counts():
-    from vkml.experiments import lane_prod
+    from vkml.lab.experiments import lane_prod
     for l in (0, 65):
         with pytest.raises(ValueError): lane_prod(alt(4), l)
 
 
 def test_submission_cost_quick_protocol():
-    from vkml.experiments.submission import run, fit, comparison
+    from vkml.lab.experiments.submission import run, fit, comparison
     res = run(quick=True)
     assert res["check"] == 1.875                                    # 4 dependent dispatches ran, in order
     for kind in ("blocking", "polled"):
@@ -98,7 +98,7 @@ def test_submission_cost_quick_protocol():
 
 
 def test_fit_recovers_a_line():
-    from vkml.experiments.submission import fit
+    from vkml.lab.experiments.submission import fit
     ns = [1, 2, 4, 8, 16, 1024]
     a, b = fit(ns, [55 + 8 * n for n in ns])
     assert abs(a - 55) < 1e-6 and abs(b - 8) < 1e-9
@@ -106,7 +106,7 @@ def test_fit_recovers_a_line():
 
 def test_fusion_saves_dispatches_and_bytes_and_keeps_parity():
     "Every workload, fused and unfused, on a small input: fewer dispatches, no more bytes, both within the parity bound."
-    from vkml.experiments.fusion import run, WORKLOADS
+    from vkml.lab.experiments.fusion import run, WORKLOADS
     res = run(16, 64, repeats=1)
     assert [r["name"] for r in res["workloads"]] == [w.name for w in WORKLOADS]
     for r in res["workloads"]:
@@ -137,10 +137,10 @@ def test_fusion_saves_dispatches_and_bytes_and_keeps_parity():
 def test_fusion_counts_bytes_from_the_bindings():
     "Distinct elements per binding (broadcast counts once), reads and writes apart, the argument buffer not at all."
     import vkml
-    from vkml.dtypes import View, float32
-    from vkml.vulkan.dispatch import ArgsBinding, VkTensor
-    from vkml.vulkan.kernel_api import Dispatch, Scratch
-    from vkml.experiments.fusion import dispatch_bytes, view_bytes
+    from vkml.core.dtypes import View, float32
+    from vkml.backends.vulkan.recorder import ArgsBinding, VkTensor
+    from vkml.backends.vulkan.kernel_api import Dispatch, Scratch
+    from vkml.lab.experiments.fusion import dispatch_bytes, view_bytes
     a = vkml.tensor(np.zeros((8, 16), np.float32), device="vulkan").node.buf
     row = VkTensor(a.alloc, View((8, 16), (0, 1), 0), float32)           # one row seen 8 times
     col = VkTensor(a.alloc, View((8, 16), (16, 0), 0), float32)          # one column of 8 seen 16 times
@@ -156,7 +156,7 @@ def test_fusion_counts_bytes_from_the_bindings():
 def test_fusion_parity_failure_is_loud():
     "A workload whose Vulkan result is off by more than the bound fails the measurement."
     import vkml
-    from vkml.experiments.fusion import Workload, measure_workload, _xwb
+    from vkml.lab.experiments.fusion import Workload, measure_workload, _xwb
     bad = Workload("bad", "x + 1e-3 on Vulkan only", _xwb,
                    lambda s: [s["x"] + (1e-3 if s["x"].device != "cpu" else 0.0)], lambda r, c: 1, 1.0)
     with pytest.raises(AssertionError, match="exceeds the parity bound"): measure_workload(bad, 4, 8, repeats=1)
@@ -164,7 +164,7 @@ def test_fusion_parity_failure_is_loud():
 
 def test_fusion_off_is_restored_and_schedules_agree_with_the_device():
     import os
-    from vkml.experiments.fusion import fusion, kernel_counts
+    from vkml.lab.experiments.fusion import fusion, kernel_counts
     before = os.environ.get("VKML_FUSION")
     with fusion(False): assert os.environ["VKML_FUSION"] == "0"
     assert os.environ.get("VKML_FUSION") == before
@@ -173,8 +173,8 @@ def test_fusion_off_is_restored_and_schedules_agree_with_the_device():
 
 
 def test_old_fusion_results_are_not_read_as_current():
-    from vkml.experiments import load_result
-    from vkml.experiments.fusion import current, SCHEMA
+    from vkml.lab.experiments import load_result
+    from vkml.lab.experiments.fusion import current, SCHEMA
     old = load_result("fusion_h200.json")
     assert old is None or current(old) == (old.get("schema") == SCHEMA)
     assert not current({"provenance": {}, "norms": []}) and current({"schema": SCHEMA})
@@ -199,5 +199,5 @@ def test_bench_scripts_write_their_json(tmp_path):
 
 
 def test_missing_h200_results_read_as_none():
-    from vkml.experiments import load_result
+    from vkml.lab.experiments import load_result
     assert load_result("no_such_results_file.json") is None

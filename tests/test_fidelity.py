@@ -10,17 +10,17 @@ import math, sys
 import numpy as np
 import pytest
 import vkml
-import vkml.functional as VF
+import vkml.frontend.functions as VF
 import vkml.nn as nn
 import vkml.nn.functional as F
-from vkml.dtypes import (ShapeError, DTypeError, GradError, InplaceError, IndexOutOfRangeError, CheckpointError,
+from vkml.core.dtypes import (ShapeError, DTypeError, GradError, InplaceError, IndexOutOfRangeError, CheckpointError,
                          float32, float16, int32, int64, bool_)
-from vkml.functional import ArgumentError, IndexingError, EinsumError
-from vkml.ops import Op
-from vkml.tensor import tensor, realize, Tensor
+from vkml.frontend.functions import ArgumentError, IndexingError, EinsumError
+from vkml.core.ops import Op
+from vkml.frontend.tensor import tensor, realize, Tensor
 
 DEVICES = ["cpu", pytest.param("vulkan", marks=pytest.mark.vulkan)]
-TENSOR = sys.modules["vkml.tensor"]
+TENSOR = sys.modules["vkml.frontend.tensor"]
 
 
 def T(a, device="cpu", **kw): return tensor(a, device=device, **kw)   # Python floats: float32, as PyTorch

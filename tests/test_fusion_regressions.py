@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 import vkml
 import vkml.nn.functional as F
-from vkml.tensor import schedule
+from vkml.frontend.tensor import schedule
 
 pytestmark = pytest.mark.vulkan
 

@@ -1,4 +1,4 @@
-"""Fuzzing against the CPU oracle (the harness: vkml.fuzz, nbs/52_fuzz.ipynb).
+"""Fuzzing against the CPU oracle (the harness: vkml.lab.fuzz, nbs/52_fuzz.ipynb).
 
 Random programs of public operators over random shapes (empty and broadcast ones included), dtypes,
 devices and hostile values run on the CPU oracle and on the Vulkan device: every case agrees within
@@ -12,14 +12,14 @@ Profiles (`VKML_FUZZ_PROFILE`):
   more hostile values and more fusion; run it on demand:
   `VKML_FUZZ_PROFILE=long VKML_VALIDATION=1 .venv/bin/python -m pytest tests/test_fuzz.py -k long --timeout 0`.
 
-A failing case prints its program; paste `program.to_json()` into `vkml.fuzz.REGRESSIONS` (the notebook)
+A failing case prints its program; paste `program.to_json()` into `vkml.lab.fuzz.REGRESSIONS` (the notebook)
 and it is replayed by `test_regressions` from then on. The planted-bug tests check that the CI profile
 finds a wrong stride in a kernel and a missing index check.
 
 Mutation programs (the CI profile): `MUTATION_CI` programs (2,000) of lazy reads, in-place writes, optimiser
 steps, state dicts and jit replays, each checked against the same program realized eagerly (PyTorch's
 semantics); every one must agree. A failing chunk prints each kind of failure with a shrunk program;
-`python -m vkml.fuzz --mutation --n 200 --seed S` runs them from the command line. The planted-bug test
+`python -m vkml.lab.fuzz --mutation --n 200 --seed S` runs them from the command line. The planted-bug test
 checks that they find a missing ordering of readers before a write.
 """
 import os, random, sys, time
@@ -27,7 +27,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, seed, HealthCheck, Phase
 import vkml
-import vkml.fuzz as fz
+import vkml.lab.fuzz as fz
 
 pytestmark = pytest.mark.vulkan
 PROFILE = os.environ.get("VKML_FUZZ_PROFILE", "ci")
@@ -47,7 +47,7 @@ def fuzz(n, chunk_seed, shrink=True, **kw):
     @seed(chunk_seed)
     @given(fz.programs(**kw))
     def prop(prog):
-        from vkml.vulkan.device import validation_messages, clear_validation_messages
+        from vkml.backends.vulkan.device import validation_messages, clear_validation_messages
         kind = fz.check(prog)
         counts[kind] = counts.get(kind, 0) + 1
         msgs = list(validation_messages())
@@ -107,7 +107,7 @@ def _finds(n=fz.CHUNK * fz.CI_CHUNKS) -> str:
 
 def test_fuzz_finds_a_planted_wrong_stride(monkeypatch):
     "A generated kernel that reads a strided operand with two strides swapped gives wrong answers: found."
-    from vkml.vulkan import codegen, dispatch
+    from vkml.backends.vulkan import codegen
     real = codegen.operand_words
     def wrong(view, shape):
         w = real(view, shape)
@@ -121,8 +121,8 @@ def test_fuzz_finds_a_planted_missing_index_check(monkeypatch):
     """Indices computed on the device, checked by no one (the flags are never read): the clamped answer is found
     (as the device returning a value where the oracle raises, or, when the program's bad index lives on the
     device in the oracle's run, the other way round)."""
-    from vkml.vulkan import dispatch
-    from vkml.vulkan.device import get_device
+    from vkml.backends.vulkan import recorder as dispatch
+    from vkml.backends.vulkan.device import get_device
     real = dispatch.Recorder._done
     def done(self, qpool, names, profiles, keep, flags, serial):
         self.rt.watch.discard(serial)
@@ -159,7 +159,7 @@ def test_mutation_finds_a_planted_missing_write_barrier(monkeypatch):
     """The schedule no longer orders the readers of an ASSIGN's target memory before it (`order` becomes the plain
     topological sort): some CI program then fails, or fails differently, than it does with the ordering (today
     many fail without the fault too: found means a different failure, once the core is fixed a failure)."""
-    S = sys.modules["vkml.schedule"]
+    S = sys.modules["vkml.engine.schedule"]
     real, plain = S.order, lambda outputs, memory_of=None: S._unrealized(outputs)
     monkeypatch.setenv("VKML_PLAN_CACHE", "0")      # (no plan made under the fault outlives it)
     def outcome(s):

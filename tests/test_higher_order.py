@@ -1,16 +1,16 @@
-"""Higher-order gradients: `vkml.autograd.grad` with PyTorch's semantics, `backward(create_graph=True)`, a
+"""Higher-order gradients: `vkml.frontend.autograd.grad` with PyTorch's semantics, `backward(create_graph=True)`, a
 second-order gradcheck of every rule (or the typed error `NO_HIGHER_ORDER` announces), and Hessian-vector
 products of a small MLP against central differences in float64, and on Vulkan against the CPU."""
 import math
 import numpy as np
 import pytest
 
-from vkml.autograd import grad, backward, vjp_rule
-from vkml.gradcheck import gradgradcheck, gradcheck
-from vkml.dtypes import GradError, float32, float64
-from vkml.ops import Op, NO_HIGHER_ORDER, NO_GRAD_REASONS
-from vkml.tensor import apply, tensor
-from vkml.graph import no_grad
+from vkml.frontend.autograd import grad, backward, vjp_rule
+from vkml.frontend.gradcheck import gradgradcheck, gradcheck
+from vkml.core.dtypes import GradError, float32, float64
+from vkml.core.ops import Op, NO_HIGHER_ORDER, NO_GRAD_REASONS
+from vkml.frontend.tensor import apply, tensor
+from vkml.core.graph import no_grad
 from test_autograd import CASES
 
 
@@ -191,7 +191,7 @@ def test_mlp_hvp_on_vulkan(vulkan, dtype, rtol):
 # --- create_graph under the schedule's remembered plans and vkml.jit ---------------------------------
 
 def _penalty_setup(seed=0):
-    import vkml.functional as VF
+    import vkml.frontend.functions as VF
     import vkml.nn as nn
     import vkml.optim as optim
     VF.manual_seed(seed)

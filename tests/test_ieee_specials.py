@@ -16,10 +16,10 @@ import math
 import numpy as np
 import pytest
 
-from vkml.dtypes import float16, float32, float64
-from vkml.elementwise import ELEMENTWISE
-from vkml.ops import Op
-from vkml.tensor import tensor, apply
+from vkml.core.dtypes import float16, float32, float64
+from vkml.core.elementwise import ELEMENTWISE
+from vkml.core.ops import Op
+from vkml.frontend.tensor import tensor, apply
 import vkml.nn.functional as F
 import oracle
 
@@ -250,7 +250,7 @@ def test_norm_gradient_at_zero_is_zero(p, device):
 
 
 def test_norm_gradcheck_off_zero():
-    from vkml.gradcheck import gradcheck
+    from vkml.frontend.gradcheck import gradcheck
     rng = np.random.default_rng(0)
     assert gradcheck(lambda t: t.norm(dim=1), [rng.standard_normal((3, 4))])
     assert gradcheck(lambda t: t.norm(3, dim=0), [rng.standard_normal((3, 4))])

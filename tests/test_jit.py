@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 
 import vkml
-import vkml.functional as VF
+import vkml.frontend.functions as VF
 import vkml.nn as nn
 import vkml.optim as optim
-from vkml.graph import JitError
-from vkml.tensor import tensor
+from vkml.engine.capture import JitError
+from vkml.frontend.tensor import tensor
 
 pytestmark = pytest.mark.vulkan
 
@@ -71,7 +71,7 @@ def test_twenty_replayed_adam_steps_equal_eager_ones(bn):
 
 
 def test_a_replay_records_nothing_and_submits_once():
-    from vkml.vulkan.device import reset_stats, stats
+    from vkml.backends.vulkan.device import reset_stats, stats
     model, opt, _ = setup()
     step = vkml.jit(make_step(model, opt))
     (xb, yb), = batches(1)
@@ -144,7 +144,7 @@ def test_cpu_runs_the_function_every_call():
 
 
 def test_replays_keep_memory_flat():
-    from vkml.vulkan.memory import memory_stats
+    from vkml.backends.vulkan.memory import memory_stats
     model, opt, _ = setup()
     step = vkml.jit(make_step(model, opt))
     (xb, yb), = batches(1)
@@ -158,7 +158,7 @@ def test_replays_keep_memory_flat():
 
 
 def test_released_captures_give_their_memory_back():
-    from vkml.vulkan.memory import memory
+    from vkml.backends.vulkan.memory import memory
     mem = memory()
     @vkml.jit
     def f(x): return x.exp() + 1
@@ -347,7 +347,7 @@ def test_two_threads_calling_one_jitted_function_get_their_own_results():
 
 def test_failed_captures_give_their_memory_back():
     import gc
-    from vkml.vulkan.memory import memory_stats
+    from vkml.backends.vulkan.memory import memory_stats
     @vkml.jit
     def boom(x):
         y = (x * 2).sum()                             # (built, never run: the capture submits nothing)
@@ -363,8 +363,8 @@ def test_failed_captures_give_their_memory_back():
     gc.collect()
     s1 = memory_stats()
     assert (s1["bytes_in_use"], s1["bytes_reserved"], s1["blocks"]) == (s0["bytes_in_use"], s0["bytes_reserved"], s0["blocks"])
-    from vkml.dtypes import OutOfMemoryError
-    from vkml.vulkan.memory import memory
+    from vkml.core.dtypes import OutOfMemoryError
+    from vkml.backends.vulkan.memory import memory
     with pytest.raises(OutOfMemoryError, match="all of the device's pools"):   # what the heap holds, not one pool
         memory().tensors._oom(1)
 
@@ -484,7 +484,7 @@ def test_an_optimiser_step_without_gradients_keeps_the_flat_store(vulkan):
 
 def test_a_graph_retained_across_a_replay_is_stale(vulkan):
     "A loss built before a replay and differentiated after it would read the replay's weights: an error, as in PyTorch."
-    from vkml.dtypes import InplaceError
+    from vkml.core.dtypes import InplaceError
     import vkml.nn.functional as F
     m, opt, x, y, step = _mlp_step()
     js = vkml.jit(step)

@@ -3,11 +3,11 @@ import json, re
 import numpy as np
 import pytest
 import vkml
-import vkml.autograd as A
-import vkml.functional as VF
-import vkml.limitations as L
-from vkml.ops import Op, Category, NO_GRAD_REASONS
-from vkml.registry import register_operator, unregister_operator
+import vkml.frontend.autograd as A
+import vkml.frontend.functions as VF
+import vkml.lab.limitations as L
+from vkml.core.ops import Op, Category, NO_GRAD_REASONS
+from vkml.frontend.registry import register_operator, unregister_operator
 
 
 def numbers(sentence: str) -> list:
@@ -71,7 +71,7 @@ def test_one_row_per_cause_not_per_operator(operator):
 def test_removing_a_gradient_rule_moves_the_headline_and_adds_a_gap(monkeypatch):
     grad_before = numbers(L.headline()[0])
     rows_before = L.no_grad_rows()
-    from vkml.elementwise import ELEMENTWISE
+    from vkml.core.elementwise import ELEMENTWISE
     monkeypatch.setattr(ELEMENTWISE[Op.ERF], "vjp", None)
     grad_after = numbers(L.headline()[0])
     assert grad_after == [grad_before[0] - 1, grad_before[1]]
@@ -85,7 +85,7 @@ def test_removing_a_gradient_rule_moves_the_headline_and_adds_a_gap(monkeypatch)
 
 
 def test_a_stated_reason_gives_its_category(monkeypatch):
-    from vkml.elementwise import ELEMENTWISE
+    from vkml.core.elementwise import ELEMENTWISE
     monkeypatch.setattr(ELEMENTWISE[Op.ERFC], "vjp", None)
     monkeypatch.setitem(NO_GRAD_REASONS, Op.ERFC, (Category.WAITING_MEASUREMENT, "planted reason"))
     erfc = next(r for r in L.no_grad_rows() if r["op"] == "ERFC")
@@ -101,7 +101,7 @@ def test_breakdown_counts_every_category():
 
 def _fusion_result(device="NVIDIA H200"):
     "A results file of the fusion experiment's format, with known numbers."
-    from vkml.experiments.fusion import SCHEMA
+    from vkml.lab.experiments.fusion import SCHEMA
     def wl(name, d_off, d_on, b_off, b_on, ideal, g_off, g_on):
         m = lambda d, b, g: dict(dispatches=d, bytes_moved=b, bytes_ideal=ideal, gpu_us=g, host_us=100.0)
         return dict(name=name, unfused=m(d_off, b_off, g_off), fused=m(d_on, b_on, g_on),
@@ -135,10 +135,10 @@ def test_fusion_row_measures_on_the_device_at_hand():
 
 
 def test_fusion_row_without_vulkan_counts_the_schedules(monkeypatch):
-    import vkml.graph
-    from vkml.experiments.fusion import kernel_counts
-    def no_device(device): raise vkml.dtypes.DeviceError("no Vulkan device in this test")
-    monkeypatch.setattr(vkml.graph, "get_backend", no_device)
+    import vkml.core.graph
+    from vkml.lab.experiments.fusion import kernel_counts
+    def no_device(device): raise vkml.core.dtypes.DeviceError("no Vulkan device in this test")
+    monkeypatch.setattr(vkml.core.graph, "get_backend", no_device)
     monkeypatch.setattr(L, "_fusion_cache", {})
     monkeypatch.delenv("VKML_REQUIRE_VULKAN", raising=False)
     here = L._fusion_here()

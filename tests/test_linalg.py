@@ -8,10 +8,10 @@ import scipy.linalg as sl
 
 import vkml
 import vkml.linalg as LA
-from vkml.dtypes import float32, float64, float16, DTypeError, ShapeError, BackendError, LinAlgError
-from vkml.operands import ArgumentError
-from vkml.tensor import tensor, apply
-from vkml.ops import Op
+from vkml.core.dtypes import float32, float64, float16, DTypeError, ShapeError, BackendError, LinAlgError
+from vkml.core.operands import ArgumentError
+from vkml.frontend.tensor import tensor, apply
+from vkml.core.ops import Op
 
 TESTED_OPERATORS = {"linalg.cholesky", "linalg.det", "linalg.slogdet", "linalg.inv", "linalg.solve", "linalg.eigh",
                     "linalg.qr", "linalg.svd", "logdet"}

@@ -27,7 +27,7 @@ def test_ruff_would_catch_an_unused_import(tmp_path):
 
 
 def star_sources(f: Path) -> list:
-    "The modules `f` star-imports (`from vkml.dtypes import *`, relative or not), as dotted names."
+    "The modules `f` star-imports (`from vkml.core.dtypes import *`, relative or not), as dotted names."
     import re
     parts = list(f.relative_to(ROOT).with_suffix("").parts)
     pkg = parts[:-1]

@@ -10,11 +10,11 @@ import numpy as np
 import pytest
 
 import vkml
-import vkml.functional as VF
+import vkml.frontend.functions as VF
 import vkml.nn as nn
 import vkml.optim as optim
-from vkml.tensor import tensor
-from vkml.vulkan import memory as vkmem
+from vkml.frontend.tensor import tensor
+from vkml.backends.vulkan import memory as vkmem
 
 pytestmark = pytest.mark.vulkan
 
@@ -29,8 +29,8 @@ def rss() -> int:
 
 def vk_objects() -> dict:
     "Counts of the Vulkan objects a step could leak: pipelines, descriptor set layouts, command buffers, fences, programs."
-    from vkml.vulkan.device import get_device, stats
-    from vkml.vulkan.dispatch import runtime
+    from vkml.backends.vulkan.device import get_device, stats
+    from vkml.backends.vulkan.recorder import runtime
     dev = get_device(); rt = runtime(dev)
     m = vkml.memory_stats("vulkan")
     return dict(pipelines=len(rt.pipelines.pipes), layouts=len(rt.pipelines.layouts),

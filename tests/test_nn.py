@@ -6,14 +6,14 @@ import numpy as np
 import pytest
 
 import vkml
-import vkml.autograd  # noqa: F401  (Tensor.backward)
-import vkml.functional as VF
+import vkml.frontend.autograd  # noqa: F401  (Tensor.backward)
+import vkml.frontend.functions as VF
 import vkml.nn as nn
-from vkml.gradcheck import gradcheck
-from vkml.dtypes import DTypeError, CheckpointError, ShapeError, float32, int64
-from vkml.ops import Op
-from vkml.tensor import tensor, toposort
-from vkml.graph import no_grad
+from vkml.frontend.gradcheck import gradcheck
+from vkml.core.dtypes import DTypeError, CheckpointError, ShapeError, float32, int64
+from vkml.core.ops import Op
+from vkml.frontend.tensor import tensor, toposort
+from vkml.core.graph import no_grad
 import oracle
 
 RNG = np.random.default_rng(0)

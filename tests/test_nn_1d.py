@@ -8,12 +8,12 @@ import numpy as np
 import pytest
 
 import vkml
-import vkml.autograd  # noqa: F401  (Tensor.backward)
+import vkml.frontend.autograd  # noqa: F401  (Tensor.backward)
 import vkml.nn as nn
 import vkml.nn.functional as F
-from vkml.gradcheck import gradcheck
-from vkml.ops import Op
-from vkml.tensor import tensor, toposort, realize
+from vkml.frontend.gradcheck import gradcheck
+from vkml.core.ops import Op
+from vkml.frontend.tensor import tensor, toposort, realize
 import oracle
 
 TESTED_OPERATORS = {"conv1d", "max_pool1d", "avg_pool1d", "adaptive_avg_pool1d"}
@@ -203,7 +203,7 @@ def test_the_1d_functions_are_the_2d_ops_on_a_view():
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_conv1d_module(device):
-    vkml.functional.manual_seed(0)
+    vkml.frontend.functions.manual_seed(0)
     m = nn.Conv1d(4, 6, 3, stride=2, padding=1, dilation=2, groups=2, device=device)
     assert m.weight.shape == (6, 2, 3) and m.bias.shape == (6,) and list(m.state_dict()) == ["weight", "bias"]
     assert (m.kernel_size, m.stride, m.padding, m.dilation, m.groups) == ((3,), (2,), (1,), (2,), 2)
@@ -220,14 +220,14 @@ def test_conv1d_module(device):
 
 def test_conv1d_default_init_is_pytorchs():
     "Kaiming-uniform with a=√5: the weight and the bias both drawn from U(±1/√fan_in), fan_in = in/groups · k."
-    vkml.functional.manual_seed(3)
+    vkml.frontend.functions.manual_seed(3)
     m = nn.Conv1d(8, 64, 5, groups=2)
     bound = 1 / math.sqrt(4 * 5)
     for p in (m.weight.numpy(), m.bias.numpy()):
         assert np.abs(p).max() <= bound and np.abs(p).max() > 0.8 * bound
     w = m.weight.numpy().ravel()
     assert abs(w.std() - bound / math.sqrt(3)) < 0.1 * bound      # uniform's standard deviation
-    vkml.functional.manual_seed(3)
+    vkml.frontend.functions.manual_seed(3)
     assert np.array_equal(nn.Conv1d(8, 64, 5, groups=2).weight.numpy(), m.weight.numpy())   # one seed, one model
 
 

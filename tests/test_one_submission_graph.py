@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import vkml
 import vkml.nn.functional as F
-from vkml.tensor import toposort
+from vkml.frontend.tensor import toposort
 
 pytestmark = pytest.mark.vulkan
 
@@ -36,7 +36,7 @@ def test_twenty_operators_realize_in_one_submission(vulkan, data):
     ops = {n.op for n in toposort([o.node for o in outs])}
     assert len(ops) >= 20, sorted(op.name for op in ops)
     sched = vkml.schedule(*outs)
-    from vkml.ops import VIEW_OPS
+    from vkml.core.ops import VIEW_OPS
     computed = sum(1 for n in sched.nodes if n.op not in VIEW_OPS)   # the nodes that are not free views
     vkml.reset_stats()
     vkml.realize(*outs)

@@ -6,14 +6,14 @@ import numpy as np
 import pytest
 
 import vkml
-import vkml.autograd  # noqa: F401
-import vkml.functional as VF
+import vkml.frontend.autograd  # noqa: F401
+import vkml.frontend.functions as VF
 import vkml.nn as nn
 import vkml.optim as optim
 import vkml.io
-from vkml.dtypes import DTypeError
-from vkml.ops import Op
-from vkml.tensor import tensor, toposort
+from vkml.core.dtypes import DTypeError
+from vkml.core.ops import Op
+from vkml.frontend.tensor import tensor, toposort
 
 P0 = np.array([0.5, -1.5, 2.0, 0.25], np.float32)
 C = np.array([1.0, 0.5, 2.0, 3.0], np.float32)
@@ -339,7 +339,7 @@ def test_fused_state_is_pytorch_shaped_and_survives_rebinding():
 @pytest.mark.vulkan
 def test_mlp_adam_step_dispatches():
     "A 3-layer MLP's Adam step: at most 30 dispatches in one submission, the update itself one kernel."
-    from vkml.vulkan import device as D
+    from vkml.backends.vulkan import device as D
     m = mlp("vulkan")
     opt = optim.Adam(m.parameters(), lr=0.01)
     x, y = tensor(np.ones((8, 12), np.float32), device="vulkan"), tensor(np.arange(8) % 5, device="vulkan")

@@ -17,7 +17,7 @@ def test_the_bound_is_the_parity_bound():
 
 
 def test_random_numbers_are_vkmls():
-    from vkml.elementwise import rand_bits
+    from vkml.core.elementwise import rand_bits
     for seed, offset in [(0, 0), (7, 2**32 - 3), (2**64 - 1, 5), (-1, 123), (7, 2**32), (7, 5 * 2**32 + 9)]:
         np.testing.assert_array_equal(oracle.rand_bits(seed, offset, 9), rand_bits(seed, offset, 9).astype(np.uint64))
 

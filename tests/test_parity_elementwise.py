@@ -1,5 +1,5 @@
 """Vulkan against the CPU oracle for the elementwise, source, copy, reduction and scan kernels
-(vkml.vulkan.kernels): every op x dtype it accepts, over layouts that exercise the strided reads
+(vkml.backends.vulkan.kernels): every op x dtype it accepts, over layouts that exercise the strided reads
 (broadcast, permuted, flipped, offset, size-1, size-0, rank 0-4).
 
 Bounds (tests/oracle.py, the parity bound), per element, |vk - cpu| <= atol + rtol*|cpu|:
@@ -17,9 +17,9 @@ from hypothesis import given, settings, strategies as st, HealthCheck
 
 pytestmark = pytest.mark.vulkan
 
-from vkml.dtypes import float32, float16, float64, int32, int64, bool_, DTYPES, to_dtype, prod
-from vkml.ops import Op, ACCEPTED_DTYPES
-from vkml.tensor import Node, Tensor, tensor, apply, canonical_device
+from vkml.core.dtypes import float32, float16, float64, int32, int64, bool_, DTYPES, to_dtype, prod
+from vkml.core.ops import Op, ACCEPTED_DTYPES
+from vkml.frontend.tensor import Node, Tensor, tensor, apply, canonical_device
 import oracle
 
 DEVICES = ("cpu", "vulkan")
@@ -459,7 +459,7 @@ def test_reduce_split_two_passes(dtype):
 
 def _shaders(build, *arrays):
     "(cpu, vulkan, names of the shaders the vulkan run dispatched)."
-    import vkml.vulkan as vkv
+    import vkml.backends.vulkan as vkv
     cpu = build(*[tensor(a) for a in arrays]).numpy()
     ts = [tensor(a, device="vulkan") for a in arrays]
     with vkv.profile() as prof: vk = build(*ts).numpy()

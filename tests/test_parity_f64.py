@@ -11,11 +11,11 @@ import numpy as np
 import pytest
 
 import vkml
-import vkml.vulkan as vkv
-import vkml.vulkan.kernels_nn as kn
-from vkml.dtypes import BackendError
-from vkml.ops import Op
-from vkml.tensor import apply, tensor
+import vkml.backends.vulkan as vkv
+import vkml.backends.vulkan.kernels_nn as kn
+from vkml.core.dtypes import BackendError
+from vkml.core.ops import Op
+from vkml.frontend.tensor import apply, tensor
 
 pytestmark = pytest.mark.vulkan
 

@@ -10,9 +10,9 @@ integer sums, maxima, indices exact.
 import numpy as np
 import pytest
 import vkml
-from vkml.tensor import apply
-from vkml.ops import Op
-from vkml.dtypes import BackendError
+from vkml.frontend.tensor import apply
+from vkml.core.ops import Op
+from vkml.core.dtypes import BackendError
 import oracle
 
 pytestmark = pytest.mark.vulkan

@@ -11,9 +11,9 @@ same bits when realized twice (no atomics anywhere). Kept to about a minute on l
 """
 import numpy as np
 import pytest
-from vkml.tensor import tensor, apply
-from vkml.ops import Op
-import vkml.dtypes as D
+from vkml.frontend.tensor import tensor, apply
+from vkml.core.ops import Op
+import vkml.core.dtypes as D
 import oracle
 
 pytestmark = pytest.mark.vulkan
@@ -85,7 +85,7 @@ def test_matmul(bmkn, dtype):
 @pytest.mark.parametrize("variant", ["matmul_small", "matmul", "matmul128x64", "matmul64x128", "matmul128"])
 def test_matmul_each_variant(variant, monkeypatch):
     "Every tile variant on ragged sizes (forced), each also with K split over its z grid."
-    import vkml.vulkan.kernels_nn as kn
+    import vkml.backends.vulkan.kernels_nn as kn
     monkeypatch.setattr(kn, "FORCE_TILE", variant)
     assert kn.matmul_variant(130, 131, 1) == variant
     for B, M, K, N in [(2, 130, 37, 131), (1, 129, 16, 257), (1, 1, 3, 1), (2, 70, 20, 68)]:   # N % 4 == 0: vec4 stores of C
@@ -106,8 +106,8 @@ CM_VARIANTS = ["matmul_cm128x256s8", "matmul_cm128x128s8", "matmul_cm128x128s4",
 @pytest.mark.parametrize("variant", CM_VARIANTS)
 def test_matmul_coopmat_emulated(variant, monkeypatch):
     "The tensor-core kernel's indexing, run on lavapipe with its fragments emulated: layouts, edges, batches, split K."
-    import vkml.vulkan.kernels_nn as kn
-    import vkml.vulkan as vkv
+    import vkml.backends.vulkan.kernels_nn as kn
+    import vkml.backends.vulkan as vkv
     monkeypatch.setattr(kn, "COOPMAT", "emulate")
     monkeypatch.setattr(kn, "FORCE_TILE", variant)
     f16 = np.float16
@@ -130,8 +130,8 @@ def test_matmul_coopmat_emulated(variant, monkeypatch):
 
 def test_matmul_f16_tensor_cores_where_the_device_has_them():
     "Aligned f16 products: on a device with cooperative matrices the real tensor-core kernels (no emulation), elsewhere the plain one."
-    import vkml.vulkan as vkv
-    import vkml.vulkan.kernels_nn as kn
+    import vkml.backends.vulkan as vkv
+    import vkml.backends.vulkan.kernels_nn as kn
     has = vkv.devices()[vkv.default_index()].features.get("coopmat_f16")
     f16 = np.float16
     mm = lambda a, b: apply(Op.MATMUL, a, b)
@@ -154,8 +154,8 @@ def test_matmul_f16_tensor_cores_where_the_device_has_them():
 
 def test_coopmat_layout_fallback(monkeypatch):
     "Operands that are not whole 16-byte vectors (odd K, odd strides) take the plain kernel, and agree."
-    import vkml.vulkan.kernels_nn as kn
-    import vkml.vulkan as vkv
+    import vkml.backends.vulkan.kernels_nn as kn
+    import vkml.backends.vulkan as vkv
     monkeypatch.setattr(kn, "COOPMAT", "emulate")
     with vkv.profile() as prof:
         check_sum(lambda a, b: apply(Op.MATMUL, a, b), [rnd(1, 40, 37, dtype=np.float16), rnd(1, 37, 40, dtype=np.float16)], 37)
@@ -168,7 +168,7 @@ def test_coopmat_layout_fallback(monkeypatch):
 
 def test_matmul_tile_choice():
     "The biggest tile that fills the GPU; a split K where no tile does."
-    import vkml.vulkan.kernels_nn as kn
+    import vkml.backends.vulkan.kernels_nn as kn
     assert kn.matmul_variant(4096, 4096, 1) == "matmul128"
     assert kn.matmul_variant(1024, 1024, 1) == "matmul128x64"      # 64 tiles of 128x128 would leave SMs idle
     assert kn.matmul_variant(64, 16384, 1) == "matmul64x128"       # 128-row tiles would be half empty
@@ -245,7 +245,7 @@ IMPLICIT_CASES = [(2, 16, 13, 11, 24, 3, 3, (1, 1), (1, 1), (1, 1), 1),   # C/g 
 @pytest.mark.parametrize("case", IMPLICIT_CASES)
 def test_conv2d_implicit_gemm(case, dtype):
     "Convolutions gathered inside the matmul kernel (no im2col buffer), on plain and strided input views."
-    import vkml.vulkan as vkv
+    import vkml.backends.vulkan as vkv
     N, C, H, W, O, kh, kw, st, pd, dl, G = case
     arg = (st, pd, dl, G)
     with vkv.profile() as prof:
@@ -259,7 +259,7 @@ def test_conv2d_implicit_gemm(case, dtype):
 @pytest.mark.parametrize("dtype", FLOATS)
 def test_conv_transpose2d_stride1_implicit(dtype):
     "conv2d's input gradient (a stride-1 transposed convolution) on the implicit GEMM: padding, dilation, groups, output padding."
-    import vkml.vulkan as vkv
+    import vkml.backends.vulkan as vkv
     for N, Cin, H, W, Cog, kh, kw, pd, op, dl, G in [(2, 16, 20, 18, 8, 3, 3, (1, 1), (0, 0), (1, 1), 1),
                                                       (1, 12, 30, 20, 5, 3, 2, (2, 0), (1, 0), (2, 1), 3)]:
         arg = ((1, 1), pd, op, dl, G)
@@ -272,8 +272,8 @@ def test_conv_transpose2d_stride1_implicit(dtype):
 @pytest.mark.parametrize("dtype", FLOATS)
 def test_conv2d_weight_implicit(dtype, monkeypatch):
     "conv2d's weight gradient gathered in the kernel: groups, stride, dilation, extra windows, a strided g, split K."
-    import vkml.vulkan as vkv
-    import vkml.vulkan.kernels_nn as kn
+    import vkml.backends.vulkan as vkv
+    import vkml.backends.vulkan.kernels_nn as kn
     wg = lambda arg: (lambda g, x: apply(Op.CONV2D_WEIGHT, g, x, arg=arg))
     for (N, O, Ho, Wo), (C, H, W), arg in [((2, 8, 7, 6), (4, 7, 6), ((3, 3), (1, 1), (1, 1), (1, 1), 1)),
                                            ((3, 6, 4, 5), (4, 9, 6), ((2, 3), (2, 1), (1, 1), (1, 1), 2)),
@@ -298,7 +298,7 @@ def test_conv2d_two_scratch_buffers_of_one_size():
 
 def test_conv2d_chunked(monkeypatch):
     "Columns over the scratch limit: images are unfolded and multiplied in chunks through one scratch."
-    import vkml.vulkan.kernels_nn as kn
+    import vkml.backends.vulkan.kernels_nn as kn
     monkeypatch.setattr(kn, "COL_SCRATCH_BYTES", 2 * 3 * 9 * 36 * 4)              # two images per chunk
     check_sum(lambda x, w: conv(x, w, ((1, 1), (1, 1), (1, 1), 1)), [rnd(5, 3, 6, 6), rnd(4, 3, 3, 3)], 27)
 
@@ -314,7 +314,7 @@ CT_CASES = [(2, 4, 5, 5, 3, 3, 3, (2, 2), (1, 1), (1, 1), (1, 1), 2), (1, 3, 4, 
 @pytest.fixture(params=["direct", "lowered"])
 def ct_path(request, monkeypatch):
     "Run conv_transpose2d through the direct gather kernel or through matmul + col2im."
-    import vkml.vulkan.kernels_nn as kn
+    import vkml.backends.vulkan.kernels_nn as kn
     monkeypatch.setattr(kn, "CT_LOWER_MIN_K", 10**9 if request.param == "direct" else 0)
     return request.param
 
@@ -339,7 +339,7 @@ def test_conv_transpose2d_strided(ct_path):
 
 
 def test_conv_transpose2d_chunked(monkeypatch):
-    import vkml.vulkan.kernels_nn as kn
+    import vkml.backends.vulkan.kernels_nn as kn
     monkeypatch.setattr(kn, "CT_LOWER_MIN_K", 0)
     monkeypatch.setattr(kn, "COL_SCRATCH_BYTES", 2 * 3 * 9 * 25 * 4)              # two images per chunk
     check_sum(lambda x, w: apply(Op.CONV_TRANSPOSE2D, x, w, arg=((2, 2), (1, 1), (1, 1), (1, 1), 1)),

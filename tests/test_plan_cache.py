@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 
 import vkml
-from vkml.ops import Op
-from vkml.tensor import apply, tensor, schedule
+from vkml.core.ops import Op
+from vkml.frontend.tensor import apply, tensor, schedule
 import sys
-S = sys.modules["vkml.schedule"]
+S = sys.modules["vkml.engine.schedule"]
 
 DEVICES = ["cpu", pytest.param("vulkan", marks=pytest.mark.vulkan)]
 
@@ -61,7 +61,7 @@ def test_signatures_see_structure_not_values():
 
 def test_the_compiler_is_looked_up_once_per_path(monkeypatch):
     "Every realize asks whether glslc exists; a PATH search per realize cost more than a dispatch (seen in a profile)."
-    from vkml.vulkan import codegen
+    from vkml.backends.vulkan import codegen
     import shutil
     calls = []
     real = shutil.which

@@ -58,7 +58,7 @@ def test_every_named_file_exists():
 def test_the_check_catches_a_missing_file():
     files = repo_files()
     names = {f.split("/")[-1] for f in files}
-    assert resolves("nbs/06_cpu.ipynb", files, names) and resolves("vkml/graph.py", files, names)
+    assert resolves("nbs/06_cpu.ipynb", files, names) and resolves("vkml/core/graph.py", files, names)
     assert not resolves("docs/NOWHERE.md", files, names)
     assert ELSEWHERE.search("as the SPEC says") and not ELSEWHERE.search("SPECIAL values")
 

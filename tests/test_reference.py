@@ -1,4 +1,4 @@
-"""Every operator of vkml.functional against an independent numpy/scipy reference.
+"""Every operator of vkml.frontend.functions against an independent numpy/scipy reference.
 
 `CASES[name]` lists the cases of one public operator: random inputs over several shapes (broadcasting,
 size-1 and size-0 dims, ranks 0-4), each dtype the operator accepts, and (for tensor inputs) three
@@ -17,10 +17,10 @@ from hypothesis import given, settings, assume, HealthCheck, strategies as st
 from hypothesis.extra import numpy as hnp
 
 import vkml
-import vkml.functional as VF
-import vkml.registry as REG
-from vkml.dtypes import float32, float16, int32, int64, bool_, RankError
-from vkml.tensor import Tensor, tensor
+import vkml.frontend.functions as VF
+import vkml.frontend.registry as REG
+from vkml.core.dtypes import float32, float16, int32, int64, bool_, RankError
+from vkml.frontend.tensor import Tensor, tensor
 import oracle
 
 FLOAT = (float32, float16)
@@ -474,8 +474,8 @@ def test_reference(name, i):
         _run(CASES[name][i], np.random.default_rng([zlib.crc32(name.encode()), i]))
 
 def test_every_category_is_covered():
-    "Every operator of the table whose function lives in vkml.functional or on Tensor has cases here, and nothing else does."
-    mine = {n for n, o in REG.OPERATORS.items() if o.fn.module in ("vkml.functional", "vkml.tensor")}
+    "Every operator of the table whose function lives in vkml.frontend.functions or on Tensor has cases here, and nothing else does."
+    mine = {n for n, o in REG.OPERATORS.items() if o.fn.module in ("vkml.frontend.functions", "vkml.frontend.tensor")}
     assert mine == set(TESTED_OPERATORS)
 
 # --- properties (hypothesis) -----------------------------------------------------------------------

@@ -1,15 +1,15 @@
 """vkml.nn.functional against independent numpy references (explicit loops for conv, pool, unfold, fold).
 
-The references never import vkML's numpy oracle (vkml.cpu); they follow PyTorch's documented formulas.
+The references never import vkML's numpy oracle (vkml.backends.cpu); they follow PyTorch's documented formulas.
 """
 import math
 import numpy as np
 import pytest
 import vkml
-from vkml.tensor import tensor, toposort
-from vkml.ops import Op
+from vkml.frontend.tensor import tensor, toposort
+from vkml.core.ops import Op
 import vkml.nn.functional as F
-from vkml.gradcheck import gradcheck
+from vkml.frontend.gradcheck import gradcheck
 import oracle
 
 TESTED_OPERATORS = {
@@ -745,7 +745,7 @@ def test_parity_covers_every_operator():
 
 @pytest.mark.parametrize("name", sorted(PARITY))
 def test_vulkan_matches_cpu(name, vulkan):
-    import vkml.functional as VF
+    import vkml.frontend.functions as VF
     outs = {}
     for dev in ("cpu", vulkan):
         VF.manual_seed(11)          # dropout draws the same bits on both devices
@@ -763,7 +763,7 @@ def _grad_cases():
     r = np.random.default_rng(3)
     f = lambda *s: r.standard_normal(s)
     u = lambda *s: r.uniform(0.1, 0.9, s)
-    import vkml.functional as VF
+    import vkml.frontend.functions as VF
     T = lambda a: tensor(a)
     tg = np.array([0, 3, -100, 2], np.int64)
     return {

@@ -4,9 +4,9 @@ import importlib
 import numpy as np
 import pytest
 import vkml
-from vkml.ops import Op, NO_GRAD_REASONS
-from vkml.tensor import Tensor, tensor, realize, toposort
-import vkml.registry as R
+from vkml.core.ops import Op, NO_GRAD_REASONS
+from vkml.frontend.tensor import Tensor, tensor, realize, toposort
+import vkml.frontend.registry as R
 
 
 def _outs(o):
@@ -22,9 +22,9 @@ def test_table_is_grouped_by_category():
 
 
 def test_unary_rows_generate_every_form():
-    "A one-tensor row of the table is a Tensor method, a function of vkml.functional and vkml, F's (activations) and fuzzed."
-    import vkml.functional as VF, vkml.nn.functional as F, vkml.fuzz as fuzz
-    from vkml.tensor import Tensor
+    "A one-tensor row of the table is a Tensor method, a function of vkml.frontend.functions and vkml, F's (activations) and fuzzed."
+    import vkml.frontend.functions as VF, vkml.nn.functional as F, vkml.lab.fuzz as fuzz
+    from vkml.frontend.tensor import Tensor
     unary = R.names(form="unary")
     assert unary and set(unary) <= set(VF.__all__)
     for n in unary:
@@ -32,7 +32,7 @@ def test_unary_rows_generate_every_form():
         assert R.OPERATORS[n].reference_fn() is not None and R.OPERATORS[n].domain, n
     assert set(R.names("activations")) <= set(F.__all__)
     assert set(unary) - set(fuzz.UNARY) == {"leaky_relu", "hardtanh"}   # drawn with their parameters
-    assert {n for n in R.names(module="vkml.functional") if R.OPERATORS[n].category != "creation"} <= set(VF.__all__)
+    assert {n for n in R.names(module="vkml.frontend.functions") if R.OPERATORS[n].category != "creation"} <= set(VF.__all__)
 
 
 def test_counts_are_computed():
@@ -40,8 +40,8 @@ def test_counts_are_computed():
     assert c["graph_ops"] == len(list(Op))
     assert c["operators"] == len(R.OPERATORS)
     cpu = R.backend_impl("cpu")
-    from vkml.cpu import numpy_impl
-    from vkml.elementwise import ELEMENTWISE
+    from vkml.backends.cpu import numpy_impl
+    from vkml.core.elementwise import ELEMENTWISE
     assert cpu == set(numpy_impl) | set(ELEMENTWISE)
     # recount by hand from the traces
     expect = {k: 0 for k in R.BACKENDS}
@@ -57,7 +57,7 @@ def test_counts_are_computed():
 
 def test_vulkan_set_needs_no_device():
     vk = R.backend_impl("vulkan")
-    from vkml.vulkan.kernel_api import vk_kernels
+    from vkml.backends.vulkan.kernel_api import vk_kernels
     assert set(vk_kernels) <= vk
     assert {Op.INPUT, Op.RESHAPE, Op.PERMUTE, Op.EXPAND, Op.SLICE} <= vk
     assert Op.PROD not in vk          # CPU-only by design
@@ -76,7 +76,7 @@ def test_fake_operator_moves_counts():
     finally:
         R.unregister_operator("fake_double")
     # an operator using PROD counts on the CPU but not on Vulkan
-    from vkml.tensor import apply
+    from vkml.frontend.tensor import apply
     R.register_operator("fake_prod", "test", None, lambda: apply(Op.PROD, tensor([1.0, 2.0]), arg=((0,), False)))
     try:
         mid = R.counts()
@@ -100,8 +100,8 @@ def test_fake_operator_moves_counts():
 def test_example_runs_on_cpu(name):
     o = R.OPERATORS[name]
     t = R.try_trace(o)
-    if isinstance(t, ModuleNotFoundError) and "vkml.functional" in str(t):
-        pytest.skip("vkml.functional is not exported yet")
+    if isinstance(t, ModuleNotFoundError) and "vkml.frontend.functions" in str(t):
+        pytest.skip("vkml.frontend.functions is not exported yet")
     assert not isinstance(t, Exception), f"{name}'s example raised {t!r}"
     outs = _outs(o)
     assert all(isinstance(x, Tensor) for x in outs)

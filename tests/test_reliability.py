@@ -8,12 +8,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 import vkml
-import vkml.functional as VF
+import vkml.frontend.functions as VF
 import vkml.nn as nn
 import vkml.nn.functional as F
-from vkml.dtypes import (VkmlError, DTypeError, ShapeError, IndexOutOfRangeError, EmptyReductionError, OutOfMemoryError,
+from vkml.core.dtypes import (VkmlError, DTypeError, ShapeError, IndexOutOfRangeError, EmptyReductionError, OutOfMemoryError,
                          BackendError, CheckpointError)
-from vkml.functional import ArgumentError
+from vkml.frontend.functions import ArgumentError
 
 ROOT = Path(__file__).resolve().parents[1]
 DEVICES = ["cpu", pytest.param("vulkan", marks=pytest.mark.vulkan)]
@@ -272,8 +272,8 @@ def test_deepcopy_and_pickle_of_tensors_and_modules(device):
 @pytest.mark.vulkan
 def test_a_view_of_a_tensor_larger_than_one_binding_binds_just_its_range(monkeypatch):
     "Before (lavapipe, 128 MiB bindings): `big[:10].contiguous()` failed because the view bound all of `big`."
-    from vkml.vulkan.dispatch import runtime
-    from vkml.vulkan.device import get_device
+    from vkml.backends.vulkan.recorder import runtime
+    from vkml.backends.vulkan.device import get_device
     rt = runtime(get_device())
     monkeypatch.setattr(rt, "max_range", 1 << 20)             # 1 MiB bindings: the same code path on every device
     a = np.arange(3 << 18, dtype=np.float32)                  # 3 MiB, uploaded
@@ -355,7 +355,7 @@ def test_a_killed_save_leaves_no_temporary_file_behind(tmp_path):
 # ---------------------------------------------------------------- leftovers
 def test_dead_weak_references_do_not_pile_up_in_the_deferred_list():
     "Before: every `backward()` whose loss was dropped unread left a dead reference until the next realize."
-    from vkml.graph import defer, _deferred
+    from vkml.core.graph import defer, _deferred
     for _ in range(10_000):
         x = VF.ones(2) * 2
         defer(x)
@@ -432,7 +432,7 @@ from test_memory import vk_objects as _vk_objects   # (the reliability table in 
 
 
 CLOSE_CYCLES = r"""
-import gc, json, os, sys, numpy as np, vkml, vkml.vulkan as V
+import gc, json, os, sys, numpy as np, vkml, vkml.backends.vulkan as V
 def rss(): return int(open("/proc/self/statm").read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
 out = []
 for cycle in range(12):
@@ -460,7 +460,7 @@ def test_close_releases_everything_and_reopening_leaks_nothing():
 
 @pytest.mark.vulkan
 def test_out_of_device_memory_is_typed_and_the_device_keeps_working():
-    from vkml.vulkan.device import get_device
+    from vkml.backends.vulkan.device import get_device
     heap = max(s for s, _ in get_device().info.memory["heaps"])
     base = vkml.memory_stats("vulkan")["bytes_in_use"]
     keep = t(np.arange(10, dtype=np.float32), "vulkan") * 2
@@ -480,7 +480,7 @@ def test_filling_the_heap_is_a_typed_error_and_frees_everything():
     2 GiB heap from the host's RAM until the kernel killed the process; now the pools count every block against
     its heap and the allocation past it is an OutOfMemoryError (a GPU driver refuses near there too: the H200
     run shows it, bench/h200_reliability.py)."""
-    from vkml.vulkan.device import get_device
+    from vkml.backends.vulkan.device import get_device
     heap = max(s for s, _ in get_device().info.memory["heaps"])
     if heap > 8 << 30: pytest.skip("a device heap larger than 8 GiB: filled on the H200 run instead")
     base = vkml.memory_stats("vulkan")["bytes_in_use"]
@@ -521,8 +521,8 @@ def test_ci_runs_every_vulkan_test_under_the_validation_layer_with_sync_validati
     from conftest import env_flag
     if not env_flag("VKML_REQUIRE_VULKAN") and not env_flag("VKML_VALIDATION"):
         pytest.skip("outside CI and without VKML_VALIDATION=1 (make test sets it)")
-    from vkml.vulkan.device import instance
-    vk = vkml.vulkan.device.vk_module()
+    from vkml.backends.vulkan.device import instance
+    vk = vkml.backends.vulkan.device.vk_module()
     inst = instance()
     assert os.environ.get("VKML_VALIDATION") == "1" and inst.validation and inst.messenger is not None
     assert list(inst._enables) == [vk.VK_VALIDATION_FEATURE_ENABLE_SYNCHRONIZATION_VALIDATION_EXT]
@@ -530,8 +530,8 @@ def test_ci_runs_every_vulkan_test_under_the_validation_layer_with_sync_validati
 
 
 LEAKY_CHILD = r"""
-import vkml.vulkan as V
-from vkml.vulkan.device import get_device
+import vkml.backends.vulkan as V
+from vkml.backends.vulkan.device import get_device
 dev = get_device(); vk = dev.vk
 vk.vkCreateBuffer(dev.handle, vk.VkBufferCreateInfo(size=256, usage=vk.VK_BUFFER_USAGE_STORAGE_BUFFER_BIT), None)
 V.close()

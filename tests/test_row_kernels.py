@@ -5,9 +5,9 @@ import numpy as np
 import pytest
 import vkml
 import vkml.nn.functional as F
-from vkml.tensor import schedule
-from vkml.vulkan import codegen
-import vkml.vulkan.backend as vb
+from vkml.frontend.tensor import schedule
+from vkml.backends.vulkan import codegen
+import vkml.backends.vulkan.backend as vb
 from oracle import assert_parity
 
 pytestmark = pytest.mark.vulkan
@@ -112,7 +112,7 @@ def test_cross_entropy_forward_and_backward_agree():
     def f(xt):
         xt = xt.detach().requires_grad_(True)
         loss = F.cross_entropy(xt, vkml.tensor(t, device=xt.device))
-        return vkml.autograd.grad(loss, xt)[0] + loss
+        return vkml.frontend.autograd.grad(loss, xt)[0] + loss
     assert_parity(f, x, k=300 * 8)
 
 

@@ -79,8 +79,8 @@ def test_generated_kernels_push_one_word():
 def test_fused_kernels_push_one_word_too(tmp_path):
     "A fused kernel of many ops compiled at run time is checked like every module: one word of push constants."
     import vkml
-    from vkml.vulkan import codegen
-    from vkml.schedule import schedule
+    from vkml.backends.vulkan import codegen
+    from vkml.engine.schedule import schedule
     a = vkml.tensor(np.ones((3, 4), np.float32)); b = vkml.tensor(np.ones(4, np.float32))
     y = ((a * 2 + b).exp() - a).relu().sigmoid()
     k = schedule(y, fuse=True).dispatching[0]
@@ -142,16 +142,16 @@ def _codes(file, prefix):
 
 def test_op_codes_agree_with_the_shaders():
     "The host's op-code tables and the shaders' #defines are one table written twice: they must agree."
-    k = pytest.importorskip("vkml.vulkan.kernels")
+    k = pytest.importorskip("vkml.backends.vulkan.kernels")
     assert k.REDUCE_CODE == _codes("reduce.comp", "R")
 
 
 def _sample_dispatches():
-    "One dispatch of every host kernel of vkml.vulkan.kernels, built on stand-in tensors."
-    k = pytest.importorskip("vkml.vulkan.kernels")
-    from vkml.tensor import Node
-    from vkml.ops import Op
-    from vkml.dtypes import float32, float16, int64, bool_, View
+    "One dispatch of every host kernel of vkml.backends.vulkan.kernels, built on stand-in tensors."
+    k = pytest.importorskip("vkml.backends.vulkan.kernels")
+    from vkml.frontend.tensor import Node
+    from vkml.core.ops import Op
+    from vkml.core.dtypes import float32, float16, int64, bool_, View
     F = k.FakeTensor
     N = lambda op, arg, shape, dt=float32: Node(op, (), arg, shape, dt, "vulkan")
     x, xt = F((4, 3)), F((3, 4), view=View((3, 4), (1, 3), 0))

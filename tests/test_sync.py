@@ -46,7 +46,7 @@ def test_drift_is_detected(tmp_path):
     out = export_copy(tmp_path / "x")
     lib = tmp_path / "lib"
     shutil.copytree(out, lib)
-    (lib / "tensor.py").write_text((lib / "tensor.py").read_text(encoding="utf-8") + "# a hand edit\n", encoding="utf-8")
+    (lib / "frontend" / "tensor.py").write_text((lib / "frontend" / "tensor.py").read_text(encoding="utf-8") + "# a hand edit\n", encoding="utf-8")
     (lib / "gone.py").write_text(f"# {GENERATED} File to edit: ../nbs/77_gone.ipynb.\n", encoding="utf-8")
     (lib / "handmade.py").write_text("x = 1\n", encoding="utf-8")
-    assert sync_report(out, lib) == (["tensor.py"], ["gone.py"])
+    assert sync_report(out, lib) == (["frontend/tensor.py"], ["gone.py"])

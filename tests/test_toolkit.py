@@ -4,14 +4,14 @@ import math
 import numpy as np
 import pytest
 import vkml
-import vkml.functional as VF
+import vkml.frontend.functions as VF
 from vkml.nn import Parameter, Linear, init
 from vkml.nn.utils import clip_grad_norm_, clip_grad_value_
 from vkml.optim import (SGD, Adam, OptimizerError, MultiStepLR, ExponentialLR, OneCycleLR, ReduceLROnPlateau, LambdaLR,
                         SequentialLR, CosineAnnealingWarmRestarts, LinearLR)
 from vkml.utils.data import DataLoader, TensorDataset, Subset, random_split, DataError
 from vkml.data import DataLoader as ArrayLoader
-from vkml.dtypes import VkmlError, GradError, RankError
+from vkml.core.dtypes import VkmlError, GradError, RankError
 
 DEVICES = ["cpu", pytest.param("vulkan", marks=pytest.mark.vulkan)]
 
@@ -306,7 +306,7 @@ def test_tensor_hooks_and_retain_grad():
     np.testing.assert_array_equal(y.grad.numpy(), [6, 6])
     seen = []
     z = x * 2; z.register_hook(lambda g: seen.append(g.shape))
-    vkml.autograd.grad(z.sum(), x)
+    vkml.frontend.autograd.grad(z.sum(), x)
     assert seen == [(2,)]                               # autograd.grad runs the hooks too
     with pytest.raises(GradError): z.register_hook(lambda g: vkml.tensor([1.0])); (z * 1).sum().backward()
 

@@ -7,7 +7,7 @@ import pytest
 import vkml
 import vkml.nn as nn
 import vkml.optim as optim
-from vkml.dtypes import InplaceError
+from vkml.core.dtypes import InplaceError
 
 DEVICES = ["cpu", pytest.param("vulkan", marks=pytest.mark.vulkan)]
 OPTIMS = {"sgd": lambda ps: optim.SGD(ps, lr=0.1), "momentum": lambda ps: optim.SGD(ps, lr=0.1, momentum=0.9),

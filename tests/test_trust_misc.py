@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 
 import vkml
-import vkml.functional as VF
-from vkml.dtypes import VkmlError
-from vkml.operands import ArgumentError
-from vkml.tensor import tensor
+import vkml.frontend.functions as VF
+from vkml.core.dtypes import VkmlError
+from vkml.core.operands import ArgumentError
+from vkml.frontend.tensor import tensor
 import oracle
 
 vulkan = pytest.mark.vulkan
@@ -196,14 +196,14 @@ def test_to_dtype_is_differentiable():
 def test_to_under_no_grad_and_second_order():
     x = tensor([1.0, 2.0], requires_grad=True)
     with vkml.no_grad(): assert not x.to("vulkan").requires_grad
-    (g,) = vkml.autograd.grad((x.to("vulkan") ** 3).sum(), x, create_graph=True)     # 3x^2, on the CPU
+    (g,) = vkml.frontend.autograd.grad((x.to("vulkan") ** 3).sum(), x, create_graph=True)     # 3x^2, on the CPU
     assert g.device == "cpu"
     g.sum().backward()
     np.testing.assert_allclose(x.grad.numpy(), [6.0, 12.0])              # 6x
 
 
 # ---------------------------------------------------------------- checkpoints: every dtype, and paths save cannot write
-from vkml.dtypes import CheckpointError
+from vkml.core.dtypes import CheckpointError
 
 @pytest.mark.parametrize("dt", [vkml.float32, vkml.float16, vkml.float64, vkml.int32, vkml.int64, vkml.bool_],
                          ids=lambda d: d.name)

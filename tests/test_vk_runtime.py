@@ -6,9 +6,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from vkml.dtypes import DeviceError, BackendError, FeatureError, OutOfMemoryError, VulkanUnavailableError, View
-from vkml.dtypes import float32, float16
-from vkml.ops import Op
+from vkml.core.dtypes import DeviceError, BackendError, FeatureError, OutOfMemoryError, VulkanUnavailableError, View
+from vkml.core.dtypes import float32, float16
+from vkml.core.ops import Op
 
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.vulkan
@@ -40,8 +40,8 @@ _selftest_add = selftest.kernel
 
 @pytest.fixture
 def V(selftest_spv):
-    "vkml.vulkan with the self-test op SELFTEST_ADD defined (and forgotten afterwards)."
-    import vkml.vulkan as V
+    "vkml.backends.vulkan with the self-test op SELFTEST_ADD defined (and forgotten afterwards)."
+    import vkml.backends.vulkan as V
     selftest.define(selftest_spv.read_bytes())
     yield V
     selftest.remove()
@@ -53,7 +53,7 @@ def vt(a, device="vulkan"):
 
 
 def add(a, b):
-    from vkml.tensor import apply
+    from vkml.frontend.tensor import apply
     return apply(Op.SELFTEST_ADD, a, b)
 
 
@@ -72,7 +72,7 @@ def run_script(code: str, env: dict = None, timeout=120) -> dict:
 
 # ---------------------------------------------------------------- devices
 def test_devices_listing():
-    import vkml.vulkan as V
+    import vkml.backends.vulkan as V
     infos = V.devices()
     assert infos and [d.index for d in infos] == list(range(len(infos)))
     d = infos[0]
@@ -86,13 +86,13 @@ def test_devices_listing():
 
 
 def _fake_infos():
-    from vkml.vulkan.device import DeviceInfo
+    from vkml.backends.vulkan.device import DeviceInfo
     mk = lambda i, name, t: DeviceInfo(i, name, t, "drv", "1.3.0", {}, {}, 32, {})
     return [mk(0, "llvmpipe", "cpu"), mk(1, "Some iGPU", "integrated"), mk(2, "NVIDIA H200", "discrete"), mk(3, "virt", "virtual")]
 
 
 def test_default_choice_prefers_discrete(monkeypatch):
-    from vkml.vulkan import device as D
+    from vkml.backends.vulkan import device as D
     monkeypatch.setattr(D, "_infos", _fake_infos())
     monkeypatch.delenv("VKML_DEVICE", raising=False)
     assert D.default_index() == 2
@@ -103,7 +103,7 @@ def test_default_choice_prefers_discrete(monkeypatch):
 
 
 def test_vkml_device_override(monkeypatch):
-    from vkml.vulkan import device as D
+    from vkml.backends.vulkan import device as D
     monkeypatch.setattr(D, "_infos", _fake_infos())
     monkeypatch.setenv("VKML_DEVICE", "0"); assert D.default_index() == 0
     monkeypatch.setenv("VKML_DEVICE", "h200"); assert D.default_index() == 2
@@ -115,8 +115,8 @@ def test_vkml_device_override(monkeypatch):
 
 
 def test_device_names():
-    from vkml.tensor import canonical_device
-    import vkml.vulkan as V
+    from vkml.frontend.tensor import canonical_device
+    import vkml.backends.vulkan as V
     assert canonical_device("vulkan:0") == "vulkan:0"
     assert canonical_device("vulkan") == f"vulkan:{V.default_index()}"
     with pytest.raises(DeviceError, match=r"no device 'vulkan:99'.*vulkan:0 = "): canonical_device("vulkan:99")
@@ -124,7 +124,7 @@ def test_device_names():
 
 
 def test_missing_loader_is_a_typed_error(monkeypatch):
-    from vkml.vulkan import device as D
+    from vkml.backends.vulkan import device as D
     monkeypatch.setattr(D, "_vk", None)
     monkeypatch.setitem(sys.modules, "vulkan", None)        # `import vulkan` now raises ImportError
     with pytest.raises(VulkanUnavailableError, match="libvulkan1 mesa-vulkan-drivers"): D.vk_module()
@@ -132,7 +132,7 @@ def test_missing_loader_is_a_typed_error(monkeypatch):
 
 def test_no_driver_is_a_typed_error():
     out = run_script("""
-        import json, vkml.vulkan as V
+        import json, vkml.backends.vulkan as V
         try: V.devices(); print(json.dumps("no error"))
         except Exception as e: print(json.dumps(f"{type(e).__name__}: {e}"))
         """, env=dict(VK_ICD_FILENAMES="/nonexistent.json", VK_DRIVER_FILES="/nonexistent.json"))
@@ -143,8 +143,8 @@ def test_import_vkml_needs_no_vulkan():
     out = run_script("""
         import sys, json
         sys.modules["vulkan"] = None          # as if the package or the loader were missing
-        import vkml, vkml.vulkan
-        from vkml.vulkan import kernel_api
+        import vkml, vkml.backends.vulkan
+        from vkml.backends.vulkan import kernel_api
         try: vkml.tensor([1.0], device="vulkan"); r = "no error"
         except Exception as e: r = type(e).__name__
         print(json.dumps(r))
@@ -154,17 +154,17 @@ def test_import_vkml_needs_no_vulkan():
 
 def test_feature_error_for_missing_dtype_support(V, monkeypatch):
     import vkml
-    from vkml.vulkan.device import get_device
+    from vkml.backends.vulkan.device import get_device
     dev = get_device()
     monkeypatch.setitem(dev.info.features, "f16", False)
     a = vkml.tensor(np.ones(4, np.float16), device="vulkan")
-    from vkml.tensor import apply
+    from vkml.frontend.tensor import apply
     with pytest.raises(FeatureError, match="shaderFloat16"): apply(Op.ADD, a, a).realize()
 
 
 # ---------------------------------------------------------------- allocator
 def test_suballocation_few_vkallocatememory(V):
-    from vkml.vulkan.memory import memory
+    from vkml.backends.vulkan.memory import memory
     m = memory()
     gc.collect(); m.dev.wait(); m.tensors.collect()      # settle earlier tests' frees first
     before = V.memory_stats()
@@ -195,7 +195,7 @@ def test_reuse_and_baseline_after_drop(V):
 
 
 def test_free_ranges_coalesce():
-    from vkml.vulkan.memory import memory
+    from vkml.backends.vulkan.memory import memory
     p = memory().tensors
     p.collect()
     allocs = [p.alloc(1000) for _ in range(3)]
@@ -211,8 +211,8 @@ def test_free_ranges_coalesce():
 
 
 def test_free_waits_for_the_fence():
-    from vkml.vulkan.device import get_device
-    from vkml.vulkan.memory import memory
+    from vkml.backends.vulkan.device import get_device
+    from vkml.backends.vulkan.memory import memory
     dev = get_device(); p = memory(dev).tensors
     p.collect()
     base = p.in_use
@@ -226,7 +226,7 @@ def test_free_waits_for_the_fence():
 
 
 def test_out_of_memory_is_typed(V):
-    from vkml.vulkan.memory import memory
+    from vkml.backends.vulkan.memory import memory
     with pytest.raises(OutOfMemoryError, match=r"cannot allocate 1,125,899,906,842,624 bytes.*in use"):
         memory().tensors.alloc(1 << 50)
     with pytest.raises(OutOfMemoryError, match="float32 tensor|bytes"):
@@ -235,14 +235,14 @@ def test_out_of_memory_is_typed(V):
 
 
 def test_big_tensors_get_their_own_block():
-    from vkml.vulkan.memory import memory, BLOCK_SIZE
+    from vkml.backends.vulkan.memory import memory, BLOCK_SIZE
     p = memory().tensors
     a = p.alloc(BLOCK_SIZE + 12345)
     assert a.block.size >= BLOCK_SIZE + 12345 and a.offset == 0
 
 
 # ---------------------------------------------------------------- the barrier planner (pure)
-from vkml.vulkan.dispatch import plan_barriers, BarrierPlanner
+from vkml.backends.vulkan.recorder import plan_barriers, BarrierPlanner
 A, B, C = ("A", 0, 256), ("B", 0, 256), ("C", 0, 256)
 
 
@@ -317,11 +317,11 @@ def test_one_realize_is_one_submission(V):
     x = a
     for _ in range(20): x = add(x, b)
     y = add(x, a)
-    from vkml.tensor import realize
+    from vkml.frontend.tensor import realize
     realize(x, y)
     s = V.stats()
     assert s["submissions"] == 1 and s["dispatches"] == 21 and s["waits"] == 0
-    from vkml.vulkan.memory import memory
+    from vkml.backends.vulkan.memory import memory
     # every step reads the previous one's output (+ on a GPU, the barrier before copying x and y back)
     assert s["barriers"] == 20 + (0 if memory().direct_readback else 1)
     np.testing.assert_array_equal(y.numpy(), np.arange(8) * 2 + 20)
@@ -332,17 +332,17 @@ def test_one_realize_is_one_submission(V):
 def test_independent_dispatches_need_no_barrier(V):
     a, b = vt(np.arange(8)), vt(np.ones(8))
     V.reset_stats()
-    from vkml.tensor import realize
-    from vkml.tensor import get_backend
+    from vkml.frontend.tensor import realize
+    from vkml.frontend.tensor import get_backend
     outs = [add(a, b).node for _ in range(5)]
-    from vkml.schedule import Schedule
+    from vkml.engine.schedule import Schedule
     s = Schedule(outs); s.readback = []                        # no readback copies: only the dispatches' hazards
     get_backend(outs[0].device).run(s)
     assert V.stats()["barriers"] == 0 and V.stats()["dispatches"] == 5
 
 
 def test_missing_kernel_names_the_op_and_records_nothing(V):
-    from vkml.tensor import apply
+    from vkml.frontend.tensor import apply
     a = vt(np.arange(6).reshape(2, 3))
     s = add(a, a)
     p = apply(Op.PROD, s, arg=((1,), False))
@@ -353,7 +353,7 @@ def test_missing_kernel_names_the_op_and_records_nothing(V):
 
 
 def test_error_while_recording_leaves_nothing_half_done(V):
-    from vkml.vulkan.kernel_api import vk_kernels
+    from vkml.backends.vulkan.kernel_api import vk_kernels
     a = vt(np.arange(4))
     x = add(a, a); y = add(x, a)
     calls = []
@@ -370,7 +370,7 @@ def test_error_while_recording_leaves_nothing_half_done(V):
 
 
 def test_views_cost_no_dispatch(V):
-    from vkml.tensor import apply
+    from vkml.frontend.tensor import apply
     x = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
     a = vt(x)
     V.reset_stats()
@@ -380,13 +380,13 @@ def test_views_cost_no_dispatch(V):
     np.testing.assert_array_equal(p.numpy(), x.transpose(2, 0, 1))
     np.testing.assert_array_equal(s.numpy(), x.transpose(2, 0, 1)[3::-1, 0:2, 1:3])
     np.testing.assert_array_equal(r.numpy(), x.reshape(6, 4))
-    from vkml.vulkan.memory import memory
+    from vkml.backends.vulkan.memory import memory
     assert V.stats()["dispatches"] == 0
     assert V.stats()["submissions"] == (0 if memory().direct_readback else 3)   # discrete GPUs: readback copies only
 
 
 def test_scratch_between_two_dispatches(V):
-    from vkml.vulkan.kernel_api import Dispatch, Scratch, groups_1d, vk_kernels
+    from vkml.backends.vulkan.kernel_api import Dispatch, Scratch, groups_1d, vk_kernels
     def two_pass(node, out, a, b):     # out = (a + b) + b through a scratch buffer
         n = out.view.numel
         sc = Scratch(4 * n)
@@ -396,15 +396,15 @@ def test_scratch_between_two_dispatches(V):
     a, b = vt(np.arange(300)), vt(np.full(300, 2))
     V.reset_stats()
     c = add(a, b); c.realize()
-    from vkml.vulkan.memory import memory
+    from vkml.backends.vulkan.memory import memory
     assert V.stats()["barriers"] == 1 + (0 if memory().direct_readback else 1)   # + the readback's on a GPU
     np.testing.assert_array_equal(c.numpy(), np.arange(300) + 4)
 
 
 def test_staging_and_readback_paths(V):
     "The paths a discrete GPU takes (uploads through staging + copy; readback through host-cached memory), forced on lavapipe."
-    from vkml.vulkan.memory import memory
-    from vkml.tensor import apply
+    from vkml.backends.vulkan.memory import memory
+    from vkml.frontend.tensor import apply
     m = memory()
     saved = m.direct_upload, m.direct_readback
     m.direct_upload = m.direct_readback = False
@@ -427,8 +427,8 @@ def test_staging_and_readback_paths(V):
         # a readback recorded with the realize that computes it: still one submission
         d = add(c, b)
         V.reset_stats()
-        from vkml.tensor import get_backend
-        from vkml.schedule import Schedule
+        from vkml.frontend.tensor import get_backend
+        from vkml.engine.schedule import Schedule
         get_backend(d.device).run(Schedule([d.node], read=True))
         np.testing.assert_array_equal(d.numpy(), x + 2)
         assert V.stats()["submissions"] == 1
@@ -447,7 +447,7 @@ def test_profile_times_each_kernel(V):
 
 # ---------------------------------------------------------------- close
 def test_close_kills_live_tensors_and_reopens(V):
-    import vkml.vulkan.device as D
+    import vkml.backends.vulkan.device as D
     a = vt(np.arange(4))
     b = add(a, a); b.realize()
     V.close()
@@ -456,17 +456,17 @@ def test_close_kills_live_tensors_and_reopens(V):
     del a, b; gc.collect()
     c = vt(np.arange(3))                               # a fresh device
     np.testing.assert_array_equal(add(c, c).numpy(), [0, 2, 4])
-    from vkml.vulkan.memory import memory
+    from vkml.backends.vulkan.memory import memory
     assert V.memory_stats()["allocations"] == (1 if memory().direct_readback else 2)   # + a readback block
 
 
 # ---------------------------------------------------------------- the pipeline cache
 CACHE_SCRIPT = """
-import json, numpy as np, vkml, vkml.vulkan as V
-from vkml.ops import Op
-from vkml.tensor import apply
-from vkml.vulkan.kernel_api import vk_kernels, Dispatch, groups_1d
-from vkml.vulkan.dispatch import pipeline_cache_path
+import json, numpy as np, vkml, vkml.backends.vulkan as V
+from vkml.core.ops import Op
+from vkml.frontend.tensor import apply
+from vkml.backends.vulkan.kernel_api import vk_kernels, Dispatch, groups_1d
+from vkml.backends.vulkan.pipelines import pipeline_cache_path
 import sys; sys.path.insert(0, {tests!r}); import selftest
 op = selftest.define(open({spv!r}, "rb").read())
 a = vkml.tensor(np.arange(5, dtype=np.float32), device="vulkan")
@@ -485,7 +485,7 @@ def test_pipeline_cache_written_and_corrupt_file_discarded(selftest_spv, tmp_pat
     p = Path(out["path"])
     assert p.parent == tmp_path / "cache" and p.exists() and p.stat().st_size >= 32
     import struct
-    from vkml.vulkan.device import devices
+    from vkml.backends.vulkan.device import devices
     info = devices()[0]
     size, version, vendor, dev = struct.unpack_from("<4I", p.read_bytes())
     assert (version, vendor, dev) == (1, info.vendor_id, info.device_id) and p.read_bytes()[16:32] == info.pipeline_cache_uuid
@@ -498,11 +498,11 @@ def test_pipeline_cache_written_and_corrupt_file_discarded(selftest_spv, tmp_pat
 
 # ---------------------------------------------------------------- the validation layer
 VALIDATION_SCRIPT = """
-import json, gc, numpy as np, vkml, vkml.vulkan as V
-from vkml.ops import Op
-from vkml.tensor import apply
-from vkml.vulkan.kernel_api import vk_kernels, Dispatch, groups_1d
-from vkml.vulkan import dispatch as Dsp, memory as M, device as D
+import json, gc, numpy as np, vkml, vkml.backends.vulkan as V
+from vkml.core.ops import Op
+from vkml.frontend.tensor import apply
+from vkml.backends.vulkan.kernel_api import vk_kernels, Dispatch, groups_1d
+from vkml.backends.vulkan import recorder as Dsp, memory as M, device as D
 import sys; sys.path.insert(0, {tests!r}); import selftest
 op = selftest.define(open({spv!r}, "rb").read())
 mode = {mode!r}
@@ -530,7 +530,7 @@ print(json.dumps(dict(ok=ok, msgs=V.validation_messages())))
 
 
 def _has_validation_layer() -> bool:
-    from vkml.vulkan.device import vk_module
+    from vkml.backends.vulkan.device import vk_module
     vk = vk_module()
     return any(l.layerName == "VK_LAYER_KHRONOS_validation" for l in vk.vkEnumerateInstanceLayerProperties())
 
@@ -559,7 +559,7 @@ def test_validation_catches_a_planted_leak(selftest_spv):
 def test_without_a_compiler_python_numbers_run_from_prebuilt_kernels(monkeypatch, tmp_path):
     "No glslc and a cold kernel cache: `x + 1.0`, `2.0 * x`, `x > 0` and masked_fill read the number as a parameter of a prebuilt kernel."
     import vkml
-    from vkml.vulkan import codegen
+    from vkml.backends.vulkan import codegen
     monkeypatch.setenv("VKML_GLSLC", "off")
     monkeypatch.setenv("VKML_KERNEL_CACHE", str(tmp_path))       # nothing compiled earlier can help
     monkeypatch.setattr(codegen, "_spirv", {})
@@ -576,7 +576,7 @@ def test_without_a_compiler_python_numbers_run_from_prebuilt_kernels(monkeypatch
 def test_without_a_compiler_schedules_run_unfused_and_stats_say_so(monkeypatch):
     "No glslc: every elementwise op runs its own prebuilt kernel, the results are the same, stats() says why."
     import vkml
-    import vkml.vulkan as V
+    import vkml.backends.vulkan as V
     x = vkml.tensor(np.linspace(-2, 2, 12, dtype=np.float32).reshape(3, 4), device="vulkan")
     want = ((x * 2.0).exp() + 1.0).sum(1).numpy()
     assert V.stats()["fusion"] == "on"
@@ -592,7 +592,7 @@ def test_a_read_back_result_is_freed_without_the_cyclic_collector():
     "Regression: a readback's getter held its tensor, in the tensor's own `fetch`: a cycle, freed only by a gc run."
     import gc
     import vkml
-    from vkml.vulkan.memory import memory_stats
+    from vkml.backends.vulkan.memory import memory_stats
     x = vkml.tensor(np.ones(8, np.float32), device="vulkan")
     gc.collect()
     gc.disable()
@@ -611,7 +611,7 @@ def test_a_read_back_result_is_freed_without_the_cyclic_collector():
 def test_the_memory_model_comes_with_its_device_scope():
     """Tensor cores turn on the Vulkan memory model; every shader's device-scope atomics then need its device scope
     (VUID-RuntimeSpirv-vulkanMemoryModel-06265, reported by the validation layer on the H200)."""
-    from vkml.vulkan.device import device_features, vk_module
+    from vkml.backends.vulkan.device import device_features, vk_module
     vk = vk_module()
     f = dict(storage16=True, f16=True, int8=True, i64=True, f64=True, coopmat_f16=True)
     feats, exts, owners = device_features(vk, f)
@@ -622,6 +622,6 @@ def test_the_memory_model_comes_with_its_device_scope():
 
 def test_coopmat_off_keeps_the_extension_off(monkeypatch):
     "VKML_COOPMAT=off: the device is created without VK_KHR_cooperative_matrix (a validation layer older than the extension rejects it)."
-    from vkml.vulkan.device import _coopmat_f16, vk_module
+    from vkml.backends.vulkan.device import _coopmat_f16, vk_module
     monkeypatch.setenv("VKML_COOPMAT", "off")
     assert _coopmat_f16(vk_module(), None, {"VK_KHR_cooperative_matrix"}, 32, True) is False

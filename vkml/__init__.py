@@ -9,24 +9,25 @@ __all__ = []
 __version__ = "0.1.0"
 
 # %% ../nbs/99_api.ipynb #6cbde70f
-from .dtypes import (VkmlError, DTypeError, ShapeError, RankError, AxisError, DeviceError, BackendError,
+from .core.dtypes import (VkmlError, DTypeError, ShapeError, RankError, AxisError, DeviceError, BackendError,
                          VulkanUnavailableError, FeatureError, OutOfMemoryError, EmptyReductionError, GradError,
                          InplaceError, IndexOutOfRangeError, CheckpointError, LinAlgError, DType, float32, float16, float64, int32, int64, bool_,
                          MAX_DIMS)
-from .tensor import Tensor, tensor, realize, is_grad_enabled, schedule
-from .graph import no_grad, enable_grad
-import vkml.cpu
-import vkml.autograd
-from .gradcheck import gradcheck, GradcheckError
-from .functional import *   # every operator's function form: its names come from the operator table
+from .frontend.tensor import Tensor, tensor, realize, is_grad_enabled, schedule
+from .core.graph import no_grad, enable_grad
+import vkml.backends.cpu
+import vkml.frontend.autograd
+from .frontend.gradcheck import gradcheck, GradcheckError
+from .frontend.functions import *   # every operator's function form: its names come from the operator table
 from .nn.functional import matmul, softmax, log_softmax
-import vkml.vulkan   # registers the "vulkan" backend (touches no device)
-from . import registry, nn, optim, io, data, linalg, distributed   # distributed loads MPI only in init_process_group()
+import vkml.backends.vulkan   # registers the "vulkan" backend (touches no device)
+from .frontend import registry
+from . import nn, optim, io, data, linalg, distributed   # distributed loads MPI only in init_process_group()
 from .linalg import logdet
-from .capture import jit, Jit
-from .graph import JitError
+from .engine.jit import jit, Jit
+from .engine.capture import JitError
 from .io import save, load
-from .vulkan import devices, stats, reset_stats, memory_stats, reset_peak_memory_stats, profile, close   # touch no device until called
+from .backends.vulkan import devices, stats, reset_stats, memory_stats, reset_peak_memory_stats, profile, close   # touch no device until called
 
 # %% ../nbs/99_api.ipynb #a129c20e
 half, float, double, int, long, bool = float16, float32, float64, int32, int64, bool_  # PyTorch's aliases, as vkml.float32 etc.

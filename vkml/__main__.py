@@ -9,11 +9,11 @@ __all__ = ['main']
 def main():
     "Print vkML's version, the Vulkan devices and what each backend implements."
     import vkml
-    from vkml.dtypes import VulkanUnavailableError
-    from vkml.ops import Op
+    from vkml.core.dtypes import VulkanUnavailableError
+    from vkml.core.ops import Op
     print(f"vkML {vkml.__version__}")
     try:
-        import vkml.vulkan as V
+        import vkml.backends.vulkan as V
         infos = V.devices()
         default = V.default_index() if infos else None
         for d in infos:
@@ -24,11 +24,11 @@ def main():
     except VulkanUnavailableError as e:
         print(f"no Vulkan: {e}")
     try:
-        from vkml import registry
+        from vkml.frontend import registry
         print(registry.counts())
     except ImportError:
-        from vkml.cpu import numpy_impl
-        from vkml.vulkan.dispatch import VulkanBackend
+        from vkml.backends.cpu import numpy_impl
+        from vkml.backends.vulkan.backend import VulkanBackend
         print(f"graph ops: {len(Op)}; cpu implements {len(set(numpy_impl) & set(Op))}, "
               f"vulkan {len(set(VulkanBackend(0).impl) & set(Op))}")
 

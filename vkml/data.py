@@ -6,8 +6,9 @@
 from __future__ import annotations
 import gzip, importlib.resources
 import numpy as np
-import vkml
-from .dtypes import ShapeError, VkmlError
+from .core.dtypes import ShapeError, VkmlError
+from .frontend.tensor import Tensor, tensor
+from .frontend.functions import Generator
 from .utils.data import DataLoader as DatasetLoader
 
 # %% auto #0
@@ -18,8 +19,8 @@ class DataLoader:
     "Batches of `arrays` (numpy, equal first dimension) as tensors on `device`; seeded shuffling."
     def __new__(cls, *arrays, **kw):
         "Given one map-style dataset (not an array), PyTorch's loader over its samples: `vkml.utils.data.DataLoader`."
-        if len(arrays) == 1 and not isinstance(arrays[0], (np.ndarray, vkml.Tensor)):
-            if "seed" in kw: kw["generator"] = vkml.Generator(kw.pop("seed"))
+        if len(arrays) == 1 and not isinstance(arrays[0], (np.ndarray, Tensor)):
+            if "seed" in kw: kw["generator"] = Generator(kw.pop("seed"))
             return DatasetLoader(arrays[0], **kw)
         return super().__new__(cls)
     def __init__(self, *arrays, batch_size=32, shuffle=False, drop_last=False, seed=0, device="cpu", sampler=None):
@@ -43,7 +44,7 @@ class DataLoader:
         else: order = self.rng.permutation(self.n) if self.shuffle else np.arange(self.n)
         for i in range(len(self)):
             idx = order[i * self.batch_size:(i + 1) * self.batch_size]
-            batch = tuple(vkml.tensor(np.ascontiguousarray(a[idx]), device=self.device) for a in self.arrays)
+            batch = tuple(tensor(np.ascontiguousarray(a[idx]), device=self.device) for a in self.arrays)
             yield batch if len(batch) > 1 else batch[0]
 
 # %% ../nbs/33_data.ipynb #0329e8d6

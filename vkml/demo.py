@@ -7,11 +7,11 @@ from __future__ import annotations
 import argparse, os, sys, time
 import numpy as np
 import vkml
-import vkml.autograd  # Tensor.backward
-import vkml.functional as VF
+import vkml.frontend.autograd  # Tensor.backward
+import vkml.frontend.functions as VF
 from . import nn
 from . import optim
-from .graph import defer, canonical_device
+from .core.graph import defer, canonical_device
 from .data import DataLoader, digits_split
 
 # %% auto #0
@@ -110,7 +110,7 @@ def plot_history(hist: dict, path) -> str:
 def device_name(device: str) -> str:
     "A readable name: the Vulkan device's name and driver, or the numpy oracle."
     if device == "cpu": return "cpu (the numpy oracle)"
-    import vkml.vulkan as V
+    import vkml.backends.vulkan as V
     info = V.devices()[int(device.partition(":")[2])]
     return f"{device} ({info.name}, {info.driver})"
 
@@ -119,7 +119,7 @@ def train(model, opt, x, y, xte, yte, device, epochs, batch_size, seed=0, progre
     "Train for `epochs` (or `steps` steps), replaying the step with `vkml.jit` unless `jit=False`; returns the history (per-step loss, per-epoch accuracies, submissions, timings)."
     from tqdm.auto import tqdm
     vk = device.startswith("vulkan")
-    if vk: import vkml.vulkan as V
+    if vk: import vkml.backends.vulkan as V
     step = vkml.jit(make_step(model, opt), enabled=jit)
     loader = DataLoader(x, y, batch_size=batch_size, shuffle=sampler is None, seed=seed, device=device, sampler=sampler)
     hist = dict(step_loss=[], train_loss=[], train_acc=[], test_acc=[], epoch_s=[], steps=0, submissions=0)
@@ -196,7 +196,7 @@ def main(argv=None) -> dict:
         sampler = dist.DistributedSampler(xtr, seed=a.seed)
     opt = (optim.Adam if a.optimizer == "adam" else optim.SGD)(model.parameters(), lr=a.lr)
     if device.startswith("vulkan"):
-        import vkml.vulkan as V
+        import vkml.backends.vulkan as V
         V.reset_stats()
     setup = time.perf_counter() - t0
     say(f"vkML digits demo: {a.model} on {device_name(device)}")

@@ -8,11 +8,12 @@ import datetime, enum, os, shutil, signal, subprocess, sys, time
 from contextlib import contextmanager
 from pathlib import Path
 import numpy as np
-from .dtypes import VkmlError, DTypeError
-from .graph import no_grad, capture_in_progress, JitError
-from .tensor import Tensor, tensor, realize
-import vkml.autograd  # noqa: F401 (Tensor.backward and its post-accumulate hooks)
-import vkml.functional as VF
+from .core.dtypes import VkmlError, DTypeError
+from .core.graph import no_grad
+from .engine.capture import capture_in_progress, JitError
+from .frontend.tensor import Tensor, tensor, realize
+import vkml.frontend.autograd  # noqa: F401 (Tensor.backward and its post-accumulate hooks)
+import vkml.frontend.functions as VF
 from .nn import Module
 
 # %% auto #0

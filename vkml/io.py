@@ -6,9 +6,8 @@
 from __future__ import annotations
 import json, os, socket, tempfile
 import numpy as np
-import vkml
-from .dtypes import CheckpointError, DTypeError, ShapeError
-from .tensor import Tensor
+from .core.dtypes import CheckpointError, DTypeError, ShapeError
+from .frontend.tensor import Tensor, tensor
 
 # %% auto #0
 __all__ = ['save', 'load']
@@ -108,7 +107,7 @@ def _unflatten(tree, arrays, device, used):
         used.add(name)
         a = arrays[name]
         if tree.get("ndarray"): return a
-        try: return vkml.tensor(a, device=device)
+        try: return tensor(a, device=device)
         except (DTypeError, ShapeError) as e: raise CheckpointError(f"the checkpoint's tensor {name!r} cannot be loaded: {e}") from None
     if "value" in tree: return tree["value"]
     if "dict" in tree:
@@ -157,6 +156,6 @@ def load(path, device="cpu"):
     except Exception as e:  # noqa: BLE001 (whatever the reader raised: the file is not a checkpoint)
         raise CheckpointError(f"{path} is not a readable safetensors file ({type(e).__name__}: {e})") from None
     if tree is None:   # a state dict saved elsewhere (PyTorch's `save_file(model.state_dict(), path)`): names to tensors
-        return {k: vkml.tensor(arrays[k], device=device) for k in keys}
+        return {k: tensor(arrays[k], device=device) for k in keys}
     try: return _unflatten(tree, arrays, device, set())
     except RecursionError: raise CheckpointError(f"{path}: the checkpoint's structure is nested too deeply") from None

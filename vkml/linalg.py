@@ -6,12 +6,12 @@
 from __future__ import annotations
 import math
 from typing import NamedTuple
-from .dtypes import *
-from .ops import Op, LINALG_DTYPES
-from .graph import no_grad
-from .operands import ArgumentError, need_tensor, check_dtype, expand_to, reshape_to
-from .tensor import Tensor
-import vkml.functional as VF
+from .core.dtypes import *
+from .core.ops import Op, LINALG_DTYPES
+from .core.graph import no_grad
+from .core.operands import ArgumentError, need_tensor, check_dtype, expand_to, reshape_to
+from .frontend.tensor import Tensor
+import vkml.frontend.functions as VF
 
 # %% auto #0
 __all__ = ['SlogdetResult', 'EighResult', 'QRResult', 'SVDResult', 'cholesky', 'inv', 'det', 'slogdet', 'logdet', 'solve', 'eigh',

@@ -6,12 +6,13 @@
 from __future__ import annotations
 import math, weakref
 import numpy as np
-from .dtypes import *
-from .ops import Op
-from .graph import Node, no_grad, get_backend, note_refresh, capture_in_progress
-from .capture import note_guard, before_capture
-from .tensor import Tensor, realize, tensor, renew
-import vkml.functional as VF
+from .core.dtypes import *
+from .core.ops import Op
+from .core.graph import Node, no_grad, get_backend
+from .engine.capture import note_refresh, capture_in_progress
+from .engine.jit import note_guard, before_capture
+from .frontend.tensor import Tensor, realize, tensor, renew, bind
+import vkml.frontend.functions as VF
 from .nn import assign
 
 # %% auto #0
@@ -22,10 +23,7 @@ __all__ = ['rebind_leaf', 'FlatStore', 'OptimizerError', 'Optimizer', 'SGD', 'Ad
 # %% ../nbs/32_optim.ipynb #54e2e7e0
 def rebind_leaf(p: Tensor, buf) -> None:
     "Make leaf `p` a fresh INPUT node over backend buffer `buf` (its value, gradient flags and owner kept)."
-    n = Node(Op.INPUT, (), None, p.shape, p.dtype, p.device, buf=buf, requires_grad=p.requires_grad)
-    if p.requires_grad: n.leaf_of = weakref.ref(p)
-    n.tref = weakref.ref(p)
-    p.node = n
+    bind(p, Node(Op.INPUT, (), None, p.shape, p.dtype, p.device, buf=buf), requires_grad=p.requires_grad)
 
 class FlatStore:
     "Every parameter of an optimiser in one flat buffer (each a view of its slice), and each state tensor flat beside it."
@@ -164,7 +162,7 @@ class Optimizer:
             self._check_groups()
             changed = sorted({k for was, now in zip(baked, self._baked()) for k in was if was[k] != now[k]})
             if changed:
-                from vkml.graph import JitError
+                from vkml.engine.capture import JitError
                 raise JitError(f"{', '.join(changed)} changed after the step was captured, and a replay would ignore it "
                                f"(a 0 setting becoming non-zero changes the step's graph): call the jit function's reset() to capture the step again")
         return self._advance(group)

@@ -6,14 +6,14 @@
 from __future__ import annotations
 import math
 import numpy as np
-from ..dtypes import *
-from ..dtypes import FLOATS, prod
-from ..ops import Op, conv_out
-from ..tensor import Tensor, apply
-from ..tensor_shape import host_values, check_index_values, checked_index
-from ..tensor_linalg import matmul
-import vkml.functional as VF
-from ..operands import ArgumentError, check_dtype, need_tensor
+from ..core.dtypes import *
+from ..core.dtypes import FLOATS, prod
+from ..core.ops import Op, conv_out
+from ..frontend.tensor import Tensor, apply
+from ..frontend.tensor_shape import host_values, check_index_values, checked_index
+from ..frontend.tensor_linalg import matmul
+import vkml.frontend.functions as VF
+from ..core.operands import ArgumentError, check_dtype, need_tensor
 
 # %% auto #0
 __all__ = ['linear', 'conv2d', 'conv_transpose2d', 'max_pool2d', 'max_unpool2d', 'avg_pool2d', 'adaptive_avg_pool2d',
@@ -720,7 +720,7 @@ def kl_div(input, target, reduction="mean", log_target=False) -> Tensor:
     return _reduce_loss(l, reduction, "kl_div")
 
 # %% ../../nbs/17_nn_functional.ipynb #f9ee8688
-from ..registry import names
+from ..frontend.registry import names
 _OTHER_NAMES = [*names("activations"), "sigmoid", "tanh", "pad", "one_hot"]   # the activations: the operator table's
 globals().update({n: getattr(VF, n) for n in _OTHER_NAMES})
 globals().setdefault("__all__", []).extend(_OTHER_NAMES)

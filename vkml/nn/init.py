@@ -6,11 +6,11 @@
 from __future__ import annotations
 import math
 import numpy as np
-from ..dtypes import RankError
-from ..operands import ArgumentError
-from ..graph import no_grad
-from ..tensor import Tensor, tensor as as_tensor
-import vkml.functional as VF
+from ..core.dtypes import RankError
+from ..core.operands import ArgumentError
+from ..core.graph import no_grad
+from ..frontend.tensor import Tensor, tensor as as_tensor
+import vkml.frontend.functions as VF
 
 # %% auto #0
 __all__ = ['calculate_gain', 'uniform_', 'normal_', 'constant_', 'ones_', 'zeros_', 'eye_', 'xavier_uniform_', 'xavier_normal_',

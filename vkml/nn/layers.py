@@ -5,12 +5,12 @@
 # %% ../../nbs/30b_nn_layers.ipynb #d112c498
 from __future__ import annotations
 import math
-from ..dtypes import *
-from ..graph import no_grad, defer
-from ..tensor import Tensor
-from ..operands import ArgumentError
-import vkml.functional as VF
-import vkml.autograd  # noqa: F401 (Tensor.backward and Tensor.detach, which state dicts and batch norm use)
+from ..core.dtypes import *
+from ..core.graph import no_grad, defer
+from ..frontend.tensor import Tensor
+from ..core.operands import ArgumentError
+import vkml.frontend.functions as VF
+import vkml.frontend.autograd  # noqa: F401 (Tensor.backward and Tensor.detach, which state dicts and batch norm use)
 from . import functional as F
 from .module import Module, Parameter, assign, kaiming_uniform, uniform, _const_param, _fan_in
 

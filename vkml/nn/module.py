@@ -6,12 +6,13 @@
 from __future__ import annotations
 import collections, functools, math, weakref
 import numpy as np
-from ..dtypes import *
-from ..ops import Op, VIEW_OPS
-from ..graph import Node, no_grad, canonical_device, make_node, capture_in_progress
-from ..tensor import Tensor, realize, from_numpy_node, tensor
-import vkml.functional as VF
-import vkml.autograd  # noqa: F401 (Tensor.backward and Tensor.detach, which state dicts and batch norm use)
+from ..core.dtypes import *
+from ..core.ops import Op, VIEW_OPS
+from ..core.graph import Node, no_grad, canonical_device, make_node
+from ..engine.capture import capture_in_progress
+from ..frontend.tensor import Tensor, realize, from_numpy_node, tensor, bind
+import vkml.frontend.functions as VF
+import vkml.frontend.autograd  # noqa: F401 (Tensor.backward and Tensor.detach, which state dicts and batch norm use)
 
 # %% auto #0
 __all__ = ['StateDictError', 'assign', 'Parameter', 'Module', 'ModuleHookHandle', 'register_forward_pre_hook',
@@ -33,16 +34,12 @@ def assign(t: Tensor, value: Tensor) -> Tensor:
         # t has memory of its own: write the value into it (an ASSIGN), so that whatever binds that memory
         # (an optimiser's flat buffer, a replayed step) sees the new value
         node = make_node(Op.ASSIGN, (t.node, value.detach().node if value.requires_grad else value.node))
-        t.node, node.tref = node, weakref.ref(t)
-        node.requires_grad, node.leaf_of = rg, (weakref.ref(t) if rg else None)
+        bind(t, node, requires_grad=rg)
         return t
     owner = node.tref() if node.tref is not None else None
     if node.requires_grad or (owner is not None and owner is not value):
         node = value.detach().node   # never hijack a node that another tensor or the graph owns
-    t.node = node
-    node.tref = weakref.ref(t)        # realize keeps the buffer of a node someone holds
-    node.requires_grad = rg
-    node.leaf_of = weakref.ref(t) if rg else None
+    bind(t, node, requires_grad=rg)
     return t
 
 # %% ../../nbs/30a_nn_module.ipynb #8cc7ff83
@@ -129,7 +126,7 @@ Module.__call__ = _call
 
 def _note_module(m: Module):
     "Tell a vkml.jit capture in progress that its step assumed `m`'s mode, parameter and buffer objects and settings."
-    from vkml.capture import note_guard
+    from vkml.engine.jit import note_guard
     note_guard(("module", id(m)), functools.partial(_settings, weakref.ref(m)))
 
 def _settings(ref):
@@ -194,10 +191,7 @@ def _move(t: Tensor, device: str) -> None:
     "Put `t`'s value (realized) on `device`, keeping the Python object."
     if t.device == device: return
     rg, grad = t.requires_grad, t.grad
-    node = from_numpy_node(t.numpy(), device)
-    node.tref = weakref.ref(t)
-    t.node = node
-    if rg: t.requires_grad_()
+    bind(t, from_numpy_node(t.numpy(), device), requires_grad=rg)
     t.grad = None if grad is None else grad.to(device)
 
 def _to(self: Module, device) -> Module:

@@ -5,11 +5,11 @@
 # %% ../../nbs/30e_nn_utils.ipynb #f277080d
 from __future__ import annotations
 import math
-from ..dtypes import GradError
-from ..operands import ArgumentError
-from ..graph import no_grad
-from ..tensor import Tensor, tensor
-import vkml.functional as VF
+from ..core.dtypes import GradError
+from ..core.operands import ArgumentError
+from ..core.graph import no_grad
+from ..frontend.tensor import Tensor, tensor
+import vkml.frontend.functions as VF
 
 # %% auto #0
 __all__ = ['get_total_norm', 'clip_grads_with_norm_', 'clip_grad_norm_', 'clip_grad_value_']

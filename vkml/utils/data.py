@@ -7,9 +7,9 @@ from __future__ import annotations
 import math, numbers
 from collections.abc import Mapping, Sequence
 import numpy as np
-from ..dtypes import VkmlError, ShapeError
-from ..tensor import Tensor, tensor
-import vkml.functional as VF
+from ..core.dtypes import VkmlError, ShapeError
+from ..frontend.tensor import Tensor, tensor
+import vkml.frontend.functions as VF
 
 # %% auto #0
 __all__ = ['DataError', 'Dataset', 'TensorDataset', 'Subset', 'randperm', 'random_split', 'default_collate', 'DataLoader']

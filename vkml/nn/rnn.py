@@ -86,21 +86,19 @@ def _cell_state(m: Module, x, hx, lstm: bool):
     if x.shape[-1] != m.input_size:
         raise vkml.ShapeError(f"{name}: input has {x.shape[-1]} features (shape {x.shape}), expected input_size={m.input_size}")
     one = x.ndim == 1
-    x = x.unsqueeze(0) if one else x
-    want = (x.shape[0], m.hidden_size)
+    want = x.shape[:-1] + (m.hidden_size,)
     if hx is None:
-        h = vkml.zeros(*want, dtype=x.dtype, device=x.device)
-        return x, ((h, h) if lstm else h), one
+        h = vkml.zeros(1 if one else x.shape[0], m.hidden_size, dtype=x.dtype, device=x.device)
+        return (x.unsqueeze(0) if one else x), ((h, h) if lstm else h), one
     if lstm and not (isinstance(hx, (tuple, list)) and len(hx) == 2):
         raise vkml.ArgumentError(f"{name} takes hx as a pair (h_0, c_0) of tensors, got {type(hx).__name__}")
     states = list(hx) if lstm else [hx]
     for s, what in zip(states, ("hx", "cx") if lstm else ("hx",)):
         _check_tensor(m, s, what)
-        if s.shape != (want[1:] if one else want):
-            raise vkml.ShapeError(f"{name}: {what} must have shape {want[1:] if one else want} for an input of shape "
-                                  f"{(x.shape[1],) if one else x.shape}, got {s.shape}")
-    states = [s.unsqueeze(0) if one else s for s in states]
-    return x, (tuple(states) if lstm else states[0]), one
+        if s.shape != want:
+            raise vkml.ShapeError(f"{name}: {what} must have shape {want} for an input of shape {x.shape}, got {s.shape}")
+    states = [s.unsqueeze(0) if one else s for s in states]      # (built only once every check has passed)
+    return (x.unsqueeze(0) if one else x), (tuple(states) if lstm else states[0]), one
 
 # %% ../../nbs/30f_nn_rnn.ipynb #4ea8c457
 class RNNCellBase(Module):
@@ -208,7 +206,7 @@ class RNNBase(Module):
 
 # %% ../../nbs/30f_nn_rnn.ipynb #0c26a91e
 def _sequence(m: RNNBase, x) -> tuple:
-    "(x as (T, N, input_size), was it unbatched?)"
+    "Check the input: (is it unbatched?, its batch size)."
     name = type(m).__name__
     _check_tensor(m, x)
     if x.ndim not in (2, 3):
@@ -216,22 +214,22 @@ def _sequence(m: RNNBase, x) -> tuple:
     if x.shape[-1] != m.input_size:
         raise vkml.ShapeError(f"{name}: input has {x.shape[-1]} features (shape {x.shape}), expected input_size={m.input_size}")
     one = x.ndim == 2
-    x = x.unsqueeze(1) if one else x.transpose(0, 1) if m.batch_first else x
-    if x.shape[0] == 0: raise vkml.ShapeError(f"{name}: the input sequence is empty (shape {x.shape}): give it at least one step")
-    return x, one
+    steps, batch = (x.shape[0], 1) if one else (x.shape[1], x.shape[0]) if m.batch_first else x.shape[:2]
+    if steps == 0: raise vkml.ShapeError(f"{name}: the input sequence is empty (shape {x.shape}): give it at least one step")
+    return one, batch
 
-def _initial_states(m: RNNBase, hx, x, one: bool) -> list:
+def _initial_states(m: RNNBase, hx, x, one: bool, batch: int) -> list:
     "One state per layer·direction: h (N, H), or (h, c) for an LSTM; zeros where `hx` is None."
     name, lstm, LD = type(m).__name__, m.mode == "LSTM", m.num_layers * m._directions
-    want = (LD, m.hidden_size) if one else (LD, x.shape[1], m.hidden_size)
+    want = (LD, m.hidden_size) if one else (LD, batch, m.hidden_size)
     if hx is None:
-        z = vkml.zeros(x.shape[1], m.hidden_size, dtype=x.dtype, device=x.device)
+        z = vkml.zeros(batch, m.hidden_size, dtype=x.dtype, device=x.device)
         return [(z, z) if lstm else z] * LD
     if lstm != isinstance(hx, (tuple, list)) or (lstm and len(hx) != 2):
         raise vkml.ArgumentError(f"{name} takes hx as {'a pair (h_0, c_0) of tensors' if lstm else 'one tensor h_0'}, "
                                  f"got {type(hx).__name__}{f' of {len(hx)}' if isinstance(hx, (tuple, list)) else ''}")
-    states = []
-    for s, what in zip(hx if lstm else [hx], ("h_0", "c_0") if lstm else ("h_0",)):
+    given = list(hx) if lstm else [hx]
+    for s, what in zip(given, ("h_0", "c_0") if lstm else ("h_0",)):
         _check_tensor(m, s, what)
         if s.ndim != len(want):
             raise vkml.ShapeError(f"{name}: for {'unbatched 2-D' if one else 'batched 3-D'} input, {what} should be "
@@ -239,7 +237,7 @@ def _initial_states(m: RNNBase, hx, x, one: bool) -> list:
         if s.shape != want:
             raise vkml.ShapeError(f"{name}: expected {what} of shape {want} (num_layers·directions, "
                                   f"{'' if one else 'batch, '}hidden_size), got {s.shape}")
-        states.append(s.unsqueeze(1) if one else s)
+    states = [s.unsqueeze(1) if one else s for s in given]
     return [(states[0][k], states[1][k]) if lstm else states[0][k] for k in range(LD)]
 
 # %% ../../nbs/30f_nn_rnn.ipynb #140efd2b
@@ -253,8 +251,9 @@ def _scan(step, gi, state, w_hh, b_hh, reverse: bool = False) -> tuple:
 
 def _forward(self: RNNBase, input, hx=None):
     "(output, h_n), or (output, (h_n, c_n)) for an LSTM; `hx` is h_0, or (h_0, c_0) for an LSTM (zeros when None)."
-    x, one = _sequence(self, input)
-    states, D, last = _initial_states(self, hx, x, one), self._directions, []
+    one, batch = _sequence(self, input)
+    states, D, last = _initial_states(self, hx, input, one, batch), self._directions, []
+    x = input.unsqueeze(1) if one else input.transpose(0, 1) if self.batch_first else input     # (T, N, input_size)
     for layer in range(self.num_layers):
         outs = []
         for d in range(D):

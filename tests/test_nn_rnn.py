@@ -464,17 +464,21 @@ def train_sequence_model(use_jit: bool, steps: int = 6):
         x = vkml.tensor(rng.standard_normal((5, 7, 4)).astype(np.float32), device="vulkan")
         y = vkml.tensor(rng.integers(0, 3, 5), device="vulkan")
         losses.append(step(x, y).item())
-    return np.array(losses), [p.numpy() for p in model.parameters()], step
+    return np.array(losses), [p.numpy() for p in model.parameters()], (step, x, y)
 
 
 @pytest.mark.vulkan
 def test_a_jitted_lstm_training_step_replays_and_equals_the_eager_one():
     eager, eager_params, _ = train_sequence_model(False)
-    jitted, jit_params, step = train_sequence_model(True)
+    jitted, jit_params, (step, x, y) = train_sequence_model(True)
     assert step.captured == 1 and step.calls == 6          # one warm-up, one capture, four replays
     np.testing.assert_allclose(jitted, eager, rtol=1e-5, atol=1e-6)
     for a, b in zip(jit_params, eager_params): np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
     assert len(set(np.round(jitted, 6))) == 6              # it trained: every step's loss differs
+    vkml.reset_stats()
+    step(x, y)                                             # a replay: the unrolled step's Python does not run again
+    s = vkml.stats()
+    assert s["submissions"] == 1 and s["dispatches"] == 0 and step.captured == 1, s
 
 
 # --- PyTorch's results (tests/fixtures/torch_rnn.npz) ------------------------------------------------------------------

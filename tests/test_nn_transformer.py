@@ -559,6 +559,7 @@ X = tensor(rnd(4, 2, 8))
     (lambda: MHA8(X, X, X, attn_mask=tensor(np.zeros(4, bool))), vkml.ShapeError, "attn_mask"),
     (lambda: MHA8(X, X, X, attn_mask=tensor(np.zeros((4, 4), np.int64))), vkml.DTypeError, "`.bool()`"),
     (lambda: MHA8(X, X, X, attn_mask=np.zeros((4, 4), bool)), vkml.DTypeError, "vkml Tensor"),
+    (lambda: MHA8(X[:, 0], X[:, 0], X[:, 0], key_padding_mask=np.zeros(4, bool)), vkml.DTypeError, "vkml Tensor"),
     (lambda: MHA8(X, X, X, key_padding_mask=tensor(np.zeros((2, 4), np.float16))), vkml.DTypeError, "float32"),
     (lambda: MHA8(X.half(), X, X), vkml.DTypeError, "`.float()`"),
     (lambda: MHA8(rnd(4, 2, 8), X, X), vkml.DTypeError, "vkml.tensor"),

@@ -929,6 +929,7 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                      'vkml.nn.transformer._mask_scores': ('nn_transformer.html#_mask_scores', 'vkml/nn/transformer.py'),
                                      'vkml.nn.transformer._merged_mask': ('nn_transformer.html#_merged_mask', 'vkml/nn/transformer.py'),
                                      'vkml.nn.transformer._need_input': ('nn_transformer.html#_need_input', 'vkml/nn/transformer.py'),
+                                     'vkml.nn.transformer._need_mask': ('nn_transformer.html#_need_mask', 'vkml/nn/transformer.py'),
                                      'vkml.nn.transformer._positive': ('nn_transformer.html#_positive', 'vkml/nn/transformer.py')},
             'vkml.nn.utils': { 'vkml.nn.utils._norm_type': ('nn_utils.html#_norm_type', 'vkml/nn/utils.py'),
                                'vkml.nn.utils._params': ('nn_utils.html#_params', 'vkml/nn/utils.py'),

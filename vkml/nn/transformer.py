@@ -16,11 +16,15 @@ __all__ = ['MultiheadAttention', 'TransformerEncoderLayer', 'TransformerDecoderL
            'Transformer']
 
 # %% ../../nbs/30g_nn_transformer.ipynb #4ee6d568
+def _need_mask(mask, name: str):
+    if mask is not None and not isinstance(mask, Tensor):
+        raise DTypeError(f"MultiheadAttention: {name} must be a vkml Tensor (bool or float32), got {type(mask).__name__}: "
+                         f"wrap it with `vkml.tensor(...)`")
+
 def _mask_scores(mask, name: str):
     "A mask as what is added to the attention scores: a bool mask's True (not allowed) is -inf, a float mask itself."
     if mask is None: return None
-    if not isinstance(mask, Tensor):
-        raise DTypeError(f"MultiheadAttention: {name} must be a vkml Tensor (bool or float32), got {type(mask).__name__}")
+    _need_mask(mask, name)
     if mask.dtype is vkml.bool_: return vkml.where(mask, -math.inf, 0.0)
     if mask.dtype is not vkml.float32:
         raise DTypeError(f"MultiheadAttention: {name} must be bool (True = not allowed) or float32 (added to the scores), "
@@ -57,18 +61,18 @@ def _positive(v, name: str, what: str) -> int:
 def _is_batched(query, key, value, key_padding_mask, attn_mask) -> bool:
     "PyTorch's rule: 3-D query, key and value are batched, 2-D ones are one sequence; the masks' ranks follow."
     for name, t in (("query", query), ("key", key), ("value", value)): _need_input(t, name)
+    _need_mask(key_padding_mask, "key_padding_mask"); _need_mask(attn_mask, "attn_mask")
     if query.ndim not in (2, 3):
         raise ShapeError(f"MultiheadAttention: query must be batched 3-D or unbatched 2-D (L, E), got {query.shape}")
     if key.ndim != query.ndim or value.ndim != query.ndim:
         raise ShapeError(f"MultiheadAttention: a {query.ndim}-D query needs {query.ndim}-D key and value, "
                          f"got key {key.shape} and value {value.shape}")
     batched = query.ndim == 3
-    if key_padding_mask is not None and getattr(key_padding_mask, "ndim", None) != query.ndim - 1:
+    if key_padding_mask is not None and key_padding_mask.ndim != query.ndim - 1:
         raise ShapeError(f"MultiheadAttention: key_padding_mask must be {'(batch, S)' if batched else '(S,)'} for a "
-                         f"{query.ndim}-D query, got {getattr(key_padding_mask, 'shape', key_padding_mask)}")
-    if attn_mask is not None and getattr(attn_mask, "ndim", None) not in (2, 3):
-        raise ShapeError(f"MultiheadAttention: attn_mask must be (L, S) or (batch·num_heads, L, S), "
-                         f"got {getattr(attn_mask, 'shape', attn_mask)}")
+                         f"{query.ndim}-D query, got {key_padding_mask.shape}")
+    if attn_mask is not None and attn_mask.ndim not in (2, 3):
+        raise ShapeError(f"MultiheadAttention: attn_mask must be (L, S) or (batch·num_heads, L, S), got {attn_mask.shape}")
     return batched
 
 def _check_sizes(m, query, key, value, batched: bool):

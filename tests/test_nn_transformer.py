@@ -21,8 +21,8 @@ FIXTURE = Path(__file__).parent / "fixtures" / "torch_transformer.npz"
 RNG = np.random.default_rng(7)
 
 
-def rnd(*shape, scale=1.0):
-    return (RNG.standard_normal(shape) * scale).astype(np.float32)
+def rnd(*shape):
+    return RNG.standard_normal(shape).astype(np.float32)
 
 
 def T(a, device="cpu", **kw):

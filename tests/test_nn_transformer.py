@@ -43,9 +43,10 @@ def softmax(s):
     return e / e.sum(-1, keepdims=True)
 
 
-def mha_ref(q, k, v, p, H, attn_mask=None, key_padding_mask=None):
+def mha_ref(q, k, v, p, H, attn_mask=None, key_padding_mask=None, need_weights=True):
     """PyTorch's multi_head_attention_forward in float64, batch first: q (B, L, E), k (B, S, kdim), v (B, S, vdim);
-    `p` the module's state dict as arrays. Returns (output (B, L, E), per-head weights (B, H, L, S))."""
+    `p` the module's state dict as arrays. Returns (output (B, L, E), per-head weights (B, H, L, S)). A query with
+    every key masked: NaN with `need_weights`, else zero weights (scaled_dot_product_attention's safe softmax)."""
     q, k, v = (np.asarray(a, np.float64) for a in (q, k, v))
     B, L, E = q.shape
     S, D = k.shape[1], E // H
@@ -58,7 +59,8 @@ def mha_ref(q, k, v, p, H, attn_mask=None, key_padding_mask=None):
     m = additive(attn_mask)
     if np.ndim(m) == 3: m = m.reshape(B, H, L, S)
     s = s + m + (additive(key_padding_mask)[:, None, None, :] if key_padding_mask is not None else 0.0)
-    w = softmax(s)
+    with np.errstate(invalid="ignore"): w = softmax(s)
+    if not need_weights: w = np.where(np.isneginf(s).all(-1, keepdims=True), 0.0, w)
     out = (w @ V).transpose(0, 2, 1, 3).reshape(B, L, E) @ p["out_proj.weight"].astype(np.float64).T
     return out + (p["out_proj.bias"] if "out_proj.bias" in p else 0.0), w
 
@@ -145,6 +147,9 @@ MHA_CASES = {   # name -> (module kwargs, L, S, batch, masks(B, H, L, S) -> dict
     "kdim_vdim": (dict(kdim=6, vdim=3), 4, 5, 2, lambda B, H, L, S: {}, {}),
     "no_bias_4_heads": (dict(num_heads=4, bias=False), 3, 5, 2, lambda B, H, L, S: dict(attn_mask=rnd(B * H, L, S)), {}),
     "one_head_per_head_weights": (dict(num_heads=1), 3, 3, 2, lambda B, H, L, S: {}, dict(average_attn_weights=False)),
+    "every_key_hidden_no_weights": (dict(), 3, 4, 2, lambda B, H, L, S: dict(
+        attn_mask=np.array([[1, 1, 1, 1], [0, 1, 1, 1], [0, 0, 1, 1]], bool), key_padding_mask=np.array([[0] * 4, [1] * 4], bool)),
+        dict(need_weights=False)),
 }
 
 
@@ -166,8 +171,9 @@ def test_mha_matches_the_reference(name, device):
     (q, k, v), lay = mha_inputs(kw, L, S, B)
     mk = masks(B, H, L, S)
     out, w = m(*(T(lay(a), device) for a in (q, k, v)), **{n: T(a, device) for n, a in mk.items()}, **flags)
-    rout, rw = mha_ref(q, k, v, state(m), H, mk.get("attn_mask"), mk.get("key_padding_mask"))
+    rout, rw = mha_ref(q, k, v, state(m), H, mk.get("attn_mask"), mk.get("key_padding_mask"), flags.get("need_weights", True))
     close(out, lay(rout), what="output")
+    if not flags.get("need_weights", True): assert w is None; return
     close(w, rw.mean(1) if flags.get("average_attn_weights", True) else rw, what="weights")
 
 
@@ -240,10 +246,28 @@ def test_a_float_mask_biases_the_scores(mha):
     oracle.assert_close(favoured, want.astype(np.float32), rtol=1e-4, atol=1e-6)
 
 
-def test_a_query_with_every_key_masked_is_nan_as_in_pytorch(mha):
-    x = T(rnd(2, 1, 8))
-    out, w = mha(x, x, x, attn_mask=T(np.array([[True, True], [False, True]])))
-    assert np.isnan(out.numpy()[0]).all() and np.isfinite(out.numpy()[1]).all() and np.isnan(w.numpy()[0, 0]).all()
+@pytest.mark.parametrize("device", DEVICES)
+def test_a_query_with_every_key_masked_attends_to_nothing_or_is_nan_as_in_pytorch(mha, device):
+    "PyTorch's two paths: need_weights=False (scaled_dot_product_attention's safe softmax) gives zero weights, so the"
+    " output is out_proj's bias and the gradients are finite; need_weights=True (softmax over nothing) gives NaN."
+    m = nn.MultiheadAttention(8, 2).to(device); m.load_state_dict(mha.state_dict())
+    x = T(rnd(2, 2, 8), device, requires_grad=True)
+    hide = T(np.array([[True, True], [False, True]]), device)           # query 0 sees no key
+    out, w = m(x, x, x, attn_mask=hide, need_weights=False)
+    assert w is None
+    oracle.assert_close(out.numpy()[0], np.broadcast_to(m.out_proj.bias.numpy(), (2, 8)))
+    out.sum().backward()
+    assert np.isfinite(x.grad.numpy()).all() and all(np.isfinite(p.grad.numpy()).all() for p in m.parameters())
+    out, w = m(x, x, x, attn_mask=hide)
+    assert np.isnan(out.numpy()[0]).all() and np.isfinite(out.numpy()[1]).all() and np.isnan(w.numpy()[:, 0]).all()
+
+
+def test_gradcheck_through_a_query_with_every_key_masked():
+    vkml.manual_seed(22)
+    m = perturbed(nn.MultiheadAttention(4, 2))
+    kpm = np.array([[0, 0, 0], [1, 1, 1]], bool)                          # sequence 1: every key padding
+    call = lambda m, q, k: m(q, k, k, key_padding_mask=tensor(kpm), attn_mask=tensor(causal(3)), need_weights=False)[0]
+    assert gradcheck_module(m, call, [rnd(3, 2, 4), rnd(3, 2, 4)])
 
 
 def test_need_weights_averaged_per_head_and_none(mha):
@@ -629,11 +653,13 @@ def test_a_jitted_training_step_equals_the_eager_one():
 FIXTURE_CASES = {   # case -> k of the bound: both sides round in float32, more so through more layers
     "mha_seq_first": 2, "mha_batch_first_self": 2, "mha_kdim_vdim": 2, "mha_unbatched_no_bias": 2,
     "mha_unbatched_causal": 2, "enc_post_relu": 4, "enc_pre_gelu_causal": 4, "enc_no_bias_unbatched": 4,
-    "dec_post": 4, "dec_pre_gelu": 4, "encoder_stack_pre_norm": 4, "transformer": 4}
+    "dec_post": 4, "dec_pre_gelu": 4, "encoder_stack_pre_norm": 4, "transformer": 4, "mha_every_key_hidden": 2,
+    "enc_padded_sequence": 4}
 KEYS_OF = {"mha_seq_first": MHA_KEYS, "mha_batch_first_self": MHA_KEYS, "mha_kdim_vdim": MHA_SEPARATE_KEYS,
            "mha_unbatched_no_bias": MHA_NO_BIAS_KEYS, "mha_unbatched_causal": MHA_KEYS, "enc_post_relu": ENCODER_LAYER_KEYS,
            "enc_pre_gelu_causal": ENCODER_LAYER_KEYS, "enc_no_bias_unbatched": ENCODER_LAYER_NO_BIAS_KEYS,
-           "dec_post": DECODER_LAYER_KEYS, "dec_pre_gelu": DECODER_LAYER_KEYS}
+           "dec_post": DECODER_LAYER_KEYS, "dec_pre_gelu": DECODER_LAYER_KEYS, "mha_every_key_hidden": MHA_KEYS,
+           "enc_padded_sequence": ENCODER_LAYER_KEYS}
 _loaded = {}
 
 

@@ -105,7 +105,11 @@ def _attend(m, q, k, v, key_padding_mask, attn_mask, need_weights: bool):
     scores = qh @ kh.transpose(-2, -1)                                           # (B, H, L, S)
     mask = _merged_mask(attn_mask, key_padding_mask, B, H, L, S)
     if mask is not None: scores = scores + mask
-    weights = F.dropout(F.softmax(scores, -1), m.dropout, training=m.training)
+    if mask is not None and not need_weights:      # PyTorch's safe softmax: a query with no key left attends to nothing
+        empty = vkml.amax(scores.detach(), -1, keepdim=True) == -math.inf
+        weights = vkml.where(empty, 0.0, F.softmax(vkml.where(empty, 0.0, scores), -1))   # no NaN, forward or backward
+    else: weights = F.softmax(scores, -1)
+    weights = F.dropout(weights, m.dropout, training=m.training)
     out = (weights @ vh).permute(0, 2, 1, 3).reshape(B, L, E)                    # the heads side by side
     return m.out_proj(out), (weights if need_weights else None)
 

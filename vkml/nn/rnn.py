@@ -5,7 +5,10 @@
 # %% ../../nbs/30f_nn_rnn.ipynb #acb22483
 from __future__ import annotations
 import math, numbers, warnings
-import vkml
+from ..core.dtypes import ShapeError, DTypeError, DeviceError, float32
+from ..core.operands import ArgumentError
+from ..frontend.tensor import Tensor
+import vkml.frontend.functions as VF
 from .module import Module, uniform
 from . import functional as F, init
 
@@ -24,14 +27,14 @@ def _relu_step(gi, h, w_hh, b_hh=None):
 def _lstm_step(gi, state, w_hh, b_hh=None):
     "One LSTM step from `state` = (h, c): the gates i, f, g, o in PyTorch's order; returns (h', c')."
     h, c = state
-    i, f, g, o = vkml.split(gi + F.linear(h, w_hh, b_hh), h.shape[-1], -1)
+    i, f, g, o = VF.split(gi + F.linear(h, w_hh, b_hh), h.shape[-1], -1)
     c = f.sigmoid() * c + i.sigmoid() * g.tanh()
     return o.sigmoid() * c.tanh(), c
 
 def _gru_step(gi, h, w_hh, b_hh=None):
     "One GRU step: the gates r, z, n; r scales the hidden half of n with its bias b_hn."
-    i_r, i_z, i_n = vkml.split(gi, h.shape[-1], -1)
-    h_r, h_z, h_n = vkml.split(F.linear(h, w_hh, b_hh), h.shape[-1], -1)
+    i_r, i_z, i_n = VF.split(gi, h.shape[-1], -1)
+    h_r, h_z, h_n = VF.split(F.linear(h, w_hh, b_hh), h.shape[-1], -1)
     r, z = (i_r + h_r).sigmoid(), (i_z + h_z).sigmoid()
     n = (i_n + r * h_n).tanh()
     return n + z * (h - n)
@@ -44,26 +47,26 @@ def _check_tensor(m: Module, t, what: str = "input"):
     "`t` is a vkml Tensor of `m`'s parameters' dtype and device."
     name = type(m).__name__
     if hasattr(t, "batch_sizes") and hasattr(t, "data"):   # a PackedSequence (PyTorch's, or one made like it)
-        raise vkml.ArgumentError(f"{name}: a PackedSequence is not supported: pad the sequences to one length (a tensor "
+        raise ArgumentError(f"{name}: a PackedSequence is not supported: pad the sequences to one length (a tensor "
                                  f"of shape (T, N, {m.input_size})) and read each sequence's output at its own last step")
-    if not isinstance(t, vkml.Tensor):
-        raise vkml.DTypeError(f"{name} takes a vkml Tensor as {what}, got {type(t).__name__}: wrap it with `vkml.tensor(...)`")
+    if not isinstance(t, Tensor):
+        raise DTypeError(f"{name} takes a vkml Tensor as {what}, got {type(t).__name__}: wrap it with `vkml.tensor(...)`")
     w = next(iter(m._parameters.values()))
     if t.dtype is not w.dtype:
-        raise vkml.DTypeError(f"{name} has {w.dtype.name} parameters and got a {t.dtype.name} {what}: cast it with `.float()`")
+        raise DTypeError(f"{name} has {w.dtype.name} parameters and got a {t.dtype.name} {what}: cast it with `.float()`")
     if t.device != w.device:
-        raise vkml.DeviceError(f"{name}'s parameters are on {w.device} and its {what} is on {t.device}: "
+        raise DeviceError(f"{name}'s parameters are on {w.device} and its {what} is on {t.device}: "
                                f"move it with `.to({w.device!r})`")
 
 def _positive_int(name: str, what: str, v) -> int:
     if not isinstance(v, numbers.Integral) or isinstance(v, bool) or v <= 0:
-        raise vkml.ArgumentError(f"{name}: {what} must be a positive int, got {v!r}")
+        raise ArgumentError(f"{name}: {what} must be a positive int, got {v!r}")
     return int(v)
 
 def _check_sizes(name: str, input_size, hidden_size, dtype) -> tuple:
     "(input_size, hidden_size), checked; the parameters are float32."
-    if dtype not in (None, vkml.float32):
-        raise vkml.DTypeError(f"{name}'s parameters are float32, got dtype={dtype!r}: cast the input instead")
+    if dtype not in (None, float32):
+        raise DTypeError(f"{name}'s parameters are float32, got dtype={dtype!r}: cast the input instead")
     return _positive_int(name, "input_size", input_size), _positive_int(name, "hidden_size", hidden_size)
 
 def _draw(m: Module, shapes: dict, device):
@@ -82,21 +85,21 @@ def _cell_state(m: Module, x, hx, lstm: bool):
     name = type(m).__name__
     _check_tensor(m, x)
     if x.ndim not in (1, 2):
-        raise vkml.ShapeError(f"{name}: expected input to be 1-D (one sample) or 2-D (batch, input_size), got shape {x.shape}")
+        raise ShapeError(f"{name}: expected input to be 1-D (one sample) or 2-D (batch, input_size), got shape {x.shape}")
     if x.shape[-1] != m.input_size:
-        raise vkml.ShapeError(f"{name}: input has {x.shape[-1]} features (shape {x.shape}), expected input_size={m.input_size}")
+        raise ShapeError(f"{name}: input has {x.shape[-1]} features (shape {x.shape}), expected input_size={m.input_size}")
     one = x.ndim == 1
     want = x.shape[:-1] + (m.hidden_size,)
     if hx is None:
-        h = vkml.zeros(1 if one else x.shape[0], m.hidden_size, dtype=x.dtype, device=x.device)
+        h = VF.zeros(1 if one else x.shape[0], m.hidden_size, dtype=x.dtype, device=x.device)
         return (x.unsqueeze(0) if one else x), ((h, h) if lstm else h), one
     if lstm and not (isinstance(hx, (tuple, list)) and len(hx) == 2):
-        raise vkml.ArgumentError(f"{name} takes hx as a pair (h_0, c_0) of tensors, got {type(hx).__name__}")
+        raise ArgumentError(f"{name} takes hx as a pair (h_0, c_0) of tensors, got {type(hx).__name__}")
     states = list(hx) if lstm else [hx]
     for s, what in zip(states, ("hx", "cx") if lstm else ("hx",)):
         _check_tensor(m, s, what)
         if s.shape != want:
-            raise vkml.ShapeError(f"{name}: {what} must have shape {want} for an input of shape {x.shape}, got {s.shape}")
+            raise ShapeError(f"{name}: {what} must have shape {want} for an input of shape {x.shape}, got {s.shape}")
     states = [s.unsqueeze(0) if one else s for s in states]      # (built only once every check has passed)
     return (x.unsqueeze(0) if one else x), (tuple(states) if lstm else states[0]), one
 
@@ -131,7 +134,7 @@ class RNNCell(RNNCellBase):
     "Elman's cell: h' = tanh(W_ih x + b_ih + W_hh h + b_hh) (`nonlinearity='relu'`: relu)."
     def __init__(self, input_size: int, hidden_size: int, bias: bool = True, nonlinearity: str = "tanh", device="cpu", dtype=None):
         if nonlinearity not in ("tanh", "relu"):
-            raise vkml.ArgumentError(f"RNNCell: unknown nonlinearity {nonlinearity!r}: use 'tanh' or 'relu'")
+            raise ArgumentError(f"RNNCell: unknown nonlinearity {nonlinearity!r}: use 'tanh' or 'relu'")
         super().__init__(input_size, hidden_size, bias, 1, device, dtype)
         self.nonlinearity = nonlinearity
     @property
@@ -157,14 +160,14 @@ class RNNBase(Module):
                  device="cpu", dtype=None):
         super().__init__()
         name = {"RNN_TANH": "RNN", "RNN_RELU": "RNN"}.get(mode, mode)
-        if mode not in _STEPS: raise vkml.ArgumentError(f"RNNBase: unknown mode {mode!r}: use one of {', '.join(_STEPS)}")
+        if mode not in _STEPS: raise ArgumentError(f"RNNBase: unknown mode {mode!r}: use one of {', '.join(_STEPS)}")
         self.input_size, self.hidden_size = _check_sizes(name, input_size, hidden_size, dtype)
         self.num_layers = _positive_int(name, "num_layers", num_layers)
         if not isinstance(dropout, numbers.Real) or isinstance(dropout, bool) or not 0 <= dropout <= 1:
-            raise vkml.ArgumentError(f"{name}: dropout should be a number in [0, 1] (the probability of zeroing an "
+            raise ArgumentError(f"{name}: dropout should be a number in [0, 1] (the probability of zeroing an "
                                      f"element between layers), got {dropout!r}")
         if proj_size != 0:
-            raise vkml.ArgumentError(f"{name}: proj_size={proj_size!r} is not supported: vkML's LSTM has no projection "
+            raise ArgumentError(f"{name}: proj_size={proj_size!r} is not supported: vkML's LSTM has no projection "
                                      f"(build it with proj_size=0 and add an nn.Linear on its output)")
         if dropout > 0 and num_layers == 1:
             warnings.warn("dropout option adds dropout after all but last recurrent layer, so non-zero dropout expects "
@@ -210,12 +213,12 @@ def _sequence(m: RNNBase, x) -> tuple:
     name = type(m).__name__
     _check_tensor(m, x)
     if x.ndim not in (2, 3):
-        raise vkml.ShapeError(f"{name}: expected input to be 2-D (unbatched: T, input_size) or 3-D (batched), got shape {x.shape}")
+        raise ShapeError(f"{name}: expected input to be 2-D (unbatched: T, input_size) or 3-D (batched), got shape {x.shape}")
     if x.shape[-1] != m.input_size:
-        raise vkml.ShapeError(f"{name}: input has {x.shape[-1]} features (shape {x.shape}), expected input_size={m.input_size}")
+        raise ShapeError(f"{name}: input has {x.shape[-1]} features (shape {x.shape}), expected input_size={m.input_size}")
     one = x.ndim == 2
     steps, batch = (x.shape[0], 1) if one else (x.shape[1], x.shape[0]) if m.batch_first else x.shape[:2]
-    if steps == 0: raise vkml.ShapeError(f"{name}: the input sequence is empty (shape {x.shape}): give it at least one step")
+    if steps == 0: raise ShapeError(f"{name}: the input sequence is empty (shape {x.shape}): give it at least one step")
     return one, batch
 
 def _initial_states(m: RNNBase, hx, x, one: bool, batch: int) -> list:
@@ -223,19 +226,19 @@ def _initial_states(m: RNNBase, hx, x, one: bool, batch: int) -> list:
     name, lstm, LD = type(m).__name__, m.mode == "LSTM", m.num_layers * m._directions
     want = (LD, m.hidden_size) if one else (LD, batch, m.hidden_size)
     if hx is None:
-        z = vkml.zeros(batch, m.hidden_size, dtype=x.dtype, device=x.device)
+        z = VF.zeros(batch, m.hidden_size, dtype=x.dtype, device=x.device)
         return [(z, z) if lstm else z] * LD
     if lstm != isinstance(hx, (tuple, list)) or (lstm and len(hx) != 2):
-        raise vkml.ArgumentError(f"{name} takes hx as {'a pair (h_0, c_0) of tensors' if lstm else 'one tensor h_0'}, "
+        raise ArgumentError(f"{name} takes hx as {'a pair (h_0, c_0) of tensors' if lstm else 'one tensor h_0'}, "
                                  f"got {type(hx).__name__}{f' of {len(hx)}' if isinstance(hx, (tuple, list)) else ''}")
     given = list(hx) if lstm else [hx]
     for s, what in zip(given, ("h_0", "c_0") if lstm else ("h_0",)):
         _check_tensor(m, s, what)
         if s.ndim != len(want):
-            raise vkml.ShapeError(f"{name}: for {'unbatched 2-D' if one else 'batched 3-D'} input, {what} should be "
+            raise ShapeError(f"{name}: for {'unbatched 2-D' if one else 'batched 3-D'} input, {what} should be "
                                   f"{len(want)}-D, got shape {s.shape}")
         if s.shape != want:
-            raise vkml.ShapeError(f"{name}: expected {what} of shape {want} (num_layers·directions, "
+            raise ShapeError(f"{name}: expected {what} of shape {want} (num_layers·directions, "
                                   f"{'' if one else 'batch, '}hidden_size), got {s.shape}")
     states = [s.unsqueeze(1) if one else s for s in given]
     return [(states[0][k], states[1][k]) if lstm else states[0][k] for k in range(LD)]
@@ -247,7 +250,7 @@ def _scan(step, gi, state, w_hh, b_hh, reverse: bool = False) -> tuple:
     for t in (reversed(range(len(hs))) if reverse else range(len(hs))):
         state = step(gi[t], state, w_hh, b_hh)
         hs[t] = state[0] if isinstance(state, tuple) else state
-    return vkml.stack(hs, 0), state
+    return VF.stack(hs, 0), state
 
 def _forward(self: RNNBase, input, hx=None):
     "(output, h_n), or (output, (h_n, c_n)) for an LSTM; `hx` is h_0, or (h_0, c_0) for an LSTM (zeros when None)."
@@ -260,9 +263,9 @@ def _forward(self: RNNBase, input, hx=None):
             w_ih, w_hh, b_ih, b_hh = self._weights(layer * D + d)
             out, state = _scan(_STEPS[self.mode], F.linear(x, w_ih, b_ih), states[layer * D + d], w_hh, b_hh, reverse=d == 1)
             outs.append(out); last.append(state)
-        x = outs[0] if D == 1 else vkml.cat(outs, -1)
+        x = outs[0] if D == 1 else VF.cat(outs, -1)
         if self.training and self.dropout > 0 and layer < self.num_layers - 1: x = F.dropout(x, self.dropout)
-    finals = [vkml.stack([s[i] for s in last], 0) for i in range(2)] if self.mode == "LSTM" else [vkml.stack(last, 0)]
+    finals = [VF.stack([s[i] for s in last], 0) for i in range(2)] if self.mode == "LSTM" else [VF.stack(last, 0)]
     if one: x, finals = x.squeeze(1), [s.squeeze(1) for s in finals]
     elif self.batch_first: x = x.transpose(0, 1)
     return (x, tuple(finals)) if self.mode == "LSTM" else (x, finals[0])
@@ -274,7 +277,7 @@ class RNN(RNNBase):
     def __init__(self, input_size: int, hidden_size: int, num_layers: int = 1, nonlinearity: str = "tanh", bias: bool = True,
                  batch_first: bool = False, dropout: float = 0.0, bidirectional: bool = False, device="cpu", dtype=None):
         if nonlinearity not in ("tanh", "relu"):
-            raise vkml.ArgumentError(f"RNN: unknown nonlinearity {nonlinearity!r}: use 'tanh' or 'relu'")
+            raise ArgumentError(f"RNN: unknown nonlinearity {nonlinearity!r}: use 'tanh' or 'relu'")
         super().__init__("RNN_TANH" if nonlinearity == "tanh" else "RNN_RELU", input_size, hidden_size, num_layers, bias,
                          batch_first, dropout, bidirectional, 0, device, dtype)
         self.nonlinearity = nonlinearity

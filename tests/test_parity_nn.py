@@ -93,7 +93,7 @@ def test_matmul_each_variant(variant, monkeypatch):
             check_sum(lambda a, b: apply(Op.MATMUL, a, b), [rnd(B, M, K, dtype=dt), rnd(B, K, N, dtype=dt)], K)
     if variant != "matmul_small":   # split K: chunks of 48 terms (3 slabs of 16, 6 of 8), an uneven last one
         monkeypatch.setattr(kn, "FORCE_TILE", None)
-        monkeypatch.setattr(kn, "matmul_variant", lambda M, N, batch: variant)
+        monkeypatch.setattr(kn, "matmul_variant", lambda M, N, batch, K=0: variant)
         monkeypatch.setattr(kn, "split_k", lambda name, M, N, K, nb: -(-K // 48))
         for dt in FLOATS:
             for B, M, K, N in [(2, 70, 130, 67), (1, 5, 200, 9)]:
@@ -174,6 +174,17 @@ def test_matmul_tile_choice():
     assert kn.matmul_variant(64, 16384, 1) == "matmul64x128"       # 128-row tiles would be half empty
     assert kn.matmul_variant(20, 50, 1) == "matmul_small"
     assert kn.split_k("matmul", 64, 576, 100352, 1) > 1 and kn.split_k("matmul128", 4096, 4096, 4096, 1) == 1
+
+
+def test_matmul_split_tile_choice():
+    """A long product with a few dozen 128x128 tiles (a weight gradient) runs them split along K: measured on the
+    H200 (bench/results/matmul_skinny_h200.json) faster than any other tile, split or whole; fewer tiles do not."""
+    import vkml.backends.vulkan.kernels_nn as kn
+    assert kn.matmul_variant(384, 1152, 1, 8192) == "matmul128"     # 27 tiles, split 9 ways
+    assert kn.matmul_variant(1536, 384, 1, 8192) == "matmul128"     # 36 tiles, split 7 ways
+    assert kn.matmul_variant(384, 384, 1, 8192) == "matmul"         # 9 tiles: the 64x64 tile split 7 ways wins
+    assert kn.matmul_variant(384, 1152, 1) == "matmul"              # K unknown: no split to count on
+    assert kn.matmul_variant(512, 1024, 1, 1024) == kn.matmul_variant(512, 1024, 1)   # 64x64 fills: unchanged
 
 
 @pytest.mark.parametrize("dtype", FLOATS)

@@ -458,6 +458,8 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                                                                                     'vkml/backends/vulkan/kernels_nn.py'),
                                                  'vkml.backends.vulkan.kernels_nn._features': ( 'kernels_nn.html#_features',
                                                                                                 'vkml/backends/vulkan/kernels_nn.py'),
+                                                 'vkml.backends.vulkan.kernels_nn._fills': ( 'kernels_nn.html#_fills',
+                                                                                             'vkml/backends/vulkan/kernels_nn.py'),
                                                  'vkml.backends.vulkan.kernels_nn._p4': ( 'kernels_nn.html#_p4',
                                                                                           'vkml/backends/vulkan/kernels_nn.py'),
                                                  'vkml.backends.vulkan.kernels_nn._pair': ( 'kernels_nn.html#_pair',

@@ -14,9 +14,9 @@ from .kernels import fill_dispatch, copy_dispatch
 from types import SimpleNamespace as NS
 
 # %% auto #0
-__all__ = ['MATMUL_TILES', 'FILL_GROUPS', 'MIN_TILE_USE', 'SMALL_MAX_MN', 'SPLIT_K_MIN', 'FORCE_TILE', 'COOPMAT_TILES',
-           'COOPMAT_MORE', 'NO_EMULATION', 'COOPMAT', 'F64_TILES', 'COL_SCRATCH_BYTES', 'CT_LOWER_MIN_K',
-           'INDEX_ADD_CHUNK', 'tile_dims', 'matmul_variant', 'variant_for', 'split_k', 'matmul_trips',
+__all__ = ['MATMUL_TILES', 'FILL_GROUPS', 'MIN_TILE_USE', 'SMALL_MAX_MN', 'SPLIT_K_MIN', 'SPLIT_TILE', 'SPLIT_TILE_MIN',
+           'FORCE_TILE', 'COOPMAT_TILES', 'COOPMAT_MORE', 'NO_EMULATION', 'COOPMAT', 'F64_TILES', 'COL_SCRATCH_BYTES',
+           'CT_LOWER_MIN_K', 'INDEX_ADD_CHUNK', 'tile_dims', 'matmul_variant', 'variant_for', 'split_k', 'matmul_trips',
            'coopmat_layout_ok', 'coopmat_variant', 'matmul_dispatch', 'matmul_kernel', 'merged_stride',
            'im2col_dispatch', 'im2col_kernel', 'implicit_conv', 'conv2d_weight_kernel', 'conv2d_kernel', 'taps',
            'check_trips', 'col2im_dispatch', 'conv_transpose2d_kernel', 'col2im_kernel', 'window_trips',
@@ -30,6 +30,7 @@ FILL_GROUPS = 120         # workgroups that keep every multiprocessor of a big G
 MIN_TILE_USE = 0.8        # a tile shape is a candidate only if at least this share of its tiles' area is C
 SMALL_MAX_MN = 1024       # an M*N this small fills under a quarter of one 64x64 tile: use matmul_small
 SPLIT_K_MIN = 512         # split K to fill the GPU only into chunks of at least this many terms
+SPLIT_TILE, SPLIT_TILE_MIN = "matmul128", 24   # the one tile worth splitting along K, from this many tiles up (below)
 FORCE_TILE = None         # a variant name to use whatever the sizes (benchmarks compare tiles with it)
 
 COOPMAT_TILES = {"matmul_cm128x256s8": (128, 256, 32), "matmul_cm128x128s8": (128, 128, 32),
@@ -51,23 +52,28 @@ def _tiles(name, M, N, batch) -> int:
     bm, bn, _ = tile_dims(name)
     return -(-M // bm) * -(-N // bn) * batch
 
-def _pick(tiles: dict, M: int, N: int, batch: int, fallback: str) -> str:
-    "The first (biggest) tile of `tiles` that gives every SM work and wastes little on ragged edges."
+def _fills(name: str, t: int, K: int) -> bool:
+    "Do `t` tiles of `name` give every SM work: by themselves, or (SPLIT_TILE) split along K's terms into chunks of >= SPLIT_K_MIN?"
+    if t >= FILL_GROUPS: return True
+    return name == SPLIT_TILE and t >= SPLIT_TILE_MIN and t * min(-(-2 * FILL_GROUPS // t), K // SPLIT_K_MIN) >= FILL_GROUPS
+
+def _pick(tiles: dict, M: int, N: int, batch: int, fallback: str, K: int = 0) -> str:
+    "The first (biggest) tile of `tiles` that gives every SM work (the biggest may split K to) and wastes little on ragged edges."
     for name, (bm, bn, _) in tiles.items():
-        use = M * N * batch / (_tiles(name, M, N, batch) * bm * bn)
-        if use >= MIN_TILE_USE and _tiles(name, M, N, batch) >= FILL_GROUPS: return name
+        t = _tiles(name, M, N, batch)
+        if M * N * batch / (t * bm * bn) >= MIN_TILE_USE and _fills(name, t, K): return name
     return fallback
 
-def matmul_variant(M: int, N: int, batch: int) -> str:
-    "The variant for an (M, N) output times `batch`: the biggest tile that still gives every SM work."
+def matmul_variant(M: int, N: int, batch: int, K: int = 0) -> str:
+    "The variant for an (M, N) output times `batch` (sums of `K` terms): the biggest tile that still gives every SM work."
     if FORCE_TILE and "_cm" not in FORCE_TILE: return FORCE_TILE
     if M * N <= SMALL_MAX_MN: return "matmul_small"
-    return _pick(MATMUL_TILES, M, N, batch, "matmul")
+    return _pick(MATMUL_TILES, M, N, batch, "matmul", K)
 
-def variant_for(dtype, M: int, N: int, batch: int) -> str:
+def variant_for(dtype, M: int, N: int, batch: int, K: int = 0) -> str:
     "`matmul_variant`, or for float64 its one tile (or the small kernel)."
     if dtype is float64: return "matmul_small" if M * N <= SMALL_MAX_MN else "matmul"
-    return matmul_variant(M, N, batch)
+    return matmul_variant(M, N, batch, K)
 
 def split_k(name: str, M: int, N: int, K: int, nb: int) -> int:
     "Chunks of K for a tiled product that launches too few workgroups to fill the GPU (1: no split)."
@@ -132,7 +138,7 @@ def _sum_slabs(dtype, c, slabs, rows, parts, c_off, f32=False) -> Dispatch:
 def matmul_dispatch(dtype, c, a, b, M, N, K, B1, B2, A, B, C, c_f32=False) -> list:
     "The matmul dispatches; A/B/C are (offset, stride_b1, stride_b2, stride_row, stride_col) in elements."
     nb = B1 * B2
-    name = coopmat_variant(dtype, M, N, K, nb, A, B, c, a, b) or variant_for(dtype, M, N, nb)
+    name = coopmat_variant(dtype, M, N, K, nb, A, B, c, a, b) or variant_for(dtype, M, N, nb, K)
     if K == 0: a = b = c   # nothing is read: bind the output so no empty buffer is ever bound
     f32 = c_f32 and dtype == float16
     suffix = sfx(dtype) + ("_f32" if f32 else "")   # f16 operands, f32 result

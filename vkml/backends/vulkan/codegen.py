@@ -215,7 +215,7 @@ def _node_expr(name, variant, ins, out, refs, pidx, pnames, operand_ref, index) 
     if out == "float64" or "float64" in ins: tmpl = double_literals(tmpl)
     return _rounded(out, tmpl.format(T=COMPUTE[out], i=index, **fmt))
 
-FORMS = ("scalar", "vec4", "tile", "group", "thread")   # elementwise: one or four elements per invocation, or a 32 x 32 tile per workgroup; reduce: a workgroup or a thread per output
+FORMS = ("scalar", "vec4", "tile", "group", "thread")   # elementwise: one or four elements per invocation, or a 32 x 32 tile per workgroup; reduce: a workgroup or a thread per output (a row kernel's forms are `row_form`'s)
 
 def _helpers(nodes) -> list:
     "The GLSL functions the nodes' expressions call (a row's `helpers`), each once, in order."

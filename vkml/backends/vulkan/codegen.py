@@ -509,7 +509,7 @@ ROW_HEADER = 6              # rows, row length, extents[4]
 ROW_OPERAND = 5             # offset, strides[4]
 ROW_CACHE = 32              # values of each array a thread keeps in registers (longer rows are read again per pass)
 ROW_REGS = 64               # values a thread keeps in all (inputs and values kept for a later pass)
-ROW_LOCAL_MAX = 512         # threads per row at most, on a GPU (the H200's sweep: 512 x 32 beat 1024 x 16)
+ROW_LOCAL_MAX = 512         # threads per row at most, on a GPU (the H200's sweep, read below: 512 x 32 beat 1024 x 16)
 ROW_LOCAL_BY_TYPE = {"cpu": 64}   # a CPU (lavapipe) runs a workgroup's barriers as fibres: few threads are fast
 ROW_KEEP = 4                # values computed in one pass over a row and kept in registers for a later pass
 

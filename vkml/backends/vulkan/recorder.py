@@ -177,7 +177,7 @@ class Runtime:
 
     def push_cdata(self, push: tuple):
         "The words `push`, zero-padded to 32, as cdata: made once per distinct tuple (kernels reuse their plans')."
-        # Filling cdata from Python ints costs ~0.7 us a dispatch, a lookup ~0.1 us. vkCmdPushConstants
+        # Filling cdata from Python ints costs several lookups (timed below). vkCmdPushConstants
         # copies the words when it records, so a cached array may be dropped at any time.
         if len(push) == 1:                 # a generated kernel's `base`: one reused array
             self._pc1[0] = push[0]

@@ -680,7 +680,7 @@ def _row_scalars(nodes, levels, done: set, expr) -> list:
 # %% ../../../nbs/24_codegen.ipynb #f7597157
 def write_row_glsl(desc, form: str) -> str:
     "The GLSL of a row kernel in `form` (see `row_form`)."
-    operands, ptypes, nodes, stores, (_, levels, full) = desc
+    operands, _, nodes, stores, (_, levels, full) = desc
     local, ch = (int(x) for x in form[3:].split("x"))
     reds, wide, roots, keep = _row_passes(desc)
     if not ch: keep = {}

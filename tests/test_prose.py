@@ -72,7 +72,7 @@ EXPORT = re.compile(r"#\|\s*export\b")
 LONGEST_EXPORT = 100   # lines in one `#| export` cell: past this a notebook is a listing, not a lesson
 # Notebooks other engineers are splitting now (the operator table, the optimiser); each still has a long
 # cell. The check fails when one of them no longer has, so the entry is removed as soon as it is done.
-SPLIT_PENDING = {"08_tensor_math.ipynb", "17_nn_functional.ipynb", "32_optim.ipynb"}
+SPLIT_PENDING = {"08_tensor_math.ipynb", "17_nn_functional.ipynb"}
 
 
 def long_export_cells(limit: int = LONGEST_EXPORT) -> dict:
@@ -98,3 +98,51 @@ def test_no_export_cell_over_100_lines():
 def test_the_long_cell_check_counts_lines():
     assert EXPORT.match("#| export\nx = 1") and EXPORT.match("#|export") and not EXPORT.match("#| exporti_not")
     assert all(n in long_export_cells(0) for n in ("12_tensor.ipynb", "27c_backend.ipynb"))
+
+
+# The runtime notebooks teach before they list: a lesson (a Markdown cell headed "Lesson: ...", the idea in
+# prose), then the smallest code that shows it with an assert, then the implementation. So the lesson and a
+# cell that asserts come before the first export cell longer than LESSON_BEFORE lines.
+LESSONS_FIRST = ("05_schedule.ipynb", "12_tensor.ipynb", "24_codegen.ipynb", "27a_pipelines.ipynb", "27b_recorder.ipynb",
+                 "27c_backend.ipynb")
+LESSON_BEFORE = 20
+LESSON = re.compile(r"^#+\s*Lesson\b", re.M)
+ASSERTS = re.compile(r"^\s*assert\b|\btest_(?:eq|ne|close|fail|is)\(|\bnp\.testing\.assert_\w+\(", re.M)
+
+
+def lesson_first(cells) -> str | None:
+    "None when a lesson and then a cell that asserts come before the first long export cell; else what is wrong."
+    lesson = asserted = False
+    for i, c in enumerate(cells):
+        s = "".join(c["source"])
+        if c["cell_type"] == "markdown":
+            lesson = lesson or bool(LESSON.search(s))
+        elif EXPORT.match(s):
+            if (n := len(s.splitlines())) > LESSON_BEFORE and not (lesson and asserted):
+                return (f"cell {i} ({n} lines of export) comes before "
+                        + ("a cell that asserts the lesson" if lesson else 'a Markdown cell headed "Lesson: ..."'))
+        elif lesson and ASSERTS.search(s):
+            asserted = True
+    return None if lesson and asserted else "no lesson with an assert"
+
+
+def test_runtime_notebooks_teach_first():
+    bad = []
+    for name in LESSONS_FIRST:
+        why = lesson_first(json.loads((ROOT / "nbs" / name).read_text(encoding="utf-8"))["cells"])
+        if why: bad.append(f"{name}: {why}")
+    assert not bad, ("a runtime notebook lists code before its lesson (put the idea in prose under a '## Lesson: ...' "
+                     "heading, the smallest code with an assert, then the implementation):\n" + "\n".join(bad))
+
+
+def test_the_lesson_check_can_fail():
+    md_ = lambda s: {"cell_type": "markdown", "source": [s]}
+    code = lambda s: {"cell_type": "code", "source": [s]}
+    long = code("#| export\n" + "x = 1\n" * (LESSON_BEFORE + 1))
+    lesson, check = md_("## Lesson: the idea\nIn prose."), code("y = 2\ntest_eq(y, 2)")
+    assert lesson_first([lesson, check, long]) is None
+    assert "before a Markdown cell" in lesson_first([long, lesson, check])
+    assert "asserts" in lesson_first([lesson, code("print(2)"), long])
+    assert "asserts" in lesson_first([code("#| hide\nfrom fastcore.test import test_eq"), lesson, long, check])
+    assert lesson_first([lesson, code("#| export\nx = 1"), check]) is None       # a short export cell may come first
+

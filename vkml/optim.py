@@ -73,25 +73,29 @@ class FlatStore:
         "A fresh flat float32 tensor on the device: `parts` one after another (lazy)."
         return VF.cat([t.detach().reshape(-1) for t in parts])
 
-    def repair(self, opt) -> bool:
-        """Write the parameters rebound since the last step (a functional in-place write, a load) back into their
-        slices of the flat buffer, and make them views of it again: True when the store is then valid."""
-        ps = [p for g in opt.param_groups for p in g["params"]]
-        if not self.bound or len(ps) != len(self.params) or any(p is not q for p, q in zip(ps, self.params)): return False
-        moved = [q for q in self.params if q.node.buf is not self.bufs[id(q)]]
-        if not moved: return True
-        with no_grad():
-            slots = [self.p[self.offset[id(q)]:self.offset[id(q)] + q.numel()] for q in moved]
-            realize(*[s._apply(Op.ASSIGN, s, q.detach().reshape(-1)) for s, q in zip(slots, moved)])
-        renew(self.p)                                   # (its memory was written: values built before keep theirs)
-        for q in moved: rebind_leaf(q, self.bufs[id(q)])
-        return self.valid_for(opt)
+# %% ../nbs/32_optim.ipynb #c4436e08
+def _repair(self, opt) -> bool:
+    """Write the parameters rebound since the last step (a functional in-place write, a load) back into their
+    slices of the flat buffer, and make them views of it again: True when the store is then valid."""
+    ps = [p for g in opt.param_groups for p in g["params"]]
+    if not self.bound or len(ps) != len(self.params) or any(p is not q for p, q in zip(ps, self.params)): return False
+    moved = [q for q in self.params if q.node.buf is not self.bufs[id(q)]]
+    if not moved: return True
+    with no_grad():
+        slots = [self.p[self.offset[id(q)]:self.offset[id(q)] + q.numel()] for q in moved]
+        realize(*[s._apply(Op.ASSIGN, s, q.detach().reshape(-1)) for s, q in zip(slots, moved)])
+    renew(self.p)                                   # (its memory was written: values built before keep theirs)
+    for q in moved: rebind_leaf(q, self.bufs[id(q)])
+    return self.valid_for(opt)
 
-    def valid_for(self, opt) -> bool:
-        "Are the optimiser's parameters still the views this store made?"
-        ps = [p for g in opt.param_groups for p in g["params"]]
-        return self.bound and len(ps) == len(self.params) and all(
-            q is p and p.node.buf is self.bufs[id(p)] for p, q in zip(ps, self.params))
+def _valid_for(self, opt) -> bool:
+    "Are the optimiser's parameters still the views this store made?"
+    ps = [p for g in opt.param_groups for p in g["params"]]
+    return self.bound and len(ps) == len(self.params) and all(
+        q is p and p.node.buf is self.bufs[id(p)] for p, q in zip(ps, self.params))
+
+FlatStore.repair = _repair
+FlatStore.valid_for = _valid_for
 
 # %% ../nbs/32_optim.ipynb #61f556a5
 class OptimizerError(VkmlError, ValueError):
@@ -120,6 +124,7 @@ def _repair_stores(device: str) -> None:
         except InplaceError: pass   # (its parameters hold values since overwritten: its own next step will say so)
 before_capture.append(_repair_stores)
 
+# %% ../nbs/32_optim.ipynb #1f95d21f
 class Optimizer:
     "Parameter groups, per-parameter state, and a `step()` that realizes every update together (fused by default)."
     state_names: tuple = ()     # the state tensors of each parameter (exp_avg, momentum_buffer...)
@@ -151,28 +156,6 @@ class Optimizer:
 
     def _check_group(self, group): pass
 
-    def _baked(self) -> list:
-        "What of each group's hyperparameters a step's graph holds as constants: whether each is 0 (the numbers are refreshed)."
-        nz = lambda v: tuple(x != 0 for x in v) if isinstance(v, tuple) else v != 0 if type(v) in (int, float) else v
-        return [{k: nz(g[k]) for k in self.defaults if k != "lr"} for g in self.param_groups]
-
-    def _replayed(self, group, baked) -> np.ndarray:
-        "A replayed step's numbers of `group` (`vkml.jit`), once the groups are checked as `step()` checks them."
-        if group is self.param_groups[0]:       # once per replay, before any group counts the step
-            self._check_groups()
-            changed = sorted({k for was, now in zip(baked, self._baked()) for k in was if was[k] != now[k]})
-            if changed:
-                from vkml.engine.capture import JitError
-                raise JitError(f"{', '.join(changed)} changed after the step was captured, and a replay would ignore it "
-                               f"(a 0 setting becoming non-zero changes the step's graph): call the jit function's reset() to capture the step again")
-        return self._advance(group)
-
-    def _check_groups(self):
-        "Check every group's hyperparameters again (`param_groups` is the user's to change between steps)."
-        for g in self.param_groups: self._check_group(g)
-        if self._flat is not None and set(self._flat.state) != set(self.state_names):
-            self._flat = None       # a state tensor started (momentum turned on, amsgrad...) or ended: a new flat store
-
     def zero_grad(self, set_to_none: bool = True):
         "Forget the gradients (or make them zeros)."
         for g in self.param_groups:
@@ -183,135 +166,176 @@ class Optimizer:
     def _hyper(self, group, step: int) -> dict:
         "The per-step numbers of `group` at step `step` (learning-rate and step dependent), by name."
         raise NotImplementedError
+
     def _rule(self, p, g, s: dict, h: dict, group) -> dict:
         "New values of the parameter ('param') and of each state tensor, from p, g, the state s and the numbers h."
         raise NotImplementedError
 
-    # --- the step ---
-    def step(self, closure=None):
-        "Update every parameter that has a gradient: one lazy graph, one realize (`closure` recomputes the loss first)."
-        self._check_groups()
-        loss = closure() if closure is not None else None
-        with no_grad():
-            outs, after = self._step_fused() if self._fusable() else (self._step_each(), None)
-        if isinstance(loss, Tensor): outs.append(loss)
-        if outs: realize(*outs)
-        if after is not None: after()
-        return loss
+# %% ../nbs/32_optim.ipynb #fa98f20f
+def _step(self, closure=None):
+    "Update every parameter that has a gradient: one lazy graph, one realize (`closure` recomputes the loss first)."
+    self._check_groups()
+    loss = closure() if closure is not None else None
+    with no_grad():
+        outs, after = self._step_fused() if self._fusable() else (self._step_each(), None)
+    if isinstance(loss, Tensor): outs.append(loss)
+    if outs: realize(*outs)
+    if after is not None: after()
+    return loss
 
-    def _fusable(self) -> bool:
-        ps = [p for g in self.param_groups for p in g["params"]]
-        ok = all(p.grad is not None for p in ps) and len({p.device for p in ps}) == 1
-        if self.fused and not ok:
-            raise OptimizerError("fused=True needs a gradient for every parameter, all on one device; "
-                                 "use fused=False (or leave fused unset) to update the others")
-        return ok and self.fused is not False
+def _fusable(self) -> bool:
+    ps = [p for g in self.param_groups for p in g["params"]]
+    ok = all(p.grad is not None for p in ps) and len({p.device for p in ps}) == 1
+    if self.fused and not ok:
+        raise OptimizerError("fused=True needs a gradient for every parameter, all on one device; "
+                             "use fused=False (or leave fused unset) to update the others")
+    return ok and self.fused is not False
 
-    def _numbers(self, p, group) -> dict:
-        "Count one more step of `p`; its per-step numbers (numbers, or inside a vkml.jit capture a tensor each replay refreshes)."
-        def advance():
-            st = self.state[p]
-            st["step"] = st.get("step", 0) + 1
-            return self._hyper({**group, "params": [p]}, st["step"])   # (of this parameter: its state may differ)
-        if capture_in_progress() is None: return advance()
-        names = list(self._hyper({**group, "params": [p]}, 1))
-        H = tensor(np.array(list(advance().values()), np.float32), device=p.device)
-        note_refresh(H.node, lambda: np.array(list(advance().values()), np.float32))
-        return {k: H[i] for i, k in enumerate(names)}
+def _numbers(self, p, group) -> dict:
+    "Count one more step of `p`; its per-step numbers (numbers, or inside a vkml.jit capture a tensor each replay refreshes)."
+    def advance():
+        st = self.state[p]
+        st["step"] = st.get("step", 0) + 1
+        return self._hyper({**group, "params": [p]}, st["step"])   # (of this parameter: its state may differ)
+    if capture_in_progress() is None: return advance()
+    names = list(self._hyper({**group, "params": [p]}, 1))
+    H = tensor(np.array(list(advance().values()), np.float32), device=p.device)
+    note_refresh(H.node, lambda: np.array(list(advance().values()), np.float32))
+    return {k: H[i] for i, k in enumerate(names)}
 
-    def _advance(self, group) -> np.ndarray:
-        "Count one more step for every parameter of `group`; its per-step numbers as a float32 array."
-        step = 0
+def _advance(self, group) -> np.ndarray:
+    "Count one more step for every parameter of `group`; its per-step numbers as a float32 array."
+    step = 0
+    for p in group["params"]:
+        st = self.state.setdefault(p, {})
+        st["step"] = step = st.get("step", 0) + 1
+    return np.array(list(self._hyper(group, step).values()), np.float32)
+
+Optimizer.step = _step
+Optimizer._fusable = _fusable
+Optimizer._numbers = _numbers
+Optimizer._advance = _advance
+
+# %% ../nbs/32_optim.ipynb #01b45aa1
+def _step_fused(self) -> tuple:
+    "The update of every parameter as flat tensors; (outputs, what to do once they are realized)."
+    if self._flat is None or not (self._flat.valid_for(self) or self._flat.repair(self)): self._flat = FlatStore(self)
+    flat, outs, fresh, baked = self._flat, [], [], self._baked()
+    for group, (a, b) in zip(self.param_groups, flat.ranges):
+        names = list(self._hyper(group, 1))
+        H = tensor(self._advance(group), device=flat.device)
+        note_refresh(H.node, lambda group=group, baked=baked: self._replayed(group, baked))   # a replay recomputes them
+        note_guard(("optimizer", id(self)), lambda: self._structure(flat))   # ... and assumes the rest stays
+        h = {k: H[i] for i, k in enumerate(names)}
+        P = flat.p[a:b]
+        G = VF.cat([p.grad.reshape(-1) for p in group["params"]])
+        S = {k: flat.state[k][a:b] for k in self.state_names}
+        new = self._rule(P, G, S, h, group)
+        if flat.bound:                                  # in place
+            outs.append(P._apply(Op.ASSIGN, P, new["param"]))
+            outs.extend(S[k]._apply(Op.ASSIGN, S[k], new[k]) for k in self.state_names)
+        else: fresh.append(new)
+    if flat.bound: return outs, lambda: flat.renew(self)
+    # the first step: its results become the flat buffers
+    whole = lambda k: fresh[0][k] if len(fresh) == 1 else VF.cat([f[k] for f in fresh])
+    p, state = whole("param"), {k: whole(k) for k in self.state_names}
+    return [p, *state.values()], lambda: flat.bind(self, p, state)
+
+def _structure(self, flat) -> tuple:
+    "What a captured step assumes beyond the per-step numbers: this flat store, the parameters, which settings are 0."
+    nz = lambda v: tuple(x != 0 for x in v) if isinstance(v, tuple) else v != 0 if type(v) in (int, float) else v
+    return self._flat is flat, tuple((tuple(map(id, g["params"])), tuple((k, nz(v)) for k, v in g.items() if k != "params"))
+                                     for g in self.param_groups)
+
+def _step_each(self) -> list:
+    outs = []
+    for group in self.param_groups:
         for p in group["params"]:
+            if p.grad is None: continue
             st = self.state.setdefault(p, {})
-            st["step"] = step = st.get("step", 0) + 1
-        return np.array(list(self._hyper(group, step).values()), np.float32)
+            h = self._numbers(p, group)
+            s = {k: st[k] if isinstance(st.get(k), Tensor) else VF.zeros_like(p) for k in self.state_names}
+            new = self._rule(p, p.grad, s, h, group)
+            assign(p, new["param"])
+            for k in self.state_names:       # in place once realized (a replayed step binds the memory)
+                if isinstance(st.get(k), Tensor) and st[k].node.realized: assign(st[k], new[k])
+                else: st[k] = new[k]
+            outs += [p] + [st[k] for k in self.state_names]
+    if outs: self._flat = None                     # a per-parameter step rebinds the parameters (a step of none keeps them)
+    return outs
 
-    def _step_fused(self) -> tuple:
-        "The update of every parameter as flat tensors; (outputs, what to do once they are realized)."
-        if self._flat is None or not (self._flat.valid_for(self) or self._flat.repair(self)): self._flat = FlatStore(self)
-        flat, outs, fresh, baked = self._flat, [], [], self._baked()
-        for group, (a, b) in zip(self.param_groups, flat.ranges):
-            names = list(self._hyper(group, 1))
-            H = tensor(self._advance(group), device=flat.device)
-            note_refresh(H.node, lambda group=group, baked=baked: self._replayed(group, baked))   # a replay recomputes them
-            note_guard(("optimizer", id(self)), lambda: self._structure(flat))   # ... and assumes the rest stays
-            h = {k: H[i] for i, k in enumerate(names)}
-            P = flat.p[a:b]
-            G = VF.cat([p.grad.reshape(-1) for p in group["params"]])
-            S = {k: flat.state[k][a:b] for k in self.state_names}
-            new = self._rule(P, G, S, h, group)
-            if flat.bound:                                  # in place
-                outs.append(P._apply(Op.ASSIGN, P, new["param"]))
-                outs.extend(S[k]._apply(Op.ASSIGN, S[k], new[k]) for k in self.state_names)
-            else: fresh.append(new)
-        if flat.bound: return outs, lambda: flat.renew(self)
-        # the first step: its results become the flat buffers
-        whole = lambda k: fresh[0][k] if len(fresh) == 1 else VF.cat([f[k] for f in fresh])
-        p, state = whole("param"), {k: whole(k) for k in self.state_names}
-        return [p, *state.values()], lambda: flat.bind(self, p, state)
+Optimizer._step_fused = _step_fused
+Optimizer._structure = _structure
+Optimizer._step_each = _step_each
 
-    def _structure(self, flat) -> tuple:
-        "What a captured step assumes beyond the per-step numbers: this flat store, the parameters, which settings are 0."
-        nz = lambda v: tuple(x != 0 for x in v) if isinstance(v, tuple) else v != 0 if type(v) in (int, float) else v
-        return self._flat is flat, tuple((tuple(map(id, g["params"])), tuple((k, nz(v)) for k, v in g.items() if k != "params"))
-                                         for g in self.param_groups)
+# %% ../nbs/32_optim.ipynb #f1ec36d1
+def _baked(self) -> list:
+    "What of each group's hyperparameters a step's graph holds as constants: whether each is 0 (the numbers are refreshed)."
+    nz = lambda v: tuple(x != 0 for x in v) if isinstance(v, tuple) else v != 0 if type(v) in (int, float) else v
+    return [{k: nz(g[k]) for k in self.defaults if k != "lr"} for g in self.param_groups]
 
-    def _step_each(self) -> list:
-        outs = []
-        for group in self.param_groups:
-            for p in group["params"]:
-                if p.grad is None: continue
-                st = self.state.setdefault(p, {})
-                h = self._numbers(p, group)
-                s = {k: st[k] if isinstance(st.get(k), Tensor) else VF.zeros_like(p) for k in self.state_names}
-                new = self._rule(p, p.grad, s, h, group)
-                assign(p, new["param"])
-                for k in self.state_names:       # in place once realized (a replayed step binds the memory)
-                    if isinstance(st.get(k), Tensor) and st[k].node.realized: assign(st[k], new[k])
-                    else: st[k] = new[k]
-                outs += [p] + [st[k] for k in self.state_names]
-        if outs: self._flat = None                     # a per-parameter step rebinds the parameters (a step of none keeps them)
-        return outs
+def _replayed(self, group, baked) -> np.ndarray:
+    "A replayed step's numbers of `group` (`vkml.jit`), once the groups are checked as `step()` checks them."
+    if group is self.param_groups[0]:       # once per replay, before any group counts the step
+        self._check_groups()
+        changed = sorted({k for was, now in zip(baked, self._baked()) for k in was if was[k] != now[k]})
+        if changed:
+            from vkml.engine.capture import JitError
+            raise JitError(f"{', '.join(changed)} changed after the step was captured, and a replay would ignore it "
+                           f"(a 0 setting becoming non-zero changes the step's graph): call the jit function's reset() to capture the step again")
+    return self._advance(group)
 
-    # --- state dicts ---
-    def state_dict(self) -> dict:
-        "{'state': {index: {name: tensor or number}}, 'param_groups': [{hyperparameters, 'params': [indices]}]}."
-        index, groups = {}, []
-        for g in self.param_groups:
-            ids = []
-            for p in g["params"]: index[id(p)] = len(index); ids.append(index[id(p)])
-            groups.append({**{k: v for k, v in g.items() if k != "params"}, "params": ids})
-        state = {index[id(p)]: dict(s) for p, s in self.state.items() if id(p) in index}
-        return {"state": state, "param_groups": groups}
+def _check_groups(self):
+    "Check every group's hyperparameters again (`param_groups` is the user's to change between steps)."
+    for g in self.param_groups: self._check_group(g)
+    if self._flat is not None and set(self._flat.state) != set(self.state_names):
+        self._flat = None       # a state tensor started (momentum turned on, amsgrad...) or ended: a new flat store
 
-    def load_state_dict(self, sd: dict):
-        "Restore hyperparameters and state from `state_dict()`'s structure (tensors go to each parameter's device)."
-        if set(sd) != {"state", "param_groups"}: raise OptimizerError(f"an optimiser state dict has 'state' and 'param_groups', got {sorted(sd)}")
-        groups = sd["param_groups"]
-        if len(groups) != len(self.param_groups):
-            raise OptimizerError(f"the state dict has {len(groups)} parameter groups, the optimiser {len(self.param_groups)}")
-        params = [p for g in self.param_groups for p in g["params"]]
-        for mine, theirs in zip(self.param_groups, groups):
-            if len(mine["params"]) != len(theirs["params"]):
-                raise OptimizerError(f"a parameter group has {len(theirs['params'])} parameters in the state dict, {len(mine['params'])} here")
-        new_state = {}
-        for k, s in sd["state"].items():
-            i = int(k)
-            if not 0 <= i < len(params): raise OptimizerError(f"state for parameter {k!r}, but the optimiser has {len(params)}")
-            p, ps = params[i], {}
-            for name, v in s.items():
-                if isinstance(v, (Tensor, np.ndarray)):
-                    a = v.numpy() if isinstance(v, Tensor) else v
-                    if tuple(a.shape) != p.shape and a.ndim:
-                        raise OptimizerError(f"state {name!r} of parameter {i} has shape {tuple(a.shape)}, the parameter {p.shape}")
-                    v = tensor(a, device=p.device)
-                ps[name] = v
-            new_state[p] = ps
-        for mine, theirs in zip(self.param_groups, groups):
-            mine.update({k: tuple(v) if isinstance(v, list) and k == "betas" else v for k, v in theirs.items() if k != "params"})
-            self._check_group(mine)
-        self.state, self._flat = new_state, None       # the flat store is rebuilt from this state at the next step
+Optimizer._baked = _baked
+Optimizer._replayed = _replayed
+Optimizer._check_groups = _check_groups
+
+# %% ../nbs/32_optim.ipynb #0936c747
+def _state_dict(self) -> dict:
+    "{'state': {index: {name: tensor or number}}, 'param_groups': [{hyperparameters, 'params': [indices]}]}."
+    index, groups = {}, []
+    for g in self.param_groups:
+        ids = []
+        for p in g["params"]: index[id(p)] = len(index); ids.append(index[id(p)])
+        groups.append({**{k: v for k, v in g.items() if k != "params"}, "params": ids})
+    state = {index[id(p)]: dict(s) for p, s in self.state.items() if id(p) in index}
+    return {"state": state, "param_groups": groups}
+
+def _load_state_dict(self, sd: dict):
+    "Restore hyperparameters and state from `state_dict()`'s structure (tensors go to each parameter's device)."
+    if set(sd) != {"state", "param_groups"}: raise OptimizerError(f"an optimiser state dict has 'state' and 'param_groups', got {sorted(sd)}")
+    groups = sd["param_groups"]
+    if len(groups) != len(self.param_groups):
+        raise OptimizerError(f"the state dict has {len(groups)} parameter groups, the optimiser {len(self.param_groups)}")
+    params = [p for g in self.param_groups for p in g["params"]]
+    for mine, theirs in zip(self.param_groups, groups):
+        if len(mine["params"]) != len(theirs["params"]):
+            raise OptimizerError(f"a parameter group has {len(theirs['params'])} parameters in the state dict, {len(mine['params'])} here")
+    new_state = {}
+    for k, s in sd["state"].items():
+        i = int(k)
+        if not 0 <= i < len(params): raise OptimizerError(f"state for parameter {k!r}, but the optimiser has {len(params)}")
+        p, ps = params[i], {}
+        for name, v in s.items():
+            if isinstance(v, (Tensor, np.ndarray)):
+                a = v.numpy() if isinstance(v, Tensor) else v
+                if tuple(a.shape) != p.shape and a.ndim:
+                    raise OptimizerError(f"state {name!r} of parameter {i} has shape {tuple(a.shape)}, the parameter {p.shape}")
+                v = tensor(a, device=p.device)
+            ps[name] = v
+        new_state[p] = ps
+    for mine, theirs in zip(self.param_groups, groups):
+        mine.update({k: tuple(v) if isinstance(v, list) and k == "betas" else v for k, v in theirs.items() if k != "params"})
+        self._check_group(mine)
+    self.state, self._flat = new_state, None       # the flat store is rebuilt from this state at the next step
+
+Optimizer.state_dict = _state_dict
+Optimizer.load_state_dict = _load_state_dict
 
 # %% ../nbs/32_optim.ipynb #5e1cc1e3
 class SGD(Optimizer):
@@ -343,6 +367,7 @@ class SGD(Optimizer):
         new["param"] = p - g * h["lr"]
         return new
 
+# %% ../nbs/32_optim.ipynb #859c4fd3
 class Adam(Optimizer):
     "Adam: bias-corrected moment estimates (optionally AMSGrad), L2 weight decay added to the gradient."
     _decoupled = False
@@ -389,6 +414,7 @@ class AdamW(Adam):
                  fused=None):
         super().__init__(params, lr, betas, eps, weight_decay, amsgrad, maximize, fused)
 
+# %% ../nbs/32_optim.ipynb #1672ad36
 class RMSprop(Optimizer):
     "RMSprop: divide by a running RMS of the gradient (optionally centred, with momentum)."
     def __init__(self, params, lr=1e-2, alpha=0.99, eps=1e-8, weight_decay=0.0, momentum=0.0, centered=False,
@@ -621,6 +647,7 @@ class ReduceLROnPlateau:
     def state_dict(self) -> dict: return {k: v for k, v in self.__dict__.items() if k != "optimizer"}
     def load_state_dict(self, sd: dict): self.__dict__.update(sd)
 
+# %% ../nbs/32_optim.ipynb #6b16b30c
 class SequentialLR(LRScheduler):
     "Run `schedulers` one after another, switching at each of `milestones` (each restarts at epoch 0)."
     def __init__(self, optimizer, schedulers, milestones, last_epoch: int = -1):

@@ -59,6 +59,7 @@ def _readers(nodes, assigns, memory_of) -> tuple:
             if m != mine: readers[m].append(n)
     return memory, readers
 
+# %% ../../nbs/05_schedule.ipynb #cf5df3ad
 def order(outputs, memory_of=None, limits=None) -> list:
     """The nodes to compute for `outputs`, sources first, every other reader of an ASSIGN's target before it;
     `limits` (a dict) is filled with the `write_limits` of that order."""
@@ -90,6 +91,7 @@ def order(outputs, memory_of=None, limits=None) -> list:
         stack.extend((s, False) for s in reversed(deps) if id(s) not in seen)
     return finish(order_)
 
+# %% ../../nbs/05_schedule.ipynb #aee413dd
 def write_limits(nodes, memory_of=None) -> dict:
     """id(node) -> the position (in the ordered `nodes`) of the first ASSIGN after it that overwrites memory it reads:
     the kernel that computes the node must come before that one, so fusion may not carry it past."""
@@ -322,6 +324,7 @@ def _row_view(v: Node, shape) -> bool:
     if v.op is Op.DETACH: return True
     return v.op in ROW_VIEWS and v.srcs[0].shape in per_row and v.shape in per_row + (shape,)
 
+# %% ../../nbs/05_schedule.ipynb #726aaeae
 def _row_group(ks, i, consumers, homes, needed=frozenset()):
     "(views before, the row kernel, views after, next index) for the run starting at `ks[i]`, or None."
     r = _row_reduction(ks[i])
@@ -534,34 +537,37 @@ class Schedule:
             live -= sum(prod(n.shape) * n.dtype.itemsize for n in k.frees)
         return peak
 
-    def __repr__(self):
-        names, nin = {}, [0]
-        def name(n):
-            v = constant_value(n) if self.fuse else None
-            if v is not None: return repr(v)
-            b = _base(n)
-            if id(b) not in names: names[id(b)] = f"in{nin[0]}"; nin[0] += 1
-            return names[id(b)]
-        for n in (s for k in self.kernels for s in k.stores if s.op is not Op.ASSIGN): names[id(n)] = f"b{len(names)}"
-        def written(n):     # an ASSIGN writes its target; a placed node its slab of a concatenation
-            if n.op is Op.ASSIGN: return f"{name(n)} {n.shape}"
-            if id(n) in self.placed:
-                c, off = self.placed[id(n)]
-                return f"{names[id(c)]}[{off}:{off + prod(n.shape)}]"
-            return f"{names[id(n)]} {n.shape}"
-        rows = [f"{'#':>3}  {'kernel':<34} {'writes':<26} reads"]
-        for i, k in enumerate(self.kernels):
-            if k.kind == "view": continue
-            ops = " ".join(n.op.name for n in k.nodes)
-            what = f"{k.kind}: {ops}" if k.kind != "op" else ops
-            if len(what) > 34: what = what[:31] + "..."
-            writes = ", ".join(written(n) for n in k.stores)
-            reads = ", ".join(name(s) for s in k.inputs())
-            freed = [names[id(n)] for n in k.frees if id(n) in names]        # (the views of a freed buffer go with it)
-            free = f"  (frees {', '.join(freed)})" if freed else ""
-            note = self.explain(k) if self.explain is not None else ""
-            rows.append(f"{i:>3}  {what:<34} {writes:<26} {reads}{free}" + (f"  [{note}]" if note else ""))
-        return "\n".join(rows)
+# %% ../../nbs/05_schedule.ipynb #2a37c7eb
+def _schedule_table(self) -> str:
+    "The schedule as a table: per kernel what it computes, writes, reads and frees (and, given a backend, what it runs as)."
+    names, nin = {}, [0]
+    def name(n):
+        v = constant_value(n) if self.fuse else None
+        if v is not None: return repr(v)
+        b = _base(n)
+        if id(b) not in names: names[id(b)] = f"in{nin[0]}"; nin[0] += 1
+        return names[id(b)]
+    for n in (s for k in self.kernels for s in k.stores if s.op is not Op.ASSIGN): names[id(n)] = f"b{len(names)}"
+    def written(n):     # an ASSIGN writes its target; a placed node its slab of a concatenation
+        if n.op is Op.ASSIGN: return f"{name(n)} {n.shape}"
+        if id(n) in self.placed:
+            c, off = self.placed[id(n)]
+            return f"{names[id(c)]}[{off}:{off + prod(n.shape)}]"
+        return f"{names[id(n)]} {n.shape}"
+    rows = [f"{'#':>3}  {'kernel':<34} {'writes':<26} reads"]
+    for i, k in enumerate(self.kernels):
+        if k.kind == "view": continue
+        ops = " ".join(n.op.name for n in k.nodes)
+        what = f"{k.kind}: {ops}" if k.kind != "op" else ops
+        if len(what) > 34: what = what[:31] + "..."
+        writes = ", ".join(written(n) for n in k.stores)
+        reads = ", ".join(name(s) for s in k.inputs())
+        freed = [names[id(n)] for n in k.frees if id(n) in names]        # (the views of a freed buffer go with it)
+        free = f"  (frees {', '.join(freed)})" if freed else ""
+        note = self.explain(k) if self.explain is not None else ""
+        rows.append(f"{i:>3}  {what:<34} {writes:<26} {reads}{free}" + (f"  [{note}]" if note else ""))
+    return "\n".join(rows)
+Schedule.__repr__ = _schedule_table
 
 def schedule(*outputs, read=False, fuse=None, memory_of=None) -> Schedule:
     "The schedule that realizing `outputs` (nodes or tensors) would run."

@@ -100,6 +100,7 @@ def _replay(steps, node: Node, grad: bool) -> Node:
     finally: _grad_mode.enabled = prev
     return node
 
+# %% ../../nbs/12_tensor.ipynb #691ec406
 def bind(t, node: Node, requires_grad: bool | None = None) -> None:
     """The one place a tensor takes a node: `t` holds `node`, and `node` knows its owner (realize keeps the
     memory of a node someone holds). `requires_grad=None` keeps a leaf a leaf; True or False makes `t` a
@@ -118,6 +119,7 @@ def _rebind(t, node: Node) -> None:
     autograd.mark_overwritten(t.node)
     bind(t, node)
 
+# %% ../../nbs/12_tensor.ipynb #ef250550
 def _refs(nodes: list) -> list:
     "How many references each of `nodes` has besides this list."
     return [sys.getrefcount(n) - _REF_OVERHEAD for n in nodes]
@@ -370,6 +372,11 @@ class _InPlace(TensorBase):
         base._vc = getattr(base, "_vc", 0) + 1
         return self
 
+# %% ../../nbs/12_tensor.ipynb #b9787bf6
+class _Fill(TensorBase):
+    "copy_, fill_ and zero_: whole-tensor writes in place."
+    __slots__ = ()
+
     def copy_(self, src, non_blocking: bool = False) -> Tensor:
         "Copy `src` (broadcast to this shape; cast and moved here, explicitly) into this tensor, in place."
         if not isinstance(src, TensorBase):
@@ -396,7 +403,7 @@ class _InPlace(TensorBase):
         return self.fill_(False if self.dtype is bool_ else 0)
 
 # %% ../../nbs/12_tensor.ipynb #10be2389
-class Tensor(_InPlace, _GradFields, _Reading, MathOps, ReduceOps, Statistics, ShapeOps, LinalgOps):
+class Tensor(_InPlace, _Fill, _GradFields, _Reading, MathOps, ReduceOps, Statistics, ShapeOps, LinalgOps):
     "A lazily computed n-dimensional array on one device."
     __slots__ = ()
 

@@ -94,10 +94,9 @@ def _too_many(k: Kernel, shape):
                        f"vkML's kernels count with 32-bit integers; work in parts (e.g. `x.split(n)`), or on device='cpu'")
 
 # %% ../../../nbs/27c_backend.ipynb #b4ef2610
-class _Transfers:
-    "Uploads and reads."
+class _Uploads:
+    "Uploading numpy arrays."
 
-    # --- transfers ---
     HOST_COPY_BYTES = 1 << 20
 
     def from_numpy(self, arr: np.ndarray) -> VkTensor:
@@ -124,6 +123,10 @@ class _Transfers:
             host = arr
         STATS["bytes_uploaded"] += n
         return VkTensor(dst, View.contiguous(arr.shape), dt, host)
+
+# %% ../../../nbs/27c_backend.ipynb #28abea1d
+class _Reads:
+    "Reading a tensor's value on the host."
 
     def to_numpy(self, node: Node) -> np.ndarray:
         "The node's value on the host (waits for the submission that wrote it)."
@@ -214,10 +217,9 @@ class _MemoryViews:
         return ""
 
 # %% ../../../nbs/27c_backend.ipynb #a26df481
-class _Running:
-    "Checking and running a schedule."
+class _Checking:
+    "Checking a schedule before anything is recorded."
 
-    # --- running a schedule ---
     @property
     def fuses(self) -> bool:
         "Can this backend run fused kernels (is a shader compiler installed)?"
@@ -257,6 +259,10 @@ class _Running:
                 for dt in {n.dtype, *(s.dtype for s in n.srcs)}: dev.require(dt, n.op.name)
         return launchers
 
+# %% ../../../nbs/27c_backend.ipynb #908ebb16
+class _Running:
+    "Running a schedule: one recording, one submission."
+
     def run(self, schedule):
         "Record the schedule into one command buffer and submit it once (the host does not wait)."
         dev = self.device
@@ -295,8 +301,8 @@ class _Running:
         if rt.capture is not None: rt.capture.fetches += [(n.buf, get) for n, get in gets]
 
 # %% ../../../nbs/27c_backend.ipynb #52e7e877
-class _Operands:
-    "A kernel's operands and a hand-written kernel's launch."
+class _Sources:
+    "What a kernel reads: sources, views, windows."
 
     def _source(self, rec, n: Node) -> VkTensor:
         "`n`'s buffer; a constant seen through views (which the schedule folds away) becomes one element, broadcast."
@@ -338,6 +344,10 @@ class _Operands:
         shift = (start - a.offset) // isz
         return VkTensor(Window(root, start, max(end - start, 4)), View(t.view.shape, t.view.strides, t.view.offset - shift), t.dtype)
 
+# %% ../../../nbs/27c_backend.ipynb #94ae0702
+class _Operands:
+    "What a kernel writes, and a hand-written kernel's launch."
+
     def _out(self, rec, n: Node) -> VkTensor:
         "Fresh contiguous memory for node `n`, or its slab of a concatenation's result (the schedule's placement)."
         p = self._placed.get(id(n))
@@ -358,6 +368,12 @@ class _Operands:
         for d in ds: rec.record(d, scratch)
         if not ds and (rec.rt.watch or rec.rt.failed): _inherit(rec.rt, [out], srcs)   # an empty result
         n.buf = out           # (scratch goes when this returns: its range is the recording's to reuse)
+
+    def _concat_rest(self, rec, kernel, n: Node):
+        "A CONCAT whose result some inputs were written into already (placed): copy only the others."
+        placed = {id(s.buf.alloc) for s in n.srcs if s.buf is not None and s.buf.alloc is n.buf.alloc}
+        ds = [d for d in kernel(n, n.buf, *(s.buf for s in n.srcs)) if id(d.bindings[1].alloc) not in placed]
+        for d in ds: rec.record(d, {})
 
 # %% ../../../nbs/27c_backend.ipynb #8696e1b5
 class _FusedKernels:
@@ -421,8 +437,8 @@ class _FusedKernels:
                 t.fetch = None
 
 # %% ../../../nbs/27c_backend.ipynb #ea21b5c0
-class _OtherKernels:
-    "Reductions past 32 bits, row kernels, unfused ops."
+class _LargeReductions:
+    "Reductions of 2^31 terms or more."
 
     def _big_reduce(self, rec, kernel, n: Node, x: VkTensor):
         """A reduction of 2^31 terms or more (a broadcast view: no buffer holds that many): the broadcast axes are
@@ -451,11 +467,9 @@ class _OtherKernels:
         self._fused(rec, Kernel("fused", nodes, stores=[out]))
         n.buf = out.buf
 
-    def _concat_rest(self, rec, kernel, n: Node):
-        "A CONCAT whose result some inputs were written into already (placed): copy only the others."
-        placed = {id(s.buf.alloc) for s in n.srcs if s.buf is not None and s.buf.alloc is n.buf.alloc}
-        ds = [d for d in kernel(n, n.buf, *(s.buf for s in n.srcs)) if id(d.bindings[1].alloc) not in placed]
-        for d in ds: rec.record(d, {})
+# %% ../../../nbs/27c_backend.ipynb #ee638463
+class _OtherKernels:
+    "Row kernels and unfused ops."
 
     def _row(self, rec, k: Kernel):
         "A row kernel (see the schedule): a workgroup per row, its reductions and what reads them in one dispatch."
@@ -491,7 +505,8 @@ class _OtherKernels:
             if id(n) not in keep and n.op is not Op.ASSIGN: n.buf = None
 
 # %% ../../../nbs/27c_backend.ipynb #5f6a93b7
-class VulkanBackend(_OtherKernels, _FusedKernels, _Operands, _Running, _MemoryViews, _Transfers, Backend):
+class VulkanBackend(_OtherKernels, _LargeReductions, _FusedKernels, _Operands, _Sources, _Running, _Checking,
+                    _MemoryViews, _Reads, _Uploads, Backend):
     "Runs schedules on one Vulkan device."
     name = "vulkan"
     can_capture = True

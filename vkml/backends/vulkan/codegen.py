@@ -215,7 +215,7 @@ def _node_expr(name, variant, ins, out, refs, pidx, pnames, operand_ref, index) 
     if out == "float64" or "float64" in ins: tmpl = double_literals(tmpl)
     return _rounded(out, tmpl.format(T=COMPUTE[out], i=index, **fmt))
 
-FORMS = ("scalar", "vec4", "tile", "group", "thread")   # elementwise: one or four elements per invocation, or a 32 x 32 tile per workgroup; reduce: a workgroup or a thread per output
+FORMS = ("scalar", "vec4", "tile", "group", "thread")   # elementwise: one or four elements per invocation, or a 32 x 32 tile per workgroup; reduce: a workgroup or a thread per output (a row kernel's forms are `row_form`'s)
 
 def _helpers(nodes) -> list:
     "The GLSL functions the nodes' expressions call (a row's `helpers`), each once, in order."
@@ -234,12 +234,10 @@ def write_glsl(desc, form: str = "scalar") -> str:
     if desc[4] is not None: return write_reduce_glsl(desc, form)
     if form.startswith("tile"): return write_tile_glsl(desc, form)
     vec4 = form == "vec4"
-    operands, ptypes, nodes, stores, _ = desc
+    operands, ptypes, nodes, _, _ = desc
     lines = [_preamble(desc), *_helpers(nodes), f"layout(local_size_x = {LOCAL}) in;",
              "layout(push_constant) uniform PC { uint base; } pc;",
              "layout(std430, set = 0, binding = 0) readonly buffer Args { uint args[]; };"]
-    {j for _, j in stores}
-    {j for (role, _), j in zip(operands, range(len(operands))) if role == "in"}
     for j, (role, dt) in enumerate(operands):
         qual = "writeonly " if role == "out" else "readonly "
         elem = VEC4[dt] if vec4 else STORAGE[dt]
@@ -257,39 +255,52 @@ def write_glsl(desc, form: str = "scalar") -> str:
         pnames.append(f"q{len(pnames)}")
         lines.append(f"    {COMPUTE.get(t, 'uint')} q{len(pnames) - 1} = {_param_expr(t, f'base + {pword}u')};")
         pword += _param_word_count(t)
-    def oword(j): return f"base + {ARG_HEADER + ARG_OPERAND * j}u"
-    if not vec4:
-        lines += ["    if (gid >= n) return;",
-                  "    uvec4 c = args[base + 1u] != 0u ? coords4(gid, args[base + 3u], args[base + 4u], args[base + 5u]) : uvec4(0u);"]
-        for j, (role, dt) in enumerate(operands):
-            if role == "in":
-                lines.append(f"    {COMPUTE[dt]} a{j} = {_load(to_dtype(dt), f'b{j}[at({oword(j)}, gid, c)]')};")
-        for i, (name, variant, ins, out, refs, pidx) in enumerate(nodes):
-            lines.append(f"    {COMPUTE[out]} v{i} = {_node_expr(name, variant, ins, out, refs, pidx, pnames, lambda j: f'a{j}', 'gid')};")
-        for i, j in stores:
-            dt = to_dtype(operands[j][1])
-            lines.append(f"    b{j}[at({oword(j)}, gid, c)] = {_store(dt, f'v{i}')};")
-    else:   # four neighbours along the last axis: one set of coordinates, a vec4 or one broadcast value per operand
-        lines += ["    if (gid >= n / 4u) return;",
-                  "    uvec4 c = args[base + 1u] != 0u ? coords4(gid * 4u, args[base + 3u], args[base + 4u], args[base + 5u]) : uvec4(0u);"]
-        for j, (role, dt) in enumerate(operands):
-            if role == "in":
-                w = oword(j)
-                lines.append(f"    uint o{j} = at({w}, gid * 4u, c);")
-                lines.append(f"    {VEC4[dt]} a{j} = (args[{w}] == 1u || args[{w}] == 2u && args[{w} + 5u] == 0u)"
-                             f" ? {VEC4[dt]}(b{j}[o{j} / 4u][o{j} % 4u]) : b{j}[o{j} / 4u];")
-        outs = sorted({j for _, j in stores})
-        for j in outs: lines.append(f"    {VEC4[operands[j][1]]} r{j};")
-        lines.append("    for (uint k = 0u; k < 4u; k++) {")
-        for i, (name, variant, ins, out, refs, pidx) in enumerate(nodes):
-            e = _node_expr(name, variant, ins, out, refs, pidx, pnames,
-                           lambda j: _load(to_dtype(operands[j][1]), f"a{j}[k]"), "(gid * 4u + k)")
-            lines.append(f"        {COMPUTE[out]} v{i} = {e};")
-        for i, j in stores: lines.append(f"        r{j}[k] = {_store(to_dtype(operands[j][1]), f'v{i}')};")
-        lines.append("    }")
-        for j in outs: lines.append(f"    b{j}[at({oword(j)}, gid * 4u, c) / 4u] = r{j};")
+    lines += (_vec4_main if vec4 else _scalar_main)(desc, pnames)
     lines.append("}")
     return "\n".join(lines) + "\n"
+
+def _operand_word(j: int) -> str:
+    "Where the six words of operand `j` start in an elementwise launch's arguments."
+    return f"base + {ARG_HEADER + ARG_OPERAND * j}u"
+
+def _scalar_main(desc, pnames) -> list:
+    "The body of an elementwise kernel's `main` in the scalar form: one element per invocation."
+    operands, _, nodes, stores, _ = desc
+    lines = ["    if (gid >= n) return;",
+             "    uvec4 c = args[base + 1u] != 0u ? coords4(gid, args[base + 3u], args[base + 4u], args[base + 5u]) : uvec4(0u);"]
+    for j, (role, dt) in enumerate(operands):
+        if role == "in":
+            lines.append(f"    {COMPUTE[dt]} a{j} = {_load(to_dtype(dt), f'b{j}[at({_operand_word(j)}, gid, c)]')};")
+    for i, (name, variant, ins, out, refs, pidx) in enumerate(nodes):
+        lines.append(f"    {COMPUTE[out]} v{i} = {_node_expr(name, variant, ins, out, refs, pidx, pnames, lambda j: f'a{j}', 'gid')};")
+    for i, j in stores:
+        dt = to_dtype(operands[j][1])
+        lines.append(f"    b{j}[at({_operand_word(j)}, gid, c)] = {_store(dt, f'v{i}')};")
+    return lines
+
+# %% ../../../nbs/24_codegen.ipynb #a2c74f69
+def _vec4_main(desc, pnames) -> list:
+    "The body of `main` in the vec4 form: four neighbours along the last axis, one set of coordinates, a vec4 or one broadcast value per operand."
+    operands, _, nodes, stores, _ = desc
+    lines = ["    if (gid >= n / 4u) return;",
+             "    uvec4 c = args[base + 1u] != 0u ? coords4(gid * 4u, args[base + 3u], args[base + 4u], args[base + 5u]) : uvec4(0u);"]
+    for j, (role, dt) in enumerate(operands):
+        if role == "in":
+            w = _operand_word(j)
+            lines.append(f"    uint o{j} = at({w}, gid * 4u, c);")
+            lines.append(f"    {VEC4[dt]} a{j} = (args[{w}] == 1u || args[{w}] == 2u && args[{w} + 5u] == 0u)"
+                         f" ? {VEC4[dt]}(b{j}[o{j} / 4u][o{j} % 4u]) : b{j}[o{j} / 4u];")
+    outs = sorted({j for _, j in stores})
+    for j in outs: lines.append(f"    {VEC4[operands[j][1]]} r{j};")
+    lines.append("    for (uint k = 0u; k < 4u; k++) {")
+    for i, (name, variant, ins, out, refs, pidx) in enumerate(nodes):
+        e = _node_expr(name, variant, ins, out, refs, pidx, pnames,
+                       lambda j: _load(to_dtype(operands[j][1]), f"a{j}[k]"), "(gid * 4u + k)")
+        lines.append(f"        {COMPUTE[out]} v{i} = {e};")
+    for i, j in stores: lines.append(f"        r{j}[k] = {_store(to_dtype(operands[j][1]), f'v{i}')};")
+    lines.append("    }")
+    for j in outs: lines.append(f"    b{j}[at({_operand_word(j)}, gid * 4u, c) / 4u] = r{j};")
+    return lines
 
 # %% ../../../nbs/24_codegen.ipynb #4635af13
 REDUCE_HEADER = 12        # n, k, extents[4], reduced-axes mask, strided flag, output shape[4]
@@ -323,9 +334,8 @@ def _split(var: str, index: str, want_reduced: bool) -> list:
 # %% ../../../nbs/24_codegen.ipynb #aeccfde7
 def write_reduce_glsl(desc, form: str = "group") -> str:
     "The GLSL of a reduce kernel (`form`: 'group', a workgroup per output, or 'thread', a thread per output)."
-    operands, ptypes, nodes, stores, r = desc
-    rop, _rarg, (_rin,), rout, rrefs, _ = nodes[r]
-    acc_t = COMPUTE[rout]
+    operands, ptypes, nodes, _, r = desc
+    acc_t = COMPUTE[nodes[r][3]]
     group = form == "group"
     lines = [_preamble(desc), *_helpers(nodes), f"layout(local_size_x = {LOCAL}) in;",
              "layout(push_constant) uniform PC { uint base; } pc;",
@@ -356,8 +366,18 @@ def write_reduce_glsl(desc, form: str = "group") -> str:
         pnames.append(f"q{len(pnames)}")
         lines.append(f"    {COMPUTE.get(t, 'uint')} q{len(pnames) - 1} = {_param_expr(t, f'base + {pword}u')};")
         pword += _param_word_count(t)
+    lines += _reduce_main(desc, group, pnames)
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+# %% ../../../nbs/24_codegen.ipynb #82212d38
+def _reduce_main(desc, group: bool, pnames) -> list:
+    "The body of a reduce kernel's `main`: the prologue folded over the terms, the fold (a tree in shared memory for a group), the epilogue, the stores."
+    operands, _, nodes, stores, r = desc
+    rop, _rarg, (_rin,), rout, rrefs, _ = nodes[r]
+    acc_t = COMPUTE[rout]
     def oword(j): return f"base + {REDUCE_HEADER + ARG_OPERAND * j}u"
-    lines.append("    uvec4 kept = uvec4(0u);")
+    lines = ["    uvec4 kept = uvec4(0u);"]
     lines += _split("kept", "o", want_reduced=False)
     lines.append(f"    {acc_t} acc = {_identity(rop, rout)};")
     # The prologue's values live past the loop: an epilogue node may read one when the reduced axes all
@@ -391,8 +411,7 @@ def write_reduce_glsl(desc, form: str = "group") -> str:
         lines.append(f"    {COMPUTE[out]} v{i} = {_node_expr(name, variant, ins, out, refs, pidx, pnames, lambda j: f'a{j}', 'o')};")
     for i, j in stores:
         lines.append(f"    b{j}[at({oword(j)}, o, co)] = {_store(to_dtype(operands[j][1]), f'v{i}')};")
-    lines.append("}")
-    return "\n".join(lines) + "\n"
+    return lines
 
 # %% ../../../nbs/24_codegen.ipynb #41f10686
 def reduce_words(prog: Program, views, in_shape) -> tuple:
@@ -431,6 +450,7 @@ def tile_groups(shape) -> int:
     sh = (1,) * (4 - len(shape)) + tuple(shape)
     return sh[0] * sh[1] * -(-sh[2] // TILE) * -(-sh[3] // TILE)
 
+# %% ../../../nbs/24_codegen.ipynb #f4fdc50c
 def write_tile_glsl(desc, form: str) -> str:
     "The GLSL of an elementwise program in the tile form `form` ('tile:j,k': operands j and k are read transposed)."
     operands, ptypes, nodes, stores, _ = desc
@@ -489,7 +509,7 @@ ROW_HEADER = 6              # rows, row length, extents[4]
 ROW_OPERAND = 5             # offset, strides[4]
 ROW_CACHE = 32              # values of each array a thread keeps in registers (longer rows are read again per pass)
 ROW_REGS = 64               # values a thread keeps in all (inputs and values kept for a later pass)
-ROW_LOCAL_MAX = 512         # threads per row at most, on a GPU (the H200's sweep: 512 x 32 beat 1024 x 16)
+ROW_LOCAL_MAX = 512         # threads per row at most, on a GPU (the H200's sweep, read below: 512 x 32 beat 1024 x 16)
 ROW_LOCAL_BY_TYPE = {"cpu": 64}   # a CPU (lavapipe) runs a workgroup's barriers as fibres: few threads are fast
 ROW_KEEP = 4                # values computed in one pass over a row and kept in registers for a later pass
 
@@ -592,14 +612,11 @@ def _cone(i, nodes, levels) -> set:
         stack.extend(j for kind, j in nodes[m][4] if kind == "v")
     return out
 
-# %% ../../../nbs/24_codegen.ipynb #f7597157
-def write_row_glsl(desc, form: str) -> str:
-    "The GLSL of a row kernel in `form` (see `row_form`)."
-    operands, ptypes, nodes, stores, (_, levels, full) = desc
-    local, ch = (int(x) for x in form[3:].split("x"))
-    reds, wide, roots, keep = _row_passes(desc)
-    if not ch: keep = {}
-    acc_types = sorted({COMPUTE[nodes[i][3]] for i in reds})
+# %% ../../../nbs/24_codegen.ipynb #f464dae9
+def _row_head(desc, local: int, ch: int, acc_types) -> tuple:
+    """A row kernel's declarations and the start of its `main` (each operand's row base and stride, the parameters,
+    the per-row operands, the row's inputs read once): (lines, parameter names, load, the operands read per element)."""
+    operands, ptypes, nodes, _, _ = desc
     lines = [_preamble(desc), *_helpers([nd for nd in nodes if Op[nd[0]] in ELEMENTWISE]), f"layout(local_size_x = {local}) in;",
              "layout(push_constant) uniform PC { uint base; } pc;",
              "layout(std430, set = 0, binding = 0) readonly buffer Args { uint args[]; };"]
@@ -627,10 +644,49 @@ def write_row_glsl(desc, form: str) -> str:
         for j in row_ops:
             lines.append(f"    {COMPUTE[operands[j][1]]} x{j}[{ch}];")
             lines += _unrolled([f"        x{j}[t] = {load(j, 'idx')};"], ch, local)
-    def expr(i, index):
-        name, variant, ins, out, refs, pidx = nodes[i]
-        if Op[name] in VIEW_OPS: return f"v{refs[0][1]}" if refs[0][0] == "v" else f"a{refs[0][1]}"
-        return _node_expr(name, variant, ins, out, refs, pidx, pnames, lambda j: f"a{j}", index)
+    return lines, pnames, load, row_ops
+
+# %% ../../../nbs/24_codegen.ipynb #2fb7d004
+def _row_fold(r: int, node, local: int) -> list:
+    "The lines that fold reduction `r`'s per-thread accumulators into its value `v{r}`."
+    rop, _arg, _ins, rout, _refs, _ = node
+    t = COMPUTE[rout]
+    # Three barriers, whatever the workgroup's size: 32 threads fold a column of the partials each, then
+    # every thread folds the 32 results itself (the same order in every thread, and every run).
+    lines = [f"    red_{t}[tid] = acc{r};", "    barrier();",
+             f"    if (tid < 32u) {{ {t} p = red_{t}[tid];",
+             f"        for (uint i = 1u; i < {local // 32}u; i++) p = {_combine(rop, rout, 'p', f'red_{t}[tid + 32u * i]')};",
+             f"        red_{t}[tid] = p; }}", "    barrier();",
+             f"    {t} tot{r} = red_{t}[0];",
+             f"    for (uint i = 1u; i < 32u; i++) tot{r} = {_combine(rop, rout, f'tot{r}', f'red_{t}[i]')};"]
+    fin = f"tot{r} / {t}(K)" if rop == "MEAN" else f"tot{r}"
+    return lines + [f"    {t} v{r} = {_rounded(rout, fin)};", "    barrier();"]
+
+def _row_expr(nodes, pnames, i: int, index: str) -> str:
+    "The GLSL of node `i` of a row kernel (a view is its source's value)."
+    name, variant, ins, out, refs, pidx = nodes[i]
+    if Op[name] in VIEW_OPS: return f"v{refs[0][1]}" if refs[0][0] == "v" else f"a{refs[0][1]}"
+    return _node_expr(name, variant, ins, out, refs, pidx, pnames, lambda j: f"a{j}", index)
+
+def _row_scalars(nodes, levels, done: set, expr) -> list:
+    "Every per-row node whose inputs are ready (in `done`), once."
+    out = []
+    for i, nd in enumerate(nodes):
+        if levels[i] != "s" or i in done or Op[nd[0]] in _REDUCE: continue
+        if all(kind != "v" or j in done for kind, j in nd[4]):
+            done.add(i); out.append(f"    {COMPUTE[nd[3]]} v{i} = {expr(i, 'row')};")
+    return out
+
+# %% ../../../nbs/24_codegen.ipynb #f7597157
+def write_row_glsl(desc, form: str) -> str:
+    "The GLSL of a row kernel in `form` (see `row_form`)."
+    operands, _, nodes, stores, (_, levels, full) = desc
+    local, ch = (int(x) for x in form[3:].split("x"))
+    reds, wide, roots, keep = _row_passes(desc)
+    if not ch: keep = {}
+    acc_types = sorted({COMPUTE[nodes[i][3]] for i in reds})
+    lines, pnames, load, row_ops = _row_head(desc, local, ch, acc_types)
+    expr = functools.partial(_row_expr, nodes, pnames)
     have = set()                        # values kept by the loops emitted so far
     def pruned(rs) -> set:
         "The `r` nodes a loop computes for roots `rs`: down to the values kept by earlier loops."
@@ -657,34 +713,17 @@ def write_row_glsl(desc, form: str) -> str:
         if not ch: return head + [f"    for (uint idx = tid; idx < K; idx += {local}u) {{"] + inner + ["    }"]
         return head + _unrolled(inner, ch, local)
     done = set()
-    def scalars():
-        "Every per-row node whose inputs are ready, once."
-        out = []
-        for i, nd in enumerate(nodes):
-            if levels[i] != "s" or i in done or Op[nd[0]] in _REDUCE: continue
-            if all(kind != "v" or j in done for kind, j in nd[4]):
-                done.add(i); out.append(f"    {COMPUTE[nd[3]]} v{i} = {expr(i, 'row')};")
-        return out
     for li, r in enumerate(reds):
-        lines += scalars()
+        lines += _row_scalars(nodes, levels, done, expr)
         rop, _arg, _ins, rout, rrefs, _ = nodes[r]
         t = COMPUTE[rout]
         kind, idx = rrefs[0]
         term = f"v{idx}" if kind == "v" else f"a{idx}" if kind == "a" else pnames[idx]
         lines.append(f"    {t} acc{r} = {_identity(rop, rout)};")
         lines += loop(li, [f"acc{r} = {_combine(rop, rout, f'acc{r}', f'{t}({term})')};"])
-        # Three barriers, whatever the workgroup's size: 32 threads fold a column of the partials each, then
-        # every thread folds the 32 results itself (the same order in every thread, and every run).
-        lines += [f"    red_{t}[tid] = acc{r};", "    barrier();",
-                  f"    if (tid < 32u) {{ {t} p = red_{t}[tid];",
-                  f"        for (uint i = 1u; i < {local // 32}u; i++) p = {_combine(rop, rout, 'p', f'red_{t}[tid + 32u * i]')};",
-                  f"        red_{t}[tid] = p; }}", "    barrier();",
-                  f"    {t} tot{r} = red_{t}[0];",
-                  f"    for (uint i = 1u; i < 32u; i++) tot{r} = {_combine(rop, rout, f'tot{r}', f'red_{t}[i]')};"]
-        fin = f"tot{r} / {t}(K)" if rop == "MEAN" else f"tot{r}"
-        lines += [f"    {t} v{r} = {_rounded(rout, fin)};", "    barrier();"]
+        lines += _row_fold(r, nodes[r], local)
         done.add(r)
-    lines += scalars()
+    lines += _row_scalars(nodes, levels, done, expr)
     if wide:
         lines += loop(len(reds), [f"b{j}[uint(rb{j} + int(idx) * sk{j})] = {_store(to_dtype(operands[j][1]), f'v{i}')};" for i, j in wide])
     for i, j in stores:
@@ -776,6 +815,7 @@ def _which(name: str, path: str):
     "shutil.which, remembered per PATH: every realize asks, and a search of PATH costs more than a dispatch."
     return shutil.which(name, path=path)
 
+# %% ../../../nbs/24_codegen.ipynb #d8360723
 _spirv: dict = {}   # hash -> SPIR-V, this process
 
 def compile_glsl(source: str, glslc: str | None = None) -> bytes:

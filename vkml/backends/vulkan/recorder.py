@@ -177,7 +177,7 @@ class Runtime:
 
     def push_cdata(self, push: tuple):
         "The words `push`, zero-padded to 32, as cdata: made once per distinct tuple (kernels reuse their plans')."
-        # Filling cdata from Python ints costs ~0.7 us a dispatch, a lookup ~0.1 us. vkCmdPushConstants
+        # Filling cdata from Python ints costs several lookups (timed below). vkCmdPushConstants
         # copies the words when it records, so a cached array may be dropped at any time.
         if len(push) == 1:                 # a generated kernel's `base`: one reused array
             self._pc1[0] = push[0]
@@ -200,7 +200,7 @@ def runtime(device: Device) -> Runtime:
 
 # %% ../../../nbs/27b_recorder.ipynb #28c933c3
 class _Recording:
-    "Recording transfers and dispatches, with the barriers they need."
+    "Recording transfers, and the barriers that steps need."
 
     def _barrier(self, b):
         _hazard, src, dst = b
@@ -221,6 +221,10 @@ class _Recording:
         self.dev.lib.vkCmdCopyBuffer(self.cb, src.block.buffer, dst.block.buffer, 1, region)
         src.use[0] = dst.use[0] = self.serial
         if self.touched is not None: self.touched += (src, dst)
+
+# %% ../../../nbs/27b_recorder.ipynb #20ab6d78
+class _Dispatching:
+    "Recording dispatches: the hot path."
 
     def record(self, d: Dispatch, scratch: dict):
         "Record one dispatch (the hot path)."
@@ -304,8 +308,8 @@ class _IndexFlags:
                 a.checks = frozenset(taint | (a.checks or set()))
 
 # %% ../../../nbs/27b_recorder.ipynb #3cbf222c
-class _Finishing:
-    "Reading back, submitting once, and what happens when the fence signals."
+class _Reading:
+    "Reading back, and what happens when the fence signals."
 
     def readback(self, t: VkTensor):
         "Record a copy of `t`'s elements into host-cached memory; returns a function giving the array after the wait."
@@ -342,6 +346,10 @@ class _Finishing:
                     for p in profiles: p.add(name, us)
             dev.vk.vkDestroyQueryPool(dev.handle, qpool, None)
 
+# %% ../../../nbs/27b_recorder.ipynb #8b80e264
+class _Finishing:
+    "Submitting once, or throwing the recording away."
+
     def submit(self, then=()) -> int:
         "Submit the recording (followed by the recorded command buffers `then`); its serial."
         src, dst, b = self.rt.tail
@@ -371,7 +379,7 @@ class _Finishing:
         if self.qpool is not None: self.dev.vk.vkDestroyQueryPool(self.dev.handle, self.qpool, None)
 
 # %% ../../../nbs/27b_recorder.ipynb #fd7c8099
-class Recorder(_Finishing, _IndexFlags, _Recording):
+class Recorder(_Finishing, _Reading, _IndexFlags, _Dispatching, _Recording):
     "Records one command buffer and submits it."
     def __init__(self, rt: Runtime):
         self.rt, self.dev = rt, rt.dev

@@ -17,10 +17,11 @@ device of its rank on this host (`vulkan:{local_rank}` among the devices of the 
 `cuda:{local_rank}` for PyTorch); with fewer devices than ranks every vkML rank shares the default device
 (noted in the JSON) and PyTorch's R-rank run is skipped (NCCL refuses two ranks on one GPU).
 
-vkML's data-parallel step runs eagerly: DistributedDataParallel exchanges the gradients with MPI on the
-host in the middle of the step, which a vkml.jit replay cannot repeat, so a jitted R-rank step raises a
-JitError; the JSON records that error, and the 1-rank step with vkml.jit (no wrapper: a group of one
-exchanges nothing) as the best single-device figure beside the eager one.
+vkML's data-parallel step runs eagerly and with vkml.jit: under the jit the gradient exchange is a host point
+of the captured step (ADR 0030), run by every replay between its segments; the JSON records, for the jitted
+R-rank step, what that exchange costs per step (jit.exchange) beside the 1-rank jitted step (no wrapper: a
+group of one exchanges nothing). `--jit` prints those figures: the exchange's time / the jitted step, and
+samples/s of R ranks vs 1.
 
 The equality check: after `--check-steps` steps of SGD (not Adam: Adam turns a last-bit difference in a
 gradient near its eps into a whole step, which no rounding bound covers) from the same start, rank 0's
@@ -206,13 +207,29 @@ def vk_worker(spec: dict, result: str, work: str):
         else:
             model = dist.DistributedDataParallel(net)
             opt = optim.Adam(model.parameters(), lr=LR)
-            try: res["jit"] = timed(runner(vkml.jit(stepper(model, opt)), mine), max(3, spec["warm"]))
+            f = vkml.jit(stepper(model, opt))
+            try: res["jit"] = timed(runner(f, mine), max(3, spec["warm"]))
             except JitError as e:
                 res["jit"] = dict(supported=False, error=f"{type(e).__name__}: {e}")
-            del model
+            else: res["jit"]["exchange"] = jit_exchange(f, model)
+            del model, f
         del net, opt
     if rank == 0: Path(result).write_text(json.dumps(out, indent=1))
     dist.destroy_process_group()
+
+
+def jit_exchange(f, model) -> dict:
+    """What the replays' gradient exchange cost (ADR 0030): per replay, the host point's time (read the buckets back,
+    agree, MPI all-reduce, divide, write the uploads), its MPI part (the host function: agree, all-reduce, divide; it
+    includes waiting for the slower rank), the wait for the segment before it, and bytes/s of each."""
+    pts = [p for steps in f.captures.values() for st in steps for p in st.captured.points]
+    runs = sum(p.runs for p in pts) // max(1, len(pts))
+    if not runs: return dict(replays=0)
+    host_s, wait_s, fn_s = (sum(getattr(p, k) for p in pts) / runs for k in ("host_s", "wait_s", "fn_s"))
+    nbytes = model.timings["bytes"] / model.timings["reductions"]
+    return dict(replays=runs, host_points=len(pts), exchange_ms_per_step=host_s * 1e3, wait_ms_per_step=wait_s * 1e3,
+                mpi_ms_per_step=fn_s * 1e3, bytes_per_step=nbytes, exchange_bytes_per_s=nbytes / host_s,
+                mpi_bytes_per_s=nbytes / fn_s)
 
 
 # ------------------------------------------------------------------ PyTorch ranks (DDP over NCCL)
@@ -338,6 +355,8 @@ def main(argv=None):
     ap.add_argument("--check-steps", type=int)
     ap.add_argument("--warm-s", type=float, help="seconds of GPU work in each rank before the first case (clocks up)")
     ap.add_argument("--no-torch", action="store_true", help="vkML alone")
+    ap.add_argument("--jit", action="store_true", help="also print the jitted step: samples/s of 1 and R ranks, and the "
+                    "exchange's time per step / the jitted step")
     ap.add_argument("--timeout", type=float, default=900, help="seconds for each mpiexec run")
     ap.add_argument("--worker", choices=["vk", "torch"], help=argparse.SUPPRESS)
     ap.add_argument("--spec", help=argparse.SUPPRESS)
@@ -434,6 +453,21 @@ def main(argv=None):
                   f"{'-' if eff is None else f'{eff:.3f}':>12}  "
                   + (f"{'passed' if eq.get('passed') else 'FAILED'} (max {eq.get('max_excess', float('nan')):.3f} x the bound)" if eq else ""))
     print(f"samples per second (eager steps); {doc['torch_status']}; wrote {out}")
+    if a.jit:
+        print(f"{'case':<7}{'jit 1 rank':>12}{f'jit {R} ranks':>13}{'efficiency':>12}{'step ms':>9}{'exchange ms':>13}"
+              f"{'exch/step':>11}{'MB/s':>9}")
+        for r in doc["cases"]:
+            j1 = ((r.get("vkml") or {}).get("1") or {}).get("jit") or {}
+            jR = ((r.get("vkml") or {}).get(str(R)) or {}).get("jit") or {}
+            ex = jR.get("exchange") or {}
+            eff = (r.get("efficiency") or {}).get("vkml_jit")
+            step, xms, bps = jR.get("ms_per_step"), ex.get("exchange_ms_per_step"), ex.get("exchange_bytes_per_s")
+            print(f"{r['case']:<7}{f(j1.get('samples_per_s')):>12}{f(jR.get('samples_per_s')):>13}"
+                  f"{'-' if eff is None else f'{eff:.3f}':>12}{'-' if step is None else f'{step:.2f}':>9}"
+                  f"{'-' if xms is None else f'{xms:.2f}':>13}{'-' if not (step and xms) else f'{xms / step:.2f}':>11}"
+                  f"{'-' if not bps else f'{bps / 1e6:.0f}':>9}")
+        print("jitted steps (vkml.jit; R ranks: the exchange a host point in every replay); exchange = the host point's "
+              "readback, MPI all-reduce, average and upload; MB/s = gradient bytes / exchange time")
     for n in doc["notes"]: print("note:", n)
     return doc
 

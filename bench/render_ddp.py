@@ -86,6 +86,12 @@ def render_doc(d: dict) -> str:
             s[-1] += (f" Where a {R}-rank step's gradient averaging goes (ms per step): compute + readback "
                       f"{x['compute_readback_s']:.2f}, all-reduce {x['allreduce_s']:.2f}, upload {x['upload_s']:.2f} "
                       f"({kb:,.0f} kB in {c['vkml'][str(R)].get('buckets', '?')} bucket(s)).")
+        jx = (((c.get("vkml") or {}).get(str(R)) or {}).get("jit") or {}).get("exchange") or {}
+        if jx.get("replays"):
+            step = c["vkml"][str(R)]["jit"]["ms_per_step"]
+            s[-1] += (f" Under vkml.jit the exchange is a host point of every replay: {jx['exchange_ms_per_step']:.2f} ms "
+                      f"per step ({jx['exchange_ms_per_step'] / step:.0%} of the jitted step; MPI {jx['mpi_ms_per_step']:.2f} ms; "
+                      f"{jx['exchange_bytes_per_s'] / 1e6:,.0f} MB/s).")
         if c.get("jit_under_ddp") and c["jit_under_ddp"] != "supported":
             s[-1] += f" vkml.jit with {R} ranks: refused (`{c['jit_under_ddp'].split(':')[0]}`): the step runs eagerly."
         s += [""]

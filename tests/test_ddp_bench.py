@@ -52,10 +52,16 @@ def test_two_ranks_equal_one_process_on_the_doubled_batch(quick):
 
 
 @pytest.mark.vulkan
-def test_a_data_parallel_step_under_jit_is_recorded_as_refused(quick):
+def test_a_data_parallel_step_under_jit_is_timed_with_its_exchange(quick):
+    "Two ranks' jitted step replays (ADR 0030); the JSON says what its exchange cost per replay."
     _, d, _ = quick
     for c in d["cases"]:
-        assert c["jit_under_ddp"].startswith("JitError") and c["vkml"]["2"]["jit"]["supported"] is False
+        j = c["vkml"]["2"]["jit"]
+        assert c["jit_under_ddp"] == "supported" and j["samples_per_s"] > 0 and c["efficiency"]["vkml_jit"] > 0
+        x = j["exchange"]
+        assert x["replays"] > 0 and x["host_points"] == (2 if c["case"] == "cifar" else 1)   # BatchNorm: its buffers too
+        assert x["bytes_per_step"] == c["vkml"]["2"]["exchange_bytes_per_step"]
+        assert 0 < x["mpi_ms_per_step"] <= x["exchange_ms_per_step"] and x["exchange_bytes_per_s"] > 0
 
 
 @pytest.mark.vulkan

@@ -1,7 +1,7 @@
 """Data-parallel training over MPI (nbs/37_distributed.ipynb), with ranks started by `mpiexec` from MPICH's wheel:
 two ranks of the demo give, step by step, one process's parameters on the full batch; its checkpoint loads into
 one process; a killed rank and a hung rank end the run with a clear error within a time limit, never a hang;
-two Vulkan devices in one process; a data-parallel step inside a `vkml.jit` capture is refused (it runs eagerly);
+two Vulkan devices in one process (a data-parallel step under `vkml.jit`: tests/test_ddp_jit.py);
 `import vkml` does not load MPI; collectives write through views and non-contiguous tensors; ranks that disagree on
 a collective (its kind, op, src, dtype or element count) all raise CollectiveMismatchError, never garbage or a hang."""
 import math, os, signal, subprocess, sys, time
@@ -235,36 +235,6 @@ sys.stdout.write(f"ok {r}\n")     # one write: the ranks' lines meet in mpiexec
 """
     r = dist.launch(2, "-c", code, timeout=120)
     assert sorted(r.stdout.splitlines()) == ["ok 0", "ok 1"], r.stdout + r.stderr
-
-
-@pytest.mark.vulkan
-def test_a_jitted_data_parallel_step_is_refused_and_the_eager_one_trains():
-    "With two ranks, DistributedDataParallel inside a vkml.jit capture raises a JitError that names the fix; enabled=False trains."
-    code = r"""
-import sys, vkml, vkml.nn as nn, vkml.optim as optim, vkml.distributed as dist
-dist.init_process_group(timeout=60)
-r = dist.get_rank()
-dev = f"vulkan:{dist.get_node_local_rank() % len(vkml.devices())}"
-ddp = dist.DistributedDataParallel(nn.Linear(4, 2).to(dev))
-opt = optim.SGD(ddp.parameters(), lr=0.1)
-def step(x):
-    opt.zero_grad()
-    loss = ddp(x).sum()
-    loss.backward()
-    opt.step()
-    return loss
-x = vkml.ones((3, 4), device=dev)
-jitted = vkml.jit(step)
-jitted(x)                                      # the first call runs eagerly
-try: jitted(x)                                 # the second would capture
-except vkml.JitError as e: assert "DistributedDataParallel" in str(e) and "enabled=False" in str(e), e
-else: raise AssertionError("the capture was not refused")
-eager = vkml.jit(step, enabled=False)
-for _ in range(3): eager(x)
-sys.stdout.write(f"ok {r} {ddp.timings['reductions']}\n")   # one write: the ranks' lines meet in mpiexec
-"""
-    r = dist.launch(2, "-c", code, timeout=180, env={"VKML_VIRTUAL_DEVICES": "2"})
-    assert sorted(r.stdout.splitlines()) == ["ok 0 4", "ok 1 4"], r.stdout + r.stderr[-3000:]
 
 
 def two_ranks(body: str, timeout=60) -> list:

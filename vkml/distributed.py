@@ -4,14 +4,15 @@
 
 # %% ../nbs/37_distributed.ipynb #a3233d2c
 from __future__ import annotations
-import datetime, enum, os, shutil, signal, subprocess, sys, time
+import datetime, enum, os, shutil, signal, subprocess, sys, time, weakref
 from contextlib import contextmanager
 from pathlib import Path
 import numpy as np
 from .core.dtypes import VkmlError, DTypeError
 from .core.graph import no_grad
-from .engine.capture import capture_in_progress, JitError
-from .frontend.tensor import Tensor, tensor, realize
+from .engine.capture import capture_in_progress
+from .engine.jit import host_call, note_guard
+from .frontend.tensor import Tensor, tensor
 import vkml.frontend.autograd  # noqa: F401 (Tensor.backward and its post-accumulate hooks)
 import vkml.frontend.functions as VF
 from .nn import Module
@@ -336,13 +337,6 @@ def _buckets(params: list, cap_mb: float) -> list:
     if cur: out.append(cur)
     return out
 
-def _not_captured(what: str):
-    "Refuse to run inside a `vkml.jit` capture: the exchange is host work that a replay would skip."
-    if capture_in_progress() is not None:
-        raise JitError(f"DistributedDataParallel's {what} ran inside a vkml.jit capture: with several ranks it exchanges "
-                       f"tensors with MPI on the host in the middle of the step, which a replay cannot repeat. Run the "
-                       f"data-parallel step eagerly: vkml.jit(step, enabled=False)")
-
 # %% ../nbs/37_distributed.ipynb #e4e29b49
 class DistributedDataParallel(Module):
     "Data-parallel `module`: rank 0's parameters everywhere at the start, gradients averaged over the ranks after each backward."
@@ -378,11 +372,10 @@ class DistributedDataParallel(Module):
 
     def forward(self, *args, **kwargs):
         if self._ready: self._unused()
-        if _g("forward").size > 1: _not_captured("forward")
-        if self.broadcast_buffers and self.module.training and _g("forward").size > 1:
-            with no_grad():
-                for b in self.module.buffers():
-                    if b is not None: broadcast(b, 0)
+        if _g("forward").size > 1 and capture_in_progress() is not None:   # a replay averages if the capture did
+            me = weakref.proxy(self)
+            note_guard(("DistributedDataParallel", id(self)), lambda: me.require_backward_grad_sync)
+        if self.broadcast_buffers and self.module.training and _g("forward").size > 1: self._broadcast_buffers()
         return self.module(*args, **kwargs)
 
     def _unused(self):
@@ -401,31 +394,51 @@ class DistributedDataParallel(Module):
 
     def _grad_ready(self, p):
         if not self.require_backward_grad_sync or _g("backward").size == 1: return
-        _not_captured("backward")
         self._ready.add(id(p))
         if len(self._ready) == len(self._params):
             self._ready.clear()
             with no_grad(): self._average()
 
-    def _average(self):
-        "Average every bucket over the ranks: one submission reads them back, MPI sums each, the averages go up."
-        g, T = _group, self.timings
-        t0 = time.perf_counter()
-        flats = [VF.cat([p.grad.reshape(-1) for p in b]) if len(b) > 1 else b[0].grad.reshape(-1) for b in self.buckets]
-        realize(*flats, read=True)          # one submission: forward, backward, loss, and each bucket copied back
-        host = [f.numpy() for f in flats]   # waits for it; no further submission
-        t1 = time.perf_counter()
-        _agree(g, _KINDS[3], _header(_KINDS[3], dtype=np.float32, count=sum(h.size for h in host)))
-        reqs = [g.comm.Iallreduce(g.MPI.IN_PLACE, h, op=g.MPI.SUM) for h in host]   # every bucket in flight at once
-        for i, r in enumerate(reqs): _wait(g, r, f"the gradient all_reduce (bucket {i + 1} of {len(reqs)})")
-        t2 = time.perf_counter()
-        for b, h in zip(self.buckets, host):
-            np.divide(h, g.size, out=h)
-            flat, off = tensor(h, device=self._device), 0
-            for p in b:
-                n = p.numel()
-                p.grad = flat[off:off + n].reshape(p.shape)
-                off += n
-        t3 = time.perf_counter()
-        T["reductions"] += 1; T["bytes"] += sum(h.nbytes for h in host)
-        T["compute_readback_s"] += t1 - t0; T["allreduce_s"] += t2 - t1; T["upload_s"] += t3 - t2
+# %% ../nbs/37_distributed.ipynb #e4e29b51
+def _broadcast_buffers(self: DistributedDataParallel):
+    "Rank 0's buffers into every rank's, in place (one host point inside a capture)."
+    bufs = [b for b in self.module.buffers() if b is not None]
+    if not bufs: return
+    def from_rank0(arrays):
+        for a in arrays: broadcast(a, 0)
+        return arrays
+    with no_grad():
+        for b, v in zip(bufs, host_call(from_rank0, bufs, "DistributedDataParallel's buffer broadcast")): b.copy_(v)
+
+def _average(self: DistributedDataParallel):
+    """Average every bucket over the ranks: the buckets realized and read back in one submission, summed by MPI,
+    divided, uploaded, every `.grad` a view of its slice. Inside a capture a host point: every replay exchanges."""
+    t0 = time.perf_counter()
+    flats = [VF.cat([p.grad.reshape(-1) for p in b]) if len(b) > 1 else b[0].grad.reshape(-1) for b in self.buckets]
+    averages = host_call(self._exchange, flats, _KINDS[3])
+    t3 = time.perf_counter()
+    for b, flat in zip(self.buckets, averages):
+        off = 0
+        for p in b:
+            n = p.numel()
+            p.grad = flat[off:off + n].reshape(p.shape)
+            off += n
+    if capture_in_progress() is None:           # (eager: the phases around the exchange, timed here)
+        t1, t2 = self._spans
+        self.timings["compute_readback_s"] += t1 - t0; self.timings["upload_s"] += t3 - t2
+
+def _exchange(self: DistributedDataParallel, host: list) -> list:
+    "The host's part, at every step and every replay: agree on the call, sum every bucket at once, divide."
+    g, T = _group, self.timings
+    t1 = time.perf_counter()
+    _agree(g, _KINDS[3], _header(_KINDS[3], dtype=np.float32, count=sum(h.size for h in host)))
+    reqs = [g.comm.Iallreduce(g.MPI.IN_PLACE, h, op=g.MPI.SUM) for h in host]   # every bucket in flight at once
+    for i, r in enumerate(reqs): _wait(g, r, f"the gradient all_reduce (bucket {i + 1} of {len(reqs)})")
+    for h in host: np.divide(h, g.size, out=h)
+    t2 = time.perf_counter()
+    T["reductions"] += 1; T["bytes"] += sum(h.nbytes for h in host); T["allreduce_s"] += t2 - t1
+    self._spans = (t1, t2)
+    return host
+
+DistributedDataParallel._broadcast_buffers, DistributedDataParallel._average, DistributedDataParallel._exchange = \
+    _broadcast_buffers, _average, _exchange

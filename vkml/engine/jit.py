@@ -5,16 +5,17 @@
 # %% ../../nbs/29_jit.ipynb #62b76119
 from __future__ import annotations
 import functools, gc, sys, threading, weakref
+import numpy as np
 from collections import OrderedDict
 from ..core.dtypes import *
 from ..core.ops import Op
 from ..core.graph import Node, get_backend, take_deferred, make_node, no_grad, references
 from .capture import JitError, CaptureNotes, capture_in_progress
 from ..core.operands import TensorBase
-from ..frontend.tensor import Tensor, realize, realize_aside, settle_readers, computable, renew, _members, _rebind, bind, _replay as _view_of
+from ..frontend.tensor import Tensor, tensor, realize, realize_aside, settle_readers, computable, renew, _members, _rebind, bind, _replay as _view_of
 
 # %% auto #0
-__all__ = ['before_capture', 'flatten', 'unflatten', 'JitNotes', 'note_guard', 'Jit', 'jit']
+__all__ = ['before_capture', 'flatten', 'unflatten', 'JitNotes', 'note_guard', 'Jit', 'jit', 'host_call']
 
 # %% ../../nbs/29_jit.ipynb #a4ef1e68
 def flatten(tree) -> tuple:
@@ -354,3 +355,19 @@ def jit(fn=None, *, enabled: bool = True):
     "Capture `fn` (a function of tensors) on its second call and replay it after (see above); `enabled=False` runs it each call."
     if fn is None: return lambda f: Jit(f, enabled)
     return Jit(fn, enabled)
+
+# %% ../../nbs/29_jit.ipynb #c0a0000c2
+def host_call(fn, tensors: list, what: str = "a host function") -> list:
+    """`fn(arrays)` on the host between device work: `tensors`' values in (numpy arrays), tensors of its arrays out,
+    on the same device. Inside a `vkml.jit` capture the step is cut here and each replay calls `fn` again (see above)."""
+    if not tensors or not all(isinstance(t, TensorBase) for t in tensors):
+        raise JitError(f"{what}: host_call takes a non-empty list of tensors")
+    devices = {t.device for t in tensors}
+    if len(devices) > 1: raise JitError(f"{what}: host_call's tensors are on one device, got {sorted(devices)}")
+    device = devices.pop()
+    notes = capture_in_progress()
+    if notes is None or notes.device != device:
+        realize(*tensors, read=True)                       # one submission, read back in it
+        return [tensor(np.asarray(a), device=device) for a in fn([t.numpy() for t in tensors])]
+    realize(*tensors)
+    return [_over(b, device) for b in notes.recording.host_point([t.node.buf for t in tensors], fn, what)]

@@ -214,12 +214,12 @@ def multi_gpu_row(vk_why):
 
 def gradient_exchange_row():
     import vkml.distributed as D
-    staged = ".numpy()" in inspect.getsource(D.DistributedDataParallel._average)   # buckets read back to the host
+    staged = "host_call(" in inspect.getsource(D.DistributedDataParallel._average)   # buckets read back to the host
     return _row("gradient exchange overlapped with backward, device to device", Category.WAITING_ARCHITECTURE if staged else DONE,
                 "DistributedDataParallel reads every gradient bucket back once the whole backward is realized, sums it "
-                "across the ranks with MPI on the host and uploads the average: nothing overlaps the computation, and "
-                "with several ranks the step runs eagerly (a vkml.jit replay cannot repeat the host exchange)"
-                if staged else "the buckets no longer pass through the host", "nbs/37_distributed.ipynb, ADR 0024")
+                "across the ranks with MPI on the host and uploads the average: nothing overlaps the computation (under "
+                "vkml.jit the exchange is a host point between the replay's two segments)"
+                if staged else "the buckets no longer pass through the host", "nbs/37_distributed.ipynb, ADR 0024, ADR 0030")
 
 # %% ../../nbs/50_limitations.ipynb #5a93bf08
 FUSION_FEATURE = "kernel fusion (elementwise chains; a reduction with its elementwise prologue and epilogue)"

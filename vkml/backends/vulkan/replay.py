@@ -4,7 +4,7 @@
 
 # %% ../../../nbs/28_replay.ipynb #566dedf5
 from __future__ import annotations
-import weakref
+import time, weakref
 import numpy as np
 from ...core.dtypes import *
 from ...core.ops import Op
@@ -12,16 +12,17 @@ from ...core.graph import Node
 from ...engine.capture import JitError, CaptureNotes, _capturing
 from ...core.elementwise import rand_keys
 from .recorder import Recorder, VkTensor, runtime
-from .recorder import Window, _span
+from .recorder import Window, _span, _host_array
 
 # %% auto #0
-__all__ = ['Captured', 'capture', 'replay', 'release', 'memories', 'same', 'fresh', 'copy_into', 'copy_out']
+__all__ = ['Captured', 'capture', 'replay', 'HostPoint', 'host_point', 'release', 'memories', 'same', 'fresh', 'copy_into',
+           'copy_out']
 
 # %% ../../../nbs/28_replay.ipynb #1f9f9359
 class Captured:
     "A step recorded on one Vulkan device: its command buffers, what they use, and what each replay rewrites."
     def __init__(self, backend):
-        self.dev = backend.device
+        self.dev, self.backend = backend.device, backend
         self.rt = runtime(self.dev)
         self.cbs, self.keep, self.uploads, self.fetches = [], [], [], []
         self.touched = []        # every allocation the recordings bind: held, and its last use moved to each replay
@@ -40,6 +41,7 @@ class Captured:
         self.tainted = []        # (alloc, flag indices): what a replay's flags guard
         self.to_lend = []        # (source, copy): a replay's copies of what the step wrote, to take its checks and readback
         self.lent = []           # weak references to the last replay's copies that read back through its staging
+        self.points = []         # HostPoint: host work between the kept command buffers (the step cut in segments)
         self.released = False
 
     def recorded(self, rec: Recorder):
@@ -102,7 +104,7 @@ def _finish(self, notes: CaptureNotes):
     self.refresh = [(node.buf, values) for node, values in notes.refresh]
     self.rands = notes.rands      # all of them: each draw moves its generator on, used or not
     self._staging = {id(dst): st for st, dst, _ in self.uploads}
-    for t, _ in self.refresh:
+    for t in [t for t, _ in self.refresh] + [t for p in self.points for t in p.outs]:
         if not self.rt.mem.direct_upload and id(t.alloc) not in self._staging:
             raise JitError("data uploaded for a captured step was not recorded with it")
     self.touched = list({id(a): a for a in self.touched}.values())
@@ -142,8 +144,9 @@ Captured._write, Captured._copies = _write, _copies
 
 # %% ../../../nbs/28_replay.ipynb #2eb0bf50
 def replay(self, inputs: list, before=None, after=None) -> int:
-    """Run the step again on `inputs` (realized, contiguous nodes of the captured shapes); the submission's serial.
-    `before(rec)` records more commands ahead of the step, `after(rec)` behind it: the same submission."""
+    """Run the step again on `inputs` (realized, contiguous nodes of the captured shapes); the last submission's serial.
+    `before(rec)` records more commands ahead of the step, `after(rec)` behind it. One submission, or one per
+    segment when host points cut the step (see below)."""
     with self.dev.lock:
         _release_orphans()
         return self._replay(inputs, before, after)
@@ -161,29 +164,43 @@ def _replay(self, inputs: list, before=None, after=None) -> int:
         if keys is None: keys = self._keys[(seed, off >> 32)] = rand_keys(seed, off >> 32)   # the offset's high word is in the key
         for words, i in self.rand_slots.get(id(node), ()):
             words[i], words[i + 1], words[i + 2] = keys[0], keys[1], off & 0xFFFFFFFF
-    rec, epi = self._copies(inputs), None
+    if self.flags:      # the index checks again: zeroed flags, read when the last submission is done
+        for a, _ in self.flags: a.block.host[a.offset:a.offset + 16] = 0
+    rec = self._copies(inputs)
     try:
         if before is not None: before(rec)
+    except BaseException: rec.abort(); raise
+    cuts = [0, *(p.at for p in self.points), len(self.cbs)]
+    for k, point in enumerate([None, *self.points]):
+        if point is not None:                   # the host's work between two segments, then a head for the next
+            point.run(self, self.last)
+            rec = self._head()
+        then = tuple(self.cbs[cuts[k]:cuts[k + 1]])
+        if k == len(cuts) - 2: s = self._last_segment(rec, then, after)
+        else: s = rec.submit(then)
+        self.last = s
+        for a in self.touched: a.use[0] = s     # (a failed host point leaves them in flight until this serial)
+    for a, ix in self.tainted: a.checks = frozenset((s, i) for i in ix)
+    for t, get in self.fetches: t.fetch = (s, get)
+    _lend(self, s)
+    return s
+
+def _last_segment(self, rec: Recorder, then: tuple, after) -> int:
+    "Submit the last segment behind `rec`, with the epilogue `after` records and the index checks' flags."
+    epi = None
+    try:
         if after is not None: after(epi := self._behind())
     except BaseException:
         if epi is not None: epi.abort()
         rec.abort(); raise
-    if self.flags:      # the index checks again: zeroed flags, read when this submission is done
-        for a, _ in self.flags: a.block.host[a.offset:a.offset + 16] = 0
+    if self.flags:
         rec.flags = self.flags
         self.rt.watch.add(rec.serial)
-    then = self.cbs
     if epi is not None:
-        dev.end(epi.cb)
+        self.dev.end(epi.cb)
         rec.keep.append(epi.keep)
-        then, self.epilogue = (*self.cbs, epi.cb), epi.cb
-    s = rec.submit(then)
-    for a, ix in self.tainted: a.checks = frozenset((s, i) for i in ix)
-    for a in self.touched: a.use[0] = s
-    for t, get in self.fetches: t.fetch = (s, get)
-    _lend(self, s)
-    self.last = s
-    return s
+        then, self.epilogue = (*then, epi.cb), epi.cb
+    return rec.submit(then)
 
 def _behind(self) -> Recorder:
     "A recording that runs after the kept command buffers, in the replay's submission: no uploads, no profile."
@@ -194,7 +211,73 @@ def _behind(self) -> Recorder:
     rec.capture = rec.touched = None
     return rec
 
-Captured.replay, Captured._replay, Captured._behind = replay, _replay, _behind
+def _head(self) -> Recorder:
+    "The first command buffer of a segment after a host point: the barrier after earlier submissions, no uploads."
+    rt = self.rt
+    pending, rt.pending = rt.pending, []
+    try: return Recorder(rt)
+    finally: rt.pending = pending
+
+Captured.replay, Captured._replay, Captured._last_segment, Captured._behind, Captured._head = \
+    replay, _replay, _last_segment, _behind, _head
+
+# %% ../../../nbs/28_replay.ipynb #7e3a0c02
+class HostPoint:
+    "Host work between two segments of a captured step: `reads` read back, `fn(arrays)`, its arrays written into `outs`."
+    def __init__(self, at: int, gets: list, fn, what: str):
+        self.at, self.gets, self.fn, self.what = at, gets, fn, what   # at: the kept command buffers before it
+        self.outs, self.kinds = [], None      # the uploads fn's arrays go to; their (shape, dtype) at the capture
+        self.runs, self.wait_s, self.host_s, self.fn_s = 0, 0.0, 0.0, 0.0   # replays; waiting for the segment before;
+                                                                              # the host's part; fn's share of it
+
+    def call(self, arrays: list) -> list:
+        "`fn(arrays)`, checked against what it returned at the capture."
+        out = [np.asarray(a) for a in self.fn(arrays)]
+        kinds = [(a.shape, a.dtype) for a in out]
+        if self.kinds is None: self.kinds = kinds
+        elif kinds != self.kinds:
+            raise JitError(f"{self.what} returned {[(s, d.name) for s, d in kinds]} at a replay and "
+                           f"{[(s, d.name) for s, d in self.kinds]} at the capture: a replay writes the same buffers, "
+                           f"so the host function must return arrays of the same shapes and dtypes")
+        return out
+
+    def run(self, cap, serial: int) -> None:
+        "At a replay: wait for the segment before (submission `serial`), read, call, write the uploads."
+        t0 = time.perf_counter()
+        cap.dev.wait(serial)
+        t1 = time.perf_counter()
+        arrays = [get() for get in self.gets]
+        t2 = time.perf_counter()
+        arrays = self.call(arrays)
+        t3 = time.perf_counter()
+        for t, a in zip(self.outs, arrays): cap._write(t, a)
+        self.runs += 1; self.wait_s += t1 - t0; self.host_s += time.perf_counter() - t1; self.fn_s += t3 - t2
+
+def _reader(t: VkTensor):
+    "Read `t` straight from its memory (where device memory is cached host memory)."
+    return lambda: _host_array(t.alloc.block.host, t.alloc.offset, t.view, t.dtype, 0)
+
+def host_point(self, reads: list, fn, what: str = "a host function") -> list:
+    """Inside a capture: cut the step here (see above). The buffers of `fn`'s arrays, which the rest of the step reads."""
+    rt = self.rt
+    if rt.capture is not self: raise JitError(f"{what}: host_point is called inside this step's capture")
+    if rt.mem.direct_readback: gets = [_reader(t) for t in reads]
+    else:
+        rec = Recorder(rt)                  # (kept with the segment before the point)
+        try: gets = [rec.readback(t) for t in reads]
+        except BaseException: rec.abort(); raise
+        if rec.n: rec.submit()
+        else: rec.abort()
+    point = HostPoint(len(self.cbs), gets, fn, what)
+    self.dev.wait(self.last)
+    point.outs = [self.backend.from_numpy(a) for a in point.call([get() for get in gets])]
+    rec = Recorder(rt)                      # the staged uploads' copies open the next segment
+    if rec.n: rec.submit()
+    else: rec.abort()
+    self.points.append(point)
+    return point.outs
+
+Captured.host_point = host_point
 
 # %% ../../../nbs/28_replay.ipynb #8b8f7e27
 def _lend(self, s: int):
@@ -233,7 +316,7 @@ def _release(self):
                     r[3][0] = min(r[3][0], dev.submitted)
             self.rt.mem.retire(self.pools)
     self.cbs, self.keep, self.touched, self.fetches, self.refresh, self.rands = [], [], [], [], [], []
-    self.inputs, self.uploads, self._staging, self.rand_slots, self.epilogue = [], [], {}, {}, None
+    self.inputs, self.uploads, self._staging, self.rand_slots, self.epilogue, self.points = [], [], {}, {}, None, []
     for w in self.lent:             # the copies handed out read their own memory back now (the staging goes)
         if (t := w()) is not None: t.fetch = None
     self.flags, self.tainted, self._flag_at, self.to_lend, self.lent = [], [], {}, [], []

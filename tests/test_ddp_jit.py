@@ -98,7 +98,7 @@ def two_ranks(tmp_path, *args, env=None) -> list:
     return sorted(r.stdout.splitlines())
 
 
-@pytest.mark.parametrize("model, paths", [("sgd", "direct"), ("sgd", "discrete"), ("bn", "direct")])
+@pytest.mark.parametrize("model, paths", [("sgd", "direct"), ("sgd", "discrete"), ("bn", "direct"), ("bn", "discrete")])
 def test_a_jitted_data_parallel_step_equals_the_eager_one_bit_for_bit(tmp_path, model, paths):
     "Captured once, replayed with an exchange each call: the eager step's parameters and losses exactly, on every rank."
     lines = two_ranks(tmp_path, "equal", model, env={"VKML_DISCRETE_PATHS": "1"} if paths == "discrete" else None)

@@ -450,3 +450,15 @@ def test_to_keeps_parameter_objects():
     np.testing.assert_array_equal(ps[0].numpy(), w)
     m.to("cpu")
     np.testing.assert_array_equal(ps[0].numpy(), w)
+
+
+def test_module_to_gives_a_moved_view_its_own_storage():
+    "A buffer made as a view and moved by Module.to is no longer a view of its old base (a jitted DDP step with BatchNorm on a discrete GPU refused num_batches_tracked as a view)."
+    import vkml.frontend.functions as VF
+    m = nn.Module()
+    m.register_buffer("b", VF.zeros(2, 3).reshape(6))
+    base = m.b._base
+    assert base is not None
+    m.to("vulkan")
+    assert m.b._base is None and all(r() is not m.b for r in base._views)
+    assert nn.BatchNorm1d(3).to("vulkan").num_batches_tracked._base is None

@@ -20,8 +20,8 @@ from .tensor_linalg import LinalgOps
 from . import autograd
 
 # %% auto #0
-__all__ = ['schedule', 'realize', 'bind', 'track', 'readers_of', 'stale', 'renew', 'settle_readers', 'realize_aside',
-           'computable', 'Tensor', 'from_numpy_node', 'tensor', 'wrap', 'apply']
+__all__ = ['schedule', 'realize', 'bind', 'own_storage', 'track', 'readers_of', 'stale', 'renew', 'settle_readers',
+           'realize_aside', 'computable', 'Tensor', 'from_numpy_node', 'tensor', 'wrap', 'apply']
 
 # %% ../../nbs/12_tensor.ipynb #fd7eea85
 def schedule(*tensors, read=False) -> Schedule:
@@ -112,6 +112,14 @@ def bind(t, node: Node, requires_grad: bool | None = None) -> None:
     else: node.requires_grad, node.leaf_of = requires_grad, (weakref.ref(t) if requires_grad else None)
     t.node, node.tref = node, weakref.ref(t)
     if node.buf is None: track(t)
+
+def own_storage(t) -> None:
+    "Make `t` a storage of its own, no longer a view of another tensor's (it was moved to memory of its own)."
+    base = t._base
+    if base is None: return
+    refs = getattr(base, "_views", None)
+    if refs: refs[:] = [r for r in refs if r() is not t]
+    t._base, t._steps = None, ()
 
 def _rebind(t, node: Node) -> None:
     "Make tensor `t` hold `node`, made for it by an in-place write (a leaf that requires grad stays one); its old node is overwritten."

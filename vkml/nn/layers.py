@@ -221,7 +221,7 @@ class _BatchNorm(Module):
         if track_running_stats:
             self.register_buffer("running_mean", VF.zeros(num_features).realize().to(device))
             self.register_buffer("running_var", VF.ones(num_features).realize().to(device))
-            self.register_buffer("num_batches_tracked", VF.zeros(1, dtype=int64).reshape(()).realize().to(device))
+            self.register_buffer("num_batches_tracked", VF.zeros((), dtype=int64).realize().to(device))
         else:
             self.running_mean = self.running_var = self.num_batches_tracked = None
     def reset_running_stats(self):
@@ -229,7 +229,7 @@ class _BatchNorm(Module):
         d = self.running_mean.device
         for name, v in (("running_mean", 0.0), ("running_var", 1.0)):
             assign(self._buffers[name], VF.full((self.num_features,), v, device=d))
-        assign(self.num_batches_tracked, VF.zeros(1, dtype=int64, device=d).reshape(()))
+        assign(self.num_batches_tracked, VF.zeros((), dtype=int64, device=d))
     def forward(self, x):
         _check_input(self, x)
         if x.ndim not in self._ranks:

@@ -10,7 +10,7 @@ from ..core.dtypes import *
 from ..core.ops import Op, VIEW_OPS
 from ..core.graph import Node, no_grad, canonical_device, make_node
 from ..engine.capture import capture_in_progress
-from ..frontend.tensor import Tensor, realize, from_numpy_node, tensor, bind
+from ..frontend.tensor import Tensor, realize, from_numpy_node, tensor, bind, own_storage
 import vkml.frontend.functions as VF
 import vkml.frontend.autograd  # noqa: F401 (Tensor.backward and Tensor.detach, which state dicts and batch norm use)
 
@@ -192,6 +192,7 @@ def _move(t: Tensor, device: str) -> None:
     if t.device == device: return
     rg, grad = t.requires_grad, t.grad
     bind(t, from_numpy_node(t.numpy(), device), requires_grad=rg)
+    own_storage(t)                    # new memory of its own: no longer a view of what it was made from
     t.grad = None if grad is None else grad.to(device)
 
 def _to(self: Module, device) -> Module:

@@ -186,8 +186,9 @@ def render() -> str:
             s += ["What limits the kernels that miss their goal, and what was tried:", ""]
             s += [f"- {c['case']}: {next((v for key, v in KERNEL_LIMITS.items() if c['case'].startswith(key)), 'not analysed yet.')}"
                   for c in missed] + [""]
-    ddp = render_ddp(RESULTS)
-    if ddp: s += [ddp, ""]
+    for name in ("ddp_h200x2.json", "ddp_jit_h200.json"):   # two GPUs; two ranks sharing one H200, jitted steps
+        ddp = render_ddp(RESULTS / name)
+        if ddp: s += [ddp, ""]
     return "\n".join(s)
 
 

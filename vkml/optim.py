@@ -684,7 +684,7 @@ def _synced(flat: FlatStore, a: int, b: int, P: Tensor) -> Tensor:
     for d, f in flat.low.items():
         L, mask = f[a:b], _low_mask(flat, d)
         stale = P.to(d) != L
-        if mask is not None: stale = stale & mask[a:b]
+        if mask is not None: stale = VF.where(mask[a:b], stale, False)
         P = VF.where(stale, L.float(), P)
     return P
 

@@ -163,7 +163,7 @@ def test_bfloat16_is_a_typed_error_naming_float16(bad):
     with pytest.raises(DTypeError, match=r"no bfloat16.*float16"):
         autocast("cpu", dtype=bad)
     with pytest.raises(DTypeError, match="float16"):
-        vkml.bfloat16
+        _ = vkml.bfloat16
     assert not hasattr(vkml, "bfloat16")
 
 

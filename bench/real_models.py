@@ -26,7 +26,7 @@ Cases:
   resnet20  ResNet-20 for CIFAR (He et al.: 3 stages of 3 basic blocks, 16/32/64 channels, BatchNorm, the parameter-free
             shortcut), 3x32x32, batch 128, SGD momentum 0.9, lr 0.1, weight decay 5e-4
 """
-import argparse, contextlib, datetime, gc, json, math, os, platform, re, statistics, subprocess, sys, time, traceback
+import argparse, contextlib, datetime, gc, json, math, os, platform, re, statistics, subprocess, sys, time, traceback, warnings
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -43,6 +43,8 @@ except Exception:
     torch, TORCH_DEV = None, None
 
 DEV = "vulkan"
+# (vkml.jit's capture looks at every live object for tensors: torch's deprecated module attributes warn when touched)
+warnings.filterwarnings("ignore", category=FutureWarning, message=".*torch.distributed.reduce_op.*")
 VK_MODES = ("eager", "jit", "amp", "amp_jit")
 TH_MODES = ("eager", "amp_bf16", "amp_f16", "graph", "graph_f16")
 PAIRS = {"eager": ("eager", "eager"), "jit_vs_graph": ("jit", "graph"), "amp": ("amp", "amp_f16"),

@@ -16,17 +16,17 @@ from .nn import assign
 from .optim import Optimizer
 
 # %% auto #0
-__all__ = ['bfloat16_error', 'autocast', 'is_autocast_enabled', 'get_autocast_dtype', 'AmpError', 'GradScaler']
+__all__ = ['DTypeNameError', 'bfloat16_error', 'autocast', 'is_autocast_enabled', 'get_autocast_dtype', 'AmpError', 'GradScaler']
 
 # %% ../nbs/32a_amp.ipynb #df123ca0
 _DEVICE_TYPES = ("cpu", "vulkan")
 
-class _NoSuchDType(DTypeError, AttributeError):
-    "A dtype vkML does not have, asked for by name (also an AttributeError, so `hasattr(vkml, 'bfloat16')` is False)."
+class DTypeNameError(DTypeError, AttributeError):
+    "A dtype vkML does not have, asked for by name (`vkml.bfloat16`); also an AttributeError, so `hasattr` says False."
 
 def bfloat16_error(what: str) -> DTypeError:
     "The error for bfloat16, which vkML does not have, naming what to use."
-    return _NoSuchDType(f"{what}: vkML has no bfloat16 (its dtypes are float32, float16, float64, int32, int64 and bool): "
+    return DTypeNameError(f"{what}: vkML has no bfloat16 (its dtypes are float32, float16, float64, int32, int64 and bool): "
                         f"use float16 (`vkml.float16`) for mixed precision, with `vkml.amp.GradScaler` to keep small "
                         f"gradients in its range")
 

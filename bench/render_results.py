@@ -12,6 +12,7 @@ HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"
 sys.path.insert(0, str(HERE))
 from render_ddp import render_ddp   # the two-GPU data-parallel run (bench/ddp.py), when its JSON exists
+from render_real_models import render_real_models   # whole models beside PyTorch (bench/real_models.py), when its JSON exists
 
 
 def load(name):
@@ -186,6 +187,8 @@ def render() -> str:
             s += ["What limits the kernels that miss their goal, and what was tried:", ""]
             s += [f"- {c['case']}: {next((v for key, v in KERNEL_LIMITS.items() if c['case'].startswith(key)), 'not analysed yet.')}"
                   for c in missed] + [""]
+    rm = render_real_models(RESULTS)
+    if rm: s += [rm, ""]
     for name in ("ddp_h200x2.json", "ddp_jit_h200.json"):   # two GPUs; two ranks sharing one H200, jitted steps
         ddp = render_ddp(RESULTS / name)
         if ddp: s += [ddp, ""]

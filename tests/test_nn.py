@@ -349,9 +349,10 @@ def test_other_dtype_into_layer_names_layer_and_cast(mod, x):
         mod(tensor(x))
 
 
-def test_parameters_are_float32():
-    with pytest.raises(DTypeError, match="float32"):
-        nn.Parameter(tensor(np.ones(2, np.float16)))
+def test_parameters_are_float_tensors():
+    assert nn.Parameter(tensor(np.ones(2, np.float16))).dtype is vkml.float16    # (Module.half() makes these)
+    with pytest.raises(DTypeError, match="float"):
+        nn.Parameter(tensor(np.ones(2, np.int64)))
 
 
 # --- initialisation ------------------------------------------------------------------------------------

@@ -11,7 +11,6 @@ import vkml.frontend.functions as VF
 import vkml.nn as nn
 import vkml.optim as optim
 import vkml.io
-from vkml.core.dtypes import DTypeError
 from vkml.core.ops import Op
 from vkml.frontend.tensor import tensor, toposort
 
@@ -251,10 +250,16 @@ def test_state_dict_round_trip_through_io(tmp_path, name, make, ref):
         opt2.load_state_dict({"state": {}, "param_groups": []})
 
 
-def test_optimiser_parameters_must_be_float32():
+def test_optimiser_parameters_are_float_tensors():
     t = tensor(np.ones(2, np.float16)).requires_grad_()
-    with pytest.raises(DTypeError, match="float32"):
-        optim.SGD([t])
+    optim.SGD([t])                                   # float16: float32 master weights (tests/test_amp.py)
+    d = tensor(np.ones(2, np.float64)).requires_grad_()
+    (d * d).sum().backward()
+    with pytest.raises(optim.OptimizerError, match="float32 or float16"):
+        optim.SGD([d], fused=True).step()            # float64 parameters take the per-parameter path
+    optim.SGD([d], lr=0.5).step()
+    np.testing.assert_array_equal(d.numpy(), [0.0, 0.0])
+    assert d.dtype is vkml.float64
 
 
 @pytest.mark.vulkan

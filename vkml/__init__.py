@@ -22,7 +22,8 @@ from .frontend.functions import *   # every operator's function form: its names 
 from .nn.functional import matmul, softmax, log_softmax
 import vkml.backends.vulkan   # registers the "vulkan" backend (touches no device)
 from .frontend import registry
-from . import nn, optim, io, data, linalg, distributed   # distributed loads MPI only in init_process_group()
+from . import nn, optim, io, data, linalg, distributed, amp   # distributed loads MPI only in init_process_group()
+from .amp import autocast   # torch.autocast's place
 from .linalg import logdet
 from .engine.jit import jit, Jit
 from .engine.capture import JitError
@@ -31,3 +32,7 @@ from .backends.vulkan import devices, stats, reset_stats, memory_stats, reset_pe
 
 # %% ../nbs/99_api.ipynb #a129c20e
 half, float, double, int, long, bool = float16, float32, float64, int32, int64, bool_  # PyTorch's aliases, as vkml.float32 etc.
+
+def __getattr__(name):   # `vkml.bfloat16`: a typed error that says what to use (vkML has no bfloat16)
+    if name == "bfloat16": raise amp.bfloat16_error("vkml.bfloat16")
+    raise AttributeError(f"module 'vkml' has no attribute {name!r}")

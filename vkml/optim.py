@@ -40,28 +40,33 @@ class FlatStore:
         self.n = starts[-1]
         # Until the first step realizes them, the flat values are lazy concatenations; that step's update
         # writes fresh flat buffers, which `bind` then adopts (so building the store costs no submission).
-        self.p = self._flat(self.params)
+        self.p = self._flat([p if p.dtype is float32 else _master_start(opt, p) for p in self.params])   # (float32: master weights)
+        self.low, self.dtypes = {p.dtype: None for p in self.params if p.dtype is not float32}, [p.dtype for p in self.params]
         self.state = {name: self._flat([self._state(opt, p, name) for p in self.params]) for name in opt.state_names}
         self.bound, self.bufs = False, {}
 
-    def bind(self, opt, p: Tensor, state: dict):
+    def bind(self, opt, p: Tensor, state: dict, low=None):
         "Adopt the realized flat tensors: each parameter becomes a view of its slice of `p`, each state a view of its own."
         backend = get_backend(self.device)
         self.p, self.state, self.bound = p, state, True
+        self.low.update(low or {})                        # (float16 parameters view a flat float16 copy)
         for q in self.params:
-            buf = self.bufs[id(q)] = backend.alias(p.node.buf, q.shape, self.offset[id(q)])
+            buf = self.bufs[id(q)] = backend.alias(self.low.get(q.dtype, p).node.buf, q.shape, self.offset[id(q)])
             rebind_leaf(q, buf)
+        if self.low: state = {**state, "master_param": p}  # (their master weights are views too, in their state)
         for name, flat in state.items():
             for q in self.params:
+                if name == "master_param" and q.dtype is float32: continue
                 view = Tensor(Node(Op.INPUT, (), None, q.shape, float32, self.device,
                                    buf=backend.alias(flat.node.buf, q.shape, self.offset[id(q)])))
                 opt.state.setdefault(q, {})[name] = view
 
     def renew(self, opt):
         "After an update in place: every tensor over the flat buffers gets a fresh node (values built before the step keep theirs)."
-        for t in (self.p, *self.state.values(), *self.params): renew(t)
+        for t in (self.p, *self.state.values(), *self.low.values(), *self.params): renew(t)
         for q in self.params:
             for name in self.state: renew(opt.state[q][name])
+            if q.dtype is not float32: renew(opt.state[q]["master_param"])
 
     def _state(self, opt, p, name) -> Tensor:
         "The state tensor `name` of parameter `p` (zeros before the first step)."
@@ -71,20 +76,20 @@ class FlatStore:
 
     def _flat(self, parts) -> Tensor:
         "A fresh flat float32 tensor on the device: `parts` one after another (lazy)."
-        return VF.cat([t.detach().reshape(-1) for t in parts])
+        return VF.cat([t.detach().reshape(-1).float() for t in parts])
 
 # %% ../nbs/32_optim.ipynb #c4436e08
 def _repair(self, opt) -> bool:
     """Write the parameters rebound since the last step (a functional in-place write, a load) back into their
     slices of the flat buffer, and make them views of it again: True when the store is then valid."""
     ps = [p for g in opt.param_groups for p in g["params"]]
-    if not self.bound or len(ps) != len(self.params) or any(p is not q for p, q in zip(ps, self.params)): return False
+    if not self.bound or len(ps) != len(self.params) or any(p is not q or p.dtype is not d for p, q, d in zip(ps, self.params, self.dtypes)): return False
     moved = [q for q in self.params if q.node.buf is not self.bufs[id(q)]]
     if not moved: return True
-    with no_grad():
-        slots = [self.p[self.offset[id(q)]:self.offset[id(q)] + q.numel()] for q in moved]
-        realize(*[s._apply(Op.ASSIGN, s, q.detach().reshape(-1)) for s, q in zip(slots, moved)])
-    renew(self.p)                                   # (its memory was written: values built before keep theirs)
+    with no_grad():                                 # (a float16 parameter: into its master weights and its copy)
+        slots = [(f[self.offset[id(q)]:self.offset[id(q)] + q.numel()], q) for q in moved for f in (self.p, self.low.get(q.dtype)) if f is not None]
+        realize(*[s._apply(Op.ASSIGN, s, q.detach().reshape(-1).to(s.dtype)) for s, q in slots])
+    for f in (self.p, *self.low.values()): renew(f)   # (its memory was written: values built before keep theirs)
     for q in moved: rebind_leaf(q, self.bufs[id(q)])
     return self.valid_for(opt)
 
@@ -144,7 +149,7 @@ class Optimizer:
         for p in ps:
             if not isinstance(p, Tensor) or not p.is_leaf or not p.requires_grad:
                 raise OptimizerError("optimisers update leaf tensors that require grad (Parameters)")
-            if p.dtype is not float32: raise DTypeError(f"optimiser parameters are float32, got {p.dtype.name}: use `.float()`")
+            if not p.dtype.is_float: raise DTypeError(f"optimiser parameters are float tensors, got {p.dtype.name}: use `.float()`")
         seen = {id(q) for g in self.param_groups for q in g["params"]}
         if any(id(p) in seen for p in ps): raise OptimizerError("a parameter appears in two parameter groups")
         if len({id(p) for p in ps}) != len(ps):   # (PyTorch warns it will be an error; a fused step wrote it twice)
@@ -185,9 +190,9 @@ def _step(self, closure=None):
 
 def _fusable(self) -> bool:
     ps = [p for g in self.param_groups for p in g["params"]]
-    ok = all(p.grad is not None for p in ps) and len({p.device for p in ps}) == 1
+    ok = all(p.grad is not None and p.dtype in (float32, float16) for p in ps) and len({p.device for p in ps}) == 1
     if self.fused and not ok:
-        raise OptimizerError("fused=True needs a gradient for every parameter, all on one device; "
+        raise OptimizerError("fused=True needs a gradient for every parameter, all float32 or float16 and on one device; "
                              "use fused=False (or leave fused unset) to update the others")
     return ok and self.fused is not False
 
@@ -228,18 +233,22 @@ def _step_fused(self) -> tuple:
         note_guard(("optimizer", id(self)), lambda: self._structure(flat))   # ... and assumes the rest stays
         h = {k: H[i] for i, k in enumerate(names)}
         P = flat.p[a:b]
-        G = VF.cat([p.grad.reshape(-1) for p in group["params"]])
+        G = VF.cat([p.grad.reshape(-1).float() for p in group["params"]])
         S = {k: flat.state[k][a:b] for k in self.state_names}
-        new = self._rule(P, G, S, h, group)
+        W = _synced(flat, a, b, P) if flat.low and flat.bound else P  # (float16 parameters: their master weights)
+        new = self._rule(W, G, S, h, group)
+        if (skip := getattr(self, "_amp_found_inf", None)) is not None: new = _unless(skip, new, W, S)   # (GradScaler)
         if flat.bound:                                  # in place
             outs.append(P._apply(Op.ASSIGN, P, new["param"]))
             outs.extend(S[k]._apply(Op.ASSIGN, S[k], new[k]) for k in self.state_names)
+            if flat.low: outs.extend(_rounded_copies(flat, a, b, new["param"]))
         else: fresh.append(new)
     if flat.bound: return outs, lambda: flat.renew(self)
     # the first step: its results become the flat buffers
     whole = lambda k: fresh[0][k] if len(fresh) == 1 else VF.cat([f[k] for f in fresh])
     p, state = whole("param"), {k: whole(k) for k in self.state_names}
-    return [p, *state.values()], lambda: flat.bind(self, p, state)
+    low = {d: p.to(d) for d in flat.low}            # (float16 parameters: the rounded copy they view)
+    return [p, *state.values(), *low.values()], lambda: flat.bind(self, p, state, low)
 
 def _structure(self, flat) -> tuple:
     "What a captured step assumes beyond the per-step numbers: this flat store, the parameters, which settings are 0."
@@ -254,13 +263,16 @@ def _step_each(self) -> list:
             if p.grad is None: continue
             st = self.state.setdefault(p, {})
             h = self._numbers(p, group)
-            s = {k: st[k] if isinstance(st.get(k), Tensor) else VF.zeros_like(p) for k in self.state_names}
-            new = self._rule(p, p.grad, s, h, group)
-            assign(p, new["param"])
+            w = _master_weights(st, p) if p.dtype is float16 else p      # (float16: its float32 master weights)
+            s = {k: st[k] if isinstance(st.get(k), Tensor) else VF.zeros_like(w) for k in self.state_names}
+            new = self._rule(w, p.grad.to(w.dtype), s, h, group)
+            if (skip := getattr(self, "_amp_found_inf", None)) is not None: new = _unless(skip, new, w, s)
+            if w is not p: assign(w, new["param"])
+            assign(p, new["param"].to(p.dtype))
             for k in self.state_names:       # in place once realized (a replayed step binds the memory)
                 if isinstance(st.get(k), Tensor) and st[k].node.realized: assign(st[k], new[k])
                 else: st[k] = new[k]
-            outs += [p] + [st[k] for k in self.state_names]
+            outs += [p, w] + [st[k] for k in self.state_names]
     if outs: self._flat = None                     # a per-parameter step rebinds the parameters (a step of none keeps them)
     return outs
 
@@ -678,3 +690,43 @@ class SequentialLR(LRScheduler):
         sd = dict(sd); subs = sd.pop("_schedulers")
         self.__dict__.update(sd)
         for s, d in zip(self._schedulers, subs): s.load_state_dict(d)
+
+# %% ../nbs/32_optim.ipynb #7267fb93
+def _master_start(opt, p: Tensor) -> Tensor:
+    "A float16 parameter's master weights to start a flat store from: those in its state where they round to it, else its value."
+    m, v = opt.state.get(p, {}).get("master_param"), p.detach()
+    if not isinstance(m, Tensor) or m.shape != p.shape or m.device != p.device: return v.float()
+    return VF.where(m.detach().to(p.dtype) == v, m.detach().float(), v.float())
+
+def _low_mask(flat: FlatStore, d: DType):
+    "Bool (n,): which elements of the flat store are `d` parameters' (None when all are; made once per store)."
+    masks = flat.__dict__.setdefault("low_masks", {})
+    if d not in masks:
+        masks[d] = None if all(t is d for t in flat.dtypes) else tensor(
+            np.concatenate([np.full(q.numel(), t is d) for q, t in zip(flat.params, flat.dtypes)]), device=flat.device)
+    return masks[d]
+
+def _synced(flat: FlatStore, a: int, b: int, P: Tensor) -> Tensor:
+    "Elements [a, b) of the master weights, but a float16 parameter's own value where it no longer holds their rounding."
+    for d, f in flat.low.items():
+        L, mask = f[a:b], _low_mask(flat, d)
+        stale = P.to(d) != L
+        if mask is not None: stale = VF.where(mask[a:b], stale, False)
+        P = VF.where(stale, L.float(), P)
+    return P
+
+def _rounded_copies(flat: FlatStore, a: int, b: int, P: Tensor) -> list:
+    "The writes of new master weights [a, b), rounded, into each flat low-precision copy the parameters view."
+    return [L._apply(Op.ASSIGN, L, P.to(d)) for d, f in flat.low.items() for L in (f[a:b],)]
+
+def _master_weights(st: dict, p: Tensor) -> Tensor:
+    "The per-parameter path's master weights of float16 `p` (in its state), synced with `p` as `_synced` does."
+    m = st.get("master_param")
+    if not isinstance(m, Tensor) or m.shape != p.shape or m.device != p.device: m = st["master_param"] = p.detach().float()
+    else: assign(m, VF.where(m.to(p.dtype) == p.detach(), m, p.detach().float()))
+    return m
+
+def _unless(found_inf: Tensor, new: dict, p: Tensor, state: dict) -> dict:
+    "A step's new values, but the old ones where `found_inf` (0-d, nonzero: a gradient was not finite) says to skip it."
+    skip = found_inf != 0
+    return {k: VF.where(skip, p if k == "param" else state.get(k, v), v) for k, v in new.items()}

@@ -11,8 +11,9 @@ from .dtypes import *
 from .ops import Op, SHAPE_RULES, CALLER_SHAPED, ACCEPTED_DTYPES
 
 # %% auto #0
-__all__ = ['Node', 'is_grad_enabled', 'no_grad', 'enable_grad', 'Backend', 'references', 'register_backend', 'canonical_device',
-           'get_backend', 'check_same_device', 'make_node', 'toposort', 'defer', 'take_deferred']
+__all__ = ['Node', 'is_grad_enabled', 'no_grad', 'enable_grad', 'autocast_dtype', 'set_autocast', 'autocast_suspended',
+           'autocast_state', 'Backend', 'references', 'register_backend', 'canonical_device', 'get_backend',
+           'check_same_device', 'make_node', 'toposort', 'defer', 'take_deferred']
 
 # %% ../../nbs/04_graph.ipynb #ae69abc4
 class Node:
@@ -64,6 +65,36 @@ def enable_grad():
     prev, _grad_mode.enabled = _grad_mode.enabled, True
     try: yield
     finally: _grad_mode.enabled = prev
+
+# %% ../../nbs/04_graph.ipynb #28092508
+class _AutocastMode(threading.local):
+    def __init__(self): self.dtypes = {}    # device type -> the dtype of matrix products, while autocast is on there
+_autocast_mode = _AutocastMode()
+
+def autocast_dtype(device: str):
+    "The dtype autocast runs matrix products in on `device` ('cpu', 'vulkan', 'vulkan:1'), or None where it is off."
+    d = _autocast_mode.dtypes
+    return d.get(device.partition(":")[0]) if d else None
+
+def set_autocast(device_type: str, dtype):
+    "Turn autocast on (a float `dtype`) or off (None) for `device_type` on this thread; returns the setting it replaces."
+    d = _autocast_mode.dtypes
+    prev = d.get(device_type)
+    if dtype is None: d.pop(device_type, None)
+    else: d[device_type] = dtype
+    return prev
+
+@contextlib.contextmanager
+def autocast_suspended(device: str):
+    "Autocast off for `device`'s type inside the block: the insides of one composed op, as inside one of PyTorch's kernels."
+    kind = device.partition(":")[0]
+    prev = set_autocast(kind, None)
+    try: yield
+    finally: set_autocast(kind, prev)
+
+def autocast_state() -> tuple:
+    "This thread's autocast settings, hashable (what a `vkml.jit` capture assumes)."
+    return tuple(sorted((k, v.name) for k, v in _autocast_mode.dtypes.items()))
 
 # %% ../../nbs/04_graph.ipynb #ff938ddd
 class Backend:

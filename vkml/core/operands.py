@@ -8,12 +8,13 @@ import weakref
 import numpy as np
 from .dtypes import *
 from .ops import Op, ACCEPTED_DTYPES, VIEW_OPS
-from .graph import Node, make_node, check_same_device, get_backend, is_grad_enabled
+from .graph import Node, make_node, check_same_device, get_backend, is_grad_enabled, autocast_dtype
 
 # %% auto #0
-__all__ = ['INT_RANGE', 'ArgumentError', 'EinsumError', 'IndexingError', 'TensorBase', 'is_tensor', 'reduce_axes', 'need_tensor',
-           'check_dtype', 'mixed_dtypes', 'is_scalar', 'scalar_as', 'scalar_dtype', 'expand_to', 'reshape_to',
-           'const_like', 'common_operands', 'lift', 'elementwise_op', 'with_out']
+__all__ = ['INT_RANGE', 'AUTOCAST_FLOAT32_OPS', 'ArgumentError', 'EinsumError', 'IndexingError', 'TensorBase', 'is_tensor',
+           'reduce_axes', 'need_tensor', 'check_dtype', 'mixed_dtypes', 'is_scalar', 'scalar_as', 'scalar_dtype',
+           'expand_to', 'reshape_to', 'const_like', 'autocast_lower', 'autocast_float32', 'autocast_widest',
+           'common_operands', 'lift', 'elementwise_op', 'with_out']
 
 # %% ../../nbs/07_operands.ipynb #bfb8716f
 class ArgumentError(VkmlError, ValueError):
@@ -204,6 +205,32 @@ def _alike(xs):
         elif not is_scalar(x): return None
     return None if n0 is None else (n0.dtype, n0.device, shapes)
 
+# %% ../../nbs/07_operands.ipynb #55f8ce74
+AUTOCAST_FLOAT32_OPS = frozenset({"EXP", "LOG", "POW", "RECIPROCAL", "RSQRT", "SOFTPLUS"})   # elementwise rows run in float32
+
+def _autocast_of(xs):
+    "The autocast dtype of the first tensor's device (None: autocast is off there)."
+    for x in xs:
+        if isinstance(x, TensorBase): return autocast_dtype(x.device)
+
+def _cast_to(x, dtype): return x if x.dtype is dtype else x._apply(Op.CAST, x, shape=x.shape, dtype=dtype)
+
+def autocast_lower(*xs) -> tuple:
+    "`xs` for a matrix product: float32 and float16 tensors cast to autocast's dtype (all unchanged when it is off)."
+    dt = _autocast_of(xs)
+    if dt is None: return xs
+    return tuple(_cast_to(x, dt) if isinstance(x, TensorBase) and x.dtype in (float32, float16) else x for x in xs)
+
+def autocast_float32(*xs) -> tuple:
+    "`xs` for an op autocast runs in float32: float16 tensors cast up (all unchanged when autocast is off)."
+    if _autocast_of(xs) is None: return xs
+    return tuple(_cast_to(x, float32) if isinstance(x, TensorBase) and x.dtype is float16 else x for x in xs)
+
+def autocast_widest(name: str, dts, device: str) -> DType:
+    "The widest of two float dtypes met in one op while autocast is on for `device`; otherwise the error for the mix."
+    if autocast_dtype(device) is None or not all(d.is_float for d in dts): raise mixed_dtypes(name, dts)
+    return max(dts, key=_RANK.get)
+
 # %% ../../nbs/07_operands.ipynb #c8f11e45
 def common_operands(name: str, xs, accepted, like: TensorBase | None = None):
     "Check the operands of an elementwise op and return the (dtype, device, shape) of its inputs; builds nothing."
@@ -231,7 +258,7 @@ def common_operands(name: str, xs, accepted, like: TensorBase | None = None):
     for a in arrays: check_rank(a.shape, "array")
     dts = [t.dtype for t in ts] + [to_dtype(a.dtype) for a in arrays]  # to_dtype refuses a dtype vkML lacks, naming the cast
     dtype = dts[0] if dts else scalar_dtype(xs)
-    if any(d is not dtype for d in dts): raise mixed_dtypes(name, dts)
+    if any(d is not dtype for d in dts): dtype = autocast_widest(name, dts, device)   # (raises outside autocast)
     check_dtype(name, dtype, accepted)
     for x in xs:
         if is_scalar(x): scalar_as(x, dtype, name)
@@ -240,7 +267,7 @@ def common_operands(name: str, xs, accepted, like: TensorBase | None = None):
 
 def lift(x, like: TensorBase, dtype: DType, device: str, shape, name="op") -> TensorBase:
     "Operand `x` (checked by `common_operands`) as a tensor of `shape`; `like` is any tensor operand."
-    if isinstance(x, TensorBase): t = x
+    if isinstance(x, TensorBase): t = _cast_to(x, dtype)   # (a cast only under autocast: `autocast_widest`)
     elif isinstance(x, np.ndarray): t = like._wrap(Node(Op.INPUT, (), None, x.shape, dtype, device,
                                                         buf=get_backend(device).from_numpy(np.array(x, order="C"))))
     else: t = like._wrap(Node(Op.CONST, (), scalar_as(x, dtype, name), (), dtype, device))
@@ -249,6 +276,7 @@ def lift(x, like: TensorBase, dtype: DType, device: str, shape, name="op") -> Te
 # %% ../../nbs/07_operands.ipynb #beb985b0
 def elementwise_op(op: Op, name: str, *xs, arg=None, accepted=None) -> TensorBase:
     "`op` over the broadcast operands `xs` (tensors, numpy arrays on the CPU, or Python scalars)."
+    if op.name in AUTOCAST_FLOAT32_OPS: xs = autocast_float32(*xs)
     dtype, device, shape = common_operands(name, xs, accepted or ACCEPTED_DTYPES[op])
     like = next(x for x in xs if isinstance(x, TensorBase))
     return like._apply(op, *(lift(x, like, dtype, device, shape, name) for x in xs), arg=arg)

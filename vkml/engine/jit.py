@@ -9,7 +9,7 @@ import numpy as np
 from collections import OrderedDict
 from ..core.dtypes import *
 from ..core.ops import Op
-from ..core.graph import Node, get_backend, take_deferred, make_node, no_grad, references
+from ..core.graph import Node, get_backend, take_deferred, make_node, no_grad, references, autocast_state
 from .capture import JitError, CaptureNotes, capture_in_progress
 from ..core.operands import TensorBase
 from ..frontend.tensor import Tensor, tensor, realize, realize_aside, settle_readers, computable, renew, _members, _rebind, bind, _replay as _view_of
@@ -46,7 +46,7 @@ def _key(leaves, structure) -> tuple:
             except TypeError: raise JitError(f"a vkml.jit function's arguments are tensors and hashable values; got a "
                                              f"{type(x).__name__}: make it a tensor, or reach it from the function's closure") from None
             out.append(("V", type(x), x))
-    return structure, tuple(out)
+    return structure, tuple(out), autocast_state()
 
 # %% ../../nbs/29_jit.ipynb #c0a00002
 class JitNotes(CaptureNotes):

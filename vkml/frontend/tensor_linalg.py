@@ -10,7 +10,7 @@ from ..core.dtypes import FLOATS
 from ..core.ops import Op, NUMERIC
 from ..core.graph import check_same_device
 from ..core.operands import (TensorBase, EinsumError, need_tensor, check_dtype, mixed_dtypes, expand_to, reshape_to,
-                           with_out)
+                           with_out, autocast_lower)
 
 # %% auto #0
 __all__ = ['LinalgOps', 'matmul', 'einsum']
@@ -23,10 +23,10 @@ class LinalgOps(TensorBase):
         "Matrix product with NumPy's broadcasting over batch dimensions (ranks 1-4)."
         need_tensor("matmul", other)
         check_same_device([self.node, other.node], "matmul")
-        if self.dtype != other.dtype:
-            raise DTypeError(f"matmul of {self.dtype.name} and {other.dtype.name}: cast one with `.to(...)`")
-        check_dtype("matmul", self.dtype, FLOATS)
-        a, b = self, other
+        a, b = autocast_lower(self, other)   # (under autocast: in its lower precision)
+        if a.dtype != b.dtype:
+            raise DTypeError(f"matmul of {a.dtype.name} and {b.dtype.name}: cast one with `.to(...)`")
+        check_dtype("matmul", a.dtype, FLOATS)
         if a.ndim == 0 or b.ndim == 0: raise ShapeError(f"matmul needs operands of rank >= 1, got {a.shape} and {b.shape}: use `*` for scalars")
         a2 = a if a.ndim > 1 else reshape_to(a, (1,) + a.shape)
         b2 = b if b.ndim > 1 else reshape_to(b, b.shape + (1,))

@@ -10,7 +10,8 @@ from ..core.dtypes import *
 from ..core.dtypes import FLOATS
 from ..core.ops import Op, ACCEPTED_DTYPES, NUMERIC, ALL
 from ..core.operands import (TensorBase, ArgumentError, need_tensor, check_dtype, scalar_as, is_scalar,
-                           common_operands, lift, expand_to, elementwise_op, with_out)
+                           common_operands, lift, expand_to, elementwise_op, with_out, AUTOCAST_FLOAT32_OPS,
+                           autocast_float32)
 
 # %% auto #0
 __all__ = ['cast', 'clamp', 'clip', 'add', 'sub', 'mul', 'div', 'pow', 'eq', 'ne', 'lt', 'le', 'gt', 'ge', 'Casts', 'UnaryMath',
@@ -74,8 +75,9 @@ class UnaryMath(TensorBase):
     "One-input math and activations."
     __slots__ = ()
     def _unary(self, op: Op, name: str, arg=None, accepted=None):
-        check_dtype(name, self.dtype, accepted or ACCEPTED_DTYPES[op])
-        return self._apply(op, self, arg=arg)
+        x = autocast_float32(self)[0] if op.name in AUTOCAST_FLOAT32_OPS else self   # (under autocast: exp, log... in float32)
+        check_dtype(name, x.dtype, accepted or ACCEPTED_DTYPES[op])
+        return x._apply(op, x, arg=arg)
 
     def neg(self): "−x."; return self._unary(Op.NEG, "neg")
     def abs(self): "|x|."; return self._unary(Op.ABS, "abs")

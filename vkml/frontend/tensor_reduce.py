@@ -9,7 +9,7 @@ from ..core.dtypes import *
 from ..core.dtypes import FLOATS
 from ..core.ops import Op, ACCEPTED_DTYPES
 from ..core.operands import (TensorBase, ArgumentError, need_tensor, check_dtype, is_scalar, reshape_to, reduce_axes,
-                           with_out, const_like)
+                           with_out, const_like, autocast_float32)
 
 # %% auto #0
 __all__ = ['sum', 'mean', 'amax', 'amin', 'prod', 'argmax', 'argmin', 'any', 'all', 'var', 'std', 'logsumexp', 'cumsum', 'norm',
@@ -30,6 +30,7 @@ class ReduceOps(TensorBase):
 
     def sum(self, dim=None, keepdim: bool = False, *, dtype=None):
         "The sum over `dim` (int32/bool give int64; an empty extent gives 0)."
+        if dtype is None and (x := autocast_float32(self)[0]) is not self: return x.sum(dim, keepdim)   # (autocast: float16 sums in float32)
         axes = reduce_axes(dim, self.ndim)
         return self._with_dtype(dtype)._widen()._reduce(Op.SUM, axes, keepdim)
 
@@ -78,6 +79,7 @@ class ReduceOps(TensorBase):
 
     def prod(self, dim=None, keepdim: bool = False, *, dtype=None):
         "The product over `dim`, in index order (CPU only; int32/bool give int64; empty gives 1)."
+        if dtype is None and (x := autocast_float32(self)[0]) is not self: return x.prod(dim, keepdim)   # (autocast: float16 products in float32)
         axes = reduce_axes(dim, self.ndim)
         if dtype is not None: to_dtype(dtype)
         return self._with_dtype(dtype)._widen()._reduce(Op.PROD, axes, keepdim)
@@ -139,6 +141,7 @@ class Statistics(TensorBase):
 
     def logsumexp(self, dim=None, keepdim: bool = False):
         "log Σ eˣ over `dim`, with the maximum subtracted first (an infinite maximum is replaced by 0)."
+        if (x := autocast_float32(self)[0]) is not self: return x.logsumexp(dim, keepdim)   # (autocast: float16 in float32)
         axes = reduce_axes(dim, self.ndim); check_dtype("logsumexp", self.dtype, FLOATS)
         m = self._reduce(Op.MAX, axes, True)
         m = m.where(~m.isinf(), 0.0)
@@ -147,6 +150,7 @@ class Statistics(TensorBase):
 
     def cumsum(self, dim: int, *, dtype=None):
         "Running sums along `dim` (int32/bool give int64)."
+        if dtype is None and (x := autocast_float32(self)[0]) is not self: return x.cumsum(dim)   # (autocast: float16 running sums in float32)
         axis = normalize_axis(dim, self.ndim)
         if dtype is not None: to_dtype(dtype)
         y = self._with_dtype(dtype)._widen()
@@ -155,6 +159,7 @@ class Statistics(TensorBase):
 
     def norm(self, p="fro", dim=None, keepdim: bool = False):
         "The vector p-norm over `dim` for any p: 2 ('fro', default), 1, ±inf, 0 (a count), or (Σ|x|ᵖ)^(1/p), negative p too."
+        if (x := autocast_float32(self)[0]) is not self: return x.norm(p, dim, keepdim)   # (autocast: float16 in float32)
         axes = reduce_axes(dim, self.ndim); check_dtype("norm", self.dtype, FLOATS)
         if p == "fro": p = 2
         if p == "nuc": raise ArgumentError("norm's p='nuc' (the nuclear norm) needs singular values, which vkML does not compute")

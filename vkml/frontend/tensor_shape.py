@@ -11,7 +11,7 @@ from ..core.ops import Op, ACCEPTED_DTYPES, ALL
 from ..core.graph import Node, check_same_device, get_backend
 from ..core.operands import (TensorBase, ArgumentError, IndexingError, need_tensor, check_dtype, mixed_dtypes,
                            scalar_as, is_scalar, common_operands, lift, expand_to, reshape_to, const_like, reduce_axes,
-                           with_out)
+                           with_out, autocast_widest)
 
 # %% auto #0
 __all__ = ['reshape', 'flatten', 'squeeze', 'unsqueeze', 'permute', 'transpose', 'expand', 'contiguous', 'split', 'pad', 'flip',
@@ -182,12 +182,15 @@ def _check_group(name, tensors):
         raise ArgumentError(f"{name} takes a non-empty list of tensors")
     for t in tensors: need_tensor(name, t)
     check_same_device([t.node for t in tensors], name)
-    if builtins.any(t.dtype is not tensors[0].dtype for t in tensors): raise mixed_dtypes(name, [t.dtype for t in tensors])
+    if builtins.any(t.dtype is not tensors[0].dtype for t in tensors):   # (under autocast: the widest float, else the error)
+        dt = autocast_widest(name, [t.dtype for t in tensors], tensors[0].device)
+        tensors = [t.cast(dt) for t in tensors]
+    return tensors
 
 @with_out
 def cat(tensors, dim: int = 0):
     "`tensors` joined along `dim` (other dims equal)."
-    _check_group("cat", tensors)
+    tensors = _check_group("cat", tensors)
     t0 = tensors[0]
     if t0.ndim == 0: raise ShapeError("cat cannot join 0-d tensors: use `stack`")
     axis = normalize_axis(dim, t0.ndim)
@@ -199,7 +202,7 @@ def cat(tensors, dim: int = 0):
 @with_out
 def stack(tensors, dim: int = 0):
     "`tensors` (all one shape) joined along a new dim."
-    _check_group("stack", tensors)
+    tensors = _check_group("stack", tensors)
     t0 = tensors[0]
     for t in tensors[1:]:
         if t.shape != t0.shape: raise ShapeError(f"stack needs equal shapes, got {t0.shape} and {t.shape}")

@@ -4,7 +4,7 @@
 
 # %% ../../nbs/17_nn_functional.ipynb #d5e1020a
 from __future__ import annotations
-import math
+import functools, math
 import numpy as np
 from ..core.dtypes import *
 from ..core.dtypes import FLOATS, prod
@@ -13,7 +13,8 @@ from ..frontend.tensor import Tensor, apply
 from ..frontend.tensor_shape import host_values, check_index_values, checked_index
 from ..frontend.tensor_linalg import matmul
 import vkml.frontend.functions as VF
-from ..core.operands import ArgumentError, check_dtype, need_tensor
+from ..core.graph import autocast_dtype, autocast_suspended
+from ..core.operands import ArgumentError, check_dtype, need_tensor, autocast_lower, autocast_float32
 
 # %% auto #0
 __all__ = ['linear', 'conv2d', 'conv_transpose2d', 'max_pool2d', 'max_unpool2d', 'avg_pool2d', 'adaptive_avg_pool2d',
@@ -45,6 +46,20 @@ def _groups(groups, what) -> int:
         raise ArgumentError(f"{what}: groups must be a positive int, got {groups!r}")
     return int(groups)
 
+# %% ../../nbs/17_nn_functional.ipynb #17fea0d7
+def _autocast(policy: str):
+    "Run a function by autocast's `policy` for its tensor arguments ('lower' or 'float32'), its body with autocast off."
+    cast = autocast_lower if policy == "lower" else autocast_float32
+    def wrap(f):
+        @functools.wraps(f)
+        def g(*args, **kw):
+            dev = next((a.device for a in args if isinstance(a, Tensor)), None)
+            if dev is None or autocast_dtype(dev) is None: return f(*args, **kw)
+            args, kw = cast(*args), dict(zip(kw, cast(*kw.values())))
+            with autocast_suspended(dev): return f(*args, **kw)
+        return g
+    return wrap
+
 # %% ../../nbs/17_nn_functional.ipynb #3991e1ed
 def _mm(a, b): return apply(Op.MATMUL, a, b)
 
@@ -53,6 +68,7 @@ def _matmul_dtypes(a, b, what):
     if a.dtype != b.dtype: raise DTypeError(f"{what} of {a.dtype.name} and {b.dtype.name}: cast one with `.to(...)`")
     _float(a, what)
 
+@_autocast("lower")
 def linear(x: Tensor, w: Tensor, b: Tensor = None) -> Tensor:
     "x @ w.T + b, with `w` of shape (out_features, in_features)."
     need_tensor("linear", x); need_tensor("linear's weight", w)
@@ -90,6 +106,7 @@ def _add_channel_bias(y, bias, what):
     if bias.shape != (y.shape[1],): raise ShapeError(f"{what}'s bias must be ({y.shape[1]},), got {bias.shape}")
     return y + VF.reshape(bias, (1, y.shape[1], 1, 1))
 
+@_autocast("lower")
 def conv2d(x, w, bias=None, stride=1, padding=0, dilation=1, groups=1) -> Tensor:
     "2-D cross-correlation of NCHW `x` with `w` (out, in/groups, kh, kw)."
     x, unb = _batched(x, "conv2d")
@@ -115,6 +132,7 @@ def conv2d(x, w, bias=None, stride=1, padding=0, dilation=1, groups=1) -> Tensor
     y = apply(Op.CONV2D, x, w, arg=((sh, sw), (ph, pw), (dh, dw), groups))
     return _unbatch(_add_channel_bias(y, bias, "conv2d"), unb)
 
+@_autocast("lower")
 def conv_transpose2d(x, w, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1) -> Tensor:
     "The transpose (gradient) of conv2d, with `w` of shape (in, out/groups, kh, kw)."
     x, unb = _batched(x, "conv_transpose2d")
@@ -328,6 +346,7 @@ def _fits(x, k, p, d, what):
     if L + 2 * p < d * (k - 1) + 1:
         raise ShapeError(f"{what}: kernel {k} (dilation {d}) is larger than the padded input length {L} + 2·{p}")
 
+@_autocast("lower")
 def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1) -> Tensor:
     "1-D cross-correlation of NCL (or CL) `input` with `weight` (out, in/groups, k): conv2d on an (N, C, 1, L) view."
     x, unb = _as_2d(input, "conv1d")
@@ -392,12 +411,14 @@ def _shifted(x, dim):
     "x minus its (detached) maximum along `dim`."
     return x - apply(Op.DETACH, VF.amax(x, dim, keepdim=True))
 
+@_autocast("float32")
 def softmax(x: Tensor, dim: int = -1) -> Tensor:
     "exp(x) / sum(exp(x)) along `dim`, stable for large logits."
     _float(x, "softmax")
     e = VF.exp(_shifted(x, dim))
     return e / VF.sum(e, dim, keepdim=True)
 
+@_autocast("float32")
 def log_softmax(x: Tensor, dim: int = -1) -> Tensor:
     "x - logsumexp(x) along `dim`, stable for large logits."
     _float(x, "log_softmax")
@@ -427,6 +448,7 @@ def _check_param(p, shape, what, name):
     if p is not None: need_tensor(f"{what}'s {name}", p)
     if p is not None and p.shape != tuple(shape): raise ShapeError(f"{what}'s {name} must have shape {tuple(shape)}, got {p.shape}")
 
+@_autocast("float32")
 def layer_norm(x, normalized_shape, weight=None, bias=None, eps=1e-5) -> Tensor:
     "Normalise over the last dims named by `normalized_shape`, then scale and shift."
     _float(x, "layer_norm")
@@ -434,6 +456,7 @@ def layer_norm(x, normalized_shape, weight=None, bias=None, eps=1e-5) -> Tensor:
     _check_param(weight, ns, "layer_norm", "weight"); _check_param(bias, ns, "layer_norm", "bias")
     return _affine(_normalize(x, dims, eps)[0], weight, bias, ns)
 
+@_autocast("float32")
 def rms_norm(x, normalized_shape, weight=None, eps=None) -> Tensor:
     "x / sqrt(mean(x²) + eps) over the last dims; eps defaults to the dtype's machine epsilon."
     _float(x, "rms_norm")
@@ -447,6 +470,7 @@ def _channel_shape(x, what):
     if x.ndim < 2: raise ShapeError(f"{what} expects (N, C, ...) input, got {x.shape}")
     return (1, x.shape[1]) + (1,) * (x.ndim - 2)
 
+@_autocast("float32")
 def batch_norm_stats(x, weight=None, bias=None, eps=1e-5):
     "Training-mode batch norm: (output, batch mean, unbiased batch variance), the stats of shape (C,)."
     _float(x, "batch_norm")
@@ -459,6 +483,7 @@ def batch_norm_stats(x, weight=None, bias=None, eps=1e-5):
     c = (x.shape[1],)
     return _affine(y, weight, bias, cs), VF.reshape(mu, c), VF.reshape(var * (n / (n - 1)), c)
 
+@_autocast("float32")
 def batch_norm(x, running_mean, running_var, weight=None, bias=None, training=False, momentum=0.1, eps=1e-5) -> Tensor:
     "Normalise each channel by the batch's statistics (training) or the running ones (eval)."
     if training: return batch_norm_stats(x, weight, bias, eps)[0]
@@ -471,6 +496,7 @@ def batch_norm(x, running_mean, running_var, weight=None, bias=None, training=Fa
     y = (x - VF.reshape(running_mean, cs)) * VF.rsqrt(VF.reshape(running_var, cs) + eps)
     return _affine(y, weight, bias, cs)
 
+@_autocast("float32")
 def group_norm(x, num_groups, weight=None, bias=None, eps=1e-5) -> Tensor:
     "Normalise each group of channels of each sample, then scale and shift per channel."
     _float(x, "group_norm")
@@ -525,6 +551,7 @@ def _causal_mask(L, S, device):
     "Bool (L, S): key j is visible to query i when j <= i."
     return VF.reshape(VF.arange(S, device=device), (1, S)) <= VF.reshape(VF.arange(L, device=device), (L, 1))
 
+@_autocast("lower")
 def scaled_dot_product_attention(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None) -> Tensor:
     "softmax(q @ k.T * scale + mask) @ v over the last two dims (PyTorch's argument order)."
     for t in (q, k, v): _float(t, "scaled_dot_product_attention")
@@ -616,12 +643,14 @@ def _nll(input, target, weight, ignore_index, reduction, what):
     if reduction == "mean": return VF.sum(l) / _picked_total(valid, w, input.dtype)
     return _reduce_loss(l, reduction, what)
 
+@_autocast("float32")
 def nll_loss(input, target, weight=None, ignore_index=-100, reduction="mean") -> Tensor:
     "Negative log-likelihood of log-probabilities `input` (N, C, ...) at class indices `target`."
     _float(input, "nll_loss")
     _class_count(input, "nll_loss"); _check_loss_args(input, reduction, "nll_loss")
     return _nll(input, target, weight, ignore_index, reduction, "nll_loss")
 
+@_autocast("float32")
 def cross_entropy(input, target, weight=None, ignore_index=-100, reduction="mean", label_smoothing=0.0) -> Tensor:
     "Cross entropy of logits `input` (N, C, ...) with class indices or class probabilities `target`."
     _float(input, "cross_entropy")
@@ -651,15 +680,18 @@ def cross_entropy(input, target, weight=None, ignore_index=-100, reduction="mean
     return nll * (1 - label_smoothing) + smooth * (label_smoothing / c)
 
 # %% ../../nbs/17_nn_functional.ipynb #2f9bb31d
+@_autocast("float32")
 def mse_loss(input, target, reduction="mean") -> Tensor:
     "Squared error."
     d = input - target
     return _reduce_loss(d * d, reduction, "mse_loss")
 
+@_autocast("float32")
 def l1_loss(input, target, reduction="mean") -> Tensor:
     "Absolute error."
     return _reduce_loss(VF.abs(input - target), reduction, "l1_loss")
 
+@_autocast("float32")
 def smooth_l1_loss(input, target, reduction="mean", beta=1.0) -> Tensor:
     "Squared error (halved, over beta) below `beta`, absolute error minus beta/2 above it."
     if beta < 0: raise ArgumentError(f"smooth_l1_loss: beta must be >= 0, got {beta}")
@@ -684,6 +716,7 @@ def _probabilities(p, what):
                          f"1 above 1 or NaN)", side, 1)
     return VF.where(side == 0, p, math.nan)     # reads the check: a result of `p` is read only when it passed
 
+@_autocast("float32")
 def binary_cross_entropy(input, target, weight=None, reduction="mean") -> Tensor:
     "Binary cross entropy of probabilities `input` (in [0, 1], checked), each log clamped at -100."
     _float(input, "binary_cross_entropy")
@@ -694,6 +727,7 @@ def binary_cross_entropy(input, target, weight=None, reduction="mean") -> Tensor
     if weight is not None: l = l * weight
     return _reduce_loss(l, reduction, "binary_cross_entropy")
 
+@_autocast("float32")
 def binary_cross_entropy_with_logits(input, target, weight=None, reduction="mean", pos_weight=None) -> Tensor:
     "Binary cross entropy of logits, stable for any logit: max(x,0) - x*y + log1p(exp(-|x|))."
     _float(input, "binary_cross_entropy_with_logits")
@@ -707,6 +741,7 @@ def binary_cross_entropy_with_logits(input, target, weight=None, reduction="mean
     if weight is not None: l = l * weight
     return _reduce_loss(l, reduction, "binary_cross_entropy_with_logits")
 
+@_autocast("float32")
 def kl_div(input, target, reduction="mean", log_target=False) -> Tensor:
     "KL(target || exp(input)) pointwise, with `input` log-probabilities; reduction may be 'batchmean'."
     _float(input, "kl_div")

@@ -6,7 +6,7 @@
 from __future__ import annotations
 import math
 from ..core.dtypes import *
-from ..core.graph import no_grad, defer
+from ..core.graph import no_grad, defer, autocast_dtype
 from ..frontend.tensor import Tensor
 from ..core.operands import ArgumentError
 import vkml.frontend.functions as VF
@@ -21,13 +21,18 @@ __all__ = ['ReLU', 'GELU', 'SiLU', 'Tanh', 'Sigmoid', 'LeakyReLU', 'ELU', 'Softp
            'LayerNorm', 'RMSNorm', 'GroupNorm', 'Embedding', 'Dropout']
 
 # %% ../../nbs/30b_nn_layers.ipynb #fb5866e9
-def _check_input(layer: Module, x, dtype=float32):
+def _check_input(layer: Module, x, dtype=None):
+    "`x` is a tensor of `dtype` (default: the dtype of the layer's parameters, any float for a layer without, or under autocast)."
     if not isinstance(x, Tensor):
         raise DTypeError(f"{type(layer).__name__} takes a vkml Tensor, got {type(x).__name__}: wrap it with `vkml.tensor(...)`")
+    if dtype is None:      # floats: its parameters' dtype (any float for a layer without, or under autocast)
+        want = next((p.dtype for p in layer._parameters.values() if p is not None), None)
+        if x.dtype.is_float and (x.dtype is want or want is None or autocast_dtype(x.device) is not None): return
+        dtype, what = (want, f"has {want.name} parameters") if want else (float32, "takes float inputs")
+    else: what = f"has {dtype.name} indices"
     if x.dtype is not dtype:
-        cast = {float32: "`x.float()`", int64: "`x.long()`"}[dtype]
-        raise DTypeError(f"{type(layer).__name__} has {'float32 parameters' if dtype is float32 else 'int64 indices'} "
-                         f"and got a {x.dtype.name} input: cast it with {cast}")
+        cast = {float32: "`x.float()`", float16: "`x.half()`", float64: "`x.double()`", int64: "`x.long()`"}[dtype]
+        raise DTypeError(f"{type(layer).__name__} {what} and got a {x.dtype.name} input: cast it with {cast}")
 
 def _pair(v): return tuple(v) if isinstance(v, (tuple, list)) else (v, v)
 

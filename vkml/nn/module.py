@@ -10,7 +10,7 @@ from ..core.dtypes import *
 from ..core.ops import Op, VIEW_OPS
 from ..core.graph import Node, no_grad, canonical_device, make_node
 from ..engine.capture import capture_in_progress
-from ..frontend.tensor import Tensor, realize, from_numpy_node, tensor, bind, own_storage
+from ..frontend.tensor import Tensor, realize, from_numpy_node, tensor, bind, own_storage, _as_dtype
 import vkml.frontend.functions as VF
 import vkml.frontend.autograd  # noqa: F401 (Tensor.backward and Tensor.detach, which state dicts and batch norm use)
 
@@ -44,17 +44,22 @@ def assign(t: Tensor, value: Tensor) -> Tensor:
 
 # %% ../../nbs/30a_nn_module.ipynb #8cc7ff83
 class Parameter(Tensor):
-    "A float32 leaf tensor that a `Module` registers and an optimiser updates."
+    "A float leaf tensor (float32 unless cast) that a `Module` registers and an optimiser updates."
     __slots__ = ()
     def __init__(self, data: Tensor | None = None, requires_grad: bool = True):
         if data is None: data = VF.zeros(0)
         if not isinstance(data, Tensor): data = tensor(data)
-        if data.dtype is not float32:
-            raise DTypeError(f"parameters are float32, got {data.dtype.name}: use `.float()` first")
+        if not data.dtype.is_float:
+            raise DTypeError(f"parameters are float tensors (float32, float16, float64), got {data.dtype.name}: use `.float()` first")
         if not data.node.realized: realize(data)
-        super().__init__(Node(Op.INPUT, (), None, data.shape, float32, data.device, buf=data.node.buf))
+        super().__init__(Node(Op.INPUT, (), None, data.shape, data.dtype, data.device, buf=data.node.buf))
         self.requires_grad_(requires_grad)
     def __repr__(self): return "Parameter containing:\n" + super().__repr__()
+    def __deepcopy__(self, memo):    # a Parameter again (Tensor's would make a plain Tensor), as PyTorch's
+        return Parameter(Tensor(from_numpy_node(self.detach().numpy(), self.device)), self.requires_grad)
+    def __reduce__(self): return (_rebuild_parameter, (self.detach().numpy(), self.device, self.requires_grad))
+
+def _rebuild_parameter(array, device, requires_grad): return Parameter(Tensor(from_numpy_node(array, device)), requires_grad)
 
 # %% ../../nbs/30a_nn_module.ipynb #86d97dc0
 _IncompatibleKeys = collections.namedtuple("IncompatibleKeys", "missing_keys unexpected_keys")
@@ -195,14 +200,38 @@ def _move(t: Tensor, device: str) -> None:
     own_storage(t)                    # new memory of its own: no longer a view of what it was made from
     t.grad = None if grad is None else grad.to(device)
 
-def _to(self: Module, device) -> Module:
-    "Move every parameter and buffer to `device` (the same Parameter objects); returns self."
-    if isinstance(device, DType):
-        raise DTypeError("modules keep float32 parameters: cast the input instead (`x.float()`), not the module")
-    device = canonical_device(device)
-    for t in list(self.parameters()) + list(self.buffers()): _move(t, device)
+def _cast(ts, dtype: DType) -> None:
+    "Cast the float tensors of `ts` (and their gradients) to `dtype` in place, keeping the Python objects: one realize."
+    todo = [t for t in ts if t.dtype.is_float and t.dtype is not dtype]
+    with no_grad():
+        new = [t.detach().cast(dtype) for t in todo]
+        grads = [None if t.grad is None else t.grad.cast(dtype) for t in todo]
+    if todo: realize(*new, *[g for g in grads if g is not None])
+    for t, n, g in zip(todo, new, grads):
+        bind(t, Node(Op.INPUT, (), None, t.shape, dtype, t.device, buf=n.node.buf), requires_grad=t.requires_grad)
+        t.grad = g
+
+def _to(self: Module, device=None, dtype=None, non_blocking: bool = False) -> Module:
+    """Move every parameter and buffer to `device` and/or cast the float ones to the float `dtype`, in place (the same
+    Parameter objects): `.to('vulkan')`, `.to(vkml.float16)`, `.to('vulkan', vkml.float16)`, `.to(tensor)`; returns self."""
+    if isinstance(device, Tensor): device, dtype = device.device, device.dtype
+    if dtype is None and (dt := _as_dtype(device)) is not None: device, dtype = None, dt
+    ts = list(self.parameters()) + list(self.buffers())
+    if dtype is not None:
+        dtype = _as_dtype(dtype) or to_dtype(dtype)
+        if not dtype.is_float:
+            raise DTypeError(f"Module.to casts the float parameters and buffers to a float dtype (float32, float16, float64), "
+                             f"got {dtype.name} (as PyTorch's)")
+    if device is not None:
+        device = canonical_device(device)
+        for t in ts: _move(t, device)
+    if dtype is not None: _cast(ts, dtype)
     return self
 Module.to = _to
+def _half(self: Module) -> Module: "Cast the float parameters and buffers to float16, in place."; return self.to(float16)
+def _float(self: Module) -> Module: "Cast the float parameters and buffers to float32, in place."; return self.to(float32)
+def _double(self: Module) -> Module: "Cast the float parameters and buffers to float64, in place."; return self.to(float64)
+Module.half, Module.float, Module.double = _half, _float, _double
 
 def _device(self: Module) -> str:
     "The device of the first parameter or buffer ('cpu' for a module without state)."

@@ -173,6 +173,7 @@ def _argmax_positions(x, pos: np.ndarray, out_hw) -> Tensor:
     where = VF.gather(VF.expand(_host(x, pos.reshape(1, 1, K, L)), (N, C, K, L)), 2, first)
     return VF.reshape(where, (N, C) + tuple(out_hw))
 
+# %% ../../nbs/17_nn_functional.ipynb #08ada888
 def max_pool2d(x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
     "The maximum over each window (NCHW or CHW); with `return_indices`, also each maximum's flat position h·W + w."
     _need(x, "max_pool2d")
@@ -229,6 +230,7 @@ def avg_pool2d(x, kernel_size, stride=None, padding=0, ceil_mode=False, count_in
         y = y * _host(x, m.astype(x.dtype.np).reshape(1, 1, oh, ow))
     return _unbatch(y, unb)
 
+# %% ../../nbs/17_nn_functional.ipynb #ea905a76
 def _output_size(output_size, x, what) -> tuple:
     "An adaptive pool's output size (an int, or a pair whose None keeps that extent), checked."
     os_ = tuple(output_size) if isinstance(output_size, (tuple, list)) else (output_size, output_size)
@@ -282,6 +284,7 @@ def adaptive_max_pool2d(x, output_size, return_indices=False):
     y, i = (_unbatch(t, unb) for t in out)
     return (y, i) if _flag(return_indices, "return_indices", "adaptive_max_pool2d") else y
 
+# %% ../../nbs/17_nn_functional.ipynb #a4a8a7af
 def unfold(x, kernel_size, dilation=1, padding=0, stride=1) -> Tensor:
     "Sliding windows as columns: (N, C, H, W) -> (N, C*kh*kw, L) (torch.nn.functional.unfold)."
     x, unb = _batched(x, "unfold")
@@ -354,6 +357,7 @@ def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1) 
     y = conv2d(x, VF.reshape(weight, (o, cg, 1, k)), bias, (1, s), p, (1, d), groups)
     return _as_1d(y, unb)
 
+# %% ../../nbs/17_nn_functional.ipynb #89d49de0
 def _window_1d(kernel_size, stride, padding, dilation, what):
     "A 1-D pool's (kernel, stride, padding, dilation): stride None (or empty) is the kernel, padding at most half of it."
     k = _single(kernel_size, "kernel_size", what)
@@ -443,6 +447,7 @@ def rms_norm(x, normalized_shape, weight=None, eps=None) -> Tensor:
     y = x * VF.rsqrt(VF.mean(x * x, dims, keepdim=True) + eps)
     return _affine(y, weight, None, ns)
 
+# %% ../../nbs/17_nn_functional.ipynb #8b1ae033
 def _channel_shape(x, what):
     if x.ndim < 2: raise ShapeError(f"{what} expects (N, C, ...) input, got {x.shape}")
     return (1, x.shape[1]) + (1,) * (x.ndim - 2)
@@ -593,6 +598,7 @@ def _picked_total(valid, w, dtype):
     "What a 'mean' divides by: the number of kept targets, or the sum of their weights."
     return VF.sum(VF.cast(valid, dtype)) if w is None else VF.sum(VF.where(valid, w, 0.0))
 
+# %% ../../nbs/17_nn_functional.ipynb #c38e6bec
 def _check_loss_args(input, reduction, what, batch_dim=True):
     "Refuse a reduction name there is none of, and a 'mean' over an empty batch (it has no value: the conventions)."
     if reduction not in ("mean", "sum", "none") and not (what == "kl_div" and reduction == "batchmean"):
@@ -668,6 +674,7 @@ def smooth_l1_loss(input, target, reduction="mean", beta=1.0) -> Tensor:
     l = VF.where(d < beta, d * d * (0.5 / beta), d - 0.5 * beta)
     return _reduce_loss(l, reduction, "smooth_l1_loss")
 
+# %% ../../nbs/17_nn_functional.ipynb #f954db98
 def _probabilities(p, what):
     """`p` with its values checked to lie in [0, 1] (NaN does not), as PyTorch's: now when the host has them,
     else by an index check on the device (ADR 0025) of -1 (below 0), 0 (in range) or 1 (above 1, or NaN)."""

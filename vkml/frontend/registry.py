@@ -205,6 +205,13 @@ _OPERATORS += [
 
 # %% ../../nbs/16_registry.ipynb #a882dfa5
 _OPERATORS += [
+    *_ops("creation", _VF, [
+        ("randint", lambda: _VF.randint(0, 10, (2, 3))), ("randint_like", lambda: _VF.randint_like(_x(2, 3), 5)),
+        ("rand_like", lambda: _VF.rand_like(_x(2, 3))), ("randn_like", lambda: _VF.randn_like(_x(2, 3))),
+        ("multinomial", lambda: _VF.multinomial(_pos(2, 4), 3))]),
+    *[Operator(n, "creation", _Ref(_T, f"Tensor.{n}", after=("vkml.frontend.functions",)),
+               lambda n=n: _Ref(_T, f"Tensor.{n}", after=("vkml.frontend.functions",))(_VF.zeros(2, 3), 2.0, 3.0),
+               ref=f"torch.Tensor.{n}") for n in ("uniform_", "normal_")],
     *_ops("shape / indexing", _VF, [
         ("chunk", lambda: tuple(_VF.chunk(_x(5, 3), 2, 0))), ("unbind", lambda: tuple(_VF.unbind(_x(2, 3), 1))),
         ("roll", lambda: _VF.roll(_x(2, 3), 1, 1)), ("movedim", lambda: _VF.movedim(_x(2, 3, 4), 0, -1)),

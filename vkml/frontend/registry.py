@@ -230,6 +230,13 @@ _OPERATORS += [
         ("mv", lambda: _VF.mv(_x(2, 3), _x(3))), ("dot", lambda: _VF.dot(_x(3), _x(3))),
         ("outer", lambda: _VF.outer(_x(2), _x(3))), ("addmm", lambda: _VF.addmm(_x(2, 4), _x(2, 3), _x(3, 4), beta=0.5, alpha=2)),
         ("baddbmm", lambda: _VF.baddbmm(_x(2, 2, 4), _x(2, 2, 3), _x(2, 3, 4)))]),
+    *_ops("nn functional", _F, [
+        ("interpolate", lambda: _F.interpolate(_x(1, 2, 3, 4), scale_factor=1.5, mode="bilinear")),
+        ("pixel_shuffle", lambda: _F.pixel_shuffle(_x(1, 8, 2, 3), 2)), ("pixel_unshuffle", lambda: _F.pixel_unshuffle(_x(1, 2, 4, 6), 2)),
+        ("normalize", lambda: _F.normalize(_x(2, 3))), ("cosine_similarity", lambda: _F.cosine_similarity(_x(2, 3), _pos(2, 3))),
+        ("pairwise_distance", lambda: _F.pairwise_distance(_x(2, 3), _pos(2, 3))), ("glu", lambda: _F.glu(_x(2, 4))),
+        ("prelu", lambda: _F.prelu(_x(2, 3, 2), _pos(3))), ("instance_norm", lambda: _F.instance_norm(_x(2, 3, 4), weight=_pos(3), bias=_x(3)))]),
+    *_ops("losses", _F, [("huber_loss", lambda: _F.huber_loss(_x(2, 3), _pos(2, 3), delta=0.5))]),
 ]
 
 # %% ../../nbs/16_registry.ipynb #9f469c5c

@@ -8,7 +8,7 @@ import builtins, collections
 import numpy as np
 from ..core.dtypes import *
 from ..core.ops import Op
-from ..core.operands import (TensorBase, ArgumentError, need_tensor, check_dtype, expand_to, reshape_to, const_like,
+from ..core.operands import (TensorBase, ArgumentError, need_tensor, expand_to, reshape_to, const_like,
                                 reduce_axes, mixed_dtypes)
 from ..core.graph import Node, check_same_device
 from .tensor_shape import cat, host_values, _host_index
@@ -189,7 +189,7 @@ class Products(TensorBase):
         _ranks("dot", (1, 1), self, other)
         if self.shape != other.shape: raise ShapeError(f"dot needs two 1-D tensors of one length, got {self.shape} and {other.shape}")
         if self.dtype is not other.dtype: raise mixed_dtypes("dot", [self.dtype, other.dtype])
-        return matmul(self, other) if self.dtype.is_float else (self * other).sum(dtype=self.dtype)
+        return matmul(self, other) if self.dtype.is_float else (self * other).sum().cast(self.dtype)
     def outer(self, vec2):
         "The (n, m) products of two 1-D tensors."
         _ranks("outer", (1, 1), self, vec2)

@@ -5,10 +5,9 @@
 # %% ../../nbs/30h_nn_more.ipynb #0083f307
 from __future__ import annotations
 from ..core.dtypes import *
-from ..core.operands import ArgumentError
 import vkml.frontend.functions as VF
 from . import functional as F
-from .module import Module, Parameter, _const_param
+from .module import Module, _const_param
 from .layers import _check_input
 from .loss import _Loss
 

@@ -221,8 +221,9 @@ _OPERATORS += [
         ("diag_embed", lambda: _VF.diag_embed(_x(2, 3))),
         ("nonzero", lambda: _VF.nonzero(_mask(2, 3))), ("masked_select", lambda: _VF.masked_select(_x(2, 3), _mask(2, 3))),
         ("unique", lambda: tuple(_VF.unique(_idx([3, 1, 3, 2]), return_inverse=True, return_counts=True)))]),
-    *_ops("reductions", _VF, [
-        ("cumprod", lambda: _VF.cumprod(_pos(2, 3), 1)), ("argsort", lambda: _VF.argsort(_x(2, 3), 1)),
+    *_ops("reductions", _VF, [("cumprod", lambda: _VF.cumprod(_pos(2, 3), 1))]),
+    *_ops("comparison", _VF, [   # PyTorch's documentation files sorting under its comparison ops
+        ("argsort", lambda: _VF.argsort(_x(2, 3), 1)),
         ("sort", lambda: tuple(_VF.sort(_x(2, 3), 1, descending=True))), ("msort", lambda: _VF.msort(_x(3, 2))),
         ("topk", lambda: tuple(_VF.topk(_x(2, 3), 2))), ("kthvalue", lambda: tuple(_VF.kthvalue(_x(2, 3), 2)))]),
     *_ops("matmul / conv / pool", _VF, [

@@ -234,8 +234,9 @@ def randn_like(x: Tensor, *, generator: Generator | None = None, dtype=None, dev
 # %% ../../nbs/15_functional.ipynb #765e6e64
 def _uniform_(self, *args, generator: Generator | None = None, **kw):
     "Fill with samples uniform on [from, to) (0 and 1 by default), in place."
-    lo, hi = (list(args) + [kw.pop("from", 0.0), kw.pop("to", 1.0)][len(args):])[:2] if len(args) <= 2 else (None, None)
-    if kw or len(args) > 2: raise ArgumentError(f"uniform_ takes from and to, got {args} {kw}")
+    if len(args) > 2 or set(kw) - {"from", "to"}: raise ArgumentError(f"uniform_ takes from and to, got {args} {kw}")
+    lo, hi = (*args, *(kw.get(n, d) for n, d in (("from", 0.0), ("to", 1.0))[len(args):]))
+    if not lo <= hi: raise ArgumentError(f"uniform_ needs from <= to, got [{lo}, {hi})")
     check_dtype("uniform_", self.dtype, FLOATS)
     u = rand(self.shape, generator=generator, dtype=self.dtype, device=self.device)
     return self._write(u * (hi - lo) + lo if (lo, hi) != (0, 1) else u, "uniform_")

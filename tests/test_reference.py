@@ -432,6 +432,88 @@ CASES: dict[str, list] = {
                  Case(lambda a, b: VF.einsum("ij,jk->ik", a, b), lambda a, b: np.broadcast_to(a, (2, 3)) @ b, [((2, 1), (3, 2))], FLOAT, tol=5)],
 }
 
+# --- issue 23's tensor operators (nbs/10a_tensor_more.ipynb) and random sampling (nbs/15_functional.ipynb) ----------
+
+def _chunks(x, n, axis):
+    s = -(-x.shape[axis] // n)
+    return tuple(np.take(x, range(i, min(i + s, x.shape[axis])), axis=axis) for i in range(0, x.shape[axis], s))
+
+def _diag_embed(x, k=0):
+    return np.stack([np.diag(r, k) for r in x.reshape(-1, x.shape[-1])]).reshape(x.shape[:-1] + (x.shape[-1] + abs(k),) * 2)
+
+def _stable(x, axis=-1, descending=False):
+    "Positions that sort `x` stably, ties in index order both ways (vkML's and PyTorch's stable sort)."
+    _, rank = np.unique(x.reshape(-1), return_inverse=True)
+    rank = rank.reshape(x.shape)
+    return np.argsort(-rank if descending else rank, axis=axis, kind="stable")
+
+def _i64(_): return int64
+MISC = [((2, 5),), ((3, 4),), ((4, 1),)]
+CASES.update({
+    "chunk": [Case(lambda x: VF.chunk(x, 2, 1), lambda x: _chunks(x, 2, 1), [((2, 5),), ((3, 4),)], NUM),
+              Case(lambda x: VF.chunk(x, 3, 0), lambda x: _chunks(x, 3, 0), [((7, 2),)], FLOAT)],
+    "unbind": [Case(lambda x: VF.unbind(x, 1), lambda x: tuple(np.moveaxis(x, 1, 0)), [((2, 3),), ((2, 3, 2),)], ALL)],
+    "roll": [unary(lambda x: VF.roll(x, (1, -3), (0, 1)), lambda x: np.roll(x, (1, -3), (0, 1)), NUM, shapes=MISC),
+             unary(lambda x: VF.roll(x, 4), lambda x: np.roll(x, 4), FLOAT, shapes=MISC)],
+    "movedim": [unary(lambda x: VF.movedim(x, (0, 1), (2, 0)), lambda x: np.moveaxis(x, (0, 1), (2, 0)), ALL, shapes=[((2, 3, 4),)])],
+    "hstack": [binary(lambda a, b: VF.hstack([a, b]), lambda a, b: np.hstack([a, b]), NUM, shapes=[((2, 3), (2, 1)), ((3,), (2,))])],
+    "vstack": [binary(lambda a, b: VF.vstack([a, b]), lambda a, b: np.vstack([a, b]), NUM, shapes=[((3,), (2, 3)), ((1, 2), (4, 2))])],
+    "dstack": [binary(lambda a, b: VF.dstack([a, b]), lambda a, b: np.dstack([a, b]), NUM, shapes=[((2, 3), (2, 3)), ((3,), (3,))])],
+    "column_stack": [binary(lambda a, b: VF.column_stack([a, b]), lambda a, b: np.column_stack([a, b]), NUM, shapes=[((3,), (3, 2))])],
+    "repeat_interleave": [unary(lambda x: VF.repeat_interleave(x, 2, dim=1), lambda x: np.repeat(x, 2, 1), ALL, shapes=MISC),
+                          unary(lambda x: VF.repeat_interleave(x, 3), lambda x: np.repeat(x, 3), FLOAT, shapes=MISC),
+                          unary(lambda x: VF.repeat_interleave(x, tensor(np.array([2, 0, 1], np.int64)), dim=0),
+                                lambda x: np.repeat(x, [2, 0, 1], 0), NUM, shapes=[((3, 2),)])],
+    "diagonal": [unary(lambda x: VF.diagonal(x, 1, 0, 2), lambda x: np.diagonal(x, 1, 0, 2), ALL, shapes=[((3, 2, 4),)]),
+                 unary(lambda x: VF.diagonal(x, -1), lambda x: np.diagonal(x, -1), NUM, shapes=MISC)],
+    "diag": [unary(lambda x, k=k: VF.diag(x, k), lambda x, k=k: np.diag(x, k), NUM, shapes=[((4,),), ((3, 5),)]) for k in (-2, 0, 1)],
+    "diag_embed": [unary(lambda x, k=k: VF.diag_embed(x, k), lambda x, k=k: _diag_embed(x, k), NUM, shapes=[((2, 3),), ((4,),)])
+                   for k in (0, -1, 2)],
+    "nonzero": [unary(lambda x: VF.nonzero(x > 0), lambda x: np.argwhere(x > 0), NUM, out=_i64, shapes=U)],
+    "masked_select": [unary(lambda x: VF.masked_select(x, x > 0), lambda x: x[x > 0], NUM, shapes=U),
+                      unary(lambda x: VF.masked_select(x, tensor(MASK3)), lambda x: x[..., MASK3].reshape(-1), FLOAT, shapes=[((2, 3),)])],
+    "unique": [unary(lambda x: VF.unique(x), np.unique, ALL, shapes=U),
+               unary(lambda x: VF.unique(x, return_inverse=True)[1], lambda x: np.unique(x, return_inverse=True)[1].reshape(x.shape),
+                     NUM, out=_i64, shapes=U),
+               unary(lambda x: VF.unique(x, return_counts=True)[1], lambda x: np.unique(x, return_counts=True)[1], INT + (bool_,),
+                     out=_i64, shapes=U)],
+    "cumprod": [unary(lambda x: VF.cumprod(x, 1), lambda x: np.cumprod(x, 1), FLOAT, "unit", tol=4, shapes=MISC + [((2, 9, 2),)]),
+                unary(lambda x: VF.cumprod(x, 0), lambda x: np.cumprod(x, 0), INT + (bool_,), out=_widen, shapes=[((5, 2),)])],
+    "argsort": [unary(lambda x: VF.argsort(x, 1), lambda x: _stable(x, 1), NUM, out=_i64, shapes=MISC),
+                unary(lambda x: VF.argsort(x, 0, descending=True), lambda x: _stable(x, 0, True), ALL, out=_i64, shapes=MISC)],
+    "sort": [unary(lambda x: VF.sort(x, 1).values, lambda x: np.sort(x, 1), NUM, shapes=MISC),
+             unary(lambda x: VF.sort(x, 0, descending=True).indices, lambda x: _stable(x, 0, True), NUM, out=_i64, shapes=MISC),
+             unary(lambda x: VF.sort(x).values, np.sort, FLOAT, "special", shapes=[((6,),)])],
+    "msort": [unary(VF.msort, lambda x: np.sort(x, 0), NUM, shapes=MISC)],
+    "topk": [unary(lambda x: VF.topk(x, 2).values, lambda x: -np.sort(-x, -1)[..., :2], NUM, shapes=[((2, 5),), ((3, 4),)]),
+             unary(lambda x: VF.topk(x, 2, 0, largest=False).indices, lambda x: _stable(x, 0)[:2], NUM, out=_i64, shapes=MISC)],
+    "kthvalue": [unary(lambda x: VF.kthvalue(x, 2, 1).values, lambda x: np.sort(x, 1)[:, 1], NUM, shapes=[((2, 5),), ((3, 4),)]),
+                 unary(lambda x: VF.kthvalue(x, 1, 0, keepdim=True).indices, lambda x: _stable(x, 0)[:1], NUM, out=_i64, shapes=MISC)],
+    "mm": [binary(VF.mm, np.matmul, FLOAT, tol=5, shapes=[((2, 3), (3, 4)), ((1, 5), (5, 1))])],
+    "bmm": [binary(VF.bmm, np.matmul, FLOAT, tol=5, shapes=[((2, 2, 3), (2, 3, 4))])],
+    "mv": [binary(VF.mv, np.matmul, FLOAT, tol=5, shapes=[((2, 3), (3,))])],
+    "dot": [binary(VF.dot, np.dot, FLOAT, tol=5, shapes=[((5,), (5,))]), binary(VF.dot, np.dot, INT, shapes=[((4,), (4,))])],
+    "outer": [binary(VF.outer, np.outer, NUM, shapes=[((3,), (4,)), ((1,), (2,))])],
+    "addmm": [Case(lambda a, b, c: VF.addmm(a, b, c, beta=0.5, alpha=2), lambda a, b, c: 0.5 * a + 2 * (b @ c),
+                   [((2, 4), (2, 3), (3, 4)), ((4,), (2, 3), (3, 4))], FLOAT, tol=8)],
+    "baddbmm": [Case(lambda a, b, c: VF.baddbmm(a, b, c, beta=0), lambda a, b, c: b @ c, [((2, 2, 4), (2, 2, 3), (2, 3, 4))], FLOAT, tol=5)],
+    "randint": [Case(lambda: (VF.manual_seed(7), VF.randint(3, 10, (2, 5)))[1],
+                     lambda: (ref_uniform(7, 0, (2, 5)) * np.float32(7)).astype(np.int64) + 3, [()], (None,), out=_i64, tol=0)],
+    "randint_like": [Case(lambda x: (VF.manual_seed(2), VF.randint_like(x, 4))[1],
+                          lambda x: (ref_uniform(2, 0, x.shape) * np.float32(4)).astype(np.int64), [((2, 3),)], NUM, tol=0)],
+    "rand_like": [Case(lambda x: (VF.manual_seed(4), VF.rand_like(x))[1], lambda x: ref_uniform(4, 0, x.shape), [((2, 3),)], (float32,), tol=0)],
+    "randn_like": [Case(lambda x: (VF.manual_seed(5), VF.randn_like(x))[1],
+                        lambda x: np.sqrt(-2 * np.log(1 - ref_uniform(5, 0, x.shape))) * np.cos(2 * np.pi * ref_uniform(5, 6, x.shape)),
+                        [((2, 3),)], (float32,), tol=20)],
+    "multinomial": [Case(lambda: VF.multinomial(tensor([[0.0, 0.0, 2.0, 0.0]]), 5, True), lambda: np.full((1, 5), 2), [()], (None,), out=_i64),
+                    Case(lambda: VF.multinomial(tensor([0.0, 3.0, 0.0]), 1), lambda: np.array([1]), [()], (None,), out=_i64)],
+    "uniform_": [Case(lambda: (VF.manual_seed(6), VF.zeros(2, 3).uniform_(2.0, 5.0))[1], lambda: ref_uniform(6, 0, (2, 3)) * 3.0 + 2.0,
+                      [()], (None,), out=lambda _: float32)],
+    "normal_": [Case(lambda: (VF.manual_seed(3), VF.zeros(2, 5).normal_(1.0, 2.0))[1],
+                     lambda: 1 + 2 * np.sqrt(-2 * np.log(1 - ref_uniform(3, 0, (2, 5)))) * np.cos(2 * np.pi * ref_uniform(3, 10, (2, 5))),
+                     [()], (None,), out=lambda _: float32, tol=40)],
+})
+
 def table_case(o) -> Case:
     "The default case of a one-tensor row of the operator table: its reference, over its domain, on every float dtype."
     return unary(lambda x, f=o.fn: f(x), o.reference_fn(), FLOAT, o.domain, o.tol,

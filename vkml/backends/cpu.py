@@ -275,6 +275,21 @@ def _index_add(n, dst, idx, src):
     np.add.at(out, _grid(idx, axis), src.astype(out.dtype))
     return out
 
+# %% ../../nbs/06_cpu.ipynb #f8b0169d
+@impl(Op.ARGSORT)
+def _argsort(n, x):
+    axis, descending = n.arg
+    if x.ndim == 0 or x.size == 0: return np.zeros(x.shape, np.int64)
+    _, rank = np.unique(x.reshape(-1), return_inverse=True)    # equal values share a rank; NaN is the largest
+    rank = rank.reshape(x.shape).astype(np.int64)
+    return np.argsort(-rank if descending else rank, axis=axis, kind="stable").astype(np.int64)
+
+@impl(Op.NONZERO)
+def _nonzero(n, x):
+    out = np.argwhere(x).astype(np.int64)
+    if out.shape[0] != n.arg: raise ShapeError(f"NONZERO was told {n.arg} nonzero elements and found {out.shape[0]}")
+    return out.reshape(n.shape)
+
 # %% ../../nbs/06_cpu.ipynb #b02bb095
 def _mm(a, b, dtype: DType):
     acc = acc_np(dtype)

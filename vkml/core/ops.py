@@ -352,5 +352,20 @@ def _svd(arg, x):
     k = min(m, n)
     return x.shape[:-2] + ((m, m if full else k), (k,), (n if full else k, n))[which], x.dtype
 
+# %% ../../nbs/02_ops.ipynb #5b90737a
+_define("indexing", "ARGSORT NONZERO")
+ARG_DOC.update({Op.ARGSORT: "(axis, descending): int64 positions that sort each row along axis, stable, NaN largest",
+                Op.NONZERO: "count: (count, rank) int64 positions of the nonzero elements in row-major order"})
+ACCEPTED_DTYPES.update({Op.ARGSORT: ALL, Op.NONZERO: ALL})
+NO_GRAD_REASONS.update({Op.ARGSORT: (Category.BY_DESIGN, "returns integer indices (values come by GATHER)"),
+                        Op.NONZERO: (Category.BY_DESIGN, "returns integer indices")})
+
+@shape_rule(Op.ARGSORT)
+def _argsort(arg, x):
+    if not 0 <= arg[0] < max(len(x.shape), 1): raise AxisError(f"ARGSORT's axis {arg[0]} is outside a rank-{len(x.shape)} input")
+    return x.shape, int64
+@shape_rule(Op.NONZERO)
+def _nonzero(count, x): return (count, len(x.shape)), int64
+
 # %% ../../nbs/02_ops.ipynb #daaa49e9
 CALLER_SHAPED = {Op.INPUT, Op.RESHAPE, Op.EXPAND, Op.SLICE_BACKWARD}

@@ -14,18 +14,19 @@ from ..engine.capture import note_rand
 from ..core.operands import (ArgumentError, EinsumError, IndexingError, need_tensor, check_dtype, scalar_as, is_scalar,
                            scalar_dtype, expand_to, INT_RANGE)
 from .tensor import Tensor, tensor, apply
-from . import tensor_math, tensor_reduce, tensor_shape, tensor_linalg
+from . import tensor_math, tensor_reduce, tensor_shape, tensor_linalg, tensor_more
 from .tensor_linalg import matmul
 from .registry import OPERATORS, names
 _all_ = ["ArgumentError", "EinsumError", "IndexingError", "cast", "clip", "matmul", "tensor"]
 
 # %% auto #0
 __all__ = ['cast', 'clip', 'default_generator', 'full', 'zeros', 'ones', 'full_like', 'zeros_like', 'ones_like', 'arange',
-           'linspace', 'eye', 'Generator', 'manual_seed', 'initial_seed', 'rand', 'randn', 'ArgumentError',
-           'EinsumError', 'IndexingError', 'matmul', 'tensor']
+           'linspace', 'eye', 'Generator', 'manual_seed', 'initial_seed', 'rand', 'randn', 'randint', 'randint_like',
+           'rand_like', 'randn_like', 'multinomial', 'ArgumentError', 'EinsumError', 'IndexingError', 'matmul',
+           'tensor']
 
 # %% ../../nbs/15_functional.ipynb #54e8d67f
-_FAMILIES = (tensor_math, tensor_reduce, tensor_shape, tensor_linalg)
+_FAMILIES = (tensor_math, tensor_reduce, tensor_shape, tensor_linalg, tensor_more)
 _UNARY = set(names(form="unary"))   # the operator table's one-tensor rows: `vkml.exp(x)` is `x.exp()`, made here
 _FORMS = [n for n in names(module="vkml.frontend.functions") if OPERATORS[n].category != "creation"]
 def _function_form(n):
@@ -187,3 +188,99 @@ def randn(*size, generator: Generator | None = None, dtype=None, device="cpu", r
     z = ((1 - u1).log() * -2.0).sqrt() * (u2 * (2 * math.pi)).cos()
     z = z if dtype is float32 else z.cast(dtype)
     return z.requires_grad_() if requires_grad else z
+
+# %% ../../nbs/15_functional.ipynb #9af1149e
+def _randint_args(args, size, name):
+    "(low, high, size) from PyTorch's overloads: (high, size) or (low, high, size)."
+    if size is not None: args = (*args, size)
+    if len(args) == 2: args = (0, *args)
+    if len(args) != 3: raise ArgumentError(f"{name} takes (high, size) or (low, high, size), got {len(args)} arguments")
+    low, high, size = args
+    for v in (low, high):
+        if not isinstance(v, (int, np.integer)) or isinstance(v, (bool, np.bool_)): raise ArgumentError(f"{name}'s low and high are ints, got {v!r}")
+    if high <= low: raise ArgumentError(f"{name} needs low < high, got [{low}, {high})")
+    return int(low), int(high), size
+
+def _integers(low, high, size, generator, dtype, device) -> Tensor:
+    dtype = to_dtype(dtype or int64)
+    check_dtype("randint", dtype, NUMERIC)
+    span = high - low
+    u = rand(size, generator=generator, dtype=float32 if span <= 2**24 else float64, device=device)
+    i = (u * float(span)).cast(int64).clamp(max=span - 1)          # truncation is the floor for u >= 0
+    return (i + low if low else i).cast(dtype) if dtype is not int64 else (i + low if low else i)
+
+def randint(*args, size=None, generator: Generator | None = None, dtype=None, device="cpu", requires_grad=False) -> Tensor:
+    "Integers uniform on [low, high) (low defaults to 0), int64 unless `dtype`."
+    low, high, size = _randint_args(args, size, "randint")
+    t = _integers(low, high, _size((size,) if isinstance(size, (int, np.integer)) else tuple(size)), generator, dtype, device)
+    return t.requires_grad_() if requires_grad else t
+
+def randint_like(x: Tensor, *args, generator: Generator | None = None, dtype=None, device=None) -> Tensor:
+    "Integers uniform on [low, high) with `x`'s shape (and dtype and device, unless given)."
+    need_tensor("randint_like", x)
+    low, high, _ = _randint_args((*args, x.shape), None, "randint_like")
+    return _integers(low, high, x.shape, generator, dtype or x.dtype, device or x.device)
+
+def rand_like(x: Tensor, *, generator: Generator | None = None, dtype=None, device=None, requires_grad=False) -> Tensor:
+    "`rand` with `x`'s shape, dtype and device (unless given)."
+    need_tensor("rand_like", x)
+    return rand(x.shape, generator=generator, dtype=dtype or x.dtype, device=device or x.device, requires_grad=requires_grad)
+
+def randn_like(x: Tensor, *, generator: Generator | None = None, dtype=None, device=None, requires_grad=False) -> Tensor:
+    "`randn` with `x`'s shape, dtype and device (unless given)."
+    need_tensor("randn_like", x)
+    return randn(x.shape, generator=generator, dtype=dtype or x.dtype, device=device or x.device, requires_grad=requires_grad)
+
+# %% ../../nbs/15_functional.ipynb #765e6e64
+def _uniform_(self, *args, generator: Generator | None = None, **kw):
+    "Fill with samples uniform on [from, to) (0 and 1 by default), in place."
+    if len(args) > 2 or set(kw) - {"from", "to"}: raise ArgumentError(f"uniform_ takes from and to, got {args} {kw}")
+    lo, hi = (*args, *(kw.get(n, d) for n, d in (("from", 0.0), ("to", 1.0))[len(args):]))
+    if not lo <= hi: raise ArgumentError(f"uniform_ needs from <= to, got [{lo}, {hi})")
+    check_dtype("uniform_", self.dtype, FLOATS)
+    u = rand(self.shape, generator=generator, dtype=self.dtype, device=self.device)
+    return self._write(u * (hi - lo) + lo if (lo, hi) != (0, 1) else u, "uniform_")
+
+def _normal_(self, mean=0.0, std=1.0, *, generator: Generator | None = None):
+    "Fill with normal samples of `mean` and `std`, in place."
+    check_dtype("normal_", self.dtype, FLOATS)
+    if std < 0: raise ArgumentError(f"normal_ needs std >= 0, got {std}")
+    z = randn(self.shape, generator=generator, dtype=self.dtype, device=self.device)
+    return self._write(z * std + mean if (mean, std) != (0, 1) else z, "normal_")
+
+Tensor.uniform_, Tensor.normal_ = _uniform_, _normal_
+_uniform_.__name__, _normal_.__name__ = "uniform_", "normal_"
+
+# %% ../../nbs/15_functional.ipynb #46602045
+def multinomial(input: Tensor, num_samples: int, replacement: bool = False, *, generator: Generator | None = None) -> Tensor:
+    "`num_samples` category indices per row of non-negative weights `input` (1-D or 2-D), int64."
+    need_tensor("multinomial", input); check_dtype("multinomial", input.dtype, FLOATS)
+    if input.ndim not in (1, 2): raise ShapeError(f"multinomial takes 1-D or 2-D weights, got shape {input.shape}")
+    if not isinstance(num_samples, (int, np.integer)) or isinstance(num_samples, bool) or num_samples < 1:
+        raise ArgumentError(f"multinomial needs num_samples >= 1 (an int), got {num_samples!r}")
+    w = input if input.ndim == 2 else input.reshape(1, -1)
+    (rows, k), n = w.shape, int(num_samples)
+    if k == 0: raise ShapeError("multinomial needs at least one category")
+    if not replacement and n > k:
+        raise ArgumentError(f"multinomial without replacement cannot draw {n} samples from {k} categories: pass replacement=True")
+    h = tensor_shape.host_values(input)
+    if h is not None:    # checked when the host has the weights already (reading them otherwise would cost a sync)
+        h = h.reshape(rows, k)
+        if not np.isfinite(h).all() or (h < 0).any(): raise ArgumentError("multinomial's weights must be finite and >= 0")
+        if ((h > 0).sum(1) < (1 if replacement else n)).any():
+            raise ArgumentError(f"multinomial: a row has fewer than {1 if replacement else n} categories of positive weight")
+    w = w.float() if w.dtype is float16 else w
+    if replacement:
+        cdf = w.cumsum(1)
+        u = rand(rows, n, 1, generator=generator, dtype=w.dtype, device=w.device) * cdf[:, k - 1:].reshape(rows, 1, 1)
+        i = (cdf.reshape(rows, 1, k) <= u).cast(int64).sum(2).clamp(max=k - 1)
+    else:
+        keys = w / -(1 - rand(rows, k, generator=generator, dtype=w.dtype, device=w.device)).log()
+        picks = []
+        for _ in range(n):                                        # one argmax per draw: Vulkan has ARGMAX, not ARGSORT
+            picks.append(keys.argmax(1, keepdim=True))
+            keys = keys.scatter(1, picks[-1], -1.0)              # keys are >= 0: -1 never wins again
+        i = tensor_shape.cat(picks, 1)
+    return i if input.ndim == 2 else i.reshape(n)
+
+Tensor.multinomial = multinomial

@@ -203,8 +203,45 @@ _OPERATORS += [
     Operator("logdet", "linear algebra", _LA.logdet, lambda: _LA.logdet(_spd(3))),
 ]
 
+# %% ../../nbs/16_registry.ipynb #a882dfa5
+_OPERATORS += [
+    *_ops("creation", _VF, [
+        ("randint", lambda: _VF.randint(0, 10, (2, 3))), ("randint_like", lambda: _VF.randint_like(_x(2, 3), 5)),
+        ("rand_like", lambda: _VF.rand_like(_x(2, 3))), ("randn_like", lambda: _VF.randn_like(_x(2, 3))),
+        ("multinomial", lambda: _VF.multinomial(_pos(2, 4), 3))]),
+    *[Operator(n, "creation", _Ref(_T, f"Tensor.{n}", after=("vkml.frontend.functions",)),
+               lambda n=n: _Ref(_T, f"Tensor.{n}", after=("vkml.frontend.functions",))(_VF.zeros(2, 3), 2.0, 3.0),
+               ref=f"torch.Tensor.{n}") for n in ("uniform_", "normal_")],
+    *_ops("shape / indexing", _VF, [
+        ("chunk", lambda: tuple(_VF.chunk(_x(5, 3), 2, 0))), ("unbind", lambda: tuple(_VF.unbind(_x(2, 3), 1))),
+        ("roll", lambda: _VF.roll(_x(2, 3), 1, 1)), ("movedim", lambda: _VF.movedim(_x(2, 3, 4), 0, -1)),
+        *[(n, (lambda n=n: getattr(_VF, n)([_x(2, 3), _x(2, 3)]))) for n in ("hstack", "vstack", "dstack", "column_stack")],
+        ("repeat_interleave", lambda: _VF.repeat_interleave(_x(2, 3), 2, dim=0)),
+        ("diagonal", lambda: _VF.diagonal(_x(3, 4), 1)), ("diag", lambda: _VF.diag(_x(3))),
+        ("diag_embed", lambda: _VF.diag_embed(_x(2, 3))),
+        ("nonzero", lambda: _VF.nonzero(_mask(2, 3))), ("masked_select", lambda: _VF.masked_select(_x(2, 3), _mask(2, 3))),
+        ("unique", lambda: tuple(_VF.unique(_idx([3, 1, 3, 2]), return_inverse=True, return_counts=True)))]),
+    *_ops("reductions", _VF, [("cumprod", lambda: _VF.cumprod(_pos(2, 3), 1))]),
+    *_ops("comparison", _VF, [   # PyTorch's documentation files sorting under its comparison ops
+        ("argsort", lambda: _VF.argsort(_x(2, 3), 1)),
+        ("sort", lambda: tuple(_VF.sort(_x(2, 3), 1, descending=True))), ("msort", lambda: _VF.msort(_x(3, 2))),
+        ("topk", lambda: tuple(_VF.topk(_x(2, 3), 2))), ("kthvalue", lambda: tuple(_VF.kthvalue(_x(2, 3), 2)))]),
+    *_ops("matmul / conv / pool", _VF, [
+        ("mm", lambda: _VF.mm(_x(2, 3), _x(3, 4))), ("bmm", lambda: _VF.bmm(_x(2, 2, 3), _x(2, 3, 4))),
+        ("mv", lambda: _VF.mv(_x(2, 3), _x(3))), ("dot", lambda: _VF.dot(_x(3), _x(3))),
+        ("outer", lambda: _VF.outer(_x(2), _x(3))), ("addmm", lambda: _VF.addmm(_x(2, 4), _x(2, 3), _x(3, 4), beta=0.5, alpha=2)),
+        ("baddbmm", lambda: _VF.baddbmm(_x(2, 2, 4), _x(2, 2, 3), _x(2, 3, 4)))]),
+    *_ops("nn functional", _F, [
+        ("interpolate", lambda: _F.interpolate(_x(1, 2, 3, 4), scale_factor=1.5, mode="bilinear")),
+        ("pixel_shuffle", lambda: _F.pixel_shuffle(_x(1, 8, 2, 3), 2)), ("pixel_unshuffle", lambda: _F.pixel_unshuffle(_x(1, 2, 4, 6), 2)),
+        ("normalize", lambda: _F.normalize(_x(2, 3))), ("cosine_similarity", lambda: _F.cosine_similarity(_x(2, 3), _pos(2, 3))),
+        ("pairwise_distance", lambda: _F.pairwise_distance(_x(2, 3), _pos(2, 3))), ("glu", lambda: _F.glu(_x(2, 4))),
+        ("prelu", lambda: _F.prelu(_x(2, 3, 2), _pos(3))), ("instance_norm", lambda: _F.instance_norm(_x(2, 3, 4), weight=_pos(3), bias=_x(3)))]),
+    *_ops("losses", _F, [("huber_loss", lambda: _F.huber_loss(_x(2, 3), _pos(2, 3), delta=0.5))]),
+]
+
 # %% ../../nbs/16_registry.ipynb #9f469c5c
-OPERATORS: dict[str, Operator] = {o.name: o for o in _OPERATORS}
+OPERATORS: dict[str, Operator] = {o.name: o for o in sorted(_OPERATORS, key=lambda o: CATEGORIES.index(o.category))}
 "The public operators by name."
 
 def register_operator(name: str, category: str, fn: Callable, example: Callable, **columns) -> Operator:

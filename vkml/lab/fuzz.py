@@ -127,7 +127,7 @@ BINARY = {"add": operator.add, "sub": operator.sub, "mul": operator.mul, "div": 
           "radd": lambda a, b: b + a, "rsub": lambda a, b: b - a, "rmul": lambda a, b: b * a, "rdiv": lambda a, b: b / a,
           "maximum": VF.maximum, "minimum": VF.minimum, "eq": operator.eq, "ne": operator.ne, "lt": operator.lt,
           "le": operator.le, "gt": operator.gt, "ge": operator.ge, "matmul": operator.matmul}
-REDUCE = [n for n in names("reductions") if n not in ("any", "all", "cumsum")]   # cumsum is added where drawn; any, all are not drawn
+REDUCE = [n for n in names("reductions") if n not in ("any", "all", "cumsum", "cumprod")]   # cumsum is added where drawn; any, all, cumprod are not drawn
 
 OPS = {**{n: getattr(VF, n) for n in UNARY}, **BINARY, **{n: getattr(VF, n) for n in REDUCE},
        "leaky_relu": VF.leaky_relu, "hardtanh": VF.hardtanh, "clamp": VF.clamp, "where": VF.where, "cast": lambda x, d: x.to(d),

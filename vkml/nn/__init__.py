@@ -10,7 +10,9 @@ __all__ = ['StateDictError', 'assign', 'Parameter', 'Module', 'Sequential', 'Mod
            'Sigmoid', 'LeakyReLU', 'ELU', 'Softplus', 'Softmax', 'LogSoftmax', 'CrossEntropyLoss', 'NLLLoss', 'MSELoss',
            'L1Loss', 'SmoothL1Loss', 'BCELoss', 'BCEWithLogitsLoss', 'KLDivLoss', 'MultiheadAttention',
            'TransformerEncoderLayer', 'TransformerDecoderLayer', 'TransformerEncoder', 'TransformerDecoder',
-           'Transformer', 'RNNCellBase', 'RNNCell', 'LSTMCell', 'GRUCell', 'RNNBase', 'RNN', 'LSTM', 'GRU']
+           'Transformer', 'RNNCellBase', 'RNNCell', 'LSTMCell', 'GRUCell', 'RNNBase', 'RNN', 'LSTM', 'GRU', 'PReLU',
+           'GLU', 'Upsample', 'PixelShuffle', 'PixelUnshuffle', 'Unflatten', 'CosineSimilarity', 'PairwiseDistance',
+           'HuberLoss', 'InstanceNorm1d', 'InstanceNorm2d']
 
 # %% ../../nbs/30_nn.ipynb #e54ad73c
 from .module import (StateDictError, assign, Parameter, Module, Sequential, ModuleList, uniform,
@@ -26,4 +28,6 @@ from . import functional as F  # noqa: F401 (vkml.nn.F, as PyTorch code names it
 from . import init, utils  # noqa: F401 (vkml.nn.init.xavier_uniform_, vkml.nn.utils.clip_grad_norm_)
 from .transformer import (MultiheadAttention, TransformerEncoderLayer, TransformerDecoderLayer,
     TransformerEncoder, TransformerDecoder, Transformer)
-_all_ = ['StateDictError', 'assign', 'Parameter', 'Module', 'Sequential', 'ModuleList', 'uniform', 'kaiming_uniform', 'Linear', 'Conv1d', 'Conv2d', 'ConvTranspose2d', 'MaxPool1d', 'MaxPool2d', 'MaxUnpool2d', 'AvgPool1d', 'AvgPool2d', 'AdaptiveAvgPool1d', 'AdaptiveAvgPool2d', 'AdaptiveMaxPool2d', 'Flatten', 'Identity', 'BatchNorm1d', 'BatchNorm2d', 'LayerNorm', 'RMSNorm', 'GroupNorm', 'Embedding', 'Dropout', 'ReLU', 'GELU', 'SiLU', 'Tanh', 'Sigmoid', 'LeakyReLU', 'ELU', 'Softplus', 'Softmax', 'LogSoftmax', 'CrossEntropyLoss', 'NLLLoss', 'MSELoss', 'L1Loss', 'SmoothL1Loss', 'BCELoss', 'BCEWithLogitsLoss', 'KLDivLoss', 'MultiheadAttention', 'TransformerEncoderLayer', 'TransformerDecoderLayer', 'TransformerEncoder', 'TransformerDecoder', 'Transformer', 'RNNCellBase', 'RNNCell', 'LSTMCell', 'GRUCell', 'RNNBase', 'RNN', 'LSTM', 'GRU']
+from .more import (PReLU, GLU, Upsample, PixelShuffle, PixelUnshuffle, Unflatten, CosineSimilarity, PairwiseDistance,
+    HuberLoss, InstanceNorm1d, InstanceNorm2d)
+_all_ = ['StateDictError', 'assign', 'Parameter', 'Module', 'Sequential', 'ModuleList', 'uniform', 'kaiming_uniform', 'Linear', 'Conv1d', 'Conv2d', 'ConvTranspose2d', 'MaxPool1d', 'MaxPool2d', 'MaxUnpool2d', 'AvgPool1d', 'AvgPool2d', 'AdaptiveAvgPool1d', 'AdaptiveAvgPool2d', 'AdaptiveMaxPool2d', 'Flatten', 'Identity', 'BatchNorm1d', 'BatchNorm2d', 'LayerNorm', 'RMSNorm', 'GroupNorm', 'Embedding', 'Dropout', 'ReLU', 'GELU', 'SiLU', 'Tanh', 'Sigmoid', 'LeakyReLU', 'ELU', 'Softplus', 'Softmax', 'LogSoftmax', 'CrossEntropyLoss', 'NLLLoss', 'MSELoss', 'L1Loss', 'SmoothL1Loss', 'BCELoss', 'BCEWithLogitsLoss', 'KLDivLoss', 'MultiheadAttention', 'TransformerEncoderLayer', 'TransformerDecoderLayer', 'TransformerEncoder', 'TransformerDecoder', 'Transformer', 'RNNCellBase', 'RNNCell', 'LSTMCell', 'GRUCell', 'RNNBase', 'RNN', 'LSTM', 'GRU', 'PReLU', 'GLU', 'Upsample', 'PixelShuffle', 'PixelUnshuffle', 'Unflatten', 'CosineSimilarity', 'PairwiseDistance', 'HuberLoss', 'InstanceNorm1d', 'InstanceNorm2d']

@@ -9,6 +9,7 @@ import numpy as np
 from ..core.dtypes import *
 from ..core.dtypes import FLOATS, prod
 from ..core.ops import Op, conv_out
+from ..core.graph import no_grad
 from ..frontend.tensor import Tensor, apply
 from ..frontend.tensor_shape import host_values, check_index_values, checked_index
 from ..frontend.tensor_linalg import matmul
@@ -21,7 +22,9 @@ __all__ = ['linear', 'conv2d', 'conv_transpose2d', 'max_pool2d', 'max_unpool2d',
            'adaptive_max_pool2d', 'unfold', 'fold', 'conv1d', 'max_pool1d', 'avg_pool1d', 'adaptive_avg_pool1d',
            'softmax', 'log_softmax', 'layer_norm', 'rms_norm', 'batch_norm_stats', 'batch_norm', 'group_norm',
            'dropout', 'embedding', 'scaled_dot_product_attention', 'nll_loss', 'cross_entropy', 'mse_loss', 'l1_loss',
-           'smooth_l1_loss', 'binary_cross_entropy', 'binary_cross_entropy_with_logits', 'kl_div']
+           'smooth_l1_loss', 'binary_cross_entropy', 'binary_cross_entropy_with_logits', 'kl_div', 'interpolate',
+           'pixel_shuffle', 'pixel_unshuffle', 'normalize', 'cosine_similarity', 'pairwise_distance', 'glu', 'prelu',
+           'huber_loss', 'instance_norm']
 
 # %% ../../nbs/17_nn_functional.ipynb #59fedae0
 def _float(x, what):
@@ -191,6 +194,7 @@ def _argmax_positions(x, pos: np.ndarray, out_hw) -> Tensor:
     where = VF.gather(VF.expand(_host(x, pos.reshape(1, 1, K, L)), (N, C, K, L)), 2, first)
     return VF.reshape(where, (N, C) + tuple(out_hw))
 
+# %% ../../nbs/17_nn_functional.ipynb #08ada888
 def max_pool2d(x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
     "The maximum over each window (NCHW or CHW); with `return_indices`, also each maximum's flat position h·W + w."
     _need(x, "max_pool2d")
@@ -247,6 +251,7 @@ def avg_pool2d(x, kernel_size, stride=None, padding=0, ceil_mode=False, count_in
         y = y * _host(x, m.astype(x.dtype.np).reshape(1, 1, oh, ow))
     return _unbatch(y, unb)
 
+# %% ../../nbs/17_nn_functional.ipynb #ea905a76
 def _output_size(output_size, x, what) -> tuple:
     "An adaptive pool's output size (an int, or a pair whose None keeps that extent), checked."
     os_ = tuple(output_size) if isinstance(output_size, (tuple, list)) else (output_size, output_size)
@@ -300,6 +305,7 @@ def adaptive_max_pool2d(x, output_size, return_indices=False):
     y, i = (_unbatch(t, unb) for t in out)
     return (y, i) if _flag(return_indices, "return_indices", "adaptive_max_pool2d") else y
 
+# %% ../../nbs/17_nn_functional.ipynb #a4a8a7af
 def unfold(x, kernel_size, dilation=1, padding=0, stride=1) -> Tensor:
     "Sliding windows as columns: (N, C, H, W) -> (N, C*kh*kw, L) (torch.nn.functional.unfold)."
     x, unb = _batched(x, "unfold")
@@ -373,6 +379,7 @@ def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1) 
     y = conv2d(x, VF.reshape(weight, (o, cg, 1, k)), bias, (1, s), p, (1, d), groups)
     return _as_1d(y, unb)
 
+# %% ../../nbs/17_nn_functional.ipynb #89d49de0
 def _window_1d(kernel_size, stride, padding, dilation, what):
     "A 1-D pool's (kernel, stride, padding, dilation): stride None (or empty) is the kernel, padding at most half of it."
     k = _single(kernel_size, "kernel_size", what)
@@ -466,6 +473,7 @@ def rms_norm(x, normalized_shape, weight=None, eps=None) -> Tensor:
     y = x * VF.rsqrt(VF.mean(x * x, dims, keepdim=True) + eps)
     return _affine(y, weight, None, ns)
 
+# %% ../../nbs/17_nn_functional.ipynb #8b1ae033
 def _channel_shape(x, what):
     if x.ndim < 2: raise ShapeError(f"{what} expects (N, C, ...) input, got {x.shape}")
     return (1, x.shape[1]) + (1,) * (x.ndim - 2)
@@ -620,6 +628,7 @@ def _picked_total(valid, w, dtype):
     "What a 'mean' divides by: the number of kept targets, or the sum of their weights."
     return VF.sum(VF.cast(valid, dtype)) if w is None else VF.sum(VF.where(valid, w, 0.0))
 
+# %% ../../nbs/17_nn_functional.ipynb #c38e6bec
 def _check_loss_args(input, reduction, what, batch_dim=True):
     "Refuse a reduction name there is none of, and a 'mean' over an empty batch (it has no value: the conventions)."
     if reduction not in ("mean", "sum", "none") and not (what == "kl_div" and reduction == "batchmean"):
@@ -700,6 +709,7 @@ def smooth_l1_loss(input, target, reduction="mean", beta=1.0) -> Tensor:
     l = VF.where(d < beta, d * d * (0.5 / beta), d - 0.5 * beta)
     return _reduce_loss(l, reduction, "smooth_l1_loss")
 
+# %% ../../nbs/17_nn_functional.ipynb #f954db98
 def _probabilities(p, what):
     """`p` with its values checked to lie in [0, 1] (NaN does not), as PyTorch's: now when the host has them,
     else by an index check on the device (ADR 0025) of -1 (below 0), 0 (in range) or 1 (above 1, or NaN)."""
@@ -753,6 +763,163 @@ def kl_div(input, target, reduction="mean", log_target=False) -> Tensor:
     if reduction == "batchmean":
         return VF.sum(l) / float(input.shape[0] if input.ndim else 1)
     return _reduce_loss(l, reduction, "kl_div")
+
+# %% ../../nbs/17_nn_functional.ipynb #22351b44
+_INTERP_RANKS = {"nearest": (3, 4), "linear": (3,), "bilinear": (4,)}
+
+def _out_sizes(x, size, scale_factor, recompute):
+    "The output sizes, and the scales PyTorch uses for the source positions (None: in/out)."
+    k = x.ndim - 2
+    if (size is None) == (scale_factor is None): raise ArgumentError("interpolate takes one of size and scale_factor")
+    if size is not None:
+        sz = tuple(size) if isinstance(size, (tuple, list)) else (size,) * k
+        if len(sz) != k or not all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) and v >= 1 for v in sz):
+            raise ArgumentError(f"interpolate's size must be {k} positive ints for input {x.shape}, got {size!r}")
+        return tuple(int(v) for v in sz), (None,) * k
+    sf = tuple(scale_factor) if isinstance(scale_factor, (tuple, list)) else (scale_factor,) * k
+    if len(sf) != k or not all(isinstance(v, (int, float, np.number)) and not isinstance(v, bool) and v > 0 for v in sf):
+        raise ArgumentError(f"interpolate's scale_factor must be {k} positive numbers for input {x.shape}, got {scale_factor!r}")
+    out = tuple(math.floor(float(n) * float(f)) for n, f in zip(x.shape[2:], sf))
+    if min(out) < 1: raise ShapeError(f"interpolate: scale_factor {scale_factor} makes an empty output from {x.shape}")
+    return out, (None,) * k if recompute else tuple(float(f) for f in sf)
+
+def _nearest_index(n_in, n_out, scale) -> np.ndarray:
+    if n_out == n_in: return np.arange(n_out)
+    if n_out == 2 * n_in: return np.arange(n_out) >> 1
+    s = np.float32(1.0 / scale) if scale else np.float32(n_in) / np.float32(n_out)
+    return np.minimum(np.floor(np.arange(n_out, dtype=np.float32) * s).astype(np.int64), n_in - 1)
+
+def _linear_taps(n_in, n_out, scale, align_corners) -> tuple:
+    "(i0, i1, w0, w1): each output's two source positions and their weights."
+    d = np.arange(n_out, dtype=np.float64)
+    if align_corners: src = d * ((n_in - 1) / (n_out - 1) if n_out > 1 else 0.0)
+    else: src = np.maximum(((1.0 / scale) if scale else n_in / n_out) * (d + 0.5) - 0.5, 0.0)
+    i0 = np.minimum(np.floor(src).astype(np.int64), n_in - 1)
+    w1 = np.clip(src - i0, 0.0, 1.0)
+    return i0, np.minimum(i0 + 1, n_in - 1), 1.0 - w1, w1
+
+def _along(x, axis, idx) -> Tensor: return VF.index_select(x, axis, _host(x, idx.astype(np.int64)))
+
+def _weights(x, axis, w) -> Tensor:
+    shape = [1] * x.ndim; shape[axis] = w.size
+    return _host(x, w.astype(x.dtype.np).reshape(shape))
+
+# %% ../../nbs/17_nn_functional.ipynb #70fd2f40
+def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corners=None, recompute_scale_factor=None,
+                antialias=False) -> Tensor:
+    "Resize (N, C, L) or (N, C, H, W) input to `size` or by `scale_factor`: mode 'nearest', 'linear' (3-D) or 'bilinear' (4-D)."
+    _float(input, "interpolate")
+    if mode not in _INTERP_RANKS:
+        raise ArgumentError(f"interpolate's mode {mode!r} is not supported: 'nearest', 'linear' (3-D) or 'bilinear' (4-D)")
+    if input.ndim not in _INTERP_RANKS[mode]:
+        raise ShapeError(f"interpolate with mode {mode!r} takes a {' or '.join(f'{r}-D' for r in _INTERP_RANKS[mode])} input, got {input.shape}")
+    if antialias: raise ArgumentError("interpolate's antialias=True is not supported")
+    if mode == "nearest" and align_corners is not None:
+        raise ArgumentError("interpolate: align_corners can only be set with the interpolating modes 'linear' and 'bilinear'")
+    out, scales = _out_sizes(input, size, scale_factor, bool(recompute_scale_factor))
+    y = input
+    for axis, n_out, sc in zip(range(2, input.ndim), out, scales):
+        n_in = input.shape[axis]
+        if mode == "nearest": y = _along(y, axis, _nearest_index(n_in, n_out, sc)); continue
+        i0, i1, w0, w1 = _linear_taps(n_in, n_out, sc, bool(align_corners))
+        y = _along(y, axis, i0) * _weights(y, axis, w0) + _along(y, axis, i1) * _weights(y, axis, w1)
+    return y
+
+# %% ../../nbs/17_nn_functional.ipynb #e8f209f1
+def _factor(r, what) -> int:
+    if not isinstance(r, (int, np.integer)) or isinstance(r, bool) or r < 1: raise ArgumentError(f"{what} must be a positive int, got {r!r}")
+    return int(r)
+
+def pixel_shuffle(input, upscale_factor) -> Tensor:
+    "(*, C·r², H, W) -> (*, C, H·r, W·r)."
+    need_tensor("pixel_shuffle", input); r = _factor(upscale_factor, "pixel_shuffle's upscale_factor")
+    if input.ndim < 3 or input.shape[-3] % (r * r):
+        raise ShapeError(f"pixel_shuffle needs (*, C·{r * r}, H, W) input, got {input.shape}")
+    *lead, c, h, w = input.shape
+    b = prod(lead) * (c // (r * r))
+    y = VF.reshape(VF.permute(VF.reshape(input, (b * r, r, h, w)), (0, 2, 3, 1)), (b, r, h, w * r))   # columns: w·r + j
+    y = VF.reshape(VF.permute(y, (0, 2, 1, 3)), (b, h * r, w * r))                                     # rows: h·r + i
+    return VF.reshape(y, (*lead, c // (r * r), h * r, w * r))
+
+def pixel_unshuffle(input, downscale_factor) -> Tensor:
+    "(*, C, H·r, W·r) -> (*, C·r², H, W)."
+    need_tensor("pixel_unshuffle", input); r = _factor(downscale_factor, "pixel_unshuffle's downscale_factor")
+    if input.ndim < 3 or input.shape[-2] % r or input.shape[-1] % r:
+        raise ShapeError(f"pixel_unshuffle needs (*, C, H, W) input with H and W divisible by {r}, got {input.shape}")
+    *lead, c, hh, ww = input.shape
+    b, h, w = prod(lead) * c, hh // r, ww // r
+    y = VF.reshape(VF.permute(VF.reshape(input, (b, h, r, ww)), (0, 2, 1, 3)), (b * r, h, w, r))
+    return VF.reshape(VF.permute(y, (0, 3, 1, 2)), (*lead, c * r * r, h, w))
+
+# %% ../../nbs/17_nn_functional.ipynb #ea3b5b87
+def normalize(input, p=2.0, dim=1, eps=1e-12, out=None) -> Tensor:
+    "input / max(‖input‖ₚ along `dim`, eps)."
+    _float(input, "normalize")
+    if out is not None: raise ArgumentError("normalize: out= is not supported; use the returned tensor")
+    return input / VF.norm(input, p, dim, keepdim=True).clamp(min=eps)
+
+def cosine_similarity(x1, x2, dim=1, eps=1e-8) -> Tensor:
+    "Σ (x1/max(‖x1‖, eps))·(x2/max(‖x2‖, eps)) along `dim`, the inputs broadcast together."
+    _float(x1, "cosine_similarity"); _float(x2, "cosine_similarity")
+    shape = broadcast_shapes(x1.shape, x2.shape)
+    a, b = VF.expand(x1, shape), VF.expand(x2, shape)
+    na, nb = (VF.norm(t, 2, dim, keepdim=True).clamp(min=eps) for t in (a, b))
+    return VF.sum((a / na) * (b / nb), dim)
+
+def pairwise_distance(x1, x2, p=2.0, eps=1e-6, keepdim=False) -> Tensor:
+    "‖x1 − x2 + eps‖ₚ over the last dim."
+    _float(x1, "pairwise_distance"); _float(x2, "pairwise_distance")
+    return VF.norm(x1 - x2 + eps, p, -1, keepdim)
+
+def glu(input, dim=-1) -> Tensor:
+    "a·σ(b), a and b the two halves of `dim`."
+    _float(input, "glu")
+    if input.ndim == 0 or input.shape[normalize_axis(dim, input.ndim)] % 2:
+        raise ShapeError(f"glu halves dim {dim}, which must have an even size: got shape {input.shape}")
+    a, b = VF.chunk(input, 2, dim)
+    return a * VF.sigmoid(b)
+
+def prelu(input, weight) -> Tensor:
+    "x where x > 0, else weight·x; `weight` holds one value or one per channel (dim 1)."
+    _float(input, "prelu"); need_tensor("prelu's weight", weight)
+    c = input.shape[1] if input.ndim >= 2 else 1
+    if weight.ndim > 1 or weight.numel() not in (1, c):
+        raise ShapeError(f"prelu's weight must hold 1 or {c} (channels) values, got shape {weight.shape}")
+    w = VF.reshape(weight, ()) if weight.numel() == 1 else VF.reshape(weight, (c,) + (1,) * (input.ndim - 2))
+    return VF.where(input > 0, input, w * input)
+
+def huber_loss(input, target, reduction="mean", delta=1.0) -> Tensor:
+    "½d² below `delta`, delta·(|d| − ½delta) above it (d = input − target)."
+    _float(input, "huber_loss")
+    if delta <= 0: raise ArgumentError(f"huber_loss: delta must be > 0, got {delta}")
+    _check_loss_args(input, reduction, "huber_loss")
+    d = VF.abs(input - target)
+    return _reduce_loss(VF.where(d < delta, d * d * 0.5, (d - 0.5 * delta) * delta), reduction, "huber_loss")
+
+# %% ../../nbs/17_nn_functional.ipynb #25265ef0
+def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=None, use_input_stats=True,
+                  momentum=0.1, eps=1e-5) -> Tensor:
+    "Normalise each (sample, channel) over its positions; then scale and shift per channel."
+    _float(input, "instance_norm")
+    if input.ndim < 3: raise ShapeError(f"instance_norm expects (N, C, L) or (N, C, H, W) input, got {input.shape}")
+    c, cs = input.shape[1], _channel_shape(input, "instance_norm")
+    for p, nm in ((running_mean, "running_mean"), (running_var, "running_var"), (weight, "weight"), (bias, "bias")):
+        _check_param(p, (c,), "instance_norm", nm)
+    if (running_mean is None) != (running_var is None): raise ArgumentError("instance_norm takes both running_mean and running_var, or neither")
+    if not use_input_stats:
+        if running_mean is None: raise ArgumentError("instance_norm with use_input_stats=False needs running_mean and running_var")
+        return _affine((input - VF.reshape(running_mean, cs)) * VF.rsqrt(VF.reshape(running_var, cs) + eps), weight, bias, cs)
+    dims = tuple(range(2, input.ndim))
+    y, mu, var = _normalize(input, dims, eps)
+    if running_mean is not None:
+        n = prod(input.shape[2:])
+        if n < 2: raise ShapeError(f"instance_norm needs more than 1 value per channel to update running stats, got {input.shape}")
+        with no_grad():
+            mean_c = VF.mean(VF.reshape(mu.detach(), input.shape[:2]), 0)
+            var_c = VF.mean(VF.reshape(var.detach(), input.shape[:2]), 0) * (n / (n - 1))
+            running_mean.copy_(running_mean * (1 - momentum) + mean_c * momentum)
+            running_var.copy_(running_var * (1 - momentum) + var_c * momentum)
+    return _affine(y, weight, bias, cs)
 
 # %% ../../nbs/17_nn_functional.ipynb #f9ee8688
 from ..frontend.registry import names

@@ -95,7 +95,8 @@ class TrainConfig:
     sample_chars: int = 200
 
 SIZES = {   # (GPTConfig, TrainConfig) settings; `full` has the shape of nanoGPT's Shakespeare-character model
-    "tiny": (dict(block_size=16, n_layer=1, n_head=2, n_embd=32), dict(batch_size=4, steps=20, warmup=5, eval_interval=10, eval_iters=1, sample_chars=20)),
+    "tiny": (dict(block_size=16, n_layer=1, n_head=2, n_embd=32, dropout=0.1),
+             dict(batch_size=32, steps=60, warmup=5, eval_interval=30, eval_iters=2, sample_chars=20)),
     "small": (dict(block_size=32, n_layer=2, n_head=4, n_embd=64), dict(batch_size=8, steps=200, eval_interval=50, eval_iters=4)),
     "full": (dict(block_size=256, n_layer=6, n_head=6, n_embd=384, dropout=0.2),
              dict(batch_size=32, steps=2000, lr=1e-3, min_lr=1e-4, warmup=100, eval_interval=250, eval_iters=20, sample_chars=500)),
@@ -279,6 +280,7 @@ def train_gpt(model: GPT, train_ids: np.ndarray, val_ids: np.ndarray, tc: TrainC
     forward_loss = vkml.jit(lambda x, y: lm_loss(model(x), y), enabled=jit)
     rng = np.random.default_rng(seed)
     hist = dict(step_loss=[], lr=[], evals=[], timed_steps=0, timed_s=0.0)
+    model.train()
     t_start = time.perf_counter()
     bar = tqdm(range(tc.steps), desc="gpt", unit="step", file=sys.stderr, disable=not progress, leave=False)
     for i in bar:

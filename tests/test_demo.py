@@ -243,5 +243,6 @@ def test_gpt_bad_arguments(monkeypatch):
     with pytest.raises(SystemExit): demo.parse_args(["--model", "gpt", "--size", "huge"])
     with pytest.raises(SystemExit, match="--model gpt"): demo.main(["--model", "cnn", "--size", "tiny", "--out", "/nonexistent"])
     with pytest.raises(SystemExit, match="digits"): demo.main(["--model", "gpt", "--distributed", "--out", "/nonexistent"])
+    with pytest.raises(SystemExit, match="AdamW"): demo.main(["--model", "gpt", "--optimizer", "sgd", "--out", "/nonexistent"])
     monkeypatch.setenv("VKML_GPT_SIZE", "huge")
     with pytest.raises(vkml.VkmlError, match="VKML_GPT_SIZE"): demo_gpt.size_from_env()

@@ -156,7 +156,7 @@ def train(model, opt, x, y, xte, yte, device, epochs, batch_size, seed=0, progre
 def parse_args(argv=None):
     ap = argparse.ArgumentParser(prog="python -m vkml.demo", description="Train a small model on the digits (or a character-level GPT) with vkML.")
     ap.add_argument("--device", default="vulkan", help="cpu, vulkan or vulkan:N (default: vulkan)")
-    ap.add_argument("--epochs", type=int, default=5)
+    ap.add_argument("--epochs", type=int, default=5, help="the digits' epochs (--model gpt counts --steps)")
     ap.add_argument("--model", choices=("cnn", "mlp", "gpt"), default="cnn",
                     help="cnn or mlp: the digits; gpt: the character-level GPT of nbs/38_gpt.ipynb")
     ap.add_argument("--size", choices=tuple(SIZES), default=None,
@@ -186,7 +186,8 @@ def resolve_device(name: str) -> str:
 
 def main_gpt(a, argv=None) -> dict:
     "`--model gpt`: train the character-level GPT at `--size` with `run_gpt`; returns what it measured."
-    if a.distributed or a.trace: raise SystemExit("--distributed and --trace are for the digits models, not --model gpt")
+    if a.distributed or a.trace or a.optimizer != "adam":
+        raise SystemExit("--distributed, --trace and --optimizer are for the digits models: --model gpt trains with AdamW, in one process")
     device = resolve_device(a.device)
     train = {k: v for k, v in (("steps", a.steps), ("lr", a.lr), ("batch_size", a.batch_size)) if v}
     args = sys.argv[1:] if argv is None else list(argv)

@@ -1,7 +1,9 @@
 """The digits demo: training lowers the loss; one seed gives the same trajectory on the CPU and on Vulkan;
 a training step on Vulkan is one submission and, from the second step on, allocates no memory; no PROD
-node; the command's output against a golden copy (timings masked); its checkpoint reproduces its accuracy."""
-import os, re, subprocess, sys
+node; the command's output against a golden copy (timings masked); its checkpoint reproduces its accuracy.
+`--model gpt` (nbs/38_gpt.ipynb): the loss falls, one seed repeats it, the CPU and Vulkan agree, the command
+prints its progress and writes its figures."""
+import json, os, re, subprocess, sys
 from pathlib import Path
 import numpy as np
 import pytest
@@ -179,3 +181,68 @@ def test_changing_lr_needs_no_new_pipeline_and_stays_one_submission():
     assert subs == [1] * 5
     assert len(set(pipes[1:])) == 1, pipes
     assert model[1].running_mean.node.realized and model[1].num_batches_tracked.item() == 5
+
+
+# --- --model gpt: the character-level GPT of nbs/38_gpt.ipynb --------------------------------------
+
+from vkml import demo_gpt
+
+
+def gpt_losses(device, steps, seed=0):
+    "The per-step losses of the tiny GPT trained for `steps` steps on `device`."
+    text = demo_gpt.load_corpus()
+    vocab = demo_gpt.CharVocab(text)
+    train_ids, val_ids = demo_gpt.split_ids(vocab.encode(text))
+    cfg, tc = demo_gpt.configs("tiny", len(vocab), steps=steps, eval_interval=steps)
+    model = demo_gpt.build_gpt(cfg, seed).to(device)
+    return demo_gpt.train_gpt(model, train_ids, val_ids, tc, seed=seed)["step_loss"]
+
+
+def test_gpt_loss_falls_and_repeats_on_cpu():
+    a = gpt_losses("cpu", 30)
+    assert np.mean(a[-5:]) < np.mean(a[:5]) - 0.5
+    assert gpt_losses("cpu", 30) == a
+
+
+@pytest.mark.vulkan
+def test_gpt_same_trajectory_on_cpu_and_vulkan():
+    cpu, vk = gpt_losses("cpu", 8), gpt_losses("vulkan", 8)
+    for i, (a, b) in enumerate(zip(vk, cpu)):   # the parity bound of one loss, widening as the steps compound
+        assert abs(a - b) <= (1e-5 + 1e-4 * abs(b)) * (1 + i), (i, a, b)
+
+
+def test_gpt_command(tmp_path):
+    "`python -m vkml.demo --model gpt --size tiny --steps 4`: its progress, its figures (JSON) and its plot."
+    sys.path.insert(0, str(Path(__file__).parent))
+    from conftest import vulkan_status
+    args = ["-m", "vkml.demo", "--model", "gpt", "--size", "tiny", "--steps", "4", "--out", str(tmp_path)]
+    if not vulkan_status()[0]: args += ["--device", "cpu"]
+    r = subprocess.run([sys.executable, *args], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert re.search(r"^step 4/4: train loss [\d.]+, val loss [\d.]+ \| lr [\d.e+-]+ \| [\d,]+ tokens/s$", r.stdout, re.M), r.stdout
+    assert re.search(r"^training: [\d.]+ s for 4 steps; [\d,]+ tokens/s", r.stdout, re.M), r.stdout
+    assert "gpt:" in r.stderr   # the progress bar
+    doc = json.loads((tmp_path / "gpt_tiny.json").read_text())
+    assert doc["command"] == "python -m vkml.demo " + " ".join(args[2:])
+    assert len(doc["step_loss"]) == 4 and doc["tokens_per_s"] > 0 and doc["train_config"]["steps"] == 4
+    assert doc["sample_after"].startswith("The ") and doc["evals"][-1][0] == 4
+    assert (tmp_path / "gpt_tiny.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_gpt_figures_to_a_json_file(tmp_path, capsys):
+    r = demo.main(["--model", "gpt", "--size", "tiny", "--steps", "3", "--device", "cpu", "--lr", "0.002",
+                   "--batch-size", "2", "--out", str(tmp_path / "gpt.json"), "--no-progress"])
+    doc = json.loads((tmp_path / "gpt.json").read_text())
+    assert r["plot"] is None and sorted(p.name for p in tmp_path.iterdir()) == ["gpt.json"]
+    tc = doc["train_config"]
+    assert (tc["lr"], tc["batch_size"]) == (0.002, 2) and tc["min_lr"] == pytest.approx(0.0002)   # min_lr follows lr
+    assert "size tiny on cpu" in capsys.readouterr().out
+
+
+def test_gpt_bad_arguments(monkeypatch):
+    with pytest.raises(SystemExit): demo.parse_args(["--model", "gpt", "--size", "huge"])
+    with pytest.raises(SystemExit, match="--model gpt"): demo.main(["--model", "cnn", "--size", "tiny", "--out", "/nonexistent"])
+    with pytest.raises(SystemExit, match="digits"): demo.main(["--model", "gpt", "--distributed", "--out", "/nonexistent"])
+    with pytest.raises(SystemExit, match="AdamW"): demo.main(["--model", "gpt", "--optimizer", "sgd", "--out", "/nonexistent"])
+    monkeypatch.setenv("VKML_GPT_SIZE", "huge")
+    with pytest.raises(vkml.VkmlError, match="VKML_GPT_SIZE"): demo_gpt.size_from_env()

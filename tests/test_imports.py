@@ -16,7 +16,7 @@ LAYERS = [
     ("frontend", ["vkml.frontend", "vkml.engine"]),       # the tensor, then the jit that records functions of it
     ("libraries", ["vkml.nn", "vkml.optim", "vkml.amp", "vkml.utils", "vkml.io", "vkml.data", "vkml.linalg", "vkml.distributed"]),
     ("user API", ["vkml"]),
-    ("entry points", ["vkml.demo", "vkml.__main__"]),
+    ("entry points", ["vkml.demo", "vkml.demo_gpt", "vkml.__main__"]),
     ("lab", ["vkml.lab"]),
 ]
 

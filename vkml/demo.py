@@ -13,10 +13,12 @@ from . import nn
 from . import optim
 from .core.graph import defer, canonical_device
 from .data import DataLoader, digits_split
+from .demo_gpt import run_gpt, size_from_env, SIZES
 
 # %% auto #0
 __all__ = ['PARITY_RTOL', 'PARITY_ATOL', 'build_model', 'digits', 'make_step', 'train_step', 'evaluate', 'first_step_parity',
-           'save_checkpoint', 'load_checkpoint', 'plot_history', 'device_name', 'train', 'parse_args', 'main']
+           'save_checkpoint', 'load_checkpoint', 'plot_history', 'device_name', 'train', 'parse_args', 'resolve_device',
+           'main_gpt', 'main']
 
 # %% ../nbs/35_demo.ipynb #ddf9250f
 def build_model(kind: str = "cnn", seed: int = 0) -> nn.Module:
@@ -152,13 +154,17 @@ def train(model, opt, x, y, xte, yte, device, epochs, batch_size, seed=0, progre
 
 # %% ../nbs/35_demo.ipynb #8ce3bcb0
 def parse_args(argv=None):
-    ap = argparse.ArgumentParser(prog="python -m vkml.demo", description="Train a small model on the digits with vkML.")
+    ap = argparse.ArgumentParser(prog="python -m vkml.demo", description="Train a small model on the digits (or a character-level GPT) with vkML.")
     ap.add_argument("--device", default="vulkan", help="cpu, vulkan or vulkan:N (default: vulkan)")
-    ap.add_argument("--epochs", type=int, default=5)
-    ap.add_argument("--model", choices=("cnn", "mlp"), default="cnn")
-    ap.add_argument("--out", default="out", help="where the checkpoint and the plot go (default: ./out/)")
-    ap.add_argument("--batch-size", type=int, default=32)
-    ap.add_argument("--lr", type=float, default=1e-2)
+    ap.add_argument("--epochs", type=int, default=5, help="the digits' epochs (--model gpt counts --steps)")
+    ap.add_argument("--model", choices=("cnn", "mlp", "gpt"), default="cnn",
+                    help="cnn or mlp: the digits; gpt: the character-level GPT of nbs/38_gpt.ipynb")
+    ap.add_argument("--size", choices=tuple(SIZES), default=None,
+                    help="--model gpt's size (default: $VKML_GPT_SIZE, else small)")
+    ap.add_argument("--out", default="out", help="where the checkpoint and the plot go (default: ./out/); "
+                    "for gpt, a folder or a .json file for the figures")
+    ap.add_argument("--batch-size", type=int, default=None, help="default: 32 (gpt: the size's)")
+    ap.add_argument("--lr", type=float, default=None, help="default: 1e-2 (gpt: the size's)")
     ap.add_argument("--optimizer", choices=("adam", "sgd"), default="adam",
                     help="sgd: plain SGD (a parameter moves by lr times its gradient: what comparing runs needs)")
     ap.add_argument("--seed", type=int, default=0)
@@ -171,10 +177,31 @@ def parse_args(argv=None):
     ap.add_argument("--trace", default=None, help="write every parameter after every step to this .npz (to compare runs)")
     return ap.parse_args(argv)
 
+# %% ../nbs/35_demo.ipynb #613f67fb
+def resolve_device(name: str) -> str:
+    "The canonical device for `--device name`; without a Vulkan device, an exit that says to use the CPU."
+    try: return canonical_device(name)
+    except vkml.VulkanUnavailableError as e:
+        raise SystemExit(f"no Vulkan device for --device {name} ({e}); run with --device cpu") from None
+
+def main_gpt(a, argv=None) -> dict:
+    "`--model gpt`: train the character-level GPT at `--size` with `run_gpt`; returns what it measured."
+    if a.distributed or a.trace or a.optimizer != "adam":
+        raise SystemExit("--distributed, --trace and --optimizer are for the digits models: --model gpt trains with AdamW, in one process")
+    device = resolve_device(a.device)
+    train = {k: v for k, v in (("steps", a.steps), ("lr", a.lr), ("batch_size", a.batch_size)) if v}
+    args = sys.argv[1:] if argv is None else list(argv)
+    return run_gpt(device, a.size or size_from_env(), out=a.out, seed=a.seed, progress=not a.no_progress, jit=not a.no_jit,
+                   device_name=device_name(device), command=" ".join(["python -m vkml.demo", *args]), **train)
+
 # %% ../nbs/35_demo.ipynb #88b03a93
 def main(argv=None) -> dict:
     "Run the demo with command-line arguments `argv`; returns what it measured."
     a = parse_args(argv)
+    if a.model == "gpt": return main_gpt(a, argv)
+    if a.size is not None: raise SystemExit("--size is for --model gpt: the digits models have one size")
+    a.batch_size = 32 if a.batch_size is None else a.batch_size
+    a.lr = 1e-2 if a.lr is None else a.lr
     t0 = time.perf_counter()
     rank, world = 0, 1
     if a.distributed:   # one process per rank, started by `mpiexec -n N`; without it, a group of one
@@ -183,9 +210,7 @@ def main(argv=None) -> dict:
         rank, world = dist.get_rank(), dist.get_world_size()
         if a.batch_size % world: raise SystemExit(f"--batch-size {a.batch_size} does not split into {world} equal shares")
     say = print if rank == 0 else (lambda *args, **kwargs: None)   # rank 0 speaks for every rank
-    try: device = canonical_device(a.device)
-    except vkml.VulkanUnavailableError as e:
-        raise SystemExit(f"no Vulkan device for --device {a.device} ({e}); run with --device cpu") from None
+    device = resolve_device(a.device)
     if a.distributed and a.device == "vulkan":   # each rank its own device, by its rank on this host
         device = canonical_device(f"vulkan:{dist.get_node_local_rank() % len(vkml.devices())}")
     xtr, ytr, xte, yte = digits(a.model)

@@ -89,13 +89,13 @@ def assert_parity(build, *arrays, k=1, what="", **kw) -> tuple:
 # --- random inputs by domain ---------------------------------------------------------------------------
 
 SPECIAL = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 1.0, -2.5, 3.0])
-DOMAINS = ("any", "pos", "nz", "unit", "ties", "special")
+DOMAINS = ("any", "pos", "nz", "unit", "ties", "special", "ge1", "prob")
 
 
 def sample(shape, dtype, domain="any", rng=None, lo=None, hi=None) -> np.ndarray:
     """Random values of `dtype` (a vkml DType or numpy dtype) from `domain`: 'any' (normal, scale 2), 'pos'
     (0.1..3), 'nz' (|x| in 0.3..3), 'unit' (-0.9..0.9), 'ties' (a few repeated values), 'special' (NaN, ±inf,
-    ±0 and a few ordinary values), or uniform in [lo, hi) when both are given."""
+    ±0 and a few ordinary values), 'ge1' (1..4), 'prob' (0.02..0.98), or uniform in [lo, hi) when both are given."""
     rng = rng if rng is not None else np.random.default_rng(0)
     np_dt = np.dtype(getattr(dtype, "np", dtype))
     if np_dt == np.bool_: return rng.random(shape) < 0.5
@@ -110,6 +110,7 @@ def sample(shape, dtype, domain="any", rng=None, lo=None, hi=None) -> np.ndarray
          "pos": lambda: rng.uniform(0.1, 3.0, shape),
          "nz": lambda: rng.uniform(0.3, 3.0, shape) * rng.choice([-1, 1], size=shape),
          "unit": lambda: rng.uniform(-0.9, 0.9, shape),
+         "ge1": lambda: rng.uniform(1.0, 4.0, shape), "prob": lambda: rng.uniform(0.02, 0.98, shape),
          "ties": lambda: rng.choice([-1.0, 0.0, 0.5, 2.0], size=shape),
          "special": lambda: rng.choice(SPECIAL, size=shape)}[domain]()
     return np.asarray(x).astype(np_dt)

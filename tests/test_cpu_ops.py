@@ -117,6 +117,11 @@ UNARY_REF = {
     Op.LEAKY_RELU: (0.01, lambda x: np.where(x > 0, x, 0.01 * x)),
     Op.ELU: (1.3, lambda x: np.where(x > 0, x, 1.3 * (np.exp(x) - 1))),
     Op.SOFTPLUS: ((2.0, 3.0), lambda x: _softplus(x, 2.0, 3.0)),
+    Op.HARDSHRINK: (0.5, lambda x: np.where(np.abs(x) > 0.5, x, 0.0)),
+    Op.SOFTSHRINK: (0.5, lambda x: np.where(x > 0.5, x - 0.5, np.where(x < -0.5, x + 0.5, 0.0))),
+    Op.THRESHOLD: ((0.5, -1.0), lambda x: np.where(x > 0.5, x, -1.0)),
+    Op.CELU: (0.7, lambda x: np.where(x > 0, x, 0.7 * np.expm1(x / 0.7))),
+    Op.LOGIT: ((0.2, 0.8), lambda x: np.log(np.clip(x, 0.2, 0.8) / (1 - np.clip(x, 0.2, 0.8)))),
 }
 
 def _from_operator_table() -> dict:

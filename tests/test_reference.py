@@ -515,11 +515,26 @@ CASES.update({
 })
 
 def table_case(o) -> Case:
-    "The default case of a one-tensor row of the operator table: its reference, over its domain, on every float dtype."
-    return unary(lambda x, f=o.fn: f(x), o.reference_fn(), FLOAT, o.domain, o.tol,
-                 out=_bool_out if o.category == "comparison" else None)
+    "The default case of a one- or two-tensor row of the operator table: its reference, over its domain, on every float dtype."
+    out = _bool_out if o.category == "comparison" else None
+    if o.form == "binary": return binary(lambda x, y, f=o.fn: f(x, y), o.reference_fn(), FLOAT, o.domain, o.tol, out=out)
+    return unary(lambda x, f=o.fn: f(x), o.reference_fn(), FLOAT, o.domain, o.tol, out=out)
 
-for _name in REG.names(form="unary"):   # a new operator's first case is its row
+# the later elementwise operators whose rows carry no reference of their own
+CASES.update({
+    "lerp": [Case(lambda a, b, w: VF.lerp(a, b, w), lambda a, b, w: np.where(np.abs(w) < 0.5, a + w * (b - a), b - (b - a) * (1 - w)),
+                  [((2, 3), (3,), (2, 1)), ((4,), (4,), (4,))], FLOAT, tol=4),
+             unary(lambda x: VF.lerp(x, x * 0 + 1, 0.25), lambda x: x + 0.25 * (1 - x), tol=4)],
+    "threshold": [unary(lambda x: VF.threshold(x, 0.5, -2.0), lambda x: np.where(x > 0.5, x, -2.0))],
+    "clamp_min": [unary(lambda x: VF.clamp_min(x, 0.5), lambda x: np.maximum(x, 0.5)), unary(lambda x: x.clamp_min(2), lambda x: np.maximum(x, 2), NUM)],
+    "clamp_max": [unary(lambda x: VF.clamp_max(x, 0.5), lambda x: np.minimum(x, 0.5), FLOAT)],
+    **{n: [binary(getattr(VF, n), ref, INT + (bool_,))] for n, ref in
+       (("bitwise_and", np.bitwise_and), ("bitwise_or", np.bitwise_or), ("bitwise_xor", np.bitwise_xor))},
+    "bitwise_not": [unary(VF.bitwise_not, np.invert, INT + (bool_,)), unary(lambda x: ~x, np.invert, INT + (bool_,))],
+    "fmod": [binary(lambda a, b: a % b, lambda a, b: np.remainder(a, b), INT, "nz", shapes=[((2, 3), (3,)), ((2, 1, 4), (3, 1))])],
+})
+
+for _name in [*REG.names(form="unary"), *REG.names(form="binary")]:   # a new operator's first case is its row
     CASES[_name] = [table_case(REG.OPERATORS[_name]), *CASES.get(_name, [])]
 
 TESTED_OPERATORS = frozenset(CASES)

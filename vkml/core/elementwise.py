@@ -14,8 +14,9 @@ from .ops import (Op, ARG_DOC, ACCEPTED_DTYPES, NO_GRAD_REASONS, SHAPE_RULES, CA
                       NUMERIC, ALL, same_shape_dtype)
 
 # %% auto #0
-__all__ = ['ELEMENTWISE', 'COMPARE_OPS', 'FLOAT_UNARY_OPS', 'UNARY_OPS', 'BINARY_OPS', 'SOURCE_OPS', 'Elementwise', 'elementwise',
-           'remove_elementwise', 'lowbias32', 'rand_keys', 'rand_bits', 'rows', 'table']
+__all__ = ['ELEMENTWISE', 'VATAN', 'VATAN2', 'VHYPERBOLIC', 'VFMOD', 'VHYPOT', 'VLOGADDEXP', 'COMPARE_OPS', 'FLOAT_UNARY_OPS',
+           'UNARY_OPS', 'BINARY_OPS', 'SOURCE_OPS', 'Elementwise', 'elementwise', 'remove_elementwise', 'lowbias32',
+           'rand_keys', 'rand_bits', 'glsl_function', 'needs', 'rows', 'table']
 
 # %% ../../nbs/03_elementwise.ipynb #90a600a8
 @dataclass(eq=False)
@@ -334,6 +335,354 @@ elementwise("CONTIGUOUS", 1, lambda n, x: np.ascontiguousarray(x), "{a}", vjp=la
 elementwise("ASSIGN", 2, lambda n, t, v: v, "{b}", vjp=lambda g, y, t, v: (None, g), dtypes=ALL,
             arg_doc="None: srcs (target, value); value is written into target's memory")
 
+# %% ../../nbs/03_elementwise.ipynb #7febec27
+import re
+_LITERAL = re.compile(r"(?<![\w.])((?:\d+\.\d*|\.\d+)(?:[eE][+-]?\d+)?|\d+[eE][+-]?\d+)(?![\w.])")
+_CTYPE = {"float32": "float", "float16": "float", "float64": "double", "int32": "int", "int64": "int64_t"}
+
+def glsl_function(name: str, float_src: str, double_src: str | None = None, int_src: str | None = None) -> Callable:
+    "`name`'s GLSL for compute type t ({T} in the source; {NAN}, {INF} its specials, {SPLIT} Veltkamp's splitter), behind an include guard."
+    def make(t: str) -> str:
+        src = {"float": float_src, "double": double_src or float_src}.get(t, int_src)
+        if src is None: return ""
+        src = src.replace("{T}", t).replace("{NAN}", "D_NAN" if t == "double" else "F_NAN")
+        src = src.replace("{INF}", "D_INF" if t == "double" else "F_INF")
+        src = src.replace("{SPLIT}", "134217729.0" if t == "double" else "4097.0")   # 2^(p/2) + 1, Veltkamp's splitter
+        src = src.replace("{FMOD_BIG}", "1e300" if t == "double" else "1e30")
+        src = src.replace("{FMOD_BITS}", "50" if t == "double" else "22").replace("{FMOD_STEPS}", "44" if t == "double" else "14")
+        if t == "double": src = _LITERAL.sub(lambda m: m.group(1) + "lf", src)
+        guard = f"VKML_FN_{name.upper()}_{t.upper()}"
+        return f"#ifndef {guard}\n#define {guard}\n{src.strip()}\n#endif\n"
+    return make
+
+def needs(*functions: Callable) -> Callable:
+    "A row's `helpers`: the GLSL `functions` for every compute type of the node's inputs and output."
+    def helpers(ins, out):
+        types = sorted({_CTYPE[d.name] for d in (*ins, out) if d.name in _CTYPE})
+        return "".join(f(t) for t in types for f in functions)
+    return helpers
+
+def _by_type(f: str, d: str, i: str | None = None, b: str | None = None) -> Callable:
+    "A row's `glsl` that differs between float (f32, f16), double, int and bool data."
+    def pick(arg, ins, out):
+        x = ins[0] if ins else out
+        return d if x is float64 else f if x.is_float else (b if x is bool_ and b is not None else i)
+    return pick
+
+# %% ../../nbs/03_elementwise.ipynb #44ac9ed4
+VATAN = glsl_function("vatan", """
+float vatan(float x) {
+    if (isnan(x) || x == 0.0) return x;
+    float a = abs(x), y = 0.0;
+    if (a > 2.414213562373095) { y = 1.5707963267948966; a = -1.0 / a; }
+    else if (a > 0.4142135623730950) { y = 0.7853981633974483; a = (a - 1.0) / (a + 1.0); }
+    float z = a * a;
+    y += (((8.05374449538e-2 * z - 1.38776856032e-1) * z + 1.99777106478e-1) * z - 3.33329491539e-1) * z * a + a;
+    return x < 0.0 ? -y : y;
+}""", """
+double vatan(double x) {
+    if (isnan(x) || x == 0.0) return x;
+    double a = abs(x), y = 0.0, more = 0.0;
+    if (a > 2.41421356237309504880) { y = 1.57079632679489661923; more = 6.123233995736765886130e-17; a = -1.0 / a; }
+    else if (a > 0.66) { y = 0.78539816339744830962; more = 3.061616997868382943065e-17; a = (a - 1.0) / (a + 1.0); }
+    double z = a * a;
+    z = z * ((((-8.750608600031904122785e-1 * z - 1.615753718733365076637e1) * z - 7.500855792314704667340e1) * z
+              - 1.228866684490136173410e2) * z - 6.485021904942025371773e1)
+          / (((((z + 2.485846490142306297962e1) * z + 1.650270098316988542046e2) * z + 4.328810604912902668951e2) * z
+              + 4.853903996359136964868e2) * z + 1.945506571482613964425e2);
+    y = y + ((a * z + a) + more);
+    return x < 0.0 ? -y : y;
+}""")
+
+VATAN2 = glsl_function("vatan2", """
+{T} vatan2({T} y, {T} x) {
+    if (isnan(x) || isnan(y)) return x + y;
+    bool yneg = y < 0.0 || (y == 0.0 && 1.0 / y < 0.0), xneg = x < 0.0 || (x == 0.0 && 1.0 / x < 0.0);
+    {T} ay = abs(y), ax = abs(x), r;
+    if (ay == 0.0) r = xneg ? 3.14159265358979323846 : 0.0;
+    else if (isinf(ax) && isinf(ay)) r = xneg ? 2.35619449019234492885 : 0.78539816339744830962;
+    else if (ax == 0.0 || isinf(ay)) r = 1.57079632679489661923;
+    else if (isinf(ax)) r = xneg ? 3.14159265358979323846 : 0.0;
+    else {
+        r = ay <= ax ? vatan(ay / ax) : 1.57079632679489661923 - vatan(ax / ay);
+        if (xneg) r = 3.14159265358979323846 - r;
+    }
+    return yneg ? -r : r;
+}""")
+
+_HYPERBOLIC = """
+{T} vsinh({T} x) {
+    {T} a = abs(x), r;
+    if (a > 40.0) { {T} h = vexp(0.5 * a); r = (0.5 * h) * h; }      // e^a would overflow first
+    else { {T} e = vexpm1(a); r = 0.5 * (e + e / (e + 1.0)); }
+    return x < 0.0 ? -r : (x == 0.0 ? x : r);
+}
+{T} vcosh({T} x) {
+    {T} a = abs(x);
+    if (a > 40.0) { {T} h = vexp(0.5 * a); return (0.5 * h) * h; }
+    {T} e = vexp(a);
+    return 0.5 * (e + 1.0 / e);
+}
+{T} vasinh({T} x) {
+    {T} a = abs(x);
+    {T} r = a > 1e10 ? vlog(a) + 0.69314718055994530942 : vlog1p(a + a * a / (1.0 + sqrt(1.0 + a * a)));
+    return x < 0.0 ? -r : (x == 0.0 ? x : r);
+}
+{T} vacosh({T} x) {
+    if (x < 1.0) return {NAN};
+    if (x > 1e10) return vlog(x) + 0.69314718055994530942;
+    {T} t = x - 1.0;
+    return vlog1p(t + sqrt(2.0 * t + t * t));
+}
+{T} vatanh({T} x) {
+    {T} a = abs(x);
+    if (a > 1.0) return {NAN};
+    if (a == 1.0) return x * {INF};                                      // ±inf (vlog1p(inf) is not inf)
+    {T} r = 0.5 * vlog1p(2.0 * a / (1.0 - a));
+    return x < 0.0 ? -r : (x == 0.0 ? x : r);
+}"""
+VHYPERBOLIC = glsl_function("vhyperbolic", _HYPERBOLIC)
+
+# %% ../../nbs/03_elementwise.ipynb #992c0b1d
+def _zero_vjp(g, y, *xs):
+    "zeros (g where an always-false mask holds: exact zeros even where g is inf or NaN)"
+    return tuple(g.where(g > g, 0.0) for _ in xs)   # noqa: PLR0124 (the point is a mask that is false everywhere)
+
+_LN2, _LOG2E, _LOG10E = math.log(2), 1 / math.log(2), 1 / math.log(10)
+_STEPS, _HALVES = tuple(float(k) for k in range(-3, 4)), tuple(k + 0.5 for k in range(-3, 3))
+for _name, _f, _g, _kinks in [("FLOOR", np.floor, "floor({a})", _STEPS), ("CEIL", np.ceil, "ceil({a})", _STEPS),
+                              ("TRUNC", np.trunc, "trunc({a})", _STEPS), ("ROUND", np.round, "roundEven({a})", _HALVES)]:
+    elementwise(_name, 1, lambda n, x, _f=_f: _f(x), {"f": _g, "i": "{a}"}, vjp=_zero_vjp, dtypes=NUMERIC, kinks=_kinks)
+elementwise("FRAC", 1, lambda n, x: x - np.trunc(x), "({a} - trunc({a}))", vjp=lambda g, y, x: (g,), kinks=_STEPS)
+elementwise("SQUARE", 1, lambda n, x: x * x, "({a} * {a})", vjp=lambda g, y, x: (g * x * 2.0,), dtypes=NUMERIC)
+elementwise("LOG1P", 1, lambda n, x: np.log1p(x), "({a} == F_INF ? {a} : ({a} == -1.0 ? -F_INF : vlog1p({a})))", vjp=lambda g, y, x: (g / (x + 1.0),), domain=(-0.8, 3.0))
+elementwise("EXPM1", 1, lambda n, x: np.expm1(x), "vexpm1({a})", vjp=lambda g, y, x: (g * (y + 1.0),))
+elementwise("LOG2", 1, lambda n, x: np.log2(x), f"(vlog({{a}}) * {_LOG2E!r})", vjp=lambda g, y, x: (g / (x * _LN2),), domain=_POSITIVE)
+elementwise("LOG10", 1, lambda n, x: np.log10(x), f"(vlog({{a}}) * {_LOG10E!r})",
+            vjp=lambda g, y, x: (g / (x * math.log(10)),), domain=_POSITIVE)
+elementwise("EXP2", 1, lambda n, x: np.exp2(x), f"vexp({{a}} * {_LN2!r})", vjp=lambda g, y, x: (g * y * _LN2,))
+elementwise("TAN", 1, lambda n, x: np.tan(x), "(vsincos({a}, false) / vsincos({a}, true))",
+            vjp=lambda g, y, x: (g * (y * y + 1.0),), domain=(-1.4, 1.4), tol=(5e-4, 1e-6))   # near a pole far out, tan's
+                                                                # condition number meets vsincos's float32 rounding
+_hyp = dict(helpers=needs(VHYPERBOLIC))
+elementwise("SINH", 1, lambda n, x: np.sinh(x), "vsinh({a})", vjp=lambda g, y, x: (g * x.cosh(),), **_hyp)
+elementwise("COSH", 1, lambda n, x: np.cosh(x), "vcosh({a})", vjp=lambda g, y, x: (g * x.sinh(),), **_hyp)
+elementwise("ASINH", 1, lambda n, x: np.arcsinh(x), "vasinh({a})", vjp=lambda g, y, x: (g * (x * x + 1.0).rsqrt(),), **_hyp)
+elementwise("ACOSH", 1, lambda n, x: np.arccosh(x), "vacosh({a})", vjp=lambda g, y, x: (g * (x * x - 1.0).rsqrt(),),
+            domain=(1.1, 4.0), **_hyp)
+elementwise("ATANH", 1, lambda n, x: np.arctanh(x), "vatanh({a})", vjp=lambda g, y, x: (g / (1.0 - x * x),),
+            domain=(-0.9, 0.9), **_hyp)
+_ARC = "(abs({a}) > 1.0 ? {a} * F_NAN : vatan2(%s))"     # |x| > 1: NaN (x·NaN keeps the type)
+_trig = dict(helpers=needs(VATAN, VATAN2), domain=(-0.95, 0.95))
+elementwise("ATAN", 1, lambda n, x: np.arctan(x), "vatan({a})", vjp=lambda g, y, x: (g / (x * x + 1.0),),
+            helpers=needs(VATAN))
+elementwise("ASIN", 1, lambda n, x: np.arcsin(x), _ARC % "{a}, sqrt((1.0 - {a}) * (1.0 + {a}))",
+            vjp=lambda g, y, x: (g * ((1.0 - x) * (1.0 + x)).rsqrt(),), **_trig)
+elementwise("ACOS", 1, lambda n, x: np.arccos(x), _ARC % "sqrt((1.0 - {a}) * (1.0 + {a})), {a}",
+            vjp=lambda g, y, x: (-(g * ((1.0 - x) * (1.0 + x)).rsqrt()),), **_trig)
+_D2R = math.pi / 180
+elementwise("DEG2RAD", 1, lambda n, x: x * _D2R, f"({{a}} * {_D2R!r})", vjp=lambda g, y, x: (g * _D2R,))
+elementwise("RAD2DEG", 1, lambda n, x: x * (180 / math.pi), f"({{a}} * {180 / math.pi!r})", vjp=lambda g, y, x: (g * (180 / math.pi),))
+
+# %% ../../nbs/03_elementwise.ipynb #9f7153f2
+VFMOD = glsl_function("vfmod", """
+{T} vfmod_core({T} aa, {T} ab) {                                     // aa mod ab for aa/ab < 2^(p-1)
+    {T} q = trunc(aa / ab);
+    precise {T} cq = {SPLIT} * q, qh = cq - (cq - q), ql = q - qh;        // Veltkamp: q = qh + ql, b = bh + bl, halves
+    precise {T} cb = {SPLIT} * ab, bh = cb - (cb - ab), bl = ab - bh;     // whose products are exact
+    precise {T} p = q * ab, e = ((qh * bh - p) + qh * bl + ql * bh) + ql * bl;   // q·b = p + e exactly (Dekker)
+    precise {T} r = (aa - p) - e;                                        // aa − p is exact (Sterbenz), r representable
+    if (r < 0.0) r += ab; else if (r >= ab) r -= ab;     // the quotient was one too big, or one too small
+    return r;
+}
+{T} vfmod_step({T} aa, {T} ab) {                                     // scaled by 2^-64 where the split would overflow
+    return ab > {FMOD_BIG} ? ldexp(vfmod_core(ldexp(aa, -64), ldexp(ab, -64)), 64) : vfmod_core(aa, ab);
+}
+{T} vfmod({T} a, {T} b) {
+    if (isnan(a) || isnan(b) || isinf(a) || b == 0.0) return {NAN};
+    if (isinf(b)) return a;
+    {T} aa = abs(a), ab = abs(b);
+    if (aa < ab) return a;
+    for (int i = 0; i < {FMOD_STEPS} && aa >= ab; i++) {             // long division, {FMOD_BITS} bits of quotient a step
+        int ea, eb;
+        frexp(aa, ea); frexp(ab, eb);
+        aa = vfmod_step(aa, ldexp(ab, max(ea - eb - {FMOD_BITS}, 0)));   // b·2^k is exact
+    }
+    return a < 0.0 ? -aa : aa;
+}
+{T} vremainder({T} a, {T} b) { {T} r = vfmod(a, b); return (r != 0.0 && ((r < 0.0) != (b < 0.0))) ? r + b : r; }
+{T} vfloordiv({T} a, {T} b) {
+    if (b == 0.0) return a / b;
+    {T} m = vfmod(a, b), d = (a - m) / b;
+    if (m != 0.0 && ((b < 0.0) != (m < 0.0))) d -= 1.0;
+    if (d == 0.0) { {T} s = a / b; return (s < 0.0 || (s == 0.0 && 1.0 / s < 0.0)) ? -0.0 : 0.0; }   // the sign of a/b
+    {T} f = floor(d);
+    return d - f > 0.5 ? f + 1.0 : f;
+}""", int_src="""
+{T} vfmod({T} a, {T} b) { return (b == {T}(0) || b == {T}(-1)) ? {T}(0) : a - (a / b) * b; }
+{T} vremainder({T} a, {T} b) { {T} r = vfmod(a, b); return (r != {T}(0) && ((r < {T}(0)) != (b < {T}(0)))) ? r + b : r; }
+{T} vfloordiv({T} a, {T} b) {
+    if (b == {T}(0)) return {T}(0);
+    if (b == {T}(-1)) return -a;                           // wraps for the most negative value, as numpy's
+    {T} q = a / b;
+    return (q * b != a && ((a < {T}(0)) != (b < {T}(0)))) ? q - {T}(1) : q;
+}""")
+
+def _fmod(a, b):
+    "C's fmod; an integer divided by zero gives 0"
+    if a.dtype.kind == "f": return np.fmod(a, b)
+    return np.where(b == 0, 0, np.fmod(a, np.where(b == 0, 1, b)))
+
+def _remainder(a, b):
+    r = _fmod(a, b)
+    return np.where((r != 0) & ((r < 0) != (b < 0)), r + b, r)
+
+def _floor_divide(n, a, b):
+    "PyTorch's div_floor: floats from fmod, integers by numpy's floor division (0 where b is 0)"
+    if a.dtype.kind != "f": return np.where(b == 0, 0, np.floor_divide(a, np.where(b == 0, 1, b)))
+    m = np.fmod(a, b)
+    d = (a - m) / b
+    d = np.where((m != 0) & ((b < 0) != (m < 0)), d - 1, d)
+    f = np.floor(d)
+    f = np.where(d - f > 0.5, f + 1, f)
+    return np.where(b == 0, a / b, np.where(d == 0, np.copysign(0.0, a / b), f))
+
+_division = dict(dtypes=NUMERIC, helpers=needs(VFMOD), kinks=(0.0,))
+elementwise("FMOD", 2, lambda n, a, b: _fmod(a, b), "vfmod({a}, {b})",
+            vjp=lambda g, y, a, b: (g, -(g * (a / b).trunc())), **_division)
+elementwise("REMAINDER", 2, lambda n, a, b: _remainder(a, b), "vremainder({a}, {b})",
+            vjp=lambda g, y, a, b: (g, -(g * (a / b).floor())), **_division)
+elementwise("FLOOR_DIVIDE", 2, _floor_divide, "vfloordiv({a}, {b})", vjp=_zero_vjp, **_division)
+
+# %% ../../nbs/03_elementwise.ipynb #b88b25b1
+VHYPOT = glsl_function("vhypot", """
+{T} vhypot({T} a, {T} b) {
+    {T} x = abs(a), y = abs(b);
+    if (isinf(x) || isinf(y)) return {INF};
+    if (isnan(x) || isnan(y)) return x + y;
+    {T} m = max(x, y), s = min(x, y);
+    if (m == 0.0) return 0.0;
+    {T} r = s / m;
+    return m * sqrt(1.0 + r * r);
+}""")
+VLOGADDEXP = glsl_function("vlogaddexp", """
+{T} vlogaddexp({T} a, {T} b) {
+    if (isnan(a) || isnan(b)) return a + b;
+    {T} m = max(a, b);
+    return isinf(m) ? m : m + vlog1p(vexp(-abs(a - b)));
+}
+{T} vlogaddexp2({T} a, {T} b) {
+    if (isnan(a) || isnan(b)) return a + b;
+    {T} m = max(a, b);
+    return isinf(m) ? m : m + vlog1p(vexp(-abs(a - b) * 0.69314718055994530942)) * 1.44269504088896340736;
+}""")
+_COPYSIGN = _by_type("uintBitsToFloat((floatBitsToUint({a}) & 0x7fffffffu) | (floatBitsToUint({b}) & 0x80000000u))",
+                     "packDouble2x32(uvec2(unpackDouble2x32({a}).x, (unpackDouble2x32({a}).y & 0x7fffffffu)"
+                     " | (unpackDouble2x32({b}).y & 0x80000000u)))")
+
+def _atan2_vjp(g, y, a, b):
+    r = g / (a * a + b * b)
+    return (r * b, -(r * a))
+
+def _copysign_vjp(g, y, a, b):
+    "g·y/a (0 where a = 0), none through b"
+    return ((g * (y / a.where(a != 0, 1.0))).where(a != 0, 0.0), _zero_vjp(g, y, b)[0])
+
+def _fextremum_vjp(g, y, a, b):
+    "g to a where it wins or ties or b is NaN, else to b (PyTorch's fmax/fmin)"
+    a_wins = (a >= b if y.node.op is Op.FMAX else a <= b).where(b.isnan() == False, True)
+    return (g.where(a_wins, 0.0), g.where(a_wins == False, 0.0))
+
+def _xlogy(n, a, b):
+    with np.errstate(all="ignore"): return np.where(np.isnan(b), np.nan, np.where(a == 0, 0.0, a * np.log(b)))
+
+def _xlogy_vjp(g, y, a, b):
+    return ((g * b.where(a != 0, 1.0).log()).where(a != 0, 0.0), g * a / b)
+
+def _lerp(n, a, b, w): return np.where(np.abs(w) < 0.5, a + w * (b - a), b - (b - a) * (1 - w))
+
+elementwise("ATAN2", 2, lambda n, a, b: np.arctan2(a, b), "vatan2({a}, {b})", vjp=_atan2_vjp, helpers=needs(VATAN, VATAN2))
+elementwise("HYPOT", 2, lambda n, a, b: np.hypot(a, b), "vhypot({a}, {b})", vjp=lambda g, y, a, b: (g * a / y, g * b / y),
+            helpers=needs(VHYPOT))
+elementwise("COPYSIGN", 2, lambda n, a, b: np.copysign(a, b), _COPYSIGN, vjp=_copysign_vjp, kinks=(0.0,))
+elementwise("XLOGY", 2, _xlogy, "(isnan({b}) ? {b} : ({a} == 0.0 ? 0.0 : {a} * vlog({b})))", vjp=_xlogy_vjp,
+            domain=_POSITIVE)
+elementwise("LOGADDEXP", 2, lambda n, a, b: np.logaddexp(a, b), "vlogaddexp({a}, {b})",
+            vjp=lambda g, y, a, b: (g * (a - y).exp(), g * (b - y).exp()), helpers=needs(VLOGADDEXP))
+elementwise("LOGADDEXP2", 2, lambda n, a, b: np.logaddexp2(a, b), "vlogaddexp2({a}, {b})",
+            vjp=lambda g, y, a, b: (g * ((a - y) * _LN2).exp(), g * ((b - y) * _LN2).exp()), helpers=needs(VLOGADDEXP))
+elementwise("FMAX", 2, lambda n, a, b: np.fmax(a, b), {"f": "(isnan({a}) ? {b} : (isnan({b}) ? {a} : max({a}, {b})))",
+            "i": "max({a}, {b})"}, vjp=_fextremum_vjp, dtypes=NUMERIC)
+elementwise("FMIN", 2, lambda n, a, b: np.fmin(a, b), {"f": "(isnan({a}) ? {b} : (isnan({b}) ? {a} : min({a}, {b})))",
+            "i": "min({a}, {b})"}, vjp=_fextremum_vjp, dtypes=NUMERIC)
+elementwise("LERP", 3, _lerp, "(abs({c}) < 0.5 ? {a} + {c} * ({b} - {a}) : {b} - ({b} - {a}) * (1.0 - {c}))",
+            vjp=lambda g, y, a, b, w: (g * (1.0 - w), g * w, g * (b - a)), tol=(1e-5, 1e-5))
+
+# %% ../../nbs/03_elementwise.ipynb #7503c758
+def _hardswish_vjp(g, y, x): return (g.where(x > 3.0, g * (x / 3.0 + 0.5)).where(x >= -3.0, 0.0),)
+def _shrink_vjp(g, y, x): return (g.where(x.abs() > y.node.arg, 0.0),)
+def _logit(n, x):
+    lo, hi = n.arg if n.arg is not None else (-math.inf, math.inf)
+    with np.errstate(all="ignore"): z = np.clip(x, lo, hi); return np.log(z / (1 - z))
+def _logit_vjp(g, y, x):
+    d = g / (x * (1.0 - x))
+    if y.node.arg is None: return (d,)
+    lo, hi = y.node.arg
+    return (d.where(x >= lo, 0.0).where(x <= hi, 0.0),)
+def _nan_to_num(n, x):
+    if x.dtype.kind != "f": return x
+    nan, pos, neg = n.arg
+    return np.where(np.isnan(x), nan, np.where(x == np.inf, pos, np.where(x == -np.inf, neg, x)))
+_P1 = dict(params=lambda arg, dt: (arg,), param_types="f")
+
+elementwise("HARDSWISH", 1, lambda n, x: x * (np.clip(x + 3, 0, 6) / 6), "({a} * (vclamp({a} + 3.0, 0.0, 6.0) / 6.0))",
+            vjp=_hardswish_vjp, kinks=(-3.0, 3.0))
+elementwise("HARDSIGMOID", 1, lambda n, x: np.clip(x + 3, 0, 6) / 6, "(vclamp({a} + 3.0, 0.0, 6.0) / 6.0)",
+            vjp=lambda g, y, x: ((g / 6.0).where(x > -3.0, 0.0).where(x < 3.0, 0.0),), kinks=(-3.0, 3.0))
+elementwise("LOGSIGMOID", 1, lambda n, x: -(np.log1p(np.exp(-np.abs(x))) - np.minimum(x, 0)),   # < 0: −0 where it underflows
+            "(-(vlog1p(vexp(-abs({a}))) - min({a}, 0.0)))", vjp=lambda g, y, x: (g * (-x).sigmoid(),))
+def _tanhshrink(n, x):
+    "float (f32, f16): x³/3 − 2x⁵/15 near 0, where tanh x rounds to x; float64: x − tanh x"
+    if n.dtype is float64: return x - np.tanh(x)
+    return np.where(np.abs(x) < 0.004, x * x * x * (0.33333333 - 0.13333333 * x * x), x - np.tanh(x))
+
+elementwise("TANHSHRINK", 1, _tanhshrink,
+            _by_type("(abs({a}) < 0.004 ? {a} * {a} * {a} * (0.33333333 - 0.13333333 * {a} * {a}) : {a} - vtanh({a}))",
+                     "({a} - vtanh({a}))"), vjp=lambda g, y, x: (g * x.tanh() * x.tanh(),))
+elementwise("HARDSHRINK", 1, lambda n, x: np.where((x >= -n.arg) & (x <= n.arg), 0.0, x),
+            "(({a} >= -{p0} && {a} <= {p0}) ? 0.0 : {a})", vjp=_shrink_vjp, arg_doc="lambd", example_arg=0.5,
+            kinks=(-0.5, 0.5), **_P1)
+elementwise("SOFTSHRINK", 1, lambda n, x: np.where(x > n.arg, x - n.arg, np.where(x < -n.arg, x + n.arg, x * 0)),
+            _by_type(*(f"({{a}} > {{p0}} ? {{a}} - {{p0}} : ({{a}} < -{{p0}} ? {{a}} + {{p0}} : (isnan({{a}}) ? {{a}} : {z})))" for z in   # 0 with x's sign
+                     ("uintBitsToFloat(floatBitsToUint({a}) & 0x80000000u)",
+                      "packDouble2x32(uvec2(0u, unpackDouble2x32({a}).y & 0x80000000u))"))), vjp=_shrink_vjp, arg_doc="lambd (≥ 0)",
+            example_arg=0.5, kinks=(-0.5, 0.5), **_P1)
+elementwise("THRESHOLD", 1, lambda n, x: np.where(x <= n.arg[0], n.arg[1], x), "({a} <= {p0} ? {p1} : {a})",
+            vjp=lambda g, y, x: (g.where(x > y.node.arg[0], 0.0),), params=lambda arg, dt: arg, param_types="ff",
+            arg_doc="(threshold, value)", example_arg=(0.5, -1.0), kinks=(0.5,))
+elementwise("CELU", 1, lambda n, x: np.where(x > 0, x, n.arg * np.expm1(x / n.arg)), "({a} > 0.0 ? {a} : {p0} * vexpm1({a} / {p0}))",
+            vjp=lambda g, y, x: (g.where(x > 0, g * (y / y.node.arg + 1.0)),), arg_doc="alpha (≠ 0)", example_arg=0.7,
+            kinks=(0.0,), **_P1)
+elementwise("LOGIT", 1, _logit, "vlog(vclamp({a}, {p0}, {p1}) / (1.0 - vclamp({a}, {p0}, {p1})))", vjp=_logit_vjp,
+            params=lambda arg, dt: arg if arg is not None else (-math.inf, math.inf), param_types="ff",
+            arg_doc="None, or (eps, 1 - eps): the bounds the input is clamped to", domain=(0.05, 0.95))
+elementwise("NAN_TO_NUM", 1, _nan_to_num, {"f": "(isnan({a}) ? {p0} : (isinf({a}) ? ({a} > 0.0 ? {p1} : {p2}) : {a}))",
+            "i": "{a}", "b": "{a}"}, vjp=lambda g, y, x: (g.where(x.abs() < math.inf, 0.0),), dtypes=ALL,
+            params=lambda arg, dt: arg, param_types="fff", arg_doc="(nan, posinf, neginf): numbers",
+            example_arg=(0.0, 100.0, -100.0))
+
+# %% ../../nbs/03_elementwise.ipynb #82551cc5
+_BITS = (int32, int64, bool_)
+_INTEGRAL = (Category.BY_DESIGN, "integer or bool result: no derivative")
+for _name, _f, _g in [("BITWISE_AND", np.bitwise_and, "&"), ("BITWISE_OR", np.bitwise_or, "|"), ("BITWISE_XOR", np.bitwise_xor, "^")]:
+    elementwise(_name, 2, lambda n, a, b, _f=_f: _f(a, b), f"({{a}} {_g} {{b}})", dtypes=_BITS, no_grad=_INTEGRAL)
+elementwise("BITWISE_NOT", 1, lambda n, x: np.invert(x), {"i": "(~{a})", "b": "({a} ^ 1u)"}, dtypes=_BITS, no_grad=_INTEGRAL)
+elementwise("SIGNBIT", 1, lambda n, x: np.signbit(x),
+            _by_type("(floatBitsToUint({a}) >> 31)", "(unpackDouble2x32({a}).y >> 31)", "uint({a} < 0)"),
+            dtypes=NUMERIC, out_dtype=bool_, no_grad=_INTEGRAL)
+elementwise("ISFINITE", 1, lambda n, x: np.isfinite(x), {"f": "uint(!(isnan({a}) || isinf({a})))", "i": "1u", "b": "1u"},
+            dtypes=ALL, out_dtype=bool_, no_grad=_INTEGRAL)
+
 # %% ../../nbs/03_elementwise.ipynb #707cd9d0
 def rows(kind: str | None = None) -> list:
     "The rows of the table (only sources or only elementwise ops when `kind` says so)."
@@ -348,7 +697,7 @@ def table() -> str:
     return "\n".join(out)
 
 # %% ../../nbs/03_elementwise.ipynb #7d8e7499
-COMPARE_OPS = frozenset(r.op for r in rows("elementwise") if r.out_dtype is bool_)
+COMPARE_OPS = frozenset(r.op for r in rows("elementwise") if r.out_dtype is bool_ and r.arity == 2)
 FLOAT_UNARY_OPS = frozenset(r.op for r in rows("elementwise") if r.arity == 1 and r.dtypes == FLOATS)
 UNARY_OPS = frozenset(r.op for r in rows("elementwise") if r.arity == 1)
 BINARY_OPS = frozenset(r.op for r in rows("elementwise") if r.arity == 2 and r.op.name != "ASSIGN")

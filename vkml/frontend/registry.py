@@ -15,7 +15,7 @@ from ..core.graph import toposort
 # %% auto #0
 __all__ = ['CATEGORIES', 'OPERATORS', 'VULKAN_RUNTIME_OPS', 'BACKENDS', 'Operator', 'register_operator', 'unregister_operator',
            'names', 'trace', 'try_trace', 'backend_impl', 'vjp_rules', 'runs_on', 'counts', 'operator_table',
-           'graph_op_rows', 'graph_op_table', 'missing']
+           'graph_op_rows', 'graph_op_table', 'missing', 'opinfo_name', 'opinfo_coverage']
 
 # %% ../../nbs/16_registry.ipynb #7db19165
 class _Ref:
@@ -258,6 +258,60 @@ def names(category: str | None = None, form: str | None = None, module: str | No
             and (form is None or o.form == form) and (module is None or getattr(o.fn, "module", None) == module)]
 
 
+# %% ../../nbs/16_registry.ipynb #cdf269fb
+_RANGES.update({"ge1": (1.1, 3.0), "prob": (0.05, 0.95)})   # the example values of the domains x ≥ 1 and (0, 1)
+
+def _binary(category, rows):
+    "Operators of two tensors from (name, reference[, domain[, tol]]): the example broadcasts a (2, 3) and a (3,) tensor."
+    def op(name, ref, domain="any", tol=1.0):
+        return Operator(name, category, getattr(_VF, name), lambda: getattr(_VF, name)(_in(domain, 2, 3), _in(domain, 3)),
+                        ref, domain, tol, "binary")
+    return [op(*r) for r in rows]
+
+def _hardswish_ref(x): return x * np.clip(x + 3, 0, 6) / 6
+def _celu_ref(x): return np.where(x > 0, x, np.expm1(x))
+def _logit_ref(x):
+    with np.errstate(all="ignore"): return np.log(x / (1 - x))
+
+_MORE_OPERATORS = [
+    *_unary("unary math", [
+        ("floor", np.floor), ("ceil", np.ceil), ("round", np.round), ("trunc", np.trunc), ("fix", np.trunc),
+        ("frac", lambda x: x - np.trunc(x)), ("square", np.square), ("log1p", np.log1p, "pos"), ("expm1", np.expm1, "any", 2),
+        ("log2", np.log2, "pos"), ("log10", np.log10, "pos"), ("exp2", np.exp2, "any", 2), ("tan", np.tan, "unit"),
+        ("sinh", np.sinh, "any", 2), ("cosh", np.cosh, "any", 2), ("asinh", np.arcsinh), ("acosh", np.arccosh, "ge1"),
+        ("atanh", np.arctanh, "unit"), ("asin", np.arcsin, "unit"), ("acos", np.arccos, "unit"), ("atan", np.arctan),
+        ("arcsin", np.arcsin, "unit"), ("arccos", np.arccos, "unit"), ("arctan", np.arctan), ("arcsinh", np.arcsinh),
+        ("arccosh", np.arccosh, "ge1"), ("arctanh", np.arctanh, "unit"), ("deg2rad", np.deg2rad), ("rad2deg", np.rad2deg),
+        ("sgn", np.sign), ("absolute", np.abs), ("negative", np.negative), ("positive", np.positive),
+        ("nan_to_num", np.nan_to_num), ("logit", _logit_ref, "prob")]),
+    *_unary("activations", [
+        ("hardswish", _hardswish_ref), ("hardsigmoid", lambda x: np.clip(x + 3, 0, 6) / 6),
+        ("logsigmoid", lambda x: -np.logaddexp(0.0, -x)), ("tanhshrink", lambda x: x - np.tanh(x), "any", 2),
+        ("hardshrink", lambda x: np.where(np.abs(x) > 0.5, x, 0.0)),
+        ("softshrink", lambda x: np.where(x > 0.5, x - 0.5, np.where(x < -0.5, x + 0.5, 0.0))),
+        ("celu", _celu_ref), ("relu6", lambda x: np.clip(x, 0, 6))]),
+    *_ops("activations", _VF, [("threshold", lambda: _VF.threshold(_x(2, 3), 0.1, 20.0))]),
+    *_unary("comparison", [
+        ("isfinite", np.isfinite, "special"), ("isposinf", np.isposinf, "special"), ("isneginf", np.isneginf, "special"),
+        ("isreal", np.isreal, "special"), ("signbit", np.signbit, "special"), ("logical_not", np.logical_not, "special")]),
+    *_binary("binary", [
+        ("fmod", np.fmod, "nz"), ("remainder", np.remainder, "nz"), ("floor_divide", np.floor_divide, "nz"),
+        ("atan2", np.arctan2), ("arctan2", np.arctan2), ("hypot", np.hypot), ("copysign", np.copysign),
+        ("xlogy", "scipy.special.xlogy", "pos"), ("logaddexp", np.logaddexp), ("logaddexp2", np.logaddexp2),
+        ("fmax", np.fmax, "special"), ("fmin", np.fmin, "special"),
+        ("multiply", np.multiply), ("subtract", np.subtract), ("divide", np.divide, "nz")]),
+    *_ops("binary", _VF, [("lerp", lambda: _VF.lerp(_x(2, 3), _pos(2, 3), 0.25)),
+                          ("clamp_min", lambda: _VF.clamp_min(_x(2, 3), 0.0)), ("clamp_max", lambda: _VF.clamp_max(_x(2, 3), 0.0))]),
+    *_ops("binary", _VF, [(n, (lambda n=n: getattr(_VF, n)(_idx([[1, 2, 3]]), _idx([6, 5, 4])))) for n in
+          ("bitwise_and", "bitwise_or", "bitwise_xor")]),
+    *_ops("unary math", _VF, [("bitwise_not", lambda: _VF.bitwise_not(_idx([[1, -2, 3]])))]),
+    *_binary("comparison", [
+        ("logical_and", np.logical_and, "special"), ("logical_or", np.logical_or, "special"),
+        ("logical_xor", np.logical_xor, "special"), ("greater", np.greater), ("greater_equal", np.greater_equal),
+        ("less", np.less), ("less_equal", np.less_equal), ("not_equal", np.not_equal)]),
+]
+for _o in _MORE_OPERATORS: register_operator(_o.name, _o.category, _o.fn, _o.example, ref=_o.ref, domain=_o.domain, tol=_o.tol, form=_o.form)
+
 # %% ../../nbs/16_registry.ipynb #7988a46f
 def trace(op: Operator | str) -> frozenset:
     "The graph ops `op`'s example builds (raises what the example raises)."
@@ -356,3 +410,16 @@ def missing() -> dict:
             "accepted dtypes": [op.name for op in Op if not ACCEPTED_DTYPES.get(op)],
             "numpy impl": [op.name for op in Op if op not in cpu],
             "grad rule or reason": [op.name for op in Op if op not in rules and op not in NO_GRAD_REASONS]}
+
+# %% ../../nbs/16_registry.ipynb #1d685964
+def opinfo_name(name: str, opinfo: set) -> str | None:
+    "The OpInfo name an operator of the table goes by (its own, or `nn.functional.` and its own), or None."
+    return next((n for n in (name, f"nn.functional.{name}") if n in opinfo), None)
+
+def opinfo_coverage(opinfo_names, alias_names=()) -> dict:
+    "How many of PyTorch's OpInfo names (and, apart, alias names) the operator table has, and which."
+    opinfo, aliases = set(opinfo_names), set(alias_names) - set(opinfo_names)
+    found = {n: m for n in OPERATORS if (m := opinfo_name(n, opinfo))}
+    by_alias = sorted(n for n in OPERATORS if n not in found and opinfo_name(n, aliases))
+    return {"opinfo_names": len(opinfo), "covered": len(set(found.values())), "operators": len(OPERATORS),
+            "matched": found, "alias_names": len(aliases), "covered_aliases": by_alias}

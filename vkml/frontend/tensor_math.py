@@ -14,8 +14,12 @@ from ..core.operands import (TensorBase, ArgumentError, need_tensor, check_dtype
                            autocast_float32)
 
 # %% auto #0
-__all__ = ['cast', 'clamp', 'clip', 'add', 'sub', 'mul', 'div', 'pow', 'eq', 'ne', 'lt', 'le', 'gt', 'ge', 'Casts', 'UnaryMath',
-           'Arithmetic', 'MathOps', 'where', 'maximum', 'minimum']
+__all__ = ['cast', 'clamp', 'clip', 'add', 'sub', 'mul', 'div', 'pow', 'eq', 'ne', 'lt', 'le', 'gt', 'ge', 'fmod', 'remainder',
+           'floor_divide', 'atan2', 'hypot', 'copysign', 'xlogy', 'logaddexp', 'logaddexp2', 'fmax', 'fmin',
+           'bitwise_and', 'bitwise_or', 'bitwise_xor', 'arctan2', 'multiply', 'subtract', 'divide', 'greater',
+           'greater_equal', 'less', 'less_equal', 'not_equal', 'logical_and', 'logical_or', 'logical_xor', 'lerp',
+           'clamp_min', 'clamp_max', 'threshold', 'bitwise_not', 'Casts', 'UnaryMath', 'Arithmetic', 'MathOps', 'where',
+           'maximum', 'minimum']
 
 # %% ../../nbs/08_tensor_math.ipynb #05d651c6
 def _known(y) -> bool: return isinstance(y, (TensorBase, np.ndarray)) or is_scalar(y)
@@ -28,9 +32,11 @@ def _foreign(y, name: str, reflected: str | None = None):
     raise DTypeError(f"{name}: a vkml Tensor cannot meet a {t.__name__}; it takes tensors and Python numbers "
                      f"(wrap data with `vkml.tensor(...)`)")
 
-def _number(name: str, v) -> float:
-    "A float parameter of an activation (a Python number) as the float32 the kernels compute with, or a DTypeError."
+def _number(name: str, v, dtype=None) -> float:
+    """A float parameter of an activation (a Python number) as the value the kernels compute with: a float32 one
+    (a float64 one for a float64 tensor, as PyTorch's), or a DTypeError."""
     if not is_scalar(v) or isinstance(v, (bool, np.bool_)): raise DTypeError(f"{name} must be a number, got {v!r}")
+    if dtype is float64: return float(v)
     with np.errstate(over="ignore"):
         try: return float(np.float32(v))      # both backends use the same value (1e308 is inf in float32)
         except OverflowError: return math.inf if v > 0 else -math.inf
@@ -49,7 +55,7 @@ class Casts(TensorBase):
     def long(self): return self.cast(int64)
     def bool(self): return self.cast(bool_)
 
-# %% ../../nbs/08_tensor_math.ipynb #66f2692e
+# %% ../../nbs/08_tensor_math.ipynb #a752008d
 def _inplace(name: str):
     "The in-place form `name_` of the method `name`: its result written into the tensor (see `vkml.frontend.tensor`)."
     def f(self, *args, **kw): return self._write(getattr(self, name)(*args, **kw), f"{name}_")
@@ -71,6 +77,15 @@ def _inplace_binary(name: str):
     f.__doc__ = f"`{name}`, in place (PyTorch's `{name}_`): writes into this tensor, seen by its views."
     return f
 
+def _attach(cls, namespace) -> None:
+    "Add the functions defined in class `namespace` to `cls`: a class body written over several cells."
+    for k, v in vars(namespace).items():
+        if k in ("__module__", "__qualname__", "__doc__", "__dict__", "__weakref__"): continue
+        if getattr(v, "__name__", None) == k: v.__qualname__ = f"{cls.__name__}.{k}"
+        setattr(cls, k, v)
+
+
+# %% ../../nbs/08_tensor_math.ipynb #66f2692e
 class UnaryMath(TensorBase):
     "One-input math and activations."
     __slots__ = ()
@@ -97,10 +112,10 @@ class UnaryMath(TensorBase):
     def silu(self): "x·σ(x)."; return self._unary(Op.SILU, "silu")
     def leaky_relu(self, negative_slope: float = 0.01):
         "x for x > 0, else negative_slope·x."
-        return self._unary(Op.LEAKY_RELU, "leaky_relu", arg=_number("leaky_relu's negative_slope", negative_slope))
+        return self._unary(Op.LEAKY_RELU, "leaky_relu", arg=_number("leaky_relu's negative_slope", negative_slope, self.dtype))
     def elu(self, alpha: float = 1.0):
         "x for x > 0, else α(eˣ − 1)."
-        return self._unary(Op.ELU, "elu", arg=_number("elu's alpha", alpha))
+        return self._unary(Op.ELU, "elu", arg=_number("elu's alpha", alpha, self.dtype))
     def selu(self):
         "scale · elu(x, α) with the self-normalising constants."
         return self.elu(_SELU_ALPHA) * _SELU_SCALE
@@ -110,13 +125,19 @@ class UnaryMath(TensorBase):
         return self._unary(Op.GELU, "gelu", arg=approximate)
     def softplus(self, beta: float = 1.0, threshold: float = 20.0):
         "log(1 + e^(βx))/β, and x itself where βx > threshold."
-        return self._unary(Op.SOFTPLUS, "softplus", arg=(_number("softplus's beta", beta), _number("softplus's threshold", threshold)))
+        return self._unary(Op.SOFTPLUS, "softplus", arg=(_number("softplus's beta", beta, self.dtype), _number("softplus's threshold", threshold, self.dtype)))
     def mish(self): "x·tanh(softplus(x))."; return self * self.softplus().tanh()
     def softsign(self):
         "x / (1 + |x|)."
         check_dtype("softsign", self.dtype, FLOATS)
         return self / (self.abs() + 1)
 
+_SELU_ALPHA, _SELU_SCALE = 1.6732632423543772848170429916717, 1.0507009873554804934193349852946
+
+
+# %% ../../nbs/08_tensor_math.ipynb #123eb8a9
+class _Bounds:
+    "`clamp` and `hardtanh`, the in-place forms and the operators of `UnaryMath` (attached below)."
     def clamp(self, min=None, max=None):
         "This tensor limited to [min, max] (either may be None; scalars or tensors; min > max gives max, a NaN bound NaN)."
         lo, hi = min, max
@@ -153,11 +174,12 @@ class UnaryMath(TensorBase):
     def __abs__(self): return self.abs()
     def __pos__(self): return self
     def __invert__(self):
-        "Logical not of a bool tensor (as PyTorch's `~mask`)."
-        if self.dtype is not bool_: raise DTypeError(f"~ is logical not, for bool tensors; got {self.dtype.name}")
-        return self == False
+        "Bitwise not (PyTorch's `~`): logical not of a bool tensor, two's complement of an integer one."
+        if self.dtype.is_float: raise DTypeError(f"~ is bitwise not, for integer and bool tensors; got {self.dtype.name}")
+        return self.bitwise_not()
 
-_SELU_ALPHA, _SELU_SCALE = 1.6732632423543772848170429916717, 1.0507009873554804934193349852946
+_attach(UnaryMath, _Bounds)
+
 
 # %% ../../nbs/08_tensor_math.ipynb #3d297bca
 class Arithmetic(TensorBase):
@@ -280,3 +302,171 @@ def maximum(x, y):
 def minimum(x, y):
     "The smaller of x and y (NaN wins), broadcast; both tensors."
     need_tensor("minimum", x); return x.minimum(y)
+
+# %% ../../nbs/08_tensor_math.ipynb #e0e899bc
+class _MoreUnary:
+    "One-input methods of the later rows (attached to `UnaryMath` below)."
+    def floor(self): "The largest integer ≤ x (integers unchanged)."; return self._unary(Op.FLOOR, "floor")
+    def ceil(self): "The smallest integer ≥ x (integers unchanged)."; return self._unary(Op.CEIL, "ceil")
+    def trunc(self): "x rounded toward zero (integers unchanged)."; return self._unary(Op.TRUNC, "trunc")
+    def frac(self): "x − trunc(x)."; return self._unary(Op.FRAC, "frac")
+    def round(self, decimals: int = 0):
+        "x rounded half to even, to `decimals` decimal places (integers unchanged when decimals is 0)."
+        if not isinstance(decimals, (int, np.integer)) or isinstance(decimals, (bool, np.bool_)):
+            raise ArgumentError(f"round's decimals must be an int, got {decimals!r}")
+        if decimals == 0: return self._unary(Op.ROUND, "round")
+        check_dtype("round with decimals", self.dtype, FLOATS)
+        p = 10.0 ** (-int(decimals) if decimals < 0 else int(decimals))
+        return (self * p).round() / p if decimals > 0 else (self / p).round() * p
+    def square(self): "x·x."; return self._unary(Op.SQUARE, "square")
+    def log1p(self): "log(1 + x), exact for small x."; return self._unary(Op.LOG1P, "log1p")
+    def expm1(self): "eˣ − 1, exact for small x."; return self._unary(Op.EXPM1, "expm1")
+    def log2(self): "The base-2 logarithm."; return self._unary(Op.LOG2, "log2")
+    def log10(self): "The base-10 logarithm."; return self._unary(Op.LOG10, "log10")
+    def exp2(self): "2ˣ."; return self._unary(Op.EXP2, "exp2")
+    def tan(self): "tan x."; return self._unary(Op.TAN, "tan")
+    def sinh(self): "sinh x."; return self._unary(Op.SINH, "sinh")
+    def cosh(self): "cosh x."; return self._unary(Op.COSH, "cosh")
+    def asinh(self): "The inverse hyperbolic sine."; return self._unary(Op.ASINH, "asinh")
+    def acosh(self): "The inverse hyperbolic cosine (NaN below 1)."; return self._unary(Op.ACOSH, "acosh")
+    def atanh(self): "The inverse hyperbolic tangent (NaN beyond ±1)."; return self._unary(Op.ATANH, "atanh")
+    def asin(self): "The arcsine (NaN beyond ±1)."; return self._unary(Op.ASIN, "asin")
+    def acos(self): "The arccosine (NaN beyond ±1)."; return self._unary(Op.ACOS, "acos")
+    def atan(self): "The arctangent."; return self._unary(Op.ATAN, "atan")
+    def deg2rad(self): "Degrees to radians."; return self._unary(Op.DEG2RAD, "deg2rad")
+    def rad2deg(self): "Radians to degrees."; return self._unary(Op.RAD2DEG, "rad2deg")
+    def signbit(self): "True where the sign bit is set (−0.0 too)."; return self._unary(Op.SIGNBIT, "signbit")
+    def isfinite(self): "True where x is neither NaN nor ±inf."; return self._unary(Op.ISFINITE, "isfinite")
+    def isposinf(self): "True where x is +inf."; return self.eq(math.inf) if self.dtype.is_float else self.ne(self)
+    def isneginf(self): "True where x is −inf."; return self.eq(-math.inf) if self.dtype.is_float else self.ne(self)
+    def isreal(self): "True everywhere: vkML's dtypes are real."; return self.isfinite().logical_or(True)
+    def positive(self):
+        "x itself (numeric tensors; PyTorch refuses bool)."
+        check_dtype("positive", self.dtype, NUMERIC); return self
+    def nan_to_num(self, nan: float = 0.0, posinf: float | None = None, neginf: float | None = None):
+        "NaN, +inf and −inf replaced by `nan`, `posinf` and `neginf` (default: the dtype's largest and smallest finite values)."
+        check_dtype("nan_to_num", self.dtype, ACCEPTED_DTYPES[Op.NAN_TO_NUM])
+        if not self.dtype.is_float: return self._apply(Op.NAN_TO_NUM, self, arg=(0.0, 0.0, 0.0))
+        big = float(np.finfo(self.dtype.np).max)
+        vals = [_value(f"nan_to_num's {n}", v) for n, v in (("nan", nan), ("posinf", big if posinf is None else posinf),
+                                                            ("neginf", -big if neginf is None else neginf))]
+        return self._apply(Op.NAN_TO_NUM, self, arg=tuple(vals))
+    def logit(self, eps: float | None = None):
+        "log(x / (1 − x)), with x clamped to [eps, 1 − eps] when `eps` is given."
+        arg = None if eps is None else (_value("logit's eps", eps), 1.0 - _value("logit's eps", eps))
+        return self._unary(Op.LOGIT, "logit", arg=arg)
+    arcsin, arccos, arctan, arcsinh, arccosh, arctanh, fix, sgn, absolute, negative = (
+        asin, acos, atan, asinh, acosh, atanh, trunc, UnaryMath.sign, UnaryMath.abs, UnaryMath.neg)
+
+def _value(name: str, v) -> float:
+    "A float parameter (a Python number, not a bool) as a Python float."
+    if not is_scalar(v) or isinstance(v, (bool, np.bool_)): raise DTypeError(f"{name} must be a number, got {v!r}")
+    return float(v)
+
+# %% ../../nbs/08_tensor_math.ipynb #61b88066
+class _MoreActivations:
+    "Activations of the later rows (attached to `UnaryMath` below)."
+    def hardswish(self): "x·relu6(x + 3)/6."; return self._unary(Op.HARDSWISH, "hardswish")
+    def hardsigmoid(self): "relu6(x + 3)/6."; return self._unary(Op.HARDSIGMOID, "hardsigmoid")
+    def logsigmoid(self): "log σ(x), without overflow."; return self._unary(Op.LOGSIGMOID, "logsigmoid")
+    def tanhshrink(self): "x − tanh x."; return self._unary(Op.TANHSHRINK, "tanhshrink")
+    def hardshrink(self, lambd: float = 0.5):
+        "x where |x| > lambd, else 0."
+        return self._unary(Op.HARDSHRINK, "hardshrink", arg=_number("hardshrink's lambd", lambd, self.dtype))
+    def softshrink(self, lambd: float = 0.5):
+        "x − lambd above lambd, x + lambd below −lambd, else 0."
+        v = _number("softshrink's lambd", lambd, self.dtype)
+        if v < 0: raise ArgumentError(f"softshrink's lambd must be at least 0, got {lambd}")
+        return self._unary(Op.SOFTSHRINK, "softshrink", arg=v)
+    def threshold(self, threshold: float, value: float):
+        "x where x > threshold, else value."
+        return self._unary(Op.THRESHOLD, "threshold", arg=(_number("threshold's threshold", threshold, self.dtype), _number("threshold's value", value, self.dtype)))
+    def celu(self, alpha: float = 1.0):
+        "x for x > 0, else α(e^(x/α) − 1)."
+        v = _number("celu's alpha", alpha, self.dtype)
+        if v == 0: raise ArgumentError("celu's alpha must not be zero (it divides x)")
+        return self._unary(Op.CELU, "celu", arg=v)
+    def relu6(self): "min(max(x, 0), 6)."; return self.clamp(0, 6)
+
+_NEW_UNARY = ("floor", "ceil", "trunc", "frac", "round", "square", "log1p", "expm1", "log2", "log10", "exp2", "tan",
+              "sinh", "cosh", "asinh", "acosh", "atanh", "asin", "acos", "atan", "arcsin", "arccos", "arctan", "arcsinh",
+              "arccosh", "arctanh", "fix", "sgn", "absolute", "negative", "deg2rad", "rad2deg", "nan_to_num", "logit",
+              "hardswish", "hardsigmoid", "logsigmoid", "tanhshrink", "hardshrink", "softshrink", "threshold", "celu", "relu6")
+for _n in _NEW_UNARY: setattr(_MoreActivations, _n + "_", _inplace(_n))
+_attach(UnaryMath, _MoreUnary); _attach(UnaryMath, _MoreActivations)
+
+# %% ../../nbs/08_tensor_math.ipynb #caa0d629
+def _truth(v):
+    "A tensor as bool (not zero), or a Python scalar as a Python bool."
+    return v.bool() if isinstance(v, TensorBase) else bool(v) if is_scalar(v) else v
+
+class _MoreArithmetic:
+    "Two- and three-input methods of the later rows (attached to `Arithmetic` below)."
+    def fmod(self, other): "C's remainder: the sign of x."; return elementwise_op(Op.FMOD, "fmod", self, other)
+    def remainder(self, other): "Python's remainder: the sign of y."; return elementwise_op(Op.REMAINDER, "remainder", self, other)
+    def floor_divide(self, other): "floor(x / y)."; return elementwise_op(Op.FLOOR_DIVIDE, "floor_divide", self, other)
+    def atan2(self, other): "The angle of the point (other, self)."; return elementwise_op(Op.ATAN2, "atan2", self, other)
+    def hypot(self, other): "√(x² + y²), without overflow."; return elementwise_op(Op.HYPOT, "hypot", self, other)
+    def copysign(self, other): "|x| with the sign of y."; return elementwise_op(Op.COPYSIGN, "copysign", self, other)
+    def xlogy(self, other): "x·log y, 0 where x = 0."; return elementwise_op(Op.XLOGY, "xlogy", self, other)
+    def logaddexp(self, other): "log(eˣ + eʸ)."; return elementwise_op(Op.LOGADDEXP, "logaddexp", self, other)
+    def logaddexp2(self, other): "log₂(2ˣ + 2ʸ)."; return elementwise_op(Op.LOGADDEXP2, "logaddexp2", self, other)
+    def fmax(self, other): "The larger, NaN losing."; return elementwise_op(Op.FMAX, "fmax", self, other)
+    def fmin(self, other): "The smaller, NaN losing."; return elementwise_op(Op.FMIN, "fmin", self, other)
+    def lerp(self, end, weight):
+        "self + weight·(end − self), weight a scalar or a tensor."
+        need_tensor("lerp's end", end); return elementwise_op(Op.LERP, "lerp", self, end, weight)
+    def bitwise_and(self, other): "x & y (integers, bools)."; return elementwise_op(Op.BITWISE_AND, "bitwise_and", self, other)
+    def bitwise_or(self, other): "x | y (integers, bools)."; return elementwise_op(Op.BITWISE_OR, "bitwise_or", self, other)
+    def bitwise_xor(self, other): "x ^ y (integers, bools)."; return elementwise_op(Op.BITWISE_XOR, "bitwise_xor", self, other)
+    def bitwise_not(self): "~x (integers; not, for bools)."; return self._unary(Op.BITWISE_NOT, "bitwise_not")
+    def logical_and(self, other): "x and y, as bool."; return self.bool().bitwise_and(_truth(other))
+    def logical_or(self, other): "x or y, as bool."; return self.bool().bitwise_or(_truth(other))
+    def logical_xor(self, other): "x xor y, as bool."; return self.bool().bitwise_xor(_truth(other))
+    def logical_not(self): "not x, as bool."; return self.bool().bitwise_not()
+    def clamp_min(self, min): "clamp(min=min)."; return self.clamp(min=min)
+    def clamp_max(self, max): "clamp(max=max)."; return self.clamp(max=max)
+    arctan2, multiply, subtract, divide = atan2, Arithmetic.mul, Arithmetic.sub, Arithmetic.div
+    greater, greater_equal, less, less_equal, not_equal = Arithmetic.gt, Arithmetic.ge, Arithmetic.lt, Arithmetic.le, Arithmetic.ne
+
+def _operator(op: Op, name: str, dunder: str, reflected=False):
+    "Python's operator `__{dunder}__` (or its reflected `__r{dunder}__`) as the table op `op`."
+    def f(self, y):
+        if not _known(y): return _foreign(y, name, None if reflected else f"__r{dunder}__")
+        return elementwise_op(op, name, y, self) if reflected else elementwise_op(op, name, self, y)
+    f.__name__ = f.__qualname__ = f"__{'r' if reflected else ''}{dunder}__"
+    return f
+
+for _op, _name, _d in [(Op.REMAINDER, "remainder", "mod"), (Op.FLOOR_DIVIDE, "floor_divide", "floordiv"),
+                       (Op.BITWISE_AND, "bitwise_and", "and"), (Op.BITWISE_OR, "bitwise_or", "or"), (Op.BITWISE_XOR, "bitwise_xor", "xor")]:
+    setattr(_MoreArithmetic, f"__{_d}__", _operator(_op, _name, _d))
+    setattr(_MoreArithmetic, f"__r{_d}__", _operator(_op, _name, _d, reflected=True))
+    setattr(_MoreArithmetic, f"__i{_d}__", lambda self, y, _name=_name: getattr(self, _name + "_")(y) if _known(y) else NotImplemented)
+for _n in ("fmod", "remainder", "floor_divide", "atan2", "arctan2", "hypot", "copysign", "xlogy", "logaddexp", "logaddexp2",
+           "fmax", "fmin", "bitwise_and", "bitwise_or", "bitwise_xor", "logical_and", "logical_or", "logical_xor",
+           "multiply", "subtract", "divide", "clamp_min", "clamp_max"):
+    setattr(_MoreArithmetic, _n + "_", _inplace_binary(_n))
+for _n in ("lerp", "bitwise_not", "logical_not"): setattr(_MoreArithmetic, _n + "_", _inplace(_n))
+_attach(Arithmetic, _MoreArithmetic)
+
+# %% ../../nbs/08_tensor_math.ipynb #812a182c
+fmod, remainder, floor_divide, atan2, hypot, copysign, xlogy, logaddexp, logaddexp2, fmax, fmin = (
+    _binary_function(n, getattr(Op, n.upper())) for n in ("fmod", "remainder", "floor_divide", "atan2", "hypot", "copysign",
+                                                         "xlogy", "logaddexp", "logaddexp2", "fmax", "fmin"))
+bitwise_and, bitwise_or, bitwise_xor = (_binary_function(n, getattr(Op, n.upper())) for n in ("bitwise_and", "bitwise_or", "bitwise_xor"))
+arctan2, multiply, subtract, divide = (_binary_function(n, op) for n, op in
+    (("arctan2", Op.ATAN2), ("multiply", Op.MUL), ("subtract", Op.SUB), ("divide", Op.DIV)))
+greater, greater_equal, less, less_equal, not_equal = (_binary_function(n, op) for n, op in
+    (("greater", Op.GREATER), ("greater_equal", Op.GREATER_EQUAL), ("less", Op.LESS), ("less_equal", Op.LESS_EQUAL),
+     ("not_equal", Op.NOT_EQUAL)))
+
+def _method_function(name: str, out=True):
+    "The function form of a method whose first operand must be a tensor."
+    def f(x, *args, **kw):
+        need_tensor(name, x); return getattr(x, name)(*args, **kw)
+    f.__name__ = f.__qualname__ = name
+    f.__doc__ = getattr(MathOps, name).__doc__
+    return with_out(f) if out else f
+
+logical_and, logical_or, logical_xor, lerp, clamp_min, clamp_max, threshold, bitwise_not = (_method_function(n) for n in
+    ("logical_and", "logical_or", "logical_xor", "lerp", "clamp_min", "clamp_max", "threshold", "bitwise_not"))

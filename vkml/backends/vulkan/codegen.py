@@ -921,7 +921,7 @@ def single_op_programs() -> list:
     progs = []
     for op, row in ELEMENTWISE.items():
         args = {"GELU": ["none", "tanh"], "CLAMP": [(0, 1)], "LEAKY_RELU": [0.1], "ELU": [1.0], "SOFTPLUS": [(1.0, 20.0)],
-                "RAND": [(0, 0)], "ARANGE": [(0, 1)], "CONST": [0], "FULL": [0]}.get(op.name, [None])
+                "RAND": [(0, 0)], "ARANGE": [(0, 1)], "CONST": [0], "FULL": [0]}.get(op.name, [row.example_arg])   # params are values: any arg will do
         for d in row.dtypes:
             for arg in args:
                 if row.arity == 0: progs.append(_single(op, (), d, arg))

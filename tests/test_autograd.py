@@ -141,6 +141,15 @@ CASES = {
 
 RULED = {op for op in Op if vjp_rule(op) is not None}
 
+# Every other elementwise row with a gradient: one case drawn from its own row (domain, kinks, example arg), as
+# tests/test_elementwise_table.py draws them, so a new row needs no hand-written case here.
+from elementwise_rows import derived_rows, sample, _apply   # noqa: E402
+for _row in derived_rows():
+    if _row.op in RULED and _row.op not in CASES and _row.arity >= 1:
+        _rng = np.random.default_rng(1)
+        CASES[_row.op] = [(lambda *ts, row=_row: _apply(row, ts),
+                           [sample(_row, float32, (2, 3), _rng, keep_off_kinks=0.05).astype(np.float64) for _ in range(_row.arity)])]
+
 def test_every_rule_has_cases():
     assert set(CASES) == RULED
 
@@ -471,7 +480,25 @@ def test_forward_and_backward_share_one_schedule():
     assert loss.node.realized and x.grad.node.realized and w.grad.node.realized
 
 
-@pytest.mark.parametrize("op", list(CASES), ids=lambda op: op.name)
+def _nonzero_gradient(op) -> bool:
+    "Does the first case of `op` have a gradient that is not all zeros (a rule scaled by 1.1 can then be noticed)?"
+    fn, inputs = CASES[op][0]
+    ts = [tensor(np.asarray(a, np.float32), requires_grad=True) if np.asarray(a).dtype.kind == "f" else tensor(np.asarray(a))
+          for a in inputs]
+    out = fn(*ts)
+    if isinstance(out, tuple): return True          # (the linear-algebra factorizations: gradients everywhere)
+    total(out).backward()
+    return any(t.grad is not None and np.any(t.grad.numpy() != 0) for t in ts)
+
+ZERO_GRADIENT = {op for op in CASES if not _nonzero_gradient(op)}   # floor, round...: PyTorch's zero gradient
+
+
+def test_zero_gradient_rules_are_the_rounding_ones():
+    rounding = {getattr(Op, n) for n in ("FLOOR", "CEIL", "ROUND", "TRUNC", "SIGN", "FLOOR_DIVIDE") if hasattr(Op, n)}
+    assert ZERO_GRADIENT and ZERO_GRADIENT <= rounding, ZERO_GRADIENT
+
+
+@pytest.mark.parametrize("op", [op for op in CASES if op not in ZERO_GRADIENT], ids=lambda op: op.name)
 def test_the_cases_catch_a_rule_ten_percent_off(op, monkeypatch):
     "Mutation check: scale every gradient of one rule by 1.1; some case of that op must fail."
     good = vjp_rule(op)

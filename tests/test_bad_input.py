@@ -11,7 +11,8 @@ import vkml.frontend.functions as VF
 from vkml.core.dtypes import (VkmlError, DTypeError, ShapeError, RankError, AxisError, DeviceError,
                          EmptyReductionError, IndexOutOfRangeError, float32, float16, int32, int64, bool_)
 from vkml.frontend.functions import ArgumentError, EinsumError, IndexingError
-from vkml.frontend.tensor import Node, Tensor, tensor
+from vkml.frontend.tensor import Node, Tensor, tensor, apply
+from vkml.core.ops import Op
 
 x23 = tensor(np.arange(6, dtype=np.float32).reshape(2, 3))
 h23 = tensor(np.ones((2, 3), np.float16))
@@ -156,6 +157,7 @@ BAD = [
     ("int16 cast", lambda: x3.cast(np.int16), DTypeError, ".astype(np.int64)"),
     ("uint8 array operand", lambda: x3 + np.zeros(3, np.uint8), DTypeError, "uint8"),
     ("list operand", lambda: VF.add(x3, [1, 2, 3]), DTypeError, "vkml.tensor"),
+    ("elementwise row given too few inputs", lambda: apply(Op.LERP, x3, x3), ShapeError, "LERP takes 3 input(s), got 2"),
     ("no tensor", lambda: VF.add(2, 3), DTypeError, "Tensor"),
     ("exp of float", lambda: VF.exp(2.0), DTypeError, "vkml.tensor"),
     ("where cond not bool", lambda: VF.where(x23, x23, x23), DTypeError, ".bool()"),

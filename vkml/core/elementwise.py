@@ -71,7 +71,11 @@ def _shape_rule(row: Elementwise):
         def rule(arg, *xs):
             shape, dtype = same_shape_dtype(xs)
             return shape, row.out_dtype or dtype
-    return rule
+    def checked(arg, *xs):
+        if len(xs) != row.arity:      # (a row called with too few inputs failed deep in the backend)
+            raise ShapeError(f"{row.op.name} takes {row.arity} input(s), got {len(xs)}")
+        return rule(arg, *xs)
+    return checked
 
 def elementwise(name: str, arity: int, numpy: Callable, glsl, *, arg_doc: str = "None", caller_shaped=False,
                 **fields) -> Elementwise:

@@ -362,19 +362,13 @@ def run_case(name, spec, steps, warm, profile_steps, vk_modes=VK_MODES, th_modes
 
 
 def provenance(argv):
-    name = driver = "unknown"
-    try:
-        info = vkml.backends.vulkan.devices()[vkml.backends.vulkan.default_index()]
-        name, driver = info.name, info.driver
-    except Exception: pass
-    try: commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                                 cwd=Path(__file__).parent).stdout.strip() or "unknown"
-    except Exception: commit = "unknown"
-    tdev = None
-    if torch is not None: tdev = torch.cuda.get_device_name() if TORCH_DEV == "cuda" else "cpu"
-    return dict(date=datetime.date.today().isoformat(), device=name, driver=driver, commit=os.environ.get("VKML_COMMIT", commit),
-                host=platform.node(), torch=(torch.__version__ if torch is not None else None), torch_device=tdev,
-                command=" ".join(["python", "bench/real_models.py"] + argv))
+    "bench/vs_torch.py's provenance (date, device, driver, commit, host, torch), with torch's device and this command."
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import vs_torch
+    p = vs_torch.provenance(argv)
+    p["torch"] = torch.__version__ if torch is not None else None
+    tdev = (torch.cuda.get_device_name() if TORCH_DEV == "cuda" else "cpu") if torch is not None else None
+    return dict(p, torch_device=tdev, command=" ".join(["python", "bench/real_models.py"] + argv))
 
 
 def main(argv=None):

@@ -69,13 +69,11 @@ def _shape_rule(row: Elementwise):
         def rule(arg, target, value): return same_shape_dtype((target, value))
     else:
         def rule(arg, *xs):
+            if len(xs) != row.arity:      # (a row called with too few inputs failed deep in the backend)
+                raise ShapeError(f"{row.op.name} takes {row.arity} input(s), got {len(xs)}")
             shape, dtype = same_shape_dtype(xs)
             return shape, row.out_dtype or dtype
-    def checked(arg, *xs):
-        if len(xs) != row.arity:      # (a row called with too few inputs failed deep in the backend)
-            raise ShapeError(f"{row.op.name} takes {row.arity} input(s), got {len(xs)}")
-        return rule(arg, *xs)
-    return checked
+    return rule
 
 def elementwise(name: str, arity: int, numpy: Callable, glsl, *, arg_doc: str = "None", caller_shaped=False,
                 **fields) -> Elementwise:

@@ -11,9 +11,9 @@ from .dtypes import *
 from .ops import Op, SHAPE_RULES, CALLER_SHAPED, ACCEPTED_DTYPES
 
 # %% auto #0
-__all__ = ['Node', 'is_grad_enabled', 'no_grad', 'enable_grad', 'autocast_dtype', 'set_autocast', 'autocast_suspended',
-           'autocast_state', 'Backend', 'references', 'register_backend', 'canonical_device', 'get_backend',
-           'check_same_device', 'make_node', 'toposort', 'defer', 'take_deferred']
+__all__ = ['Node', 'is_grad_enabled', 'no_grad', 'enable_grad', 'autocast_enabled', 'autocast_dtype', 'set_autocast',
+           'autocast_suspended', 'autocast_state', 'Backend', 'references', 'register_backend', 'canonical_device',
+           'get_backend', 'check_same_device', 'make_node', 'toposort', 'defer', 'take_deferred']
 
 # %% ../../nbs/04_graph.ipynb #ae69abc4
 class Node:
@@ -70,6 +70,10 @@ def enable_grad():
 class _AutocastMode(threading.local):
     def __init__(self): self.dtypes = {}    # device type -> the dtype of matrix products, while autocast is on there
 _autocast_mode = _AutocastMode()
+
+def autocast_enabled() -> bool:
+    "Is autocast on for any device type on this thread? (One attribute read: the fast path of every op it could touch.)"
+    return bool(_autocast_mode.dtypes)
 
 def autocast_dtype(device: str):
     "The dtype autocast runs matrix products in on `device` ('cpu', 'vulkan', 'vulkan:1'), or None where it is off."

@@ -8,7 +8,7 @@ import weakref
 import numpy as np
 from .dtypes import *
 from .ops import Op, ACCEPTED_DTYPES, VIEW_OPS
-from .graph import Node, make_node, check_same_device, get_backend, is_grad_enabled, autocast_dtype
+from .graph import Node, make_node, check_same_device, get_backend, is_grad_enabled, autocast_dtype, autocast_enabled
 
 # %% auto #0
 __all__ = ['INT_RANGE', 'AUTOCAST_FLOAT32_OPS', 'ArgumentError', 'EinsumError', 'IndexingError', 'TensorBase', 'is_tensor',
@@ -276,7 +276,7 @@ def lift(x, like: TensorBase, dtype: DType, device: str, shape, name="op") -> Te
 # %% ../../nbs/07_operands.ipynb #beb985b0
 def elementwise_op(op: Op, name: str, *xs, arg=None, accepted=None) -> TensorBase:
     "`op` over the broadcast operands `xs` (tensors, numpy arrays on the CPU, or Python scalars)."
-    if op.name in AUTOCAST_FLOAT32_OPS: xs = autocast_float32(*xs)
+    if autocast_enabled() and op.name in AUTOCAST_FLOAT32_OPS: xs = autocast_float32(*xs)
     dtype, device, shape = common_operands(name, xs, accepted or ACCEPTED_DTYPES[op])
     like = next(x for x in xs if isinstance(x, TensorBase))
     return like._apply(op, *(lift(x, like, dtype, device, shape, name) for x in xs), arg=arg)

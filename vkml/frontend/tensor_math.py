@@ -12,6 +12,7 @@ from ..core.ops import Op, ACCEPTED_DTYPES, NUMERIC, ALL
 from ..core.operands import (TensorBase, ArgumentError, need_tensor, check_dtype, scalar_as, is_scalar,
                            common_operands, lift, expand_to, elementwise_op, with_out, AUTOCAST_FLOAT32_OPS,
                            autocast_float32)
+from ..core.graph import autocast_enabled
 
 # %% auto #0
 __all__ = ['cast', 'clamp', 'clip', 'add', 'sub', 'mul', 'div', 'pow', 'eq', 'ne', 'lt', 'le', 'gt', 'ge', 'fmod', 'remainder',
@@ -90,7 +91,7 @@ class UnaryMath(TensorBase):
     "One-input math and activations."
     __slots__ = ()
     def _unary(self, op: Op, name: str, arg=None, accepted=None):
-        x = autocast_float32(self)[0] if op.name in AUTOCAST_FLOAT32_OPS else self   # (under autocast: exp, log... in float32)
+        x = autocast_float32(self)[0] if autocast_enabled() and op.name in AUTOCAST_FLOAT32_OPS else self   # (under autocast: exp, log... in float32)
         check_dtype(name, x.dtype, accepted or ACCEPTED_DTYPES[op])
         return x._apply(op, x, arg=arg)
 

@@ -14,7 +14,7 @@ from ..frontend.tensor import Tensor, apply
 from ..frontend.tensor_shape import host_values, check_index_values, checked_index
 from ..frontend.tensor_linalg import matmul
 import vkml.frontend.functions as VF
-from ..core.graph import autocast_dtype, autocast_suspended
+from ..core.graph import autocast_dtype, autocast_suspended, autocast_enabled
 from ..core.operands import ArgumentError, check_dtype, need_tensor, autocast_lower, autocast_float32
 
 # %% auto #0
@@ -56,6 +56,7 @@ def _autocast(policy: str):
     def wrap(f):
         @functools.wraps(f)
         def g(*args, **kw):
+            if not autocast_enabled(): return f(*args, **kw)       # (the common case: no scan of the arguments)
             dev = next((a.device for a in args if isinstance(a, Tensor)), None)
             if dev is None or autocast_dtype(dev) is None: return f(*args, **kw)
             args, kw = cast(*args), dict(zip(kw, cast(*kw.values())))

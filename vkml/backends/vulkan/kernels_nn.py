@@ -16,8 +16,8 @@ from types import SimpleNamespace as NS
 # %% auto #0
 __all__ = ['MATMUL_TILES', 'FILL_GROUPS', 'MIN_TILE_USE', 'SMALL_MAX_MN', 'SPLIT_K_MIN', 'SPLIT_TILE', 'SPLIT_TILE_MIN',
            'FORCE_TILE', 'COOPMAT_TILES', 'COOPMAT_MORE', 'NO_EMULATION', 'COOPMAT', 'F64_TILES', 'COL_SCRATCH_BYTES',
-           'CT_LOWER_MIN_K', 'INDEX_ADD_CHUNK', 'tile_dims', 'matmul_variant', 'variant_for', 'split_k', 'matmul_trips',
-           'coopmat_layout_ok', 'coopmat_variant', 'matmul_dispatch', 'matmul_kernel', 'merged_stride',
+           'CT_LOWER_MIN_K', 'INDEX_ADD_CHUNK', 'tile_dims', 'matmul_variant', 'variant_for', 'split_k', 'k_chunks',
+           'matmul_trips', 'coopmat_layout_ok', 'coopmat_variant', 'matmul_dispatch', 'matmul_kernel', 'merged_stride',
            'im2col_dispatch', 'im2col_kernel', 'implicit_conv', 'conv2d_weight_kernel', 'conv2d_kernel', 'taps',
            'check_trips', 'col2im_dispatch', 'conv_transpose2d_kernel', 'col2im_kernel', 'window_trips',
            'maxpool2d_kernel', 'avgpool2d_kernel', 'maxpool2d_backward_kernel', 'gather_kernel', 'index_add_kernel',
@@ -81,6 +81,17 @@ def split_k(name: str, M: int, N: int, K: int, nb: int) -> int:
     t = _tiles(name, M, N, nb)
     if t >= FILL_GROUPS or K < 2 * SPLIT_K_MIN: return 1
     return min(-(-2 * FILL_GROUPS // t), K // SPLIT_K_MIN)
+
+def k_chunks(name: str, M: int, N: int, K: int, nb: int, dtype=float32) -> tuple:
+    """(parts, kc): the chunks of K a tiled product runs in, enough to fill the GPU (`split_k`) and to keep each
+    invocation under lavapipe's loop budget, each of whole slabs of `kc` terms (kc 0: K is not split)."""
+    bk = tile_dims(name, dtype)[2]
+    parts = split_k(name, M, N, K, nb)
+    while matmul_trips(name, M, N, K, nb, parts, dtype) > LOOP_BUDGET and parts < K: parts *= 2   # lavapipe's budget
+    if parts == 1: return 1, 0
+    kc = -(-K // parts)
+    kc = -(-kc // bk) * bk                            # chunks of whole slabs
+    return -(-K // kc), kc
 
 def matmul_trips(name: str, M: int, N: int, K: int, nb: int, parts: int = 1, dtype=float32) -> int:
     "Loop trips one invocation of matmul variant `name` runs: its grid loops and K loops (per chunk of K)."
@@ -147,12 +158,8 @@ def matmul_dispatch(dtype, c, a, b, M, N, K, B1, B2, A, B, C, c_f32=False) -> li
         if K <= LOOP_BUDGET: return [Dispatch(f"{name}_{suffix}", (c, a, b), (M, N, K, B1, B2, *A, *B, *C, 0, 0), groups)]
         parts, kc = -(-K // LOOP_BUDGET), LOOP_BUDGET
     else:
-        bm, bn, bk = tile_dims(name, dtype)
-        parts = split_k(name, M, N, K, nb)
-        while matmul_trips(name, M, N, K, nb, parts, dtype) > LOOP_BUDGET and parts < K: parts *= 2   # lavapipe's budget
-        kc = -(-K // parts)
-        kc = -(-kc // bk) * bk if parts > 1 else 0     # chunks of whole slabs
-        if parts > 1: parts = -(-K // kc)
+        bm, bn, _ = tile_dims(name, dtype)
+        parts, kc = k_chunks(name, M, N, K, nb, dtype)
         groups = (min(-(-N // bn), MAX_GROUPS), min(-(-M // bm), MAX_GROUPS), min(nb * parts, MAX_GROUPS))
         if parts == 1: return [Dispatch(f"{name}_{suffix}", (c, a, b), (M, N, K, B1, B2, *A, *B, *C, 0, 0), groups)]
     # Split K: each chunk's product goes to an f32 (float64: f64) slab of a scratch buffer, then a cols reduction sums
@@ -254,12 +261,8 @@ def conv2d_weight_kernel(node, out, g, x):
     else: ga, (gn, gcs), goff = g, g.view.strides[:2], g.view.offset
     name = variant_for(dt, M, NC, G)
     if name == "matmul_small": name = "matmul"          # (only tiled variants: K is long here)
-    bm, bn, bk = tile_dims(name, dt)
-    parts = split_k(name, M, NC, K, G)
-    while matmul_trips(name, M, NC, K, G, parts, dt) > LOOP_BUDGET and parts < K: parts *= 2   # lavapipe's budget
-    per = -(-K // parts)
-    kc = -(-per // bk) * bk if parts > 1 else 0     # chunks of whole slabs
-    if parts > 1: parts = -(-K // kc)
+    bm, bn, _ = tile_dims(name, dt)
+    parts, kc = k_chunks(name, M, NC, K, G, dt)
     xn, xc, xh, xw = x.view.strides
     A = (goff, 0, Og * gcs, gcs, pix)
     B = (x.view.offset, xn, Cg * xc, xc, xw)

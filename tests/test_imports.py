@@ -14,7 +14,8 @@ LAYERS = [
     ("capture notes and schedule", ["vkml.engine.capture", "vkml.engine.schedule"]),
     ("backends", ["vkml.backends"]),
     ("frontend", ["vkml.frontend", "vkml.engine"]),       # the tensor, then the jit that records functions of it
-    ("libraries", ["vkml.nn", "vkml.optim", "vkml.amp", "vkml.utils", "vkml.io", "vkml.data", "vkml.linalg", "vkml.distributed"]),
+    ("libraries", ["vkml.nn", "vkml.optim", "vkml.amp", "vkml.utils", "vkml.io", "vkml.data", "vkml.linalg", "vkml.special",
+                   "vkml.masked", "vkml.signal", "vkml.distributed"]),
     ("user API", ["vkml"]),
     ("entry points", ["vkml.demo", "vkml.demo_gpt", "vkml.__main__"]),
     ("lab", ["vkml.lab"]),

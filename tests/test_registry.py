@@ -143,7 +143,8 @@ def test_completeness_reports_what_is_missing():
 
 def _tested_operators():
     mods, missing = [], []
-    for name in ("test_reference", "test_reference_nn", "test_linalg", "test_nn_1d", "test_ops_misc"):
+    for name in ("test_reference", "test_reference_nn", "test_linalg", "test_nn_1d", "test_ops_misc", "test_torch_forms",
+                 "test_torch_stats", "test_torch_special", "test_torch_library"):
         try: mods.append(importlib.import_module(name))
         except ModuleNotFoundError: missing.append(name)
     return set().union(*(getattr(m, "TESTED_OPERATORS", set()) for m in mods)), missing

@@ -14,7 +14,7 @@ from ..engine.capture import note_rand
 from ..core.operands import (ArgumentError, EinsumError, IndexingError, need_tensor, check_dtype, scalar_as, is_scalar,
                            scalar_dtype, expand_to, INT_RANGE)
 from .tensor import Tensor, tensor, apply
-from . import tensor_math, tensor_reduce, tensor_shape, tensor_linalg, tensor_more
+from . import tensor_math, tensor_reduce, tensor_shape, tensor_linalg, tensor_more, tensor_forms, tensor_stats
 from .tensor_linalg import matmul
 from .registry import OPERATORS, names
 _all_ = ["ArgumentError", "EinsumError", "IndexingError", "cast", "clip", "matmul", "tensor"]
@@ -26,7 +26,7 @@ __all__ = ['cast', 'clip', 'default_generator', 'full', 'zeros', 'ones', 'full_l
            'tensor']
 
 # %% ../../nbs/15_functional.ipynb #54e8d67f
-_FAMILIES = (tensor_math, tensor_reduce, tensor_shape, tensor_linalg, tensor_more)
+_FAMILIES = (tensor_math, tensor_reduce, tensor_shape, tensor_linalg, tensor_more, tensor_forms, tensor_stats)
 _UNARY = set(names(form="unary"))   # the operator table's one-tensor rows: `vkml.exp(x)` is `x.exp()`, made here
 _FORMS = [n for n in names(module="vkml.frontend.functions") if OPERATORS[n].category != "creation"]
 def _function_form(n):

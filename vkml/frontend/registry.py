@@ -312,6 +312,30 @@ _MORE_OPERATORS = [
 ]
 for _o in _MORE_OPERATORS: register_operator(_o.name, _o.category, _o.fn, _o.example, ref=_o.ref, domain=_o.domain, tol=_o.tol, form=_o.form)
 
+# %% ../../nbs/16_registry.ipynb #14d27aab
+_SP, _MK = _Module("vkml.special"), _Module("vkml.masked")
+_TORCH.update({"vkml.special": "torch", "vkml.masked": "torch"})   # their rows are named special.entr, masked.sum
+
+def _register(rows):
+    "Add rows made after the table, keeping their columns."
+    for o in rows: register_operator(o.name, o.category, o.fn, o.example, ref=o.ref, domain=o.domain, tol=o.tol, form=o.form)
+
+# %% ../../nbs/16_registry.ipynb #8f0bd1f4
+_FORMS_OPERATORS: list = []
+_register(_FORMS_OPERATORS)
+
+# %% ../../nbs/16_registry.ipynb #f20a45ea
+_SPECIAL_OPERATORS: list = []
+_register(_SPECIAL_OPERATORS)
+
+# %% ../../nbs/16_registry.ipynb #2a0fb6ef
+_STATS_OPERATORS: list = []
+_register(_STATS_OPERATORS)
+
+# %% ../../nbs/16_registry.ipynb #8cb87b8d
+_LIBRARY_OPERATORS: list = []
+_register(_LIBRARY_OPERATORS)
+
 # %% ../../nbs/16_registry.ipynb #7988a46f
 def trace(op: Operator | str) -> frozenset:
     "The graph ops `op`'s example builds (raises what the example raises)."

@@ -18,6 +18,8 @@ from .tensor_reduce import ReduceOps, Statistics
 from .tensor_shape import ShapeOps
 from .tensor_linalg import LinalgOps
 from .tensor_more import MoreOps
+from .tensor_forms import FormsOps
+from .tensor_stats import StatsOps
 from . import autograd
 
 # %% auto #0
@@ -412,7 +414,7 @@ class _Fill(TensorBase):
         return self.fill_(False if self.dtype is bool_ else 0)
 
 # %% ../../nbs/12_tensor.ipynb #10be2389
-class Tensor(_InPlace, _Fill, _GradFields, _Reading, MathOps, ReduceOps, Statistics, ShapeOps, LinalgOps, MoreOps):
+class Tensor(_InPlace, _Fill, _GradFields, _Reading, MathOps, ReduceOps, Statistics, ShapeOps, LinalgOps, MoreOps, FormsOps, StatsOps):
     "A lazily computed n-dimensional array on one device."
     __slots__ = ()
 

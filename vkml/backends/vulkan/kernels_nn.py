@@ -15,13 +15,13 @@ from types import SimpleNamespace as NS
 
 # %% auto #0
 __all__ = ['MATMUL_TILES', 'FILL_GROUPS', 'MIN_TILE_USE', 'SMALL_MAX_MN', 'SPLIT_K_MIN', 'SPLIT_TILE', 'SPLIT_TILE_MIN',
-           'FORCE_TILE', 'COOPMAT_TILES', 'COOPMAT_MORE', 'NO_EMULATION', 'COOPMAT', 'F64_TILES', 'COL_SCRATCH_BYTES',
-           'CT_LOWER_MIN_K', 'INDEX_ADD_CHUNK', 'tile_dims', 'matmul_variant', 'variant_for', 'split_k', 'k_chunks',
-           'matmul_trips', 'coopmat_layout_ok', 'coopmat_variant', 'matmul_dispatch', 'matmul_kernel', 'merged_stride',
-           'im2col_dispatch', 'im2col_kernel', 'implicit_conv', 'conv2d_weight_kernel', 'conv2d_kernel', 'taps',
-           'check_trips', 'col2im_dispatch', 'conv_transpose2d_kernel', 'col2im_kernel', 'window_trips',
-           'maxpool2d_kernel', 'avgpool2d_kernel', 'maxpool2d_backward_kernel', 'gather_kernel', 'index_add_kernel',
-           'scatter_kernel', 'check_index_kernel']
+           'FORCE_TILE', 'TILE_POLICY', 'CPU_SMALL_MACS', 'COOPMAT_TILES', 'COOPMAT_MORE', 'NO_EMULATION', 'COOPMAT',
+           'F64_TILES', 'COL_SCRATCH_BYTES', 'CT_LOWER_MIN_K', 'INDEX_ADD_CHUNK', 'tile_dims', 'matmul_variant',
+           'small_on_cpu', 'variant_for', 'split_k', 'k_chunks', 'matmul_trips', 'coopmat_layout_ok', 'coopmat_variant',
+           'matmul_dispatch', 'matmul_kernel', 'merged_stride', 'im2col_dispatch', 'im2col_kernel', 'implicit_conv',
+           'wgrad_by_images', 'conv2d_weight_kernel', 'conv2d_kernel', 'taps', 'check_trips', 'col2im_dispatch',
+           'conv_transpose2d_kernel', 'col2im_kernel', 'window_trips', 'maxpool2d_kernel', 'avgpool2d_kernel',
+           'maxpool2d_backward_kernel', 'gather_kernel', 'index_add_kernel', 'scatter_kernel', 'check_index_kernel']
 
 # %% ../../../nbs/26_kernels_nn.ipynb #c9c940c7
 MATMUL_TILES = {"matmul128": (128, 128, 8), "matmul128x64": (128, 64, 16), "matmul64x128": (64, 128, 16),
@@ -32,6 +32,8 @@ SMALL_MAX_MN = 1024       # an M*N this small fills under a quarter of one 64x64
 SPLIT_K_MIN = 512         # split K to fill the GPU only into chunks of at least this many terms
 SPLIT_TILE, SPLIT_TILE_MIN = "matmul128", 24   # the one tile worth splitting along K, from this many tiles up (below)
 FORCE_TILE = None         # a variant name to use whatever the sizes (benchmarks compare tiles with it)
+TILE_POLICY = os.environ.get("VKML_TILE_POLICY", "auto")   # auto: by the device's type; gpu: a GPU's choice on any device
+CPU_SMALL_MACS = 1 << 24  # on a CPU device the untiled kernel is as fast up to ~256³ multiply-adds (bench/lavapipe_tiles.py)
 
 COOPMAT_TILES = {"matmul_cm128x256s8": (128, 256, 32), "matmul_cm128x128s8": (128, 128, 32),
                  "matmul_cm64x64s4": (64, 64, 32)}   # tensor-core variants (f16), biggest first; see shaders/variants_nn.py
@@ -70,10 +72,18 @@ def matmul_variant(M: int, N: int, batch: int, K: int = 0) -> str:
     if M * N <= SMALL_MAX_MN: return "matmul_small"
     return _pick(MATMUL_TILES, M, N, batch, "matmul", K)
 
-def variant_for(dtype, M: int, N: int, batch: int, K: int = 0) -> str:
-    "`matmul_variant`, or for float64 its one tile (or the small kernel)."
+def small_on_cpu(M: int, N: int, batch: int, K: int) -> bool:
+    """On a CPU device (lavapipe): the untiled kernel unless the product is big and a tile fits it. A CPU runs a
+    workgroup's barriers as fibres and has a few cores to fill, not 132 SMs: a tile pays only on long products."""
+    fits = any(M * N * batch / (_tiles(n, M, N, batch) * bm * bn) >= MIN_TILE_USE for n, (bm, bn, _) in MATMUL_TILES.items())
+    return M * N * batch * max(K, 1) <= CPU_SMALL_MACS or not fits
+
+def variant_for(dtype, M: int, N: int, batch: int, K: int = 0, device_type: str | None = None, split: bool = True) -> str:
+    """`matmul_variant` (on a CPU device, `small_on_cpu` first), or for float64 its one tile (or the small kernel).
+    `split=False`: a kernel that cannot split K (the implicit convolution) is not given a tile chosen for a split."""
+    if device_type == "cpu" and TILE_POLICY == "auto" and not FORCE_TILE and small_on_cpu(M, N, batch, K): return "matmul_small"
     if dtype is float64: return "matmul_small" if M * N <= SMALL_MAX_MN else "matmul"
-    return matmul_variant(M, N, batch, K)
+    return matmul_variant(M, N, batch, K if split else 0)
 
 def split_k(name: str, M: int, N: int, K: int, nb: int) -> int:
     "Chunks of K for a tiled product that launches too few workgroups to fill the GPU (1: no split)."
@@ -109,6 +119,13 @@ def _features(*ts) -> dict:
         al = getattr(t, "alloc", None)
         if al is not None: return al.pool.dev.info.features
     return {}
+
+def _device_type(*ts) -> str | None:
+    "The type ('discrete', 'cpu', ...) of the device the first bound tensor lives on (None for stand-ins and scratch)."
+    for t in ts:
+        al = getattr(t, "alloc", None)
+        if al is not None: return al.pool.dev.info.type
+    return None
 
 def coopmat_layout_ok(M, N, K, A, B) -> bool:
     "Can the tensor-core kernel read A and B (offset, sb1, sb2, s_row, s_col) in whole 16-byte vectors of 8 halves?"
@@ -149,7 +166,7 @@ def _sum_slabs(dtype, c, slabs, rows, parts, c_off, f32=False) -> Dispatch:
 def matmul_dispatch(dtype, c, a, b, M, N, K, B1, B2, A, B, C, c_f32=False) -> list:
     "The matmul dispatches; A/B/C are (offset, stride_b1, stride_b2, stride_row, stride_col) in elements."
     nb = B1 * B2
-    name = coopmat_variant(dtype, M, N, K, nb, A, B, c, a, b) or variant_for(dtype, M, N, nb, K)
+    name = coopmat_variant(dtype, M, N, K, nb, A, B, c, a, b) or variant_for(dtype, M, N, nb, K, _device_type(c, a, b))
     if K == 0: a = b = c   # nothing is read: bind the output so no empty buffer is ever bound
     f32 = c_f32 and dtype == float16
     suffix = sfx(dtype) + ("_f32" if f32 else "")   # f16 operands, f32 result
@@ -226,7 +243,7 @@ def implicit_conv(dt, out, wt, x, N, G, M, Cg, kh, kw, A, a_sc, OH, OW, S, P, D)
     (stride S, padding P, dilation D: pairs) gathered in the kernel. One dispatch, or None when it does not fit."""
     L, K = OH * OW, Cg * kh * kw
     H, W = x.view.shape[2:]
-    name = variant_for(dt, M, L, N * G)
+    name = variant_for(dt, M, L, N * G, Cg * kh * kw, _device_type(out, wt, x), split=False)
     if name == "matmul_small" or not all(-32768 <= v < 32768 for v in (*S, *P, *D)) or not (0 < H < 65536 and 0 < W < 65536):
         return None
     if matmul_trips(name, M, L, K, N * G, 1, dt) > LOOP_BUDGET: return None   # lavapipe's budget: the lowered path splits K
@@ -238,6 +255,22 @@ def implicit_conv(dt, out, wt, x, N, G, M, Cg, kh, kw, A, a_sc, OH, OW, S, P, D)
     return [Dispatch(f"conv{name[len('matmul'):]}_{sfx(dt)}", (out, wt, x), push, groups)]
 
 # %% ../../../nbs/26_kernels_nn.ipynb #3627c06e
+def wgrad_by_images(dt, out, g, x, k, S, P, D) -> list | None:
+    """conv2d's weight gradient where tiles do not pay (a CPU device, a small product, one group): unfold x, one
+    product per image, g_n (O × L) times its windows (L × C·kh·kw), into slabs, then the slabs summed over the
+    images in order. None where it does not fit (the tiled kernel runs)."""
+    N, O, Ho, Wo = g.view.shape
+    C, H, W = x.view.shape[1:]
+    L, Ckk = Ho * Wo, C * k[0] * k[1]
+    pix = merged_stride((Ho, Wo), g.view.strides[2:])
+    if pix is None or N * Ckk * L * dt.itemsize > COL_SCRATCH_BYTES: return None
+    col, slabs = Scratch(N * Ckk * L * dt.itemsize), Scratch(N * O * Ckk * (8 if dt is float64 else 4))
+    ds = [im2col_dispatch(dt, col, 0, x, x.view.offset, x.view.strides, N, C, H, W, k, S, P, D, Ho, Wo)]
+    gn, go = g.view.strides[:2]
+    ds += matmul_dispatch(dt, slabs, g, col, O, Ckk, L, N, 1, (g.view.offset, gn, 0, go, pix), (0, Ckk * L, 0, 1, L),
+                          (0, O * Ckk, 0, Ckk, 1), c_f32=dt == float16)   # f16: partial products in f32
+    return ds + [_sum_slabs(dt, out, slabs, O * Ckk, N, out.view.offset)]
+
 @kernel(Op.CONV2D_WEIGHT)
 def conv2d_weight_kernel(node, out, g, x):
     "conv2d's weight gradient as an implicit GEMM: per group, g (O/g × N·L) times x's windows (N·L × C/g·kh·kw); K split to fill the GPU."
@@ -250,6 +283,9 @@ def conv2d_weight_kernel(node, out, g, x):
     if K == 0: return fill_dispatch(out, 0)
     if not all(-32768 <= v < 32768 for v in (*S, *P, *D)) or not (H < 65536 and W < 65536):
         raise BackendError(f"conv2d weight gradient: geometry {S, P, D}, image {H}x{W} past what the kernel packs in int16")
+    if G == 1 and _device_type(out, g, x) == "cpu" and TILE_POLICY == "auto" and not FORCE_TILE and small_on_cpu(M, NC, 1, K):
+        lowered = wgrad_by_images(dt, out, g, x, (kh, kw), S, P, D)
+        if lowered: return lowered
     ds = []
     pix = merged_stride((Ho, Wo), g.view.strides[2:])
     if pix is None:   # g's pixels do not walk as one axis: copy g contiguous first

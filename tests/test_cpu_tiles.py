@@ -1,0 +1,83 @@
+"""The matrix-product tiles a CPU device (lavapipe) chooses for itself (kernels_nn.small_on_cpu, TILE_POLICY "auto"):
+the untiled kernel for the short products of small models, and the weight gradient of a convolution as one product
+per image summed in order. The rest of the suite runs the GPU's choices on lavapipe (conftest sets
+VKML_TILE_POLICY=gpu); here the CPU's own path runs against the CPU oracle, and the profile shows it was taken."""
+import numpy as np
+import pytest
+import vkml
+import vkml.nn.functional as F
+import vkml.backends.vulkan as vkv
+import vkml.backends.vulkan.kernels_nn as kn
+from vkml.frontend.tensor import apply
+from vkml.core.ops import Op
+from test_parity_nn import check_sum, rnd
+
+pytestmark = pytest.mark.vulkan
+
+
+@pytest.fixture
+def cpu_policy(monkeypatch):
+    monkeypatch.setattr(kn, "TILE_POLICY", "auto")
+    assert vkv.devices()[vkv.default_index()].type == "cpu", "CI's Vulkan device is lavapipe"
+
+
+def test_small_products_stay_untiled_big_ones_tile(monkeypatch):
+    "The demo's products (and ragged ones no tile fits) take the untiled kernel; a 512³ product tiles."
+    monkeypatch.setattr(kn, "TILE_POLICY", "auto")
+    assert kn.small_on_cpu(32, 128, 1, 10) and kn.small_on_cpu(144, 16, 32, 32) and kn.small_on_cpu(256, 256, 1, 256)
+    assert kn.small_on_cpu(100, 1000, 1, 4096)                       # no tile covers 100 rows well
+    assert not kn.small_on_cpu(512, 512, 1, 512) and not kn.small_on_cpu(1024, 128, 1, 512)
+    assert kn.variant_for(vkml.float32, 32, 128, 1, 10, "cpu") == "matmul_small"
+    assert kn.variant_for(vkml.float32, 32, 128, 1, 10, "discrete") == "matmul"   # a GPU keeps its tile
+    monkeypatch.setattr(kn, "TILE_POLICY", "gpu")
+    assert kn.variant_for(vkml.float32, 32, 128, 1, 10, "cpu") == "matmul"        # the suite's policy: the GPU's choice
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, np.float64])
+def test_products_on_the_cpu_policy(cpu_policy, dtype):
+    mm = lambda a, b: apply(Op.MATMUL, a, b)
+    with vkv.profile() as prof:
+        for B, M, K, N in [(1, 32, 10, 128), (32, 144, 32, 16), (2, 70, 300, 67)]:
+            check_sum(mm, [rnd(B, M, K, dtype=dtype), rnd(B, K, N, dtype=dtype)], K)
+    assert set(n.rsplit("_", 1)[0] for n in prof if n.startswith("matmul")) == {"matmul_small"}, sorted(prof)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, np.float64])
+def test_conv_weight_gradient_by_images(cpu_policy, dtype, monkeypatch):
+    "One product per image into slabs, summed in order: stride, padding, dilation, a strided g; agrees with the oracle."
+    wg = lambda arg: (lambda g, x: apply(Op.CONV2D_WEIGHT, g, x, arg=arg))
+    cases = [((2, 8, 7, 6), (4, 7, 6), ((3, 3), (1, 1), (1, 1), (1, 1), 1)),
+             ((3, 6, 4, 5), (4, 9, 6), ((2, 3), (2, 1), (1, 1), (1, 1), 1)),
+             ((1, 5, 3, 3), (3, 9, 9), ((2, 2), (1, 1), (0, 0), (3, 2), 1))]
+    for (N, O, Ho, Wo), (C, H, W), arg in cases:
+        with vkv.profile() as prof:
+            check_sum(wg(arg), [rnd(N, O, Ho, Wo, dtype=dtype), rnd(N, C, H, W, dtype=dtype)], N * Ho * Wo)
+        assert not any(n.startswith("wgrad") for n in prof) and any(n.startswith("im2col") for n in prof), sorted(prof)
+    monkeypatch.setattr(kn, "TILE_POLICY", "gpu")   # the test can tell: the GPU's path is the tiled kernel
+    with vkv.profile() as prof:
+        (N, O, Ho, Wo), (C, H, W), arg = cases[0]
+        check_sum(wg(arg), [rnd(N, O, Ho, Wo, dtype=dtype), rnd(N, C, H, W, dtype=dtype)], N * Ho * Wo)
+    assert any(n.startswith("wgrad") for n in prof), sorted(prof)
+
+
+def test_grouped_weight_gradient_keeps_the_tiled_kernel(cpu_policy):
+    wg = lambda g, x: apply(Op.CONV2D_WEIGHT, g, x, arg=((3, 3), (1, 1), (1, 1), (1, 1), 2))
+    with vkv.profile() as prof: check_sum(wg, [rnd(3, 4, 9, 8), rnd(3, 6, 9, 8)], 3 * 72)
+    assert any(n.startswith("wgrad") for n in prof), sorted(prof)
+
+
+def test_a_training_step_agrees_on_both_policies(monkeypatch):
+    "The digits CNN's loss and gradients on lavapipe's own tiles equal the GPU's tiles' within the parity bounds."
+    import vkml.demo
+    rng = np.random.default_rng(0)
+    x, y = rng.standard_normal((32, 1, 8, 8), dtype=np.float32), rng.integers(0, 10, 32)
+    out = {}
+    for policy in ("gpu", "auto"):
+        monkeypatch.setattr(kn, "TILE_POLICY", policy)
+        vkml.manual_seed(0)
+        model = vkml.demo.build_model("cnn").to("vulkan")
+        loss = F.cross_entropy(model(vkml.tensor(x, device="vulkan")), vkml.tensor(y, device="vulkan"))
+        loss.backward()
+        out[policy] = [loss.item()] + [p.grad.numpy() for p in model.parameters()]
+    for a, b in zip(out["gpu"], out["auto"]):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6)

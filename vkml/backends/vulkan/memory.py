@@ -107,9 +107,10 @@ class _PoolLists:
         while dropped:
             bid, off, size, use, born = dropped.pop()
             self.live -= 1
-            if use[0] <= done: self._release(bid, off, size)
-            elif rec and use[0] == rec and born == rec:      # made and used by this recording only
+            if rec and use[0] == rec and born == rec:        # made and used by this recording only
                 bisect.insort(self.recycled, (size, bid, off)); self.in_use -= size
+            elif self.private: self.held.append((bid, off, size))   # a captured step's: its replays bind it
+            elif use[0] <= done: self._release(bid, off, size)
             else: self.deferred.append((bid, off, size, use))
         if self.deferred and done != self._scan_at:
             self._scan_at = done
@@ -197,7 +198,8 @@ class _PoolRecording:
         if self.dropped: self.collect()
         for size, bid, off in self.recycled:
             self.in_use += size
-            self.deferred.append((bid, off, size, [serial]))
+            if self.private: self.held.append((bid, off, size))   # a captured step binds it again at every replay
+            else: self.deferred.append((bid, off, size, [serial]))
         self.recycled.clear()
         self.recording = 0
 
@@ -212,7 +214,7 @@ class _PoolRecording:
 # %% ../../../nbs/22_allocator.ipynb #8ebc4749
 class Pool(_PoolRecording, _PoolBlocks, _PoolLists):
     "Sub-allocator over blocks of one memory type."
-    def __init__(self, device: Device, kind: str = "device", block_size: int = BLOCK_SIZE):
+    def __init__(self, device: Device, kind: str = "device", block_size: int = BLOCK_SIZE, private: bool = False):
         self.dev, self.kind, self.block_size = device, kind, block_size
         info = device.info
         self.type_index, self.host_visible = pick_memory_type(info, kind)
@@ -227,6 +229,8 @@ class Pool(_PoolRecording, _PoolBlocks, _PoolLists):
         self.deferred = []         # dropped ranges waiting for their submission's fence
         self.recycled = []         # (size, block, offset): dropped during the recording that made and used them
         self.recording = 0         # the serial of the recording in progress, 0 when none
+        self.private = private     # a captured step's own pool: a range goes back only to the recording that dropped it
+        self.held = []             # (block, offset, size): a private pool's dropped ranges, kept until the pool closes
         self.in_use = self.peak = self.reserved = self.allocations = self.live = 0
         self._next_id = 0
         self._scan_at = -1
@@ -276,7 +280,7 @@ class Pool(_PoolRecording, _PoolBlocks, _PoolLists):
         "Destroy every block (the device is closing)."
         for b in list(self.blocks.values()): self._free_block(b)
         self.free, self.starts, self.ends = [], {}, {}
-        self.dropped.clear(); self.deferred.clear(); self.recycled.clear()
+        self.dropped.clear(); self.deferred.clear(); self.recycled.clear(); self.held.clear()
         self.closed = True
 
 # %% ../../../nbs/22_allocator.ipynb #eabbfd6e
@@ -298,7 +302,7 @@ class Memory:
     def pool(self, kind: str) -> Pool:
         p = self.pools.get(kind)
         if p is None:
-            p = self.pools[kind] = Pool(self.dev, kind, PRIVATE_BLOCK_SIZE if self.capturing else BLOCK_SIZE)
+            p = self.pools[kind] = Pool(self.dev, kind, PRIVATE_BLOCK_SIZE if self.capturing else BLOCK_SIZE, self.capturing)
             p.on_full = self._empty_all
         return p
 

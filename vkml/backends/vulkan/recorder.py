@@ -5,6 +5,7 @@
 # %% ../../../nbs/27b_recorder.ipynb #e7a031f8
 from __future__ import annotations
 import contextlib
+from weakref import ref
 from bisect import bisect_left, bisect_right
 import numpy as np
 from ...core.dtypes import *
@@ -81,6 +82,8 @@ class Window:
     checks = property(lambda self: self.root.checks, lambda self, v: setattr(self.root, "checks", v))
     dirty = property(lambda self: self.root.dirty, lambda self, v: setattr(self.root, "dirty", v))
     def __repr__(self): return f"<Window of {self.root} [{self.offset}, {self.offset + self.size})>"
+
+def _root(a): return a.root if type(a) is Window else a
 
 def _index_error(f: Flag, value: int, pos: int) -> IndexOutOfRangeError:
     "The error an index check's flag reports: the op, the bad value and where it was."
@@ -220,7 +223,7 @@ class _Recording:
         self.n += 1
         self.dev.lib.vkCmdCopyBuffer(self.cb, src.block.buffer, dst.block.buffer, 1, region)
         src.use[0] = dst.use[0] = self.serial
-        if self.touched is not None: self.touched += (src, dst)
+        if self.touched is not None: self.touched += (ref(_root(src)), ref(_root(dst)))
 
 # %% ../../../nbs/27b_recorder.ipynb #20ab6d78
 class _Dispatching:
@@ -251,7 +254,7 @@ class _Dispatching:
             (writes if i in writes_ix else reads).append((a.block.id, a.offset, a.offset + a.size))
             a.use[0] = serial
             allocs.append(a)
-            if touched is not None: touched.append(a)
+            if touched is not None: touched.append(ref(_root(a)))
         if flagged or rt.watch or rt.failed: self._taint(allocs, writes_ix, flagged)
         bar = self.planner.step("compute", reads, writes)
         if bar: self._barrier(bar)
@@ -385,7 +388,7 @@ class Recorder(_Finishing, _Reading, _IndexFlags, _Dispatching, _Recording):
         self.rt, self.dev = rt, rt.dev
         dev, lib = self.dev, self.dev.lib
         self.capture = cap = rt.capture    # a captured recording is kept, to be submitted again
-        self.touched = None if cap is None else cap.touched
+        self.touched = None if cap is None else cap.bound   # (weakly: what the step drops, this recording reuses)
         self.cb = dev.command_buffer(kept=cap is not None)
         self.serial = dev.submitted + 1   # the serial this command buffer will get
         self.planner = BarrierPlanner()

@@ -12,7 +12,7 @@ from ...core.graph import Node
 from ...engine.capture import JitError, CaptureNotes, _capturing
 from ...core.elementwise import rand_keys
 from .recorder import Recorder, VkTensor, runtime
-from .recorder import Window, _span, _host_array
+from .recorder import _span, _host_array, _root
 
 # %% auto #0
 __all__ = ['Captured', 'capture', 'replay', 'HostPoint', 'host_point', 'release', 'memories', 'same', 'fresh', 'copy_into',
@@ -25,7 +25,8 @@ class Captured:
         self.dev, self.backend = backend.device, backend
         self.rt = runtime(self.dev)
         self.cbs, self.keep, self.uploads, self.fetches = [], [], [], []
-        self.touched = []        # every allocation the recordings bind: held, and its last use moved to each replay
+        self.bound = []          # weak references to every allocation the recordings bind (what the step drops is reused)
+        self.touched = []        # those still alive when the capture ends: held, and their last use moved to each replay
         self.rand_slots = {}     # id(RAND node) -> [(argument words, index of its (k0, k1, offset))]
         self.inputs = []         # the static input buffers (VkTensor), one per tensor argument
         self.refresh, self.rands = [], []   # (VkTensor, values()), (node, generator, n): from the capture's notes
@@ -107,7 +108,7 @@ def _finish(self, notes: CaptureNotes):
     for t in [t for t, _ in self.refresh] + [t for p in self.points for t in p.outs]:
         if not self.rt.mem.direct_upload and id(t.alloc) not in self._staging:
             raise JitError("data uploaded for a captured step was not recorded with it")
-    self.touched = list({id(a): a for a in self.touched}.values())
+    self.touched, self.bound = _alive(self.bound), []
     if self.flags:      # the ranges whose values depend on an index check, and on which
         for a in self.touched:
             ix = frozenset(self._flag_at[c] for c in (a.checks or ()) if c in self._flag_at)
@@ -308,14 +309,14 @@ def _release(self):
         if self.pools is not None:
             # Ranges last used by a recording that was never submitted (a capture that failed) are not in
             # flight: their use is the last real submission's, not a serial a later submission will take.
-            for a in self.touched + [t.alloc for t in self.inputs]:
+            for a in self.touched + _alive(self.bound) + [t.alloc for t in self.inputs]:
                 a.use[0] = min(a.use[0], dev.submitted)
             for p in self.pools.values():
                 p.collect()
                 for r in p.deferred:
                     r[3][0] = min(r[3][0], dev.submitted)
             self.rt.mem.retire(self.pools)
-    self.cbs, self.keep, self.touched, self.fetches, self.refresh, self.rands = [], [], [], [], [], []
+    self.cbs, self.keep, self.touched, self.bound, self.fetches, self.refresh, self.rands = [], [], [], [], [], [], []
     self.inputs, self.uploads, self._staging, self.rand_slots, self.epilogue, self.points = [], [], {}, {}, None, []
     for w in self.lent:             # the copies handed out read their own memory back now (the staging goes)
         if (t := w()) is not None: t.fetch = None
@@ -339,11 +340,13 @@ def _release_orphans():
 Captured.release, Captured.__del__ = release, _collected
 
 # %% ../../../nbs/28_replay.ipynb #3c1e0a02
-def _root(a): return a.root if type(a) is Window else a
+def _alive(bound: list) -> list:
+    "The allocations of weak references `bound` still alive, once each."
+    return list({id(a): a for r in bound if (a := r()) is not None}.values())
 
 def memories(self) -> set:
-    "The identities (as `memory_of` gives them) of every allocation the recordings bind so far."
-    return {id(_root(a)) for a in self.touched}
+    "The identities (as `memory_of` gives them) of every live allocation the recordings bind so far."
+    return {id(a) for a in self.touched} | {id(a) for a in _alive(self.bound)}
 
 def same(self, a: VkTensor, b: VkTensor) -> bool:
     "Do buffers `a` and `b` view the same elements of the same memory?"

@@ -4,12 +4,12 @@
 
 # %% ../../nbs/10b_tensor_forms.ipynb #9d7b30c9
 from __future__ import annotations
-import builtins, itertools, math, types
+import builtins, itertools, types
 import numpy as np
 from ..core.dtypes import *
 from ..core.ops import Op
 from ..core.graph import Node, canonical_device
-from ..core.operands import TensorBase, ArgumentError, need_tensor, expand_to, reshape_to, scalar_as, is_scalar
+from ..core.operands import TensorBase, ArgumentError, need_tensor, expand_to, reshape_to, scalar_as
 from .tensor_shape import cat, stack, host_values, _host_index
 
 # %% auto #0
@@ -179,7 +179,7 @@ class _Pieces(TensorBase):
             q, r = divmod(n, int(s))
             bounds = list(itertools.accumulate([0] + [q + 1] * r + [q] * (int(s) - r)))
         else: bounds = [0] + [builtins.min(builtins.max(_int(i, "tensor_split's index"), 0), n) for i in s] + [n]
-        return tuple(self._as_view(self._slice_axis(axis, a, builtins.max(a, b))) for a, b in zip(bounds, bounds[1:]))
+        return tuple(self._as_view(self._slice_axis(axis, a, builtins.max(a, b))) for a, b in itertools.pairwise(bounds))
     def _split_dim(self, name, sections, dim, rank):
         if self.ndim < rank: raise ShapeError(f"{name} needs a tensor of rank >= {rank}, got shape {self.shape}")
         if isinstance(sections, (int, np.integer)) and (sections < 1 or self.shape[dim] % sections):

@@ -540,6 +540,8 @@ def _combos(x, r=2): import itertools; return np.array(list(itertools.combinatio
 def _shapes(*s): return [tuple(s)]
 _TAKE, _ALONG, _PUT = np.array([[0, -1], [5, 7]]), np.array([[3], [0], [1]]), np.array([0, -1, 5])
 CASES.update({
+    "rsub": [binary(lambda x, y: VF.rsub(x, y, alpha=2), lambda x, y: y - 2 * x, NUM, tol=2)],
+    "argwhere": [unary(lambda x: VF.argwhere(x > 0), lambda x: np.argwhere(x > 0), NUM, out=_i64, shapes=U)],
     "t": [unary(VF.t, lambda x: x.T, shapes=[((2, 3),), ((3,),), ((),)])], "clone": [unary(VF.clone, lambda x: x, NUM)],
     "ravel": [unary(VF.ravel, lambda x: x.reshape(-1), NUM)],
     **{f"atleast_{k}d": [unary(getattr(VF, f"atleast_{k}d"), getattr(np, f"atleast_{k}d"), shapes=[((),), ((3,),), ((2, 3),)])] for k in (1, 2, 3)},

@@ -1637,6 +1637,7 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                             'vkml.frontend.tensor_forms.fill': ('tensor_forms.html#fill', 'vkml/frontend/tensor_forms.py'),
                                             'vkml.frontend.tensor_forms.meshgrid': ( 'tensor_forms.html#meshgrid',
                                                                                      'vkml/frontend/tensor_forms.py'),
+                                            'vkml.frontend.tensor_forms.rsub': ('tensor_forms.html#rsub', 'vkml/frontend/tensor_forms.py'),
                                             'vkml.frontend.tensor_forms.t': ('tensor_forms.html#t', 'vkml/frontend/tensor_forms.py')},
             'vkml.frontend.tensor_linalg': { 'vkml.frontend.tensor_linalg.LinalgOps': ( 'tensor_linalg.html#linalgops',
                                                                                         'vkml/frontend/tensor_linalg.py'),

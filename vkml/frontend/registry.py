@@ -336,6 +336,8 @@ _FORMS_OPERATORS: list = [
     *_methods("binary", [(n, (lambda: _pos(2, 3)), (2.0,)) for n in ("__radd__", "__rdiv__", "__rmul__", "__rpow__", "__rsub__", "__rmod__")]),
     *_methods("binary", [(n, (lambda: _idx([[1, 2, 3]])), (6,)) for n in ("__rand__", "__ror__", "__rxor__")]),
     *_methods("binary", [("__rmatmul__", lambda: _x(3, 4), (_x(2, 3),))]),
+    *_ops("binary", _VF, [("rsub", lambda: _VF.rsub(_pos(2, 3), _pos(3), alpha=2))]),
+    *_ops("shape / indexing", _VF, [("argwhere", lambda: _VF.argwhere(_mask(2, 3)))]),   # nonzero's numpy spelling (CPU only, as nonzero)
     *_methods("creation", [("new_full", lambda: _x(2, 3), ((3,), 1.5)), *[(n, (lambda: _x(2, 3)), ((3, 2),)) for n in ("new_zeros", "new_ones", "new_empty")],
                            ("zero_", lambda: _x(2, 3), ())]),
     Operator("empty_like", "creation", _FM.empty_like, lambda: _FM.empty_like(_x(2, 3))),

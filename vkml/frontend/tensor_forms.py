@@ -18,7 +18,7 @@ __all__ = ['tensor_methods', 'alias_copy', 'diagonal_copy', 'expand_copy', 'narr
            'narrow', 'select', 'unflatten', 'ravel', 'broadcast_to', 'tensor_split', 'hsplit', 'vsplit', 'dsplit',
            'split_with_sizes', 'unsafe_split', 'unsafe_chunk', 'fliplr', 'flipud', 'rot90', 'tile', 'diagflat', 'take',
            'take_along_dim', 'select_scatter', 'slice_scatter', 'diagonal_scatter', 'index_copy', 'index_fill',
-           'masked_scatter', 'put', 't', 'empty_like', 'clone', 'fill', 'broadcast_tensors', 'meshgrid',
+           'masked_scatter', 'put', 't', 'rsub', 'empty_like', 'clone', 'fill', 'broadcast_tensors', 'meshgrid',
            'cartesian_prod', 'combinations', 'block_diag', 'constant_pad_nd', 'FormsOps']
 
 # %% ../../nbs/10b_tensor_forms.ipynb #123e6853
@@ -82,6 +82,12 @@ def _rmatmul(self, other):
     need_tensor("__rmatmul__", self)
     return other.matmul(self) if isinstance(other, TensorBase) else self.__rmatmul__(other)
 tensor_methods.__rmatmul__ = _rmatmul
+
+def rsub(input, other, *, alpha=1):
+    "other − alpha·input: `sub` with its operands swapped (`other` a tensor or a number)."
+    need_tensor("rsub", input)
+    if isinstance(other, TensorBase): return other.sub(input, alpha=alpha)
+    return (input if alpha == 1 else input * alpha).__rsub__(other)
 
 # %% ../../nbs/10b_tensor_forms.ipynb #9baecca9
 def _view(self, *shape):

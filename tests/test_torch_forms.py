@@ -12,6 +12,7 @@ import pytest
 import vkml
 import vkml.frontend.functions as VF
 import vkml.frontend.registry as R
+from vkml.core.ops import Op
 from vkml.frontend.gradcheck import gradcheck
 from vkml.frontend.tensor_forms import tensor_methods as TM
 import oracle
@@ -208,6 +209,16 @@ def test_in_place_forms_keep_the_rules(device):
     with pytest.raises(vkml.InplaceError): TM.zero_(leaf)
     with vkml.no_grad(): TM.zero_(leaf)
     assert leaf.numpy().sum() == 0
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_masked_scatter_reads_nothing_on_the_host(device):
+    "The source positions are a running count of the mask: lazy, so a short source (PyTorch: an error) repeats its last element."
+    x = vkml.tensor(np.zeros((2, 3), np.float32), device=device)
+    mask = vkml.tensor(np.array([[True, True, False], [True, False, True]]), device=device)
+    y = VF.masked_scatter(x, mask, vkml.tensor(np.array([1.0, 2.0], np.float32), device=device))
+    assert y.node.op is not Op.INPUT and not y.node.realized
+    np.testing.assert_array_equal(y.numpy(), [[1, 2, 0], [2, 0, 2]])
 
 
 def test_functions_and_methods_agree():

@@ -59,7 +59,7 @@ def t(input):
 _PROPERTIES = ("H", "T", "mT", "mH")
 _METHODS = ("__radd__", "__rand__", "__rdiv__", "__rmatmul__", "__rmod__", "__rmul__", "__ror__", "__rpow__", "__rsub__",
             "__rxor__", "float", "double", "half", "int", "long", "bool", "expand_as", "reshape_as", "view", "view_as",
-            "new_empty", "new_full", "new_ones", "new_zeros", "zero_", "item")
+            "new_empty", "new_full", "new_ones", "new_zeros", "zero_")
 
 def _method(name: str):
     "A function of a tensor that reads property `name` of it or calls method `name` on it."

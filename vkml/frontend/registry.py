@@ -321,26 +321,27 @@ def _register(rows):
     for o in rows: register_operator(o.name, o.category, o.fn, o.example, ref=o.ref, domain=o.domain, tol=o.tol, form=o.form)
 
 # %% ../../nbs/16_registry.ipynb #8f0bd1f4
-_FM = _Module("vkml.frontend.tensor_forms")
+_FORMS_FN = _Module("vkml.frontend.tensor_forms")
 _TORCH["vkml.frontend.tensor_forms"] = "torch"
-def _method(name: str) -> _Ref: return _Ref("vkml.frontend.tensor_forms", f"tensor_methods.{name}", after=("vkml.frontend.functions",))
-def _methods(category, rows):
-    "Rows of PyTorch's Tensor-only operators, from (name, example arguments after the tensor): x.name(*args), or x.name."
-    return [Operator(n, category, _method(n), (lambda n=n, x=x, a=a: _method(n)(x(), *a)), ref=f"torch.Tensor.{n}") for n, x, a in rows]
+def _forms_method(name: str) -> _Ref: return _Ref("vkml.frontend.tensor_forms", f"tensor_methods.{name}", after=("vkml.frontend.functions",))
+def _forms_methods(category, rows):
+    "Rows of PyTorch's Tensor-only operators, from (name, the tensor's maker, the other arguments or their maker): x.name(*args), or x.name."
+    def example(n, x, a): return lambda: _forms_method(n)(x(), *(a() if callable(a) else a))
+    return [Operator(n, category, _forms_method(n), example(n, x, a), ref=f"torch.Tensor.{n}") for n, x, a in rows]
 
 _FORMS_OPERATORS: list = [
-    *_methods("shape / indexing", [
+    *_forms_methods("shape / indexing", [
         *[(n, (lambda: _x(2, 3)), ()) for n in ("H", "T", "mT", "mH", "float", "double", "half", "int", "long", "bool")],
-        ("expand_as", lambda: _x(1, 3), (_x(2, 3),)), ("reshape_as", lambda: _x(2, 3), (_x(3, 2),)),
-        ("view", lambda: _x(2, 3), (3, 2)), ("view_as", lambda: _x(2, 3), (_x(6),))]),
-    *_methods("binary", [(n, (lambda: _pos(2, 3)), (2.0,)) for n in ("__radd__", "__rdiv__", "__rmul__", "__rpow__", "__rsub__", "__rmod__")]),
-    *_methods("binary", [(n, (lambda: _idx([[1, 2, 3]])), (6,)) for n in ("__rand__", "__ror__", "__rxor__")]),
-    *_methods("binary", [("__rmatmul__", lambda: _x(3, 4), (_x(2, 3),))]),
+        ("expand_as", lambda: _x(1, 3), lambda: (_x(2, 3),)), ("reshape_as", lambda: _x(2, 3), lambda: (_x(3, 2),)),
+        ("view", lambda: _x(2, 3), (3, 2)), ("view_as", lambda: _x(2, 3), lambda: (_x(6),))]),
+    *_forms_methods("binary", [(n, (lambda: _pos(2, 3)), (2.0,)) for n in ("__radd__", "__rdiv__", "__rmul__", "__rpow__", "__rsub__", "__rmod__")]),
+    *_forms_methods("binary", [(n, (lambda: _idx([[1, 2, 3]])), (6,)) for n in ("__rand__", "__ror__", "__rxor__")]),
+    *_forms_methods("binary", [("__rmatmul__", lambda: _x(3, 4), lambda: (_x(2, 3),))]),
     *_ops("binary", _VF, [("rsub", lambda: _VF.rsub(_pos(2, 3), _pos(3), alpha=2))]),
     *_ops("shape / indexing", _VF, [("argwhere", lambda: _VF.argwhere(_mask(2, 3)))]),   # nonzero's numpy spelling (CPU only, as nonzero)
-    *_methods("creation", [("new_full", lambda: _x(2, 3), ((3,), 1.5)), *[(n, (lambda: _x(2, 3)), ((3, 2),)) for n in ("new_zeros", "new_ones", "new_empty")],
+    *_forms_methods("creation", [("new_full", lambda: _x(2, 3), ((3,), 1.5)), *[(n, (lambda: _x(2, 3)), ((3, 2),)) for n in ("new_zeros", "new_ones", "new_empty")],
                            ("zero_", lambda: _x(2, 3), ())]),
-    Operator("empty_like", "creation", _FM.empty_like, lambda: _FM.empty_like(_x(2, 3))),
+    Operator("empty_like", "creation", _FORMS_FN.empty_like, lambda: _FORMS_FN.empty_like(_x(2, 3))),
     *_ops("shape / indexing", _VF, [
         ("t", lambda: _VF.t(_x(2, 3))), ("clone", lambda: _VF.clone(_x(2, 3))), ("ravel", lambda: _VF.ravel(_x(2, 3).t())),
         *[(n, (lambda n=n: getattr(_VF, n)(_x(2)))) for n in ("atleast_1d", "atleast_2d", "atleast_3d")],

@@ -534,6 +534,64 @@ CASES.update({
     "fmod": [binary(lambda a, b: a % b, lambda a, b: np.remainder(a, b), INT, "nz", shapes=[((2, 3), (3,)), ((2, 1, 4), (3, 1))])],
 })
 
+# the forms family (nbs/10b_tensor_forms.ipynb; PyTorch's own values: tests/test_torch_forms.py)
+def _into(x, where, v): out = x.copy(); out[where] = v; return out
+def _combos(x, r=2): import itertools; return np.array(list(itertools.combinations(x, r))).reshape(-1, r)
+def _shapes(*s): return [tuple(s)]
+_TAKE, _ALONG, _PUT = np.array([[0, -1], [5, 7]]), np.array([[3], [0], [1]]), np.array([0, -1, 5])
+CASES.update({
+    "rsub": [binary(lambda x, y: VF.rsub(x, y, alpha=2), lambda x, y: y - 2 * x, NUM, tol=2)],
+    "argwhere": [unary(lambda x: VF.argwhere(x > 0), lambda x: np.argwhere(x > 0), NUM, out=_i64, shapes=U)],
+    "t": [unary(VF.t, lambda x: x.T, shapes=[((2, 3),), ((3,),), ((),)])], "clone": [unary(VF.clone, lambda x: x, NUM)],
+    "ravel": [unary(VF.ravel, lambda x: x.reshape(-1), NUM)],
+    **{f"atleast_{k}d": [unary(getattr(VF, f"atleast_{k}d"), getattr(np, f"atleast_{k}d"), shapes=[((),), ((3,),), ((2, 3),)])] for k in (1, 2, 3)},
+    "broadcast_to": [unary(lambda x: VF.broadcast_to(x, (2, 3, 4)), lambda x: np.broadcast_to(x, (2, 3, 4)), shapes=[((3, 1),)])],
+    "broadcast_tensors": [binary(VF.broadcast_tensors, lambda x, y: tuple(np.broadcast_arrays(x, y)), shapes=[((2, 1), (3,))])],
+    "narrow": [unary(lambda x: VF.narrow(x, 1, 1, 2), lambda x: x[:, 1:3], NUM, shapes=_shapes((3, 4)))],
+    "select": [unary(lambda x: VF.select(x, 1, -1), lambda x: x[:, -1], NUM, shapes=_shapes((3, 4)))],
+    "unflatten": [unary(lambda x: VF.unflatten(x, 1, (3, -1)), lambda x: x.reshape(2, 3, 2), shapes=_shapes((2, 6)))],
+    "tensor_split": [unary(lambda x: VF.tensor_split(x, 3), lambda x: tuple(np.array_split(x, 3)), shapes=_shapes((7, 2))),
+                     unary(lambda x: VF.tensor_split(x, [1, 4, 9], 1), lambda x: tuple(np.array_split(x, [1, 4, 9], 1)), shapes=_shapes((2, 5)))],
+    "hsplit": [unary(lambda x: VF.hsplit(x, 2), lambda x: tuple(np.hsplit(x, 2)), shapes=_shapes((2, 4)))],
+    "vsplit": [unary(lambda x: VF.vsplit(x, [1, 3]), lambda x: tuple(np.vsplit(x, [1, 3])), shapes=_shapes((4, 2)))],
+    "dsplit": [unary(lambda x: VF.dsplit(x, 2), lambda x: tuple(np.dsplit(x, 2)), shapes=_shapes((1, 2, 4)))],
+    "split_with_sizes": [unary(lambda x: VF.split_with_sizes(x, [2, 3]), lambda x: tuple(np.split(x, [2])), shapes=_shapes((5, 2)))],
+    "unsafe_split": [unary(lambda x: VF.unsafe_split(x, 2), lambda x: tuple(np.split(x, [2, 4])), shapes=_shapes((5, 2)))],
+    "unsafe_chunk": [unary(lambda x: VF.unsafe_chunk(x, 3, 1), lambda x: tuple(np.split(x, [2, 4], 1)), shapes=_shapes((2, 5)))],
+    "fliplr": [unary(VF.fliplr, np.fliplr, NUM, shapes=[((2, 3),), ((2, 3, 2, 2),)])], "flipud": [unary(VF.flipud, np.flipud, NUM, shapes=[((3,),), ((2, 3, 2),)])],
+    "rot90": [unary(lambda x, k=k: VF.rot90(x, k, (2, 0)), lambda x, k=k: np.rot90(x, k, (2, 0)), shapes=_shapes((2, 3, 4))) for k in (1, 2, 3)],
+    "tile": [unary(lambda x: VF.tile(x, (2, 1, 3)), lambda x: np.tile(x, (2, 1, 3)), NUM)],
+    "diagflat": [unary(lambda x: VF.diagflat(x, -1), lambda x: np.diagflat(x, -1), shapes=[((2, 2),), ((3,),)])],
+    "take": [unary(lambda x: VF.take(x, tensor(_TAKE)), lambda x: np.take(x, _TAKE), NUM, shapes=_shapes((3, 4)))],
+    "take_along_dim": [unary(lambda x: VF.take_along_dim(x, tensor(_ALONG), 1), lambda x: np.take_along_axis(x, _ALONG, 1), shapes=_shapes((3, 4)))],
+    "constant_pad_nd": [unary(lambda x: VF.constant_pad_nd(x, (-1, 2, 1, 0), 0.5), lambda x: ref_pad(x, (-1, 2, 1, 0), 0.5), shapes=_shapes((3, 4)))],
+    "meshgrid": [binary(lambda a, b, i=i: VF.meshgrid(a, b, indexing=i), lambda a, b, i=i: tuple(np.meshgrid(a, b, indexing=i)), shapes=[((2,), (3,))]) for i in ("ij", "xy")],
+    "cartesian_prod": [binary(VF.cartesian_prod, lambda a, b: np.stack(np.meshgrid(a, b, indexing="ij"), -1).reshape(-1, 2), shapes=[((2,), (3,))])],
+    "combinations": [unary(VF.combinations, _combos, NUM, shapes=_shapes((4,)))],
+    "block_diag": [binary(VF.block_diag, lambda a, b: np.block([[a, np.zeros((2, 3))], [np.zeros((1, 2)), b[None]]]), shapes=[((2, 2), (3,))])],
+    "select_scatter": [binary(lambda x, s: VF.select_scatter(x, s, 1, 1), lambda x, s: _into(x, (slice(None), 1), s), shapes=[((3, 4), (3,))])],
+    "slice_scatter": [binary(lambda x, s: VF.slice_scatter(x, s, 1, 1, 5, 2), lambda x, s: _into(x, (slice(None), slice(1, 5, 2)), s), shapes=[((3, 5), (3, 2))])],
+    "diagonal_scatter": [binary(lambda x, s: VF.diagonal_scatter(x, s, 1), lambda x, s: _into(x, (np.arange(3), np.arange(1, 4)), s), shapes=[((3, 4), (3,))])],
+    "index_copy": [binary(lambda x, s: VF.index_copy(x, 1, tensor([2, 0]), s), lambda x, s: _into(x, (slice(None), [2, 0]), s), shapes=[((3, 4), (3, 2))])],
+    "index_fill": [unary(lambda x: VF.index_fill(x, 1, tensor([2, 0]), -1.5), lambda x: _into(x, (slice(None), [2, 0]), -1.5), shapes=_shapes((3, 4)))],
+    "masked_scatter": [binary(lambda x, s: VF.masked_scatter(x, tensor(MASK23), s), lambda x, s: _into(x, MASK23, s[:3]), shapes=[((2, 3), (4,))])],
+    "put": [binary(lambda x, s: VF.put(x, tensor(_PUT), s), lambda x, s: _into(x.reshape(-1), _PUT, s).reshape(x.shape), shapes=[((3, 4), (3,))])],
+    "fill": [unary(lambda x: VF.fill(x, 1.5), lambda x: np.full_like(x, 1.5))],
+    "alias_copy": [unary(VF.alias_copy, lambda x: x, ALL)],
+    "diagonal_copy": [unary(lambda x: VF.diagonal_copy(x, 1, 0, 2), lambda x: np.diagonal(x, 1, 0, 2), shapes=_shapes((2, 3, 4)))],
+    "expand_copy": [unary(lambda x: VF.expand_copy(x, (2, 3, 4)), lambda x: np.broadcast_to(x, (2, 3, 4)), shapes=_shapes((3, 1)))],
+    "narrow_copy": [unary(lambda x: VF.narrow_copy(x, 0, 1, 2), lambda x: x[1:3], shapes=_shapes((3, 4)))],
+    "permute_copy": [unary(lambda x: VF.permute_copy(x, (2, 0, 1)), lambda x: np.transpose(x, (2, 0, 1)), shapes=_shapes((2, 3, 4)))],
+    "squeeze_copy": [unary(lambda x: VF.squeeze_copy(x, 1), lambda x: np.squeeze(x, 1), shapes=_shapes((2, 1, 3)))],
+    "split_with_sizes_copy": [unary(lambda x: VF.split_with_sizes_copy(x, [1, 4]), lambda x: tuple(np.split(x, [1])), shapes=_shapes((5, 2)))],
+    "t_copy": [unary(VF.t_copy, lambda x: x.T, shapes=_shapes((2, 3)))],
+    "transpose_copy": [unary(lambda x: VF.transpose_copy(x, 0, 2), lambda x: np.swapaxes(x, 0, 2), shapes=_shapes((2, 3, 4)))],
+    "unbind_copy": [unary(lambda x: VF.unbind_copy(x, 1), lambda x: tuple(np.moveaxis(x, 1, 0)), shapes=_shapes((2, 3)))],
+    "unfold_copy": [unary(lambda x: VF.unfold_copy(x, 1, 3, 2), lambda x: np.lib.stride_tricks.sliding_window_view(x, 3, 1)[:, ::2], shapes=_shapes((2, 7)))],
+    "unsqueeze_copy": [unary(lambda x: VF.unsqueeze_copy(x, -1), lambda x: np.expand_dims(x, -1), shapes=_shapes((2, 3)))],
+    "view_copy": [unary(lambda x: VF.view_copy(x, (2, 6)), lambda x: x.reshape(2, 6), shapes=_shapes((3, 4)))],
+})
+
 for _name in [*REG.names(form="unary"), *REG.names(form="binary")]:   # a new operator's first case is its row
     CASES[_name] = [table_case(REG.OPERATORS[_name]), *CASES.get(_name, [])]
 

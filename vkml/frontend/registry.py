@@ -321,7 +321,58 @@ def _register(rows):
     for o in rows: register_operator(o.name, o.category, o.fn, o.example, ref=o.ref, domain=o.domain, tol=o.tol, form=o.form)
 
 # %% ../../nbs/16_registry.ipynb #8f0bd1f4
-_FORMS_OPERATORS: list = []
+_FORMS_FN = _Module("vkml.frontend.tensor_forms")
+_TORCH["vkml.frontend.tensor_forms"] = "torch"
+def _forms_method(name: str) -> _Ref: return _Ref("vkml.frontend.tensor_forms", f"tensor_methods.{name}", after=("vkml.frontend.functions",))
+def _forms_methods(category, rows):
+    "Rows of PyTorch's Tensor-only operators, from (name, the tensor's maker, the other arguments or their maker): x.name(*args), or x.name."
+    def example(n, x, a): return lambda: _forms_method(n)(x(), *(a() if callable(a) else a))
+    return [Operator(n, category, _forms_method(n), example(n, x, a), ref=f"torch.Tensor.{n}") for n, x, a in rows]
+
+_FORMS_OPERATORS: list = [
+    *_forms_methods("shape / indexing", [
+        *[(n, (lambda: _x(2, 3)), ()) for n in ("H", "T", "mT", "mH", "float", "double", "half", "int", "long", "bool")],
+        ("expand_as", lambda: _x(1, 3), lambda: (_x(2, 3),)), ("reshape_as", lambda: _x(2, 3), lambda: (_x(3, 2),)),
+        ("view", lambda: _x(2, 3), (3, 2)), ("view_as", lambda: _x(2, 3), lambda: (_x(6),))]),
+    *_forms_methods("binary", [(n, (lambda: _pos(2, 3)), (2.0,)) for n in ("__radd__", "__rdiv__", "__rmul__", "__rpow__", "__rsub__", "__rmod__")]),
+    *_forms_methods("binary", [(n, (lambda: _idx([[1, 2, 3]])), (6,)) for n in ("__rand__", "__ror__", "__rxor__")]),
+    *_forms_methods("binary", [("__rmatmul__", lambda: _x(3, 4), lambda: (_x(2, 3),))]),
+    *_ops("binary", _VF, [("rsub", lambda: _VF.rsub(_pos(2, 3), _pos(3), alpha=2))]),
+    *_ops("shape / indexing", _VF, [("argwhere", lambda: _VF.argwhere(_mask(2, 3)))]),   # nonzero's numpy spelling (CPU only, as nonzero)
+    *_forms_methods("creation", [("new_full", lambda: _x(2, 3), ((3,), 1.5)), *[(n, (lambda: _x(2, 3)), ((3, 2),)) for n in ("new_zeros", "new_ones", "new_empty")],
+                           ("zero_", lambda: _x(2, 3), ())]),
+    Operator("empty_like", "creation", _FORMS_FN.empty_like, lambda: _FORMS_FN.empty_like(_x(2, 3))),
+    *_ops("shape / indexing", _VF, [
+        ("t", lambda: _VF.t(_x(2, 3))), ("clone", lambda: _VF.clone(_x(2, 3))), ("ravel", lambda: _VF.ravel(_x(2, 3).t())),
+        *[(n, (lambda n=n: getattr(_VF, n)(_x(2)))) for n in ("atleast_1d", "atleast_2d", "atleast_3d")],
+        ("broadcast_to", lambda: _VF.broadcast_to(_x(3), (2, 3))), ("broadcast_tensors", lambda: _VF.broadcast_tensors(_x(2, 1), _x(3))),
+        ("narrow", lambda: _VF.narrow(_x(3, 4), 1, 1, 2)), ("select", lambda: _VF.select(_x(3, 4), 1, -1)),
+        ("unflatten", lambda: _VF.unflatten(_x(2, 6), 1, (2, 3))),
+        ("tensor_split", lambda: _VF.tensor_split(_x(5, 2), 2)), ("hsplit", lambda: _VF.hsplit(_x(2, 4), 2)),
+        ("vsplit", lambda: _VF.vsplit(_x(4, 2), [1])), ("dsplit", lambda: _VF.dsplit(_x(1, 2, 4), 2)),
+        ("split_with_sizes", lambda: _VF.split_with_sizes(_x(5, 2), [2, 3])), ("unsafe_split", lambda: _VF.unsafe_split(_x(5, 2), 2)),
+        ("unsafe_chunk", lambda: _VF.unsafe_chunk(_x(5, 2), 2)),
+        ("fliplr", lambda: _VF.fliplr(_x(2, 3))), ("flipud", lambda: _VF.flipud(_x(2, 3))), ("rot90", lambda: _VF.rot90(_x(2, 3))),
+        ("tile", lambda: _VF.tile(_x(2, 3), (2,))), ("diagflat", lambda: _VF.diagflat(_x(2, 2), 1)),
+        ("take", lambda: _VF.take(_x(2, 3), _idx([[0, -1]]))), ("take_along_dim", lambda: _VF.take_along_dim(_x(2, 3), _idx([[2], [0]]), 1)),
+        ("constant_pad_nd", lambda: _VF.constant_pad_nd(_x(2, 3), (1, 1), 0.5)),
+        ("meshgrid", lambda: _VF.meshgrid(_x(2), _x(3))), ("cartesian_prod", lambda: _VF.cartesian_prod(_x(2), _x(3))),
+        ("combinations", lambda: _VF.combinations(_x(4))), ("block_diag", lambda: _VF.block_diag(_x(2, 2), _x(3))),
+        ("select_scatter", lambda: _VF.select_scatter(_x(2, 3), _x(2), 1, 0)),
+        ("slice_scatter", lambda: _VF.slice_scatter(_x(2, 4), _x(2, 2), 1, 0, 4, 2)),
+        ("diagonal_scatter", lambda: _VF.diagonal_scatter(_x(2, 3), _x(2), 1)),
+        ("index_copy", lambda: _VF.index_copy(_x(3, 2), 0, _idx([2, 0]), _x(2, 2))),
+        ("index_fill", lambda: _VF.index_fill(_x(3, 2), 0, _idx([2, 0]), -1.0)),
+        ("masked_scatter", lambda: _VF.masked_scatter(_x(2, 3), _mask(2, 3), _x(6))), ("put", lambda: _VF.put(_x(2, 3), _idx([4, 0]), _x(2))),
+        ("fill", lambda: _VF.fill(_x(2, 3), 1.5)),
+        ("alias_copy", lambda: _VF.alias_copy(_x(2, 3))), ("diagonal_copy", lambda: _VF.diagonal_copy(_x(3, 3), 1)),
+        ("expand_copy", lambda: _VF.expand_copy(_x(1, 3), (2, 3))), ("narrow_copy", lambda: _VF.narrow_copy(_x(3, 4), 0, 1, 2)),
+        ("permute_copy", lambda: _VF.permute_copy(_x(2, 3), (1, 0))), ("squeeze_copy", lambda: _VF.squeeze_copy(_x(2, 1, 3), 1)),
+        ("split_with_sizes_copy", lambda: _VF.split_with_sizes_copy(_x(5, 2), [2, 3])), ("t_copy", lambda: _VF.t_copy(_x(2, 3))),
+        ("transpose_copy", lambda: _VF.transpose_copy(_x(2, 3), 0, 1)), ("unbind_copy", lambda: _VF.unbind_copy(_x(2, 3), 1)),
+        ("unfold_copy", lambda: _VF.unfold_copy(_x(2, 5), 1, 2, 2)), ("unsqueeze_copy", lambda: _VF.unsqueeze_copy(_x(2, 3), 0)),
+        ("view_copy", lambda: _VF.view_copy(_x(2, 3), (3, 2)))]),
+]
 _register(_FORMS_OPERATORS)
 
 # %% ../../nbs/16_registry.ipynb #f20a45ea

@@ -4,12 +4,409 @@
 
 # %% ../../nbs/10b_tensor_forms.ipynb #9d7b30c9
 from __future__ import annotations
+import builtins, itertools, types
+import numpy as np
 from ..core.dtypes import *
+from ..core.ops import Op
+from ..core.graph import Node, canonical_device
+from ..core.operands import TensorBase, ArgumentError, need_tensor, expand_to, reshape_to, scalar_as
+from .tensor_shape import cat, stack, host_values, _host_index
 
 # %% auto #0
-__all__ = ['FormsOps']
+__all__ = ['tensor_methods', 'alias_copy', 'diagonal_copy', 'expand_copy', 'narrow_copy', 'permute_copy', 'split_with_sizes_copy',
+           'squeeze_copy', 't_copy', 'transpose_copy', 'unbind_copy', 'unfold_copy', 'unsqueeze_copy', 'view_copy',
+           'narrow', 'select', 'unflatten', 'ravel', 'broadcast_to', 'tensor_split', 'hsplit', 'vsplit', 'dsplit',
+           'split_with_sizes', 'unsafe_split', 'unsafe_chunk', 'fliplr', 'flipud', 'rot90', 'tile', 'diagflat', 'take',
+           'take_along_dim', 'select_scatter', 'slice_scatter', 'diagonal_scatter', 'index_copy', 'index_fill',
+           'masked_scatter', 'put', 't', 'rsub', 'empty_like', 'clone', 'fill', 'broadcast_tensors', 'meshgrid',
+           'cartesian_prod', 'combinations', 'block_diag', 'constant_pad_nd', 'FormsOps']
 
-# %% ../../nbs/10b_tensor_forms.ipynb #81d6c26e
-class FormsOps:
+# %% ../../nbs/10b_tensor_forms.ipynb #123e6853
+def _int(v, what) -> int:
+    if not isinstance(v, (int, np.integer)) or isinstance(v, (bool, np.bool_)): raise ArgumentError(f"{what} must be an int, got {v!r}")
+    return int(v)
+
+def _dim(x, dim, name) -> int:
+    if x.ndim == 0: raise ShapeError(f"{name} needs a tensor of rank >= 1")
+    return normalize_axis(_int(dim, f"{name}'s dim"), x.ndim)
+
+class _Matrices(TensorBase):
+    "mT, mH and H: transposes of matrices (vkML's dtypes are real: conjugation is the identity)."
+    __slots__ = ()
+    @property
+    def mT(self):
+        "The last two dims swapped: each matrix of a batch transposed."
+        if self.ndim < 2: raise ShapeError(f"mT needs a matrix or a batch of them (rank >= 2), got shape {self.shape}")
+        return self.transpose(-2, -1)
+    @property
+    def mH(self):
+        "The conjugate transpose of each matrix of a batch: `mT` (real dtypes)."
+        if self.ndim < 2: raise ShapeError(f"mH needs a matrix or a batch of them (rank >= 2), got shape {self.shape}")
+        return self.transpose(-2, -1)
+    @property
+    def H(self):
+        "The conjugate transpose of a matrix: `t()` (real dtypes)."
+        if self.ndim not in (0, 2): raise ShapeError(f"H is for a matrix (2-D), got shape {self.shape}: use mH for a batch")
+        return self.t()
+
+def t(input):
+    "A matrix transposed (a 0-d or 1-D tensor as it is); PyTorch refuses rank 3 and more."
+    need_tensor("t", input)
+    if input.ndim > 2: raise ShapeError(f"t expects a tensor of rank <= 2, got shape {input.shape}: use transpose(dim0, dim1) or mT")
+    return input.t()
+
+# %% ../../nbs/10b_tensor_forms.ipynb #1b94743d
+_PROPERTIES = ("H", "T", "mT", "mH")
+_METHODS = ("__radd__", "__rand__", "__rdiv__", "__rmatmul__", "__rmod__", "__rmul__", "__ror__", "__rpow__", "__rsub__",
+            "__rxor__", "float", "double", "half", "int", "long", "bool", "expand_as", "reshape_as", "view", "view_as",
+            "new_empty", "new_full", "new_ones", "new_zeros", "zero_")
+
+def _method(name: str):
+    "A function of a tensor that reads property `name` of it or calls method `name` on it."
+    def f(self, *args, **kw):
+        need_tensor(name, self)
+        return getattr(self, name) if name in _PROPERTIES else getattr(self, name)(*args, **kw)
+    f.__name__ = f.__qualname__ = name
+    f.__doc__ = f"`x.{name}`" + ("" if name in _PROPERTIES else "(...)") + " as a function of `x`."
+    return f
+
+tensor_methods = types.SimpleNamespace(**{n: _method(n) for n in _PROPERTIES + _METHODS})
+"PyTorch's Tensor-only operators as functions of the tensor (the operator table's rows call these)."
+
+class _Reflected(TensorBase):
+    __slots__ = ()
+    def __rdiv__(self, other): "other / self (PyTorch's name of `__rtruediv__`)."; return self.__rtruediv__(other)
+
+def _rmatmul(self, other):
+    "other @ self (Python calls `Tensor.__rmatmul__` only for a left operand that is not a tensor: then it refuses)."
+    need_tensor("__rmatmul__", self)
+    return other.matmul(self) if isinstance(other, TensorBase) else self.__rmatmul__(other)
+tensor_methods.__rmatmul__ = _rmatmul
+
+def rsub(input, other, *, alpha=1):
+    "other − alpha·input: `sub` with its operands swapped (`other` a tensor or a number)."
+    need_tensor("rsub", input)
+    if isinstance(other, TensorBase): return other.sub(input, alpha=alpha)
+    return (input if alpha == 1 else input * alpha).__rsub__(other)
+
+# %% ../../nbs/10b_tensor_forms.ipynb #9baecca9
+def _view(self, *shape):
+    "PyTorch's `view`: `reshape` when it needs no copy; else a ShapeError (a dtype argument: vkML does not reinterpret bits)."
+    need_tensor("view", self)
+    if len(shape) == 1 and not isinstance(shape[0], (tuple, list, int, np.integer)):
+        raise ArgumentError(f"view(dtype) reinterprets bits, which vkML does not do: use `.to({shape[0]!r})` to convert values")
+    out = self.reshape(*shape)
+    if out is not self and out._base is None:
+        raise ShapeError(f"view: a tensor of shape {self.shape} laid out like this one (a transposed or strided view) cannot be "
+                         f"viewed as {out.shape} without a copy: use `.reshape(...)`, or `.contiguous().view(...)`")
+    return out
+
+def _view_as(self, other): need_tensor("view_as", other); return _view(self, other.shape)
+tensor_methods.view, tensor_methods.view_as = _view, _view_as
+
+# %% ../../nbs/10b_tensor_forms.ipynb #7db138db
+def _shape(size, what) -> tuple:
+    if len(size) == 1 and isinstance(size[0], (tuple, list)): size = tuple(size[0])
+    if not builtins.all(isinstance(d, (int, np.integer)) and not isinstance(d, (bool, np.bool_)) and d >= 0 for d in size):
+        raise ShapeError(f"{what}'s size must be non-negative ints, got {tuple(size)}")
+    return check_rank(tuple(int(d) for d in size), what)
+
+class _New(TensorBase):
+    "new_full, new_zeros, new_ones, new_empty: methods of `Tensor`."
+    __slots__ = ()
+    def new_full(self, size, fill_value, *, dtype=None, device=None, requires_grad=False):
+        "A tensor of `size` filled with `fill_value`, of this tensor's dtype and device unless given."
+        shape = _shape((size,) if isinstance(size, (int, np.integer)) else tuple(size), "new_full")
+        dtype = self.dtype if dtype is None else to_dtype(dtype)
+        device = self.device if device is None else canonical_device(device)
+        out = self._wrap(Node(Op.FULL, (), scalar_as(fill_value, dtype, "new_full"), shape, dtype, device))
+        return out.requires_grad_() if requires_grad else out
+    def new_zeros(self, *size, **kw): "Zeros of `size`, this tensor's dtype and device."; return self.new_full(_shape(size, "new_zeros"), False, **kw)
+    def new_ones(self, *size, **kw): "Ones of `size`, this tensor's dtype and device."; return self.new_full(_shape(size, "new_ones"), True, **kw)
+    def new_empty(self, *size, **kw): "A tensor of `size` (its values: zeros in vkML)."; return self.new_full(_shape(size, "new_empty"), False, **kw)
+
+def empty_like(input, *, dtype=None, device=None, requires_grad=False):
+    "A tensor of `input`'s shape, dtype and device (unless given); its values: zeros in vkML."
+    need_tensor("empty_like", input)
+    return input.new_empty(input.shape, dtype=dtype, device=device, requires_grad=requires_grad)
+
+# %% ../../nbs/10b_tensor_forms.ipynb #5a33855e
+class _Views(TensorBase):
+    "narrow, select, unflatten, ravel, broadcast_to, unfold: methods of `Tensor`."
+    __slots__ = ()
+    def narrow(self, dim: int, start: int, length: int):
+        "The `length` elements from `start` along `dim` (a view)."
+        axis = _dim(self, dim, "narrow")
+        n, start, length = self.shape[axis], _int(start, "narrow's start"), _int(length, "narrow's length")
+        if not -n <= start <= n: raise IndexOutOfRangeError(f"narrow: start {start} is out of range for dim {dim} of size {n}")
+        start += n if start < 0 else 0
+        if length < 0 or start + length > n:
+            raise ArgumentError(f"narrow: start ({start}) + length ({length}) exceeds dim {dim}'s size {n}")
+        return self._as_view(self._slice_axis(axis, start, start + length))
+    def select(self, dim: int, index: int):
+        "Index `index` of `dim`, without that dim (a view)."
+        axis = _dim(self, dim, "select")
+        n, i = self.shape[axis], _int(index, "select's index")
+        if not -n <= i < n: raise IndexOutOfRangeError(f"select: index {i} is out of range for dim {dim} of size {n}")
+        i += n if i < 0 else 0
+        return self._as_view(reshape_to(self._slice_axis(axis, i, i + 1), self.shape[:axis] + self.shape[axis + 1:]))
+    def unflatten(self, dim: int, sizes):
+        "Dim `dim` split into `sizes` (one of them may be -1)."
+        axis, sizes = _dim(self, dim, "unflatten"), tuple(sizes)
+        if not sizes: raise ArgumentError("unflatten needs a non-empty sizes")
+        return self.reshape(self.shape[:axis] + sizes + self.shape[axis + 1:])
+    def ravel(self): "The elements as a 1-D tensor (a view when the layout allows)."; return self.reshape(-1)
+    def broadcast_to(self, size): "Expanded to `size` (-1 keeps a dim): `expand`."; return self.expand(tuple(size))
+    def unfold(self, dimension: int, size: int, step: int):
+        "Every window of `size` elements, `step` apart, along `dimension`, as a new last dim."
+        x = self if self.ndim else reshape_to(self, (1,))
+        axis, size, step = _dim(x, dimension, "unfold"), _int(size, "unfold's size"), _int(step, "unfold's step")
+        n = x.shape[axis]
+        if not 0 <= size <= n or step < 1: raise ArgumentError(f"unfold needs 0 <= size <= {n} and step >= 1, got size {size}, step {step}")
+        count = (n - size) // step + 1
+        shape = check_rank(x.shape[:axis] + (count, size) + x.shape[axis + 1:], "unfold result")
+        idx = (np.arange(count)[:, None] * step + np.arange(size)).reshape(-1)
+        return reshape_to(x.index_select(axis, _host_index(x, idx)), shape).movedim(axis + 1, -1)
+
+# %% ../../nbs/10b_tensor_forms.ipynb #9f726226
+class _Pieces(TensorBase):
+    "tensor_split, hsplit, vsplit, dsplit, split_with_sizes, unsafe_split, unsafe_chunk: methods of `Tensor`."
+    __slots__ = ()
+    def tensor_split(self, indices_or_sections, dim: int = 0) -> tuple:
+        "`sections` pieces as even as possible (the first ones one longer), or the pieces between the given indices."
+        axis = _dim(self, dim, "tensor_split")
+        n, s = self.shape[axis], indices_or_sections
+        if isinstance(s, TensorBase):   # PyTorch reads a tensor of sections or indices on the host too
+            if s.dtype is not int64 or s.ndim > 1: raise DTypeError(f"tensor_split takes a 0-d or 1-D int64 tensor, got {s.dtype.name} {s.shape}")
+            h = host_values(s)
+            s = (s.numpy() if h is None else h).tolist()
+        if isinstance(s, (int, np.integer)):
+            if s < 1: raise ArgumentError(f"tensor_split needs sections >= 1, got {s}")
+            q, r = divmod(n, int(s))
+            bounds = list(itertools.accumulate([0] + [q + 1] * r + [q] * (int(s) - r)))
+        else: bounds = [0] + [builtins.min(builtins.max(_int(i, "tensor_split's index"), 0), n) for i in s] + [n]
+        return tuple(self._as_view(self._slice_axis(axis, a, builtins.max(a, b))) for a, b in itertools.pairwise(bounds))
+    def _split_dim(self, name, sections, dim, rank):
+        if self.ndim < rank: raise ShapeError(f"{name} needs a tensor of rank >= {rank}, got shape {self.shape}")
+        if isinstance(sections, (int, np.integer)) and (sections < 1 or self.shape[dim] % sections):
+            raise ArgumentError(f"{name}: dim {dim} of size {self.shape[dim]} does not split into {sections} equal sections")
+        return self.tensor_split(sections, dim)
+    def hsplit(self, sections) -> tuple: "tensor_split along dim 1 (dim 0 of a vector)."; return self._split_dim("hsplit", sections, 1 if self.ndim > 1 else 0, 1)
+    def vsplit(self, sections) -> tuple: "tensor_split along dim 0."; return self._split_dim("vsplit", sections, 0, 2)
+    def dsplit(self, sections) -> tuple: "tensor_split along dim 2."; return self._split_dim("dsplit", sections, 2, 3)
+    def split_with_sizes(self, split_sizes, dim: int = 0) -> tuple:
+        "Pieces of the listed sizes along `dim`."
+        if not isinstance(split_sizes, (tuple, list)): raise ArgumentError(f"split_with_sizes takes a list of sizes, got {split_sizes!r}")
+        return self.split(list(split_sizes), dim)
+    def unsafe_split(self, split_size, dim: int = 0) -> tuple: "`split` (vkML's pieces are always safe)."; return self.split(split_size, dim)
+    def unsafe_chunk(self, chunks: int, dim: int = 0) -> tuple: "`chunk` (vkML's pieces are always safe)."; return self.chunk(chunks, dim)
+
+# %% ../../nbs/10b_tensor_forms.ipynb #edcb9e6e
+class _Arrange(TensorBase):
+    "fliplr, flipud, rot90, tile, diagflat, take, take_along_dim: methods of `Tensor`."
+    __slots__ = ()
+    def fliplr(self):
+        "Flipped left-right (dim 1)."
+        if self.ndim < 2: raise ShapeError(f"fliplr needs a tensor of rank >= 2, got shape {self.shape}")
+        return self.flip((1,))
+    def flipud(self):
+        "Flipped up-down (dim 0)."
+        if self.ndim < 1: raise ShapeError("flipud needs a tensor of rank >= 1")
+        return self.flip((0,))
+    def rot90(self, k: int = 1, dims=(0, 1)):
+        "Turned `k` quarter turns in the plane of `dims`, from the first dim toward the second."
+        dims = tuple(dims)
+        if len(dims) != 2 or self.ndim < 2: raise ShapeError(f"rot90 needs two dims of a tensor of rank >= 2, got dims {dims}, shape {self.shape}")
+        a, b = (normalize_axis(_int(d, "rot90's dims"), self.ndim) for d in dims)
+        if a == b: raise ArgumentError(f"rot90's dims must differ, got {dims}")
+        k = _int(k, "rot90's k") % 4
+        if k == 0: return self.clone()
+        if k == 2: return self.flip((a, b))
+        return self.flip((b,) if k == 1 else (a,)).transpose(a, b)
+    def tile(self, dims):
+        "Repeated `dims[i]` times along dim i; fewer counts than dims: the leading ones are 1."
+        dims = (dims,) if isinstance(dims, (int, np.integer)) else tuple(dims)
+        return self.repeat((1,) * (self.ndim - len(dims)) + dims)
+    def diagflat(self, offset: int = 0): "The flattened tensor on the `offset`-th diagonal of a square matrix."; return self.flatten().diag(offset)
+    def take(self, index):
+        "The elements of the flattened tensor at `index` (int64; negative counts from the end), in `index`'s shape."
+        if not isinstance(index, TensorBase) or index.dtype is not int64: raise DTypeError(f"take's index must be an int64 Tensor, got {index!r}")
+        n, flat = self.numel(), index.reshape(-1)
+        h = host_values(flat)
+        if h is not None:   # a constant: negative indices wrap now, and the range is checked now
+            if ((h < -n) | (h >= n)).any(): raise IndexOutOfRangeError(f"take: an index in {h.tolist()} is out of range for {n} elements")
+            flat = _host_index(flat, np.where(h < 0, h + n, h))
+        else: flat = flat.where(flat >= 0, flat + n)
+        return reshape_to(self.reshape(-1).index_select(0, flat), index.shape)
+    def take_along_dim(self, indices, dim=None):
+        "`gather` along `dim`, the index broadcast against the other dims (the flattened tensor when `dim` is None)."
+        if not isinstance(indices, TensorBase): raise DTypeError(f"take_along_dim's indices must be an int64 Tensor, got {indices!r}")
+        if dim is None: return self.reshape(-1).gather(0, indices.reshape(-1))
+        axis = _dim(self, dim, "take_along_dim")
+        if indices.ndim != self.ndim: raise ShapeError(f"take_along_dim: indices of rank {indices.ndim} for a tensor of rank {self.ndim}")
+        def at(shape, n): return shape[:axis] + (n,) + shape[axis + 1:]
+        common = broadcast_shapes(at(self.shape, 1), at(indices.shape, 1))
+        return expand_to(self, at(common, self.shape[axis])).gather(axis, expand_to(indices, at(common, indices.shape[axis])))
+
+# %% ../../nbs/10b_tensor_forms.ipynb #b63cffd5
+def _expect(name, src, shape):
+    if not isinstance(src, TensorBase): raise DTypeError(f"{name}'s src must be a Tensor, got {type(src).__name__}")
+    if src.shape != tuple(shape): raise ShapeError(f"{name}: src has shape {src.shape} but the places it fills have {tuple(shape)}")
+
+class _Scatters(TensorBase):
+    "select_scatter, slice_scatter, diagonal_scatter, index_copy, index_fill, masked_scatter, put: methods of `Tensor`."
+    __slots__ = ()
+    def _into_copy(self, where, value):
+        out = self.clone(); out[where] = value
+        return out
+    def select_scatter(self, src, dim: int, index: int):
+        "A copy with `src` at index `index` of `dim`."
+        _expect("select_scatter", src, self.select(dim, index).shape)
+        return self._into_copy((slice(None),) * _dim(self, dim, "select_scatter") + (_int(index, "select_scatter's index"),), src)
+    def slice_scatter(self, src, dim: int = 0, start=None, end=None, step: int = 1):
+        "A copy with `src` at `start:end:step` of `dim`."
+        axis, where = _dim(self, dim, "slice_scatter"), slice(start, end, step)
+        if _int(step, "slice_scatter's step") < 1: raise ArgumentError(f"slice_scatter's step must be >= 1, got {step}")
+        _expect("slice_scatter", src, self.shape[:axis] + (len(range(*where.indices(self.shape[axis]))),) + self.shape[axis + 1:])
+        return self._into_copy((slice(None),) * axis + (where,), src)
+    def diagonal_scatter(self, src, offset: int = 0, dim1: int = 0, dim2: int = 1):
+        "A copy with `src` on the `offset`-th diagonal of dims `dim1`, `dim2`."
+        d = self.diagonal(offset, dim1, dim2)
+        _expect("diagonal_scatter", src, d.shape)
+        a, b = normalize_axis(dim1, self.ndim), normalize_axis(dim2, self.ndim)
+        k, n = _int(offset, "offset"), d.shape[-1]
+        rows, cols = np.arange(n) + builtins.max(-k, 0), np.arange(n) + builtins.max(k, 0)
+        out = self.movedim((a, b), (-2, -1)).clone()
+        out[..., _host_index(self, rows), _host_index(self, cols)] = src
+        return out.movedim((-2, -1), (a, b))
+    def index_copy(self, dim: int, index, source):
+        "A copy with `source`'s slices along `dim` at the places `index` lists."
+        axis = _dim(self, dim, "index_copy")
+        if not isinstance(index, TensorBase) or index.ndim > 1: raise DTypeError(f"index_copy's index must be a 0-d or 1-D int64 Tensor, got {index!r}")
+        _expect("index_copy", source, self.shape[:axis] + (index.numel(),) + self.shape[axis + 1:])
+        return self._into_copy((slice(None),) * axis + (index.reshape(-1),), source)
+    def index_fill(self, dim: int, index, value):
+        "A copy with `value` (a number or a 0-d tensor) in the slices along `dim` that `index` lists."
+        if isinstance(value, TensorBase) and value.ndim: raise ShapeError(f"index_fill's value must be a number or a 0-d tensor, got shape {value.shape}")
+        if not isinstance(index, TensorBase) or index.ndim > 1: raise DTypeError(f"index_fill's index must be a 0-d or 1-D int64 Tensor, got {index!r}")
+        return self._into_copy((slice(None),) * _dim(self, dim, "index_fill") + (index.reshape(-1),), value)
+    def put(self, index, source, accumulate: bool = False):
+        "A copy with `source`'s elements at the flat positions `index` (added there when `accumulate`)."
+        if not isinstance(index, TensorBase) or not isinstance(source, TensorBase): raise DTypeError("put takes an int64 Tensor index and a Tensor source")
+        if index.numel() != source.numel(): raise ShapeError(f"put: {index.numel()} indices for {source.numel()} source elements")
+        n, i = self.numel(), index.reshape(-1)
+        h = host_values(i)
+        i = _host_index(i, np.where(h < 0, h + n, h)) if h is not None else i.where(i >= 0, i + n)
+        return self.reshape(-1).index_put((i,), source.reshape(-1), accumulate).reshape(self.shape)
+    def masked_scatter(self, mask, source):
+        "A copy with `source`'s elements, in order, at the places where `mask` (broadcast) is true."
+        if not isinstance(mask, TensorBase) or mask.dtype is not bool_: raise DTypeError(f"masked_scatter's mask must be a bool Tensor, got {mask!r}")
+        if not isinstance(source, TensorBase) or source.dtype is not self.dtype:
+            raise DTypeError(f"masked_scatter's source must be a Tensor of the tensor's dtype {self.dtype.name}, got {source!r}")
+        shape = broadcast_shapes(self.shape, mask.shape)
+        x, m = expand_to(self, shape).reshape(-1), expand_to(mask, shape).reshape(-1)
+        if source.numel() == 0: return x.clone().reshape(shape)
+        pos = (m.long().cumsum(0) - 1).clamp(0, source.numel() - 1)
+        return source.reshape(-1).index_select(0, pos).where(m, x).reshape(shape)
+
+# %% ../../nbs/10b_tensor_forms.ipynb #78e6422d
+def clone(input, *, memory_format=None):
+    "A copy of `input` with storage of its own (gradients flow back to `input`); vkML keeps one layout: row-major."
+    need_tensor("clone", input); return input.clone()
+
+def _copy_form(name: str, view):
+    "The function `name`: `view(input, ...)` cloned (each piece of a tuple cloned)."
+    def f(input, *args, **kw):
+        need_tensor(name, input)
+        out = view(input, *args, **kw)
+        return tuple(o.clone() for o in out) if isinstance(out, tuple) else out.clone()
+    f.__name__ = f.__qualname__ = name
+    f.__doc__ = f"`{name.removesuffix('_copy')}`, copied into storage of its own."
+    return f
+
+(alias_copy, diagonal_copy, expand_copy, narrow_copy, permute_copy, split_with_sizes_copy, squeeze_copy, t_copy,
+ transpose_copy, unbind_copy, unfold_copy, unsqueeze_copy, view_copy) = (_copy_form(f"{n}_copy", v) for n, v in (
+    ("alias", lambda x: x), ("diagonal", lambda x, *a, **k: x.diagonal(*a, **k)), ("expand", lambda x, size: x.expand(size)),
+    ("narrow", lambda x, *a: x.narrow(*a)), ("permute", lambda x, dims: x.permute(dims)),
+    ("split_with_sizes", lambda x, *a, **k: x.split_with_sizes(*a, **k)), ("squeeze", lambda x, *a: x.squeeze(*a)),
+    ("t", t), ("transpose", lambda x, a, b: x.transpose(a, b)), ("unbind", lambda x, *a: x.unbind(*a)),
+    ("unfold", lambda x, *a: x.unfold(*a)), ("unsqueeze", lambda x, d: x.unsqueeze(d)), ("view", lambda x, *s: x.reshape(*s))))
+
+def fill(input, value):
+    "A copy of `input` with every element `value` (a number or a 0-d tensor): `input.clone().fill_(value)`."
+    need_tensor("fill", input); return input.clone().fill_(value)
+
+# %% ../../nbs/10b_tensor_forms.ipynb #936e4e9e
+def _group(name, tensors) -> list:
+    ts = list(tensors[0]) if len(tensors) == 1 and isinstance(tensors[0], (tuple, list)) else list(tensors)
+    for x in ts: need_tensor(name, x)
+    return ts
+
+def broadcast_tensors(*tensors) -> tuple:
+    "Every tensor expanded to the shape they broadcast to."
+    ts = _group("broadcast_tensors", tensors)
+    shape = broadcast_shapes(*(x.shape for x in ts))
+    return tuple(x._as_view(expand_to(x, shape)) for x in ts)
+
+def meshgrid(*tensors, indexing: str = "ij") -> tuple:
+    "Grids from 0-d or 1-D tensors: output i varies along dim i (`xy`: the first two dims swapped)."
+    ts = _group("meshgrid", tensors)
+    if indexing not in ("ij", "xy"): raise ArgumentError(f"meshgrid's indexing is 'ij' or 'xy', got {indexing!r}")
+    if builtins.any(x.ndim > 1 for x in ts): raise ShapeError("meshgrid takes 0-d or 1-D tensors")
+    dims = list(range(len(ts)))
+    if indexing == "xy" and len(ts) > 1: dims[0], dims[1] = 1, 0
+    shape = [0] * len(ts)
+    for x, d in zip(ts, dims): shape[d] = x.numel()
+    shape = check_rank(tuple(shape), "meshgrid result")
+    return tuple(expand_to(reshape_to(x, tuple(n if i == d else 1 for i, n in enumerate(shape))), shape) for x, d in zip(ts, dims))
+
+def cartesian_prod(*tensors):
+    "Every tuple of one element from each 1-D tensor, as the rows of a matrix (one tensor: itself)."
+    ts = _group("cartesian_prod", tensors)
+    if builtins.any(x.ndim != 1 for x in ts): raise ShapeError("cartesian_prod takes 1-D tensors")
+    return ts[0] if len(ts) == 1 else stack([g.reshape(-1) for g in meshgrid(*ts)], 1)
+
+def combinations(input, r: int = 2, with_replacement: bool = False):
+    "The `r`-element combinations of a 1-D tensor's elements, as the rows of a matrix, in lexicographic order."
+    need_tensor("combinations", input)
+    if input.ndim != 1: raise ShapeError(f"combinations takes a 1-D tensor, got shape {input.shape}")
+    if _int(r, "combinations' r") < 0: raise ArgumentError(f"combinations' r must be >= 0, got {r}")
+    if r == 0: return input.new_empty(0)
+    pick = itertools.combinations_with_replacement if with_replacement else itertools.combinations
+    idx = np.array(list(pick(range(input.shape[0]), r)), np.int64).reshape(-1, r)
+    return reshape_to(input.index_select(0, _host_index(input, idx.reshape(-1))), idx.shape)
+
+def block_diag(*tensors):
+    "The tensors (0-d, 1-D as a row, 2-D) along the diagonal of a matrix, zeros elsewhere."
+    ts = _group("block_diag", tensors)
+    if builtins.any(x.ndim > 2 for x in ts): raise ShapeError("block_diag takes tensors of rank <= 2")
+    ts = [x if x.ndim == 2 else reshape_to(x, (1, x.numel())) for x in ts]
+    width, left, rows = builtins.sum(x.shape[1] for x in ts), 0, []
+    for x in ts:
+        rows.append(x.pad((left, width - left - x.shape[1])))
+        left += x.shape[1]
+    return cat(rows, 0)
+
+def constant_pad_nd(input, pad, value=0):
+    "`input` padded with `value`: `pad` is (left, right) for the last dim, then the one before, ... (negative: cropped)."
+    need_tensor("constant_pad_nd", input); return input.pad(pad, value=value)
+
+# %% ../../nbs/10b_tensor_forms.ipynb #6b2a5867
+class FormsOps(_Matrices, _Reflected, _New, _Views, _Pieces, _Arrange, _Scatters):
     "The Tensor methods of this notebook (a mixin of `Tensor`)."
     __slots__ = ()
+
+def _function(name: str):
+    "The function form of method `name`: its first argument is the tensor."
+    def f(input, *args, **kw):
+        need_tensor(name, input); return getattr(input, name)(*args, **kw)
+    f.__name__ = f.__qualname__ = name
+    f.__doc__ = getattr(FormsOps, name).__doc__
+    return f
+
+(narrow, select, unflatten, ravel, broadcast_to, tensor_split, hsplit, vsplit, dsplit, split_with_sizes, unsafe_split,
+ unsafe_chunk, fliplr, flipud, rot90, tile, diagflat, take, take_along_dim, select_scatter, slice_scatter, diagonal_scatter,
+ index_copy, index_fill, masked_scatter, put) = (_function(n) for n in (
+    "narrow", "select", "unflatten", "ravel", "broadcast_to", "tensor_split", "hsplit", "vsplit", "dsplit", "split_with_sizes",
+    "unsafe_split", "unsafe_chunk", "fliplr", "flipud", "rot90", "tile", "diagflat", "take", "take_along_dim", "select_scatter",
+    "slice_scatter", "diagonal_scatter", "index_copy", "index_fill", "masked_scatter", "put"))

@@ -24,6 +24,8 @@ def _rows():
     for kname, file, dts in [("reduce_row", "reduce.comp", ALL), ("argreduce_row", "argreduce.comp", NUMERIC)]:
         for s in dts: rows.append((f"{kname}_{s}", file, {T[s]: "1", "ROW": "1"}))
     for s in NUMERIC: rows.append((f"argreduce_cols_{s}", "argreduce.comp", {T[s]: "1", "COLS": "1"}))
+    for s in ALL: rows.append((f"argsort_init_{s}", "argsort.comp", {T[s]: "1", "INIT": "1"}))
+    rows += [("argsort_step", "argsort.comp", {"STEP": "1"}), ("argsort_out", "argsort.comp", {"OUT": "1"})]
     for s in ALL:
         rows.append((f"reduce_cols_{s}", "reduce.comp", {T[s]: "1", "COLS": "1"}))
         rows.append((f"reduce_cols_part_{s}", "reduce.comp", {T[s]: "1", "COLS": "1", "PART": "1"}))

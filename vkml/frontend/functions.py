@@ -277,7 +277,7 @@ def multinomial(input: Tensor, num_samples: int, replacement: bool = False, *, g
     else:
         keys = w / -(1 - rand(rows, k, generator=generator, dtype=w.dtype, device=w.device)).log()
         picks = []
-        for _ in range(n):                                        # one argmax per draw: Vulkan has ARGMAX, not ARGSORT
+        for _ in range(n):                                        # one argmax per draw, the winner knocked out
             picks.append(keys.argmax(1, keepdim=True))
             keys = keys.scatter(1, picks[-1], -1.0)              # keys are >= 0: -1 never wins again
         i = tensor_shape.cat(picks, 1)

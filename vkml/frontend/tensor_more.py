@@ -235,7 +235,6 @@ class Sorting(TensorBase):
     __slots__ = ()
     def argsort(self, dim: int = -1, descending: bool = False, stable: bool = False):
         "The positions that sort along `dim`, int64; stable whatever `stable` says, NaN largest."
-        cpu_only("argsort", self, Op.ARGSORT)
         x = self if self.ndim else reshape_to(self, (1,))
         i = x._apply(Op.ARGSORT, x, arg=(normalize_axis(dim, x.ndim), builtins.bool(descending)))
         return reshape_to(i, self.shape)
@@ -293,7 +292,7 @@ class DataShaped(TensorBase):
     def unique(self, sorted: bool = True, return_inverse: bool = False, return_counts: bool = False, dim=None):
         "The distinct values in ascending order (always sorted), and on request the inverse indices and the counts."
         if dim is not None: raise ArgumentError("unique's dim is not supported: vkML finds unique elements, not unique slices")
-        cpu_only("unique", self, Op.ARGSORT)
+        cpu_only("unique", self, Op.NONZERO)
         flat = self.reshape(-1)
         n, order = flat.shape[0], flat.argsort()
         if n == 0:

@@ -14,10 +14,11 @@ from .kernel_api import Dispatch, Scratch, kernel, sfx, f32_bits, pad4, groups_1
 # %% auto #0
 __all__ = ['MASK', 'PLAN_CACHE_SIZE', 'REDUCE_CODE', 'ROW_MIN_K', 'ROW_FEW_OUTPUTS', 'SPLIT_GROUPS', 'SPLIT_CHUNK',
            'SPLIT_MAX_PARTS', 'ACC_ITEMSIZE', 'VEC_DTYPES', 'ARG_CODE', 'CUMSUM_ROW_MIN_K', 'ARG_MAX_K',
-           'ARG_COLS_MAX_K', 'CUMSUM_MAX_K', 'NO_KERNEL', 'words', 'scalar_words', 'view4', 'merge_dims', 'views4',
-           'FakeTensor', 'remember', 'plan_dispatches', 'fill_dispatch', 'copy_dispatch', 'pad_kernel',
-           'slice_backward_kernel', 'concat_kernel', 'merge_axes', 'split_axes', 'use_row', 'use_cols', 'split_parts',
-           'vec_ok', 'reduce_kernel', 'argreduce_kernel', 'cumsum_kernel']
+           'ARG_COLS_MAX_K', 'CUMSUM_MAX_K', 'ARGSORT_MAX_SLOTS', 'NO_KERNEL', 'words', 'scalar_words', 'view4',
+           'merge_dims', 'views4', 'FakeTensor', 'remember', 'plan_dispatches', 'fill_dispatch', 'copy_dispatch',
+           'pad_kernel', 'slice_backward_kernel', 'concat_kernel', 'merge_axes', 'split_axes', 'use_row', 'use_cols',
+           'split_parts', 'vec_ok', 'reduce_kernel', 'argreduce_kernel', 'cumsum_kernel', 'bitonic_stages',
+           'argsort_kernel']
 
 # %% ../../../nbs/25_kernels.ipynb #44f34ad7
 MASK = 0xFFFFFFFF
@@ -288,6 +289,40 @@ def cumsum_kernel(node, out, x):
                            f"iterations (at most {CUMSUM_MAX_K:,} terms); cumsum int32 chunks and add the carries")
     if k >= CUMSUM_ROW_MIN_K: return [Dispatch(f"cumsum_row_{sfx(x.dtype)}", (out, x), push, groups_1d(n * 256))]
     return [Dispatch(f"cumsum_{sfx(x.dtype)}", (out, x), push, groups_1d(n))]
+
+# %% ../../../nbs/25_kernels.ipynb #d3cf4e13
+ARGSORT_MAX_SLOTS = (128 << 20) // 16   # (key, position) pairs of 16 bytes in one binding of 128 MiB
+
+def bitonic_stages(P: int) -> list:
+    "The (k, j) stages of a bitonic sort of P = 2^m slots, in order."
+    out, k = [], 2
+    while k <= P:
+        j = k // 2
+        while j >= 1: out.append((k, j)); j //= 2
+        k *= 2
+    return out
+
+@kernel(Op.ARGSORT)
+def argsort_kernel(node, out, x):
+    "Stable positions that sort each row along node.arg's axis: init, the bitonic stages, out."
+    axis, descending = node.arg
+    shape, strides = x.view.shape or (1,), x.view.strides or (0,)
+    n, rows = shape[axis], out.view.numel // max(shape[axis], 1)
+    if out.view.numel == 0: return []
+    P = 1 << (n - 1).bit_length()
+    if rows * P > ARGSORT_MAX_SLOTS:
+        raise BackendError(f"argsort of {rows:,} rows of {n:,}: {rows * P:,} slots pass one binding of 128 MiB; "
+                           f"sort fewer rows at a time, or on the CPU (`x.cpu()`)")
+    other = [i for i in range(len(shape)) if i != axis]
+    osh, ost = pad4([shape[i] for i in other], [strides[i] for i in other])
+    zs = contiguous_strides(shape)
+    _, zst = pad4([shape[i] for i in other], [zs[i] for i in other])
+    head = lambda k, j: words(rows, n, P, k, j, int(descending), osh, ost, zst, strides[axis], x.view.offset,
+                              zs[axis], out.view.offset)
+    pairs = Scratch(rows * P * 16)
+    ds = [Dispatch(f"argsort_init_{sfx(x.dtype)}", (pairs, x), head(0, 0), groups_1d(rows * P))]
+    ds += [Dispatch("argsort_step", (pairs,), head(k, j), groups_1d(rows * P // 2)) for k, j in bitonic_stages(P)]
+    return ds + [Dispatch("argsort_out", (pairs, out), head(0, 0), groups_1d(rows * n))]
 
 # %% ../../../nbs/25_kernels.ipynb #a80bf062
 NO_KERNEL = {Op.INPUT: "a leaf: its buffer is uploaded", Op.PROD: "CPU only: its result depends on the order of products",

@@ -18,9 +18,9 @@ from .core.dtypes import ShapeError
 
 # %% auto #0
 __all__ = ['SIZES', 'load_corpus', 'CharVocab', 'split_ids', 'baselines', 'get_batch', 'GPTConfig', 'TrainConfig', 'configs',
-           'size_from_env', 'lr_at', 'CausalSelfAttention', 'MLP', 'Block', 'GPT', 'lm_loss', 'build_gpt',
-           'kth_largest', 'draw', 'next_token', 'sample', 'configure_optimizer', 'make_step', 'estimate_loss',
-           'train_gpt', 'plot_losses', 'write_results', 'run_gpt']
+           'size_from_env', 'lr_at', 'CausalSelfAttention', 'MLP', 'Block', 'GPT', 'lm_loss', 'build_gpt', 'next_token',
+           'sample', 'configure_optimizer', 'make_step', 'estimate_loss', 'train_gpt', 'plot_losses', 'write_results',
+           'run_gpt']
 
 # %% ../nbs/38_gpt.ipynb #0174417d
 def load_corpus() -> str:
@@ -201,28 +201,21 @@ def build_gpt(cfg: GPTConfig, seed: int = 0) -> GPT:
     return GPT(cfg)
 
 # %% ../nbs/38_gpt.ipynb #1a716d3b
-def kth_largest(logits, k: int) -> float:
-    "The k-th largest value of the 1-D tensor `logits`, on the host (becomes `vkml.topk(logits, k)[0][-1]`)."
-    return float(np.partition(logits.numpy(), -k)[-k])
-
-def draw(probs, rng: np.random.Generator) -> int:
-    "One index drawn with the probabilities `probs` (1-D tensor), on the host (becomes `vkml.multinomial(probs, 1)`)."
-    p = probs.numpy().astype(np.float64)
-    return int(rng.choice(len(p), p=p / p.sum()))
-
-def next_token(logits, temperature: float = 1.0, top_k: int | None = None, rng=None) -> int:
-    "A token drawn from the (V,) logits: divided by `temperature`, cut to the `top_k` likeliest, softmaxed."
+def next_token(logits, temperature: float = 1.0, top_k: int | None = None, generator=None) -> int:
+    "A token drawn from the (V,) logits: divided by `temperature`, cut to the `top_k` likeliest, softmaxed, drawn."
     if not temperature > 0: raise ArgumentError(f"next_token: temperature must be positive, got {temperature}")
     logits = logits / temperature
-    if top_k is not None: logits = VF.where(logits < kth_largest(logits, min(top_k, logits.shape[-1])), -math.inf, logits)
-    return draw(F.softmax(logits, -1), rng if rng is not None else np.random.default_rng())
+    if top_k is not None:
+        kth = logits.topk(min(top_k, logits.shape[-1])).values[-1:]      # the k-th largest, as a (1,) tensor
+        logits = VF.where(logits < kth, -math.inf, logits)
+    return int(VF.multinomial(F.softmax(logits, -1), 1, generator=generator).item())   # the one value read back
 
 # %% ../nbs/38_gpt.ipynb #d13c8831
 def sample(model: GPT, vocab: CharVocab, prompt: str, n: int, temperature: float = 0.8, top_k: int | None = 10, seed: int = 0) -> str:
     "`prompt` and `n` characters more, drawn one at a time from the model (in evaluation mode, with the same window every call)."
     T, device, was = model.config.block_size, model.device, model.training
     if not prompt: raise ArgumentError("sample: the prompt must have at least one character")
-    rng, out, window = np.random.default_rng(seed), list(vocab.encode(prompt)), np.zeros((1, T), np.int64)
+    gen, out, window = VF.Generator(seed), list(vocab.encode(prompt)), np.zeros((1, T), np.int64)
     forward = vkml.jit(lambda w: model(w))
     model.eval()
     try:
@@ -231,7 +224,7 @@ def sample(model: GPT, vocab: CharVocab, prompt: str, n: int, temperature: float
                 ctx = out[-T:]
                 window[0, :len(ctx)] = ctx
                 logits = forward(vkml.tensor(window, device=device))[0, len(ctx) - 1]
-                out.append(next_token(logits, temperature, top_k, rng))
+                out.append(next_token(logits, temperature, top_k, gen))
     finally: model.train(was)
     return vocab.decode(out)
 

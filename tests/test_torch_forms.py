@@ -70,10 +70,11 @@ def build(name, device, dtype, requires_grad=False) -> list:
     return ts
 
 
-def call(name, ts) -> list:
-    "The row's function on the case's arguments; its outputs as a list."
+def call(name, ts, device="cpu") -> list:
+    "The row's function on the case's arguments (a creation function: on `device`); its outputs as a list."
     c = CASES[name]
     pos, kw = MAKE.call_args(c, ts, lambda n: getattr(vkml, n))
+    if R.OPERATORS[c["op"]].category == "creation" and not c["inputs"]: kw["device"] = device
     out = R.OPERATORS[c["op"]].fn(*pos, **kw)
     return list(out) if isinstance(out, (tuple, list)) else [out]
 
@@ -99,7 +100,7 @@ def test_forward_matches_torch(name, device):
     if device != "cpu" and not R.runs_on(CASES[name]["op"], "vulkan"):   # argwhere: a data-dependent shape, CPU only
         with pytest.raises(vkml.BackendError, match=r"\.cpu\(\)"): call(name, build(name, device, np.float32))
         return
-    outs, want = call(name, build(name, device, np.float32)), outputs(name)
+    outs, want = call(name, build(name, device, np.float32), device), outputs(name)
     assert len(outs) == len(want), name
     for j, (o, w) in enumerate(zip(outs, want)):
         assert isinstance(o, vkml.Tensor) and o.device.startswith(device), (name, j)

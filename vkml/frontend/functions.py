@@ -21,9 +21,9 @@ _all_ = ["ArgumentError", "EinsumError", "IndexingError", "cast", "clip", "matmu
 
 # %% auto #0
 __all__ = ['cast', 'clip', 'default_generator', 'full', 'zeros', 'ones', 'full_like', 'zeros_like', 'ones_like', 'arange',
-           'linspace', 'eye', 'Generator', 'manual_seed', 'initial_seed', 'rand', 'randn', 'randint', 'randint_like',
-           'rand_like', 'randn_like', 'multinomial', 'ArgumentError', 'EinsumError', 'IndexingError', 'matmul',
-           'tensor']
+           'linspace', 'eye', 'empty', 'scalar_tensor', 'logspace', 'tril_indices', 'triu_indices', 'Generator',
+           'manual_seed', 'initial_seed', 'rand', 'randn', 'randint', 'randint_like', 'rand_like', 'randn_like',
+           'multinomial', 'ArgumentError', 'EinsumError', 'IndexingError', 'matmul', 'tensor']
 
 # %% ../../nbs/15_functional.ipynb #54e8d67f
 _FAMILIES = (tensor_math, tensor_reduce, tensor_shape, tensor_linalg, tensor_more, tensor_forms, tensor_stats)
@@ -140,6 +140,41 @@ def eye(n: int, m: int | None = None, *, dtype=None, device="cpu", requires_grad
     t = apply(Op.EQUAL, expand_to(rows, shape), expand_to(cols, shape))
     t = t if dtype is bool_ else apply(Op.CAST, t, shape=shape, dtype=dtype)
     return t.requires_grad_() if requires_grad else t
+
+# %% ../../nbs/15_functional.ipynb #f687247d
+def empty(*size, dtype=None, device="cpu", requires_grad=False) -> Tensor:
+    "A tensor of `size` whose values PyTorch leaves unspecified (vkML's: zeros)."
+    return zeros(*size, dtype=dtype, device=device, requires_grad=requires_grad)
+
+def scalar_tensor(s, *, dtype=None, device="cpu", requires_grad=False) -> Tensor:
+    "A 0-d tensor of the number `s`: float32 unless `dtype`, whatever the number's type (as PyTorch)."
+    if not is_scalar(s): raise DTypeError(f"scalar_tensor takes a number, got {type(s).__name__}: use vkml.tensor")
+    return full((), s, dtype=dtype or float32, device=device, requires_grad=requires_grad)
+
+def logspace(start, end, steps: int, base: float = 10.0, *, dtype=None, device="cpu", requires_grad=False) -> Tensor:
+    "`steps` powers of `base` whose exponents are evenly spaced from `start` to `end`."
+    dtype = to_dtype(dtype) if dtype is not None else float32
+    e = linspace(start, end, steps, dtype=float64 if dtype is float64 else float32, device=device)
+    t = full(e.shape, float(base), dtype=e.dtype, device=e.device) ** e
+    t = t if t.dtype is dtype else t.to(dtype)
+    return t.requires_grad_() if requires_grad else t
+
+def _triangle(name, np_fn, row, col, offset, dtype, device) -> Tensor:
+    for v in (row, col, offset):
+        if not isinstance(v, (int, np.integer)) or isinstance(v, (bool, np.bool_)):
+            raise ArgumentError(f"{name} takes int row, col and offset, got {row!r}, {col!r}, {offset!r}")
+    if row < 0 or col < 0: raise ArgumentError(f"{name}: row and col must be >= 0, got {row}, {col}")
+    dtype = to_dtype(dtype)
+    check_dtype(name, dtype, (int32, int64))
+    return tensor(np.stack(np_fn(int(row), int(offset), int(col))).astype(dtype.np), device=device)
+
+def tril_indices(row: int, col: int, offset: int = 0, *, dtype=int64, device="cpu") -> Tensor:
+    "The (2, N) positions of the lower triangle of a row x col matrix (diagonal `offset`), row-major."
+    return _triangle("tril_indices", np.tril_indices, row, col, offset, dtype, device)
+
+def triu_indices(row: int, col: int, offset: int = 0, *, dtype=int64, device="cpu") -> Tensor:
+    "The (2, N) positions of the upper triangle of a row x col matrix (diagonal `offset`), row-major."
+    return _triangle("triu_indices", np.triu_indices, row, col, offset, dtype, device)
 
 # %% ../../nbs/15_functional.ipynb #dd1c5ebf
 class Generator:

@@ -330,6 +330,9 @@ def _forms_methods(category, rows):
     return [Operator(n, category, _forms_method(n), example(n, x, a), ref=f"torch.Tensor.{n}") for n, x, a in rows]
 
 _FORMS_OPERATORS: list = [
+    *_ops("creation", _VF, [("empty", lambda: _VF.empty(2, 3)), ("scalar_tensor", lambda: _VF.scalar_tensor(2.5)),
+                            ("logspace", lambda: _VF.logspace(0.0, 2.0, 5)), ("tril_indices", lambda: _VF.tril_indices(3, 4, 1)),
+                            ("triu_indices", lambda: _VF.triu_indices(4, 3, -1))]),
     *_forms_methods("shape / indexing", [
         *[(n, (lambda: _x(2, 3)), ()) for n in ("H", "T", "mT", "mH", "float", "double", "half", "int", "long", "bool")],
         ("expand_as", lambda: _x(1, 3), lambda: (_x(2, 3),)), ("reshape_as", lambda: _x(2, 3), lambda: (_x(3, 2),)),

@@ -36,7 +36,7 @@ def main(argv=None):
                          chosen="matmul_small" if kn.small_on_cpu(M, N, B, K) else "tiled"))
         print(rows[-1], flush=True)
     res = dict(date=datetime.date.today().isoformat(), device=devices()[default_index()].name, cpus=os.cpu_count(),
-               machine=platform.machine(), rows=rows)
+               machine=platform.machine(), load_average=os.getloadavg()[0], rows=rows)   # (other work on the CPUs skews it)
     if a.out: Path(a.out).write_text(json.dumps(res, indent=1) + "\n")
 
 if __name__ == "__main__": main()

@@ -24,9 +24,9 @@ def cpu_policy(monkeypatch):
 def test_small_products_stay_untiled_big_ones_tile(monkeypatch):
     "The demo's products (and ragged ones no tile fits) take the untiled kernel; a 512³ product tiles."
     monkeypatch.setattr(kn, "TILE_POLICY", "auto")
-    assert kn.small_on_cpu(32, 128, 1, 10) and kn.small_on_cpu(144, 16, 32, 32) and kn.small_on_cpu(256, 256, 1, 256)
+    assert kn.small_on_cpu(32, 128, 1, 10) and kn.small_on_cpu(144, 16, 32, 32) and kn.small_on_cpu(256, 256, 1, 128)
     assert kn.small_on_cpu(100, 1000, 1, 4096)                       # no tile covers 100 rows well
-    assert not kn.small_on_cpu(512, 512, 1, 512) and not kn.small_on_cpu(1024, 128, 1, 512)
+    assert not kn.small_on_cpu(256, 256, 1, 256) and not kn.small_on_cpu(1024, 128, 1, 512)
     assert kn.variant_for(vkml.float32, 32, 128, 1, 10, "cpu") == "matmul_small"
     assert kn.variant_for(vkml.float32, 32, 128, 1, 10, "discrete") == "matmul"   # a GPU keeps its tile
     monkeypatch.setattr(kn, "TILE_POLICY", "gpu")

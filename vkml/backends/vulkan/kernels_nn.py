@@ -33,7 +33,7 @@ SPLIT_K_MIN = 512         # split K to fill the GPU only into chunks of at least
 SPLIT_TILE, SPLIT_TILE_MIN = "matmul128", 24   # the one tile worth splitting along K, from this many tiles up (below)
 FORCE_TILE = None         # a variant name to use whatever the sizes (benchmarks compare tiles with it)
 TILE_POLICY = os.environ.get("VKML_TILE_POLICY", "auto")   # auto: by the device's type; gpu: a GPU's choice on any device
-CPU_SMALL_MACS = 1 << 24  # on a CPU device the untiled kernel is as fast up to ~256³ multiply-adds (bench/lavapipe_tiles.py)
+CPU_SMALL_MACS = 1 << 23  # on a CPU device the untiled kernel is faster up to ~2^23 multiply-adds (bench/lavapipe_tiles.py)
 
 COOPMAT_TILES = {"matmul_cm128x256s8": (128, 256, 32), "matmul_cm128x128s8": (128, 128, 32),
                  "matmul_cm64x64s4": (64, 64, 32)}   # tensor-core variants (f16), biggest first; see shaders/variants_nn.py

@@ -1209,6 +1209,8 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                                                                 'vkml/distributed.py'),
                                   'vkml.distributed._SharedBuckets.averages': ( 'distributed.html#_sharedbuckets.averages',
                                                                                 'vkml/distributed.py'),
+                                  'vkml.distributed._SharedBuckets.settle': ( 'distributed.html#_sharedbuckets.settle',
+                                                                              'vkml/distributed.py'),
                                   'vkml.distributed._SharedBuckets.sync': ('distributed.html#_sharedbuckets.sync', 'vkml/distributed.py'),
                                   'vkml.distributed._SharedBuckets.write': ('distributed.html#_sharedbuckets.write', 'vkml/distributed.py'),
                                   'vkml.distributed._abort_on_uncaught': ('distributed.html#_abort_on_uncaught', 'vkml/distributed.py'),

@@ -9,19 +9,21 @@ from contextlib import contextmanager
 from pathlib import Path
 import numpy as np
 from .core.dtypes import VkmlError, DTypeError
-from .core.graph import no_grad
+from .core.graph import Node, get_backend, make_node, no_grad
+from .core.ops import Op
 from .engine.capture import capture_in_progress
 from .engine.jit import host_call, note_guard
-from .frontend.tensor import Tensor, tensor
+from .frontend.tensor import Tensor, realize, tensor
 import vkml.frontend.autograd  # noqa: F401 (Tensor.backward and its post-accumulate hooks)
 import vkml.frontend.functions as VF
 from .nn import Module
 
 # %% auto #0
-__all__ = ['DEFAULT_TIMEOUT', 'SPIN_S', 'YIELD_S', 'SLEEP_S', 'DistributedError', 'DistributedTimeoutError', 'is_available',
-           'init_process_group', 'destroy_process_group', 'is_initialized', 'get_rank', 'get_world_size',
-           'get_node_local_rank', 'ReduceOp', 'CollectiveMismatchError', 'all_reduce', 'broadcast', 'barrier', 'send',
-           'recv', 'mpiexec_path', 'launch', 'DistributedSampler', 'DistributedDataParallel']
+__all__ = ['DEFAULT_TIMEOUT', 'SPIN_S', 'YIELD_S', 'SLEEP_S', 'EXCHANGES', 'SHM_DIR', 'DistributedError',
+           'DistributedTimeoutError', 'is_available', 'init_process_group', 'destroy_process_group', 'is_initialized',
+           'get_rank', 'get_world_size', 'get_node_local_rank', 'ReduceOp', 'CollectiveMismatchError', 'all_reduce',
+           'broadcast', 'barrier', 'send', 'recv', 'mpiexec_path', 'launch', 'DistributedSampler',
+           'DistributedDataParallel', 'SharedExchangeUnavailableError', 'time_exchange']
 
 # %% ../nbs/37_distributed.ipynb #6d063f07
 class DistributedError(VkmlError, RuntimeError):
@@ -340,7 +342,8 @@ def _buckets(params: list, cap_mb: float) -> list:
 # %% ../nbs/37_distributed.ipynb #e4e29b49
 class DistributedDataParallel(Module):
     "Data-parallel `module`: rank 0's parameters everywhere at the start, gradients averaged over the ranks after each backward."
-    def __init__(self, module: Module, bucket_cap_mb: float = 25.0, broadcast_buffers: bool = True):
+    def __init__(self, module: Module, bucket_cap_mb: float = 25.0, broadcast_buffers: bool = True,
+                 exchange: str | None = None):
         super().__init__()
         g = _g("DistributedDataParallel")
         self.module = module
@@ -354,11 +357,14 @@ class DistributedDataParallel(Module):
         self._device = devices[0]
         self.buckets = _buckets(params, bucket_cap_mb)
         self._params, self._ready = params, set()
-        self.timings = dict(reductions=0, compute_readback_s=0.0, allreduce_s=0.0, upload_s=0.0, bytes=0)
+        self.timings = dict(reductions=0, compute_readback_s=0.0, allreduce_s=0.0, upload_s=0.0, bytes=0, guard_s=0.0)
+        self._shared = None
+        if g.size > 1: self._check_same_model(g)
+        self.exchange = _choose_exchange(g, self._device, exchange)   # "shared" or "mpi" (see below)
         if g.size > 1:
-            self._check_same_model(g)
             with no_grad():
                 for t in list(module.parameters()) + [b for b in module.buffers() if b is not None]: broadcast(t, 0)
+            if self.exchange == "shared": self._shared = _SharedBuckets(g, self._device, self.buckets)
         self._handles = [p.register_post_accumulate_grad_hook(self._grad_ready) for p in params]
 
     def _check_same_model(self, g):
@@ -410,19 +416,28 @@ def _broadcast_buffers(self: DistributedDataParallel):
     with no_grad():
         for b, v in zip(bufs, host_call(from_rank0, bufs, "DistributedDataParallel's buffer broadcast")): b.copy_(v)
 
-def _average(self: DistributedDataParallel):
-    """Average every bucket over the ranks: the buckets realized and read back in one submission, summed by MPI,
-    divided, uploaded, every `.grad` a view of its slice. Inside a capture a host point: every replay exchanges."""
-    t0 = time.perf_counter()
-    flats = [VF.cat([p.grad.reshape(-1) for p in b]) if len(b) > 1 else b[0].grad.reshape(-1) for b in self.buckets]
-    averages = host_call(self._exchange, flats, _KINDS[3])
-    t3 = time.perf_counter()
+def _flats(self: DistributedDataParallel) -> list:
+    "Each bucket's gradients as one flat tensor (lazy)."
+    return [VF.cat([p.grad.reshape(-1) for p in b]) if len(b) > 1 else b[0].grad.reshape(-1) for b in self.buckets]
+
+def _set_grads(self: DistributedDataParallel, averages: list):
+    "Every `.grad` a view of its slice of its bucket's average."
     for b, flat in zip(self.buckets, averages):
         off = 0
         for p in b:
             n = p.numel()
             p.grad = flat[off:off + n].reshape(p.shape)
             off += n
+
+def _average(self: DistributedDataParallel):
+    """Average every bucket over the ranks: the buckets realized and read back in one submission, summed by MPI,
+    divided, uploaded, every `.grad` a view of its slice. Inside a capture a host point: every replay exchanges.
+    (Through shared memory instead where the ranks chose it: see below.)"""
+    if self._shared is not None: return self._average_shared()
+    t0 = time.perf_counter()
+    averages = host_call(self._exchange, _flats(self), _KINDS[3])
+    t3 = time.perf_counter()
+    _set_grads(self, averages)
     if capture_in_progress() is None:           # (eager: the phases around the exchange, timed here)
         t1, t2 = self._spans
         self.timings["compute_readback_s"] += t1 - t0; self.timings["upload_s"] += t3 - t2
@@ -442,3 +457,148 @@ def _exchange(self: DistributedDataParallel, host: list) -> list:
 
 DistributedDataParallel._broadcast_buffers, DistributedDataParallel._average, DistributedDataParallel._exchange = \
     _broadcast_buffers, _average, _exchange
+
+# %% ../nbs/37_distributed.ipynb #ea94e8af
+class SharedExchangeUnavailableError(DistributedError):
+    "`exchange=\"shared\"` was asked for where the ranks cannot share memory: several hosts, no Vulkan, no host-memory import."
+
+EXCHANGES = ("auto", "shared", "mpi")
+SHM_DIR = "/dev/shm"
+
+def _exchange_wanted(exchange) -> str:
+    "The exchange asked for: the argument, else VKML_DDP_EXCHANGE, else 'auto'."
+    how = exchange if exchange is not None else (os.environ.get("VKML_DDP_EXCHANGE", "").strip() or "auto")
+    if how not in EXCHANGES:
+        src = "exchange=" if exchange is not None else "VKML_DDP_EXCHANGE="
+        raise DistributedError(f"{src}{how!r}: choose one of {', '.join(map(repr, EXCHANGES))}")
+    return how
+
+def _why_not_shared(g: _Group, device: str) -> str | None:
+    "Why this rank cannot exchange through shared memory (None: it can)."
+    if g.local.Get_size() != g.size:
+        return f"the {g.size} ranks are on several hosts ({g.local.Get_size()} on this one): memory is shared within a host only"
+    if not device.startswith("vulkan"): return f"the model is on {device!r}: the shared exchange sums on a Vulkan device"
+    if not os.path.isdir(SHM_DIR): return f"{SHM_DIR} does not exist: no shared memory to map"
+    from vkml.backends.vulkan.host_memory import import_alignment
+    dev = get_backend(device).device
+    if import_alignment(dev) is None: return f"{dev.info.name} cannot import host memory (no VK_EXT_external_memory_host)"
+    return None
+
+def _choose_exchange(g: _Group, device: str, exchange) -> str:
+    "'shared' or 'mpi', the same on every rank: 'auto' takes shared memory where every rank can."
+    how = _exchange_wanted(exchange)
+    if how == "mpi": return how
+    why = _why_not_shared(g, device)
+    able = np.array([why is None], np.int64)
+    if g.size > 1: all_reduce(able, ReduceOp.MIN)           # one rank unable: every rank stays on MPI
+    if able[0]: return "shared"
+    if how == "shared":
+        raise SharedExchangeUnavailableError(
+            f"DistributedDataParallel(exchange='shared') on rank {g.rank}: " + (why or "another rank cannot share memory")
+            + ". Use exchange='auto' (shared where possible, else MPI through the host) or 'mpi'")
+    return "mpi"
+
+# %% ../nbs/37_distributed.ipynb #995822f4
+class _SharedBuckets:
+    "Every rank's gradient buckets in one file of shared memory, mapped by the ranks and imported into each one's device."
+    def __init__(self, g: _Group, device: str, buckets: list):
+        from vkml.backends.vulkan.host_memory import SharedRegion, ALIGN, align_up
+        self.device, self.size = device, g.size
+        dev = get_backend(device).device
+        dtypes = [b[0].dtype for b in buckets]
+        counts = [sum(p.numel() for p in b) for b in buckets]
+        offsets, at = [], 0
+        for n, dt in zip(counts, dtypes): offsets.append(at); at += align_up(max(n, 1) * dt.itemsize, ALIGN)
+        self.slot_bytes, self.bytes = at, sum(n * dt.itemsize for n, dt in zip(counts, dtypes))
+        path = g.comm.bcast(f"{SHM_DIR}/vkml-ddp-{os.getpid()}-{os.urandom(4).hex()}" if g.rank == 0 else None, root=0)
+        self.region, err = None, None
+        for turn in (0, 1):                                   # rank 0 makes the file, then the others map it
+            if (g.rank == 0) == (turn == 0):
+                try: self.region = SharedRegion(dev, path, g.size * at, create=g.rank == 0)
+                except (VkmlError, OSError) as e: err = e
+            ok = np.array([err is None], np.int64)
+            all_reduce(ok, ReduceOp.MIN)
+            if not ok[0]: break
+        if g.rank == 0 and os.path.exists(path): os.unlink(path)   # mapped everywhere (or failed): the name can go
+        if err is not None or not ok[0]:
+            raise SharedExchangeUnavailableError(f"the shared gradient region {path} could not be set up on rank "
+                                                 f"{g.rank}: {err or 'another rank failed'}")
+        over = lambda t: Tensor(Node(Op.INPUT, (), None, t.view.shape, t.dtype, device, buf=t))
+        # slots[r][i]: rank r's bucket i, a tensor every rank's kernels read (and rank r's write)
+        self.slots = [[over(self.region.tensor(r * at + o, (n,), dt)) for o, n, dt in zip(offsets, counts, dtypes)]
+                      for r in range(g.size)]
+        self.pending = []            # weak references to the last step's averages (their nodes), while uncomputed
+
+    def sync(self, fn, what: str) -> None:
+        "`fn()` (an MPI call) once the device has done the work so far; inside a capture a host point that reads nothing."
+        notes = capture_in_progress()
+        if notes is not None and notes.device == self.device:
+            notes.recording.host_point([], lambda arrays: (fn(), [])[1], what)
+        else:
+            get_backend(self.device).device.wait()
+            fn()
+
+    def write(self, rank: int, flats: list) -> None:
+        "Rank `rank`'s buckets into its slot: one submission (copies by the device into the shared memory)."
+        slot = self.slots[rank]
+        realize(*[make_node(Op.ASSIGN, (Node(Op.INPUT, (), None, s.shape, s.dtype, self.device, buf=s.node.buf), f.node))
+                  for s, f in zip(slot, flats)])
+
+    def averages(self) -> list:
+        "Every bucket summed over the ranks in rank order, divided by their number (lazy: realized with the update)."
+        out = []
+        for i in range(len(self.slots[0])):
+            acc = self.slots[0][i]
+            for r in range(1, self.size): acc = acc + self.slots[r][i]
+            out.append(acc / self.size)
+        self.pending = [weakref.ref(a.node) for a in out]
+        return out
+
+    def settle(self) -> None:
+        "Compute the last step's averages that something still holds and nothing computed (they read the slots)."
+        alive = [n for w in self.pending if (n := w()) is not None and not n.realized]
+        self.pending = []
+        if alive: realize(*alive)
+
+# %% ../nbs/37_distributed.ipynb #7be0b250
+def _average_shared(self: DistributedDataParallel):
+    """Average every bucket through the host's shared memory: wait until every rank has read the last step's slots,
+    write this rank's buckets into its slot on the device, wait until every rank has written, sum the slots in rank
+    order and divide (lazily: the optimiser's submission computes it). MPI only synchronises; nothing is staged."""
+    X, g, T = self._shared, _group, self.timings
+    flats = _flats(self)
+    header = _header(_KINDS[3], dtype=np.float32, count=sum(f.numel() for f in flats))
+    written_at = [0.0]
+    def guard():                                            # (each replay runs these again)
+        t = time.perf_counter(); _agree(g, _KINDS[3], header); T["guard_s"] += time.perf_counter() - t
+    def ready():
+        written_at[0] = t = time.perf_counter(); _agree(g, _KINDS[3], header); T["allreduce_s"] += time.perf_counter() - t
+        T["reductions"] += 1; T["bytes"] += X.bytes
+    X.settle()                              # (usually the optimiser computed them, or zero_grad dropped them)
+    X.sync(guard, _KINDS[3] + ": every rank has read the last step's buckets")
+    t1 = time.perf_counter()
+    X.write(g.rank, flats)
+    X.sync(ready, _KINDS[3] + ": every rank has written its buckets")
+    if capture_in_progress() is None: T["compute_readback_s"] += written_at[0] - t1   # (compute and write, eagerly)
+    _set_grads(self, X.averages())
+
+DistributedDataParallel._average_shared = _average_shared
+
+# %% ../nbs/37_distributed.ipynb #508c5ed3
+def time_exchange(ddp: DistributedDataParallel, reps: int = 10) -> dict:
+    """`reps` gradient exchanges of `ddp` alone, on the gradients it holds (after a backward), each waited for on the
+    device: the exchange used, one rank's bucket bytes, seconds per exchange and bytes per second. Every rank calls it."""
+    g = _g("time_exchange")
+    if any(p.grad is None for p in ddp._params):
+        raise DistributedError("time_exchange needs the gradients of a backward: run one step first")
+    nbytes = sum(p.numel() * p.dtype.itemsize for p in ddp._params)
+    done = (lambda: get_backend(ddp._device).device.wait()) if ddp._device.startswith("vulkan") else (lambda: None)
+    with no_grad():
+        realize(*[p.grad for p in ddp._params]); done()
+        barrier()
+        t0 = time.perf_counter()
+        for _ in range(reps):
+            if g.size > 1: ddp._average()
+            realize(*[p.grad for p in ddp._params]); done()
+        s = (time.perf_counter() - t0) / reps
+    return dict(exchange=ddp.exchange, ranks=g.size, bytes=nbytes, seconds=s, bytes_per_s=nbytes / s)

@@ -128,3 +128,24 @@ def test_ranks_on_several_hosts_cannot_share_memory():
     why = dist._why_not_shared(g, "vulkan:0")
     assert "several hosts" in why and "2 on this one" in why
     assert issubclass(dist.SharedExchangeUnavailableError, dist.DistributedError)
+
+
+SETUP_FAILS = r"""
+import sys, vkml, vkml.nn as nn, vkml.distributed as dist
+dist.init_process_group(timeout=60)
+r = dist.get_rank()
+dev = f"vulkan:{dist.get_node_local_rank() % len(vkml.devices())}"
+dist.SHM_DIR = "/proc"               # a folder where no file can be made: the region's setup fails on rank 0
+out = [dist.DistributedDataParallel(nn.Linear(4, 2).to(dev)).exchange]          # auto: every rank falls back to MPI
+try: dist.DistributedDataParallel(nn.Linear(4, 2).to(dev), exchange="shared")
+except dist.SharedExchangeUnavailableError as e: out.append("could not be set up" in str(e))
+sys.stdout.write(f"{r} {out}\n")
+"""
+
+
+@pytest.mark.vulkan
+def test_a_region_that_cannot_be_set_up_falls_back_under_auto_and_raises_when_forced(tmp_path):
+    "Rank 0 cannot create the file: both ranks learn it; 'auto' goes on through MPI, 'shared' raises on every rank."
+    r = dist.launch(2, "-c", SETUP_FAILS, timeout=120, check=False, env={"VKML_VIRTUAL_DEVICES": "2"})
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
+    assert sorted(r.stdout.splitlines()) == ["0 ['mpi', True]", "1 ['mpi', True]"], r.stdout + r.stderr

@@ -364,7 +364,11 @@ class DistributedDataParallel(Module):
         if g.size > 1:
             with no_grad():
                 for t in list(module.parameters()) + [b for b in module.buffers() if b is not None]: broadcast(t, 0)
-            if self.exchange == "shared": self._shared = _SharedBuckets(g, self._device, self.buckets)
+            if self.exchange == "shared":
+                try: self._shared = _SharedBuckets(g, self._device, self.buckets)
+                except SharedExchangeUnavailableError:    # (every rank: the setup's failure is agreed on)
+                    if _exchange_wanted(exchange) == "shared": raise
+                    self.exchange = "mpi"                  # auto: the host-staged path
         self._handles = [p.register_post_accumulate_grad_hook(self._grad_ready) for p in params]
 
     def _check_same_model(self, g):

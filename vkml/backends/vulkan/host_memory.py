@@ -45,7 +45,8 @@ class SharedRegion:
         self.dev, self.path, self.size = dev, path, align_up(max(int(nbytes), 1), max(align, mmap.PAGESIZE))
         fd = os.open(path, os.O_RDWR | (os.O_CREAT | os.O_EXCL if create else 0), 0o600)
         try:
-            if create: os.ftruncate(fd, self.size)
+            # the pages reserved now: a /dev/shm too small (a container's 64 MiB) fails here, not as a SIGBUS mid-step
+            if create: os.posix_fallocate(fd, 0, self.size)
             elif os.fstat(fd).st_size < self.size:
                 raise DeviceError(f"{path} holds {os.fstat(fd).st_size:,} bytes, fewer than the {self.size:,} expected")
             self.mapping = mmap.mmap(fd, self.size)     # page-aligned, so aligned for the import; lives as long as the memory

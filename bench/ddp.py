@@ -203,7 +203,7 @@ def vk_worker(spec: dict, result: str, work: str):
         n = model.timings["reductions"] - T0["reductions"]
         if n:
             res["exchange_ms_per_step"] = {k: (model.timings[k] - T0[k]) / n * 1e3
-                                           for k in ("compute_readback_s", "allreduce_s", "upload_s")}
+                                           for k in ("compute_readback_s", "allreduce_s", "upload_s", "guard_s")}
             res["exchange_bytes_per_step"] = (model.timings["bytes"] - T0["bytes"]) / n
             res["buckets"] = len(model.buckets)
         res["exchange"] = model.exchange

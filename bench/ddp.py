@@ -2,6 +2,7 @@
 
     python bench/ddp.py --out bench/results/ddp_h200x2.json     # the H200 x2 run (bench/h200x2.sh)
     python bench/ddp.py --quick --out /tmp/ddp.json             # tiny sizes, 2 ranks on lavapipe (a smoke run)
+    python bench/ddp.py --quick --exchange shared --out /tmp/ddp.json   # the shared-memory exchange in the steps
 
 This process is the driver: it starts the ranks with `vkml.distributed.launch` (`mpiexec -n R` beside this
 Python, else on PATH), each rank running this file with `--worker`, and writes one JSON.
@@ -22,6 +23,12 @@ of the captured step (ADR 0030), run by every replay between its segments; the J
 R-rank step, what that exchange costs per step (jit.exchange) beside the 1-rank jitted step (no wrapper: a
 group of one exchanges nothing). `--jit` prints those figures: the exchange's time / the jitted step, and
 samples/s of R ranks vs 1.
+
+`--exchange` is DistributedDataParallel's `exchange` in every run: `mpi` (the default here, so that the
+recorded series compare across commits: the host-staged path), `shared` (one host: the buckets written by each
+device into imported shared memory and summed on the device) or `auto` (shared where every rank can). With R
+ranks the JSON also holds `exchange_alone`: each exchange that works here timed on its own, on gradients of
+--exchange-sizes MiB already computed, until the device has the averages: bytes per second of one rank's buckets.
 
 The equality check: after `--check-steps` steps of SGD (not Adam: Adam turns a last-bit difference in a
 gradient near its eps into a whole step, which no rounding bound covers) from the same start, rank 0's
@@ -48,10 +55,11 @@ def sizes(quick: bool) -> dict:
     if quick:
         return dict(mlp=dict(model="mlp", sizes=[64, 64, 64, 10], batch=16, shape=[64], classes=10),
                     cifar=dict(model="cifar", widths=[4, 8, 8], batch=2, shape=[3, 32, 32], classes=10, bn=True),
-                    warm=1, steps=3, rounds=1, check_steps=3, warm_s=0.0)
+                    warm=1, steps=3, rounds=1, check_steps=3, warm_s=0.0, exchange_sizes=[0.0625, 1.0], exchange_reps=5)
     return dict(mlp=dict(model="mlp", sizes=[784, 1024, 1024, 10], batch=512, shape=[784], classes=10),
                 cifar=dict(model="cifar", widths=[32, 64, 128], batch=128, shape=[3, 32, 32], classes=10, bn=True),
-                warm=10, steps=50, rounds=3, check_steps=10, warm_s=2.0)
+                warm=10, steps=50, rounds=3, check_steps=10, warm_s=2.0, exchange_sizes=[1.0, 16.0, 100.0],
+                exchange_reps=20)
 
 
 def describe(c: dict) -> str:
@@ -159,7 +167,7 @@ def vk_worker(spec: dict, result: str, work: str):
         # into a different step of up to LR, which no bound on the sum's rounding covers (the H200 x2 check failed so).
         net, model = build(c), None
         if world > 1:
-            model = dist.DistributedDataParallel(net)
+            model = dist.DistributedDataParallel(net, exchange=spec["exchange"])
             opt = optim.SGD(model.parameters(), lr=LR)
             step = stepper(model, opt)
             losses = [float(step(vkml.tensor(x, device=device), vkml.tensor(y, device=device)).item())
@@ -188,16 +196,17 @@ def vk_worker(spec: dict, result: str, work: str):
         del net, model, opt
         # the eager step, data-parallel (with 1 rank the wrapper exchanges nothing)
         net = build(c)
-        model = dist.DistributedDataParallel(net)
+        model = dist.DistributedDataParallel(net, exchange=spec["exchange"])
         opt = optim.Adam(model.parameters(), lr=LR)
         T0 = dict(model.timings)
         res["eager"] = timed(runner(vkml.jit(stepper(model, opt), enabled=False), mine), spec["warm"])
         n = model.timings["reductions"] - T0["reductions"]
         if n:
             res["exchange_ms_per_step"] = {k: (model.timings[k] - T0[k]) / n * 1e3
-                                           for k in ("compute_readback_s", "allreduce_s", "upload_s")}
+                                           for k in ("compute_readback_s", "allreduce_s", "upload_s", "guard_s")}
             res["exchange_bytes_per_step"] = (model.timings["bytes"] - T0["bytes"]) / n
             res["buckets"] = len(model.buckets)
+        res["exchange"] = model.exchange
         del net, model, opt
         # the step with vkml.jit: one rank without the wrapper; R ranks through DDP, which refuses a capture
         net = build(c)
@@ -205,7 +214,7 @@ def vk_worker(spec: dict, result: str, work: str):
             opt = optim.Adam(net.parameters(), lr=LR)
             res["jit"] = timed(runner(vkml.jit(stepper(net, opt)), mine), max(3, spec["warm"]))
         else:
-            model = dist.DistributedDataParallel(net)
+            model = dist.DistributedDataParallel(net, exchange=spec["exchange"])
             opt = optim.Adam(model.parameters(), lr=LR)
             f = vkml.jit(stepper(model, opt))
             try: res["jit"] = timed(runner(f, mine), max(3, spec["warm"]))
@@ -214,8 +223,30 @@ def vk_worker(spec: dict, result: str, work: str):
             else: res["jit"]["exchange"] = jit_exchange(f, model)
             del model, f
         del net, opt
+    if world > 1: out["exchange_alone"] = exchange_alone(device, spec)
     if rank == 0: Path(result).write_text(json.dumps(out, indent=1))
     dist.destroy_process_group()
+
+
+def exchange_alone(device: str, spec: dict) -> list:
+    """Each exchange timed on its own (vkml.distributed.time_exchange): one bucket of each size in MiB, gradients
+    computed once, then `exchange_reps` exchanges, each waited for on the device. An exchange that cannot work here
+    is listed with the reason."""
+    import vkml, vkml.distributed as dist
+    from vkml import nn
+    rows = []
+    for mib in spec["exchange_sizes"]:
+        n = int(mib * 2**20) // 4
+        for how in ("mpi", "shared"):
+            vkml.manual_seed(0)
+            lin = nn.Linear(n, 1, bias=False).to(device)
+            try: ddp = dist.DistributedDataParallel(lin, bucket_cap_mb=max(25.0, 2 * mib), exchange=how)
+            except dist.SharedExchangeUnavailableError as e:
+                rows.append(dict(exchange=how, mib=mib, error=str(e))); continue
+            ddp(vkml.ones((1, n), device=device)).sum().backward()
+            rows.append(dict(mib=mib, **dist.time_exchange(ddp, spec["exchange_reps"])))
+            del lin, ddp
+    return rows
 
 
 def jit_exchange(f, model) -> dict:
@@ -357,6 +388,9 @@ def main(argv=None):
     ap.add_argument("--no-torch", action="store_true", help="vkML alone")
     ap.add_argument("--jit", action="store_true", help="also print the jitted step: samples/s of 1 and R ranks, and the "
                     "exchange's time per step / the jitted step")
+    ap.add_argument("--exchange", choices=["mpi", "shared", "auto"], default="mpi",
+                    help="DistributedDataParallel's gradient exchange in the runs (default: mpi, the host-staged path)")
+    ap.add_argument("--exchange-sizes", type=float, nargs="+", help="MiB of the buckets timed alone (exchange_alone)")
     ap.add_argument("--timeout", type=float, default=900, help="seconds for each mpiexec run")
     ap.add_argument("--worker", choices=["vk", "torch"], help=argparse.SUPPRESS)
     ap.add_argument("--spec", help=argparse.SUPPRESS)
@@ -370,7 +404,8 @@ def main(argv=None):
     spec = sizes(a.quick)
     for k in ("steps", "rounds", "warm", "check_steps", "warm_s"):
         if getattr(a, k) is not None: spec[k] = getattr(a, k)
-    spec.update(ranks=a.ranks, cases=a.cases)
+    if a.exchange_sizes: spec["exchange_sizes"] = a.exchange_sizes
+    spec.update(ranks=a.ranks, cases=a.cases, exchange=a.exchange)
     os.environ.setdefault("NCCL_NVLS_ENABLE", "0")   # NVLink multicast stays off on the lent machines
     os.environ.setdefault("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1")
     out = Path(a.out); out.parent.mkdir(parents=True, exist_ok=True)
@@ -403,7 +438,7 @@ def main(argv=None):
             devices = [dict(d, ranks=n) for n in (1, R) if vk[n] for d in vk[n]["ranks"]]
             for n in (1, R):
                 if vk[n] and vk[n].get("device_note"): doc["notes"].append(f"vkML, {n} rank(s): {vk[n]['device_note']}")
-            if vk[R]: doc["mpi"] = vk[R]["mpi"]
+            if vk[R]: doc["mpi"], doc["exchange_alone"] = vk[R]["mpi"], vk[R].get("exchange_alone", [])
             if th[R]: doc["torch"] = dict(version=th[R]["torch"], nccl=th[R]["nccl"], ranks=th[R]["ranks"])
             for name in a.cases:
                 c = spec[name]
@@ -452,7 +487,15 @@ def main(argv=None):
             print(f"{r['case']:<7}{lib:<7}{f(one.get('samples_per_s')):>12}{f(many.get('samples_per_s')):>12}"
                   f"{'-' if eff is None else f'{eff:.3f}':>12}  "
                   + (f"{'passed' if eq.get('passed') else 'FAILED'} (max {eq.get('max_excess', float('nan')):.3f} x the bound)" if eq else ""))
-    print(f"samples per second (eager steps); {doc['torch_status']}; wrote {out}")
+    print(f"samples per second (eager steps, exchange={a.exchange}); {doc['torch_status']}; wrote {out}")
+    alone = doc.get("exchange_alone") or []
+    if alone:
+        print(f"the gradient exchange alone, {R} ranks (one rank's bytes / seconds per exchange, until the device has the "
+              f"averages):")
+        for row in alone:
+            what = (f"{row['bytes_per_s'] / 1e6:,.0f} MB/s ({row['seconds'] * 1e3:.2f} ms)" if "bytes_per_s" in row
+                    else "unavailable: " + row["error"][:120])
+            print(f"  {row['mib']:>8g} MiB  {row['exchange']:<7}{what}")
     if a.jit:
         print(f"{'case':<7}{'jit 1 rank':>12}{f'jit {R} ranks':>13}{'efficiency':>12}{'step ms':>9}{'exchange ms':>13}"
               f"{'exch/step':>11}{'MB/s':>9}")
@@ -466,8 +509,10 @@ def main(argv=None):
                   f"{'-' if eff is None else f'{eff:.3f}':>12}{'-' if step is None else f'{step:.2f}':>9}"
                   f"{'-' if xms is None else f'{xms:.2f}':>13}{'-' if not (step and xms) else f'{xms / step:.2f}':>11}"
                   f"{'-' if not bps else f'{bps / 1e6:.0f}':>9}")
-        print("jitted steps (vkml.jit; R ranks: the exchange a host point in every replay); exchange = the host point's "
-              "readback, MPI all-reduce, average and upload; MB/s = gradient bytes / exchange time")
+        print("jitted steps (vkml.jit; R ranks: the exchange a host point in every replay); exchange = "
+              + ("the host point's readback, MPI all-reduce, average and upload" if a.exchange == "mpi" else
+                 "the host points' time (shared memory: the two barriers; the copy and the sum run in the segments)")
+              + "; MB/s = gradient bytes / exchange time")
     for n in doc["notes"]: print("note:", n)
     return doc
 

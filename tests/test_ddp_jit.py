@@ -3,7 +3,8 @@ MPICH's wheel on two logical Vulkan devices: the capture cuts the step at the gr
 exchanges again, giving the eager data-parallel step's parameters and losses bit for bit (SGD, and Adam with
 BatchNorm, whose buffers' broadcast is a second host point), on both readback paths; ranks whose replayed exchanges
 disagree (one skips a bucket) both raise CollectiveMismatchError and the group goes on; an exchange planted wrong on
-every rank (a bucket never summed) is caught by the comparison with the eager run and by the ranks' disagreement."""
+every rank (a bucket never summed) is caught by the comparison with the eager run and by the ranks' disagreement.
+These runs force the host-staged exchange (VKML_DDP_EXCHANGE=mpi); the shared-memory one: tests/test_ddp_shared.py."""
 import pytest
 
 import vkml.distributed as dist
@@ -93,7 +94,9 @@ sys.stdout.write(f"{r} {out}\n")                      # one write: the ranks' li
 def two_ranks(tmp_path, *args, env=None) -> list:
     script = tmp_path / "rank.py"
     script.write_text(RANK_SCRIPT)
-    r = dist.launch(2, script, *args, timeout=300, check=False, env={"VKML_VIRTUAL_DEVICES": "2", **(env or {})})
+    # the host-staged exchange, forced: on one host "auto" takes shared memory (tests/test_ddp_shared.py)
+    r = dist.launch(2, script, *args, timeout=300, check=False,
+                    env={"VKML_VIRTUAL_DEVICES": "2", "VKML_DDP_EXCHANGE": "mpi", **(env or {})})
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
     return sorted(r.stdout.splitlines())
 

@@ -202,6 +202,8 @@ def _query(vk, index, pd) -> DeviceInfo:
     heaps = [(mem.memoryHeaps[i].size, mem.memoryHeaps[i].flags) for i in range(mem.memoryHeapCount)]
     DL, HV = vk.VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT, vk.VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT
     features["host_visible_device_local"] = any(f & DL and f & HV for f, _ in types)
+    # host memory imported as device memory (another process's mapping too): the shared gradient exchange of 37a
+    features["host_import"] = "VK_EXT_external_memory_host" in exts
     type_name = DEVICE_TYPES.get(props.deviceType, "other")
     missing = []
     if not ok12: missing.append(f"Vulkan 1.2 (the driver offers {_version(api)})")
@@ -303,6 +305,7 @@ def device_features(vk, f: dict) -> tuple:
         f11.pNext = cm
         owners.append(cm)
         exts.append("VK_KHR_cooperative_matrix")
+    if f.get("host_import"): exts.append("VK_EXT_external_memory_host")   # (no feature struct: the extension is all)
     core = vk.VkPhysicalDeviceFeatures(shaderInt64=f["i64"], shaderFloat64=f["f64"])
     feats = vk.VkPhysicalDeviceFeatures2(pNext=f12, features=core)
     return feats, exts, owners + [feats]

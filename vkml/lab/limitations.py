@@ -215,10 +215,13 @@ def multi_gpu_row(vk_why):
 def gradient_exchange_row():
     import vkml.distributed as D
     staged = "host_call(" in inspect.getsource(D.DistributedDataParallel._average)   # buckets read back to the host
+    shared = hasattr(D.DistributedDataParallel, "_average_shared")                    # one host: through shared memory
+    how = ("on one host the ranks' devices write their buckets into shared host memory and sum them there (MPI only "
+           "synchronises); across hosts " if shared else "") + ("every bucket is read back, summed with MPI on the host "
+           "and uploaded")
     return _row("gradient exchange overlapped with backward, device to device", Category.WAITING_ARCHITECTURE if staged else DONE,
-                "DistributedDataParallel reads every gradient bucket back once the whole backward is realized, sums it "
-                "across the ranks with MPI on the host and uploads the average: nothing overlaps the computation (under "
-                "vkml.jit the exchange is a host point between the replay's two segments)"
+                f"{how}; either way the exchange starts once the whole backward is recorded: nothing overlaps the "
+                "computation (under vkml.jit the exchange's barriers are host points between the replay's segments)"
                 if staged else "the buckets no longer pass through the host", "nbs/37_distributed.ipynb, ADR 0024, ADR 0030")
 
 # %% ../../nbs/50_limitations.ipynb #5a93bf08

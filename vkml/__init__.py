@@ -13,7 +13,7 @@ from .core.dtypes import (VkmlError, DTypeError, ShapeError, RankError, AxisErro
                          VulkanUnavailableError, FeatureError, OutOfMemoryError, EmptyReductionError, GradError,
                          InplaceError, IndexOutOfRangeError, CheckpointError, LinAlgError, DType, float32, float16, float64, int32, int64, bool_,
                          MAX_DIMS)
-from .frontend.tensor import Tensor, tensor, realize, is_grad_enabled, schedule
+from .frontend.tensor import Tensor, tensor, from_numpy, realize, is_grad_enabled, schedule
 from .core.graph import no_grad, enable_grad
 import vkml.backends.cpu
 import vkml.frontend.autograd

@@ -1556,6 +1556,7 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                       'vkml.frontend.tensor.apply': ('tensor.html#apply', 'vkml/frontend/tensor.py'),
                                       'vkml.frontend.tensor.bind': ('tensor.html#bind', 'vkml/frontend/tensor.py'),
                                       'vkml.frontend.tensor.computable': ('tensor.html#computable', 'vkml/frontend/tensor.py'),
+                                      'vkml.frontend.tensor.from_numpy': ('tensor.html#from_numpy', 'vkml/frontend/tensor.py'),
                                       'vkml.frontend.tensor.from_numpy_node': ('tensor.html#from_numpy_node', 'vkml/frontend/tensor.py'),
                                       'vkml.frontend.tensor.own_storage': ('tensor.html#own_storage', 'vkml/frontend/tensor.py'),
                                       'vkml.frontend.tensor.readers_of': ('tensor.html#readers_of', 'vkml/frontend/tensor.py'),

@@ -64,7 +64,13 @@ def _leftovers(path: str) -> list:
     return out
 
 def save(obj, path) -> None:
-    "Write `obj` (a state dict: tensors, nested dicts/lists, numbers) to `path` as safetensors, atomically."
+    """Write `obj` (a state dict: tensors, nested dicts/lists, numbers) to `path` as safetensors, atomically; `path`
+    may be a file object opened for writing bytes (`io.BytesIO()`, as `torch.save` takes)."""
+    if hasattr(path, "write"):
+        with tempfile.TemporaryDirectory() as d:
+            save(obj, os.path.join(d, "checkpoint.safetensors"))
+            with open(os.path.join(d, "checkpoint.safetensors"), "rb") as fh: path.write(fh.read())
+        return
     from safetensors.numpy import save_file
     arrays = {}
     try: tree = _flatten(obj, [], arrays)
@@ -144,7 +150,12 @@ def _read(f, path, key) -> np.ndarray:
     return _bf16(path, key) if dt == "BF16" else f.get_tensor(key)
 
 def load(path, device="cpu"):
-    "Read a safetensors file onto `device`: a checkpoint written by `save` as it was saved, any other one as a flat dict of tensors."
+    """Read a safetensors file onto `device`: a checkpoint written by `save` as it was saved, any other one as a flat dict
+    of tensors; `path` may be a file object opened for reading bytes."""
+    if hasattr(path, "read"):
+        with tempfile.TemporaryDirectory() as d:
+            with open(os.path.join(d, "checkpoint.safetensors"), "wb") as fh: fh.write(path.read())
+            return load(os.path.join(d, "checkpoint.safetensors"), device)
     from safetensors import safe_open
     path = os.fspath(path)
     try:

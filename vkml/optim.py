@@ -4,7 +4,7 @@
 
 # %% ../nbs/32_optim.ipynb #bf7d42dd
 from __future__ import annotations
-import math, weakref
+import math, sys, types, weakref
 import numpy as np
 from .core.dtypes import *
 from .core.ops import Op
@@ -16,9 +16,9 @@ import vkml.frontend.functions as VF
 from .nn import assign
 
 # %% auto #0
-__all__ = ['rebind_leaf', 'FlatStore', 'OptimizerError', 'Optimizer', 'SGD', 'Adam', 'AdamW', 'RMSprop', 'LRScheduler', 'StepLR',
-           'CosineAnnealingLR', 'LinearLR', 'MultiStepLR', 'ExponentialLR', 'LambdaLR', 'CosineAnnealingWarmRestarts',
-           'OneCycleLR', 'ReduceLROnPlateau', 'SequentialLR']
+__all__ = ['lr_scheduler', 'rebind_leaf', 'FlatStore', 'OptimizerError', 'Optimizer', 'SGD', 'Adam', 'AdamW', 'RMSprop',
+           'LRScheduler', 'StepLR', 'CosineAnnealingLR', 'LinearLR', 'MultiStepLR', 'ExponentialLR', 'LambdaLR',
+           'CosineAnnealingWarmRestarts', 'OneCycleLR', 'ReduceLROnPlateau', 'SequentialLR']
 
 # %% ../nbs/32_optim.ipynb #54e2e7e0
 def rebind_leaf(p: Tensor, buf) -> None:
@@ -690,6 +690,13 @@ class SequentialLR(LRScheduler):
         sd = dict(sd); subs = sd.pop("_schedulers")
         self.__dict__.update(sd)
         for s, d in zip(self._schedulers, subs): s.load_state_dict(d)
+
+# %% ../nbs/32_optim.ipynb #c409a7d0
+lr_scheduler = types.ModuleType("vkml.optim.lr_scheduler", "The learning-rate schedulers under PyTorch's module name.")
+for _name in ("LRScheduler", "StepLR", "MultiStepLR", "ExponentialLR", "LinearLR", "CosineAnnealingLR", "LambdaLR",
+              "CosineAnnealingWarmRestarts", "OneCycleLR", "ReduceLROnPlateau", "SequentialLR"):
+    setattr(lr_scheduler, _name, globals()[_name])
+sys.modules[lr_scheduler.__name__] = lr_scheduler   # `from vkml.optim.lr_scheduler import StepLR` works
 
 # %% ../nbs/32_optim.ipynb #7267fb93
 def _master_start(opt, p: Tensor) -> Tensor:

@@ -24,7 +24,7 @@ from . import autograd
 
 # %% auto #0
 __all__ = ['schedule', 'realize', 'bind', 'own_storage', 'track', 'readers_of', 'stale', 'renew', 'settle_readers',
-           'realize_aside', 'computable', 'Tensor', 'from_numpy_node', 'tensor', 'wrap', 'apply']
+           'realize_aside', 'computable', 'Tensor', 'from_numpy_node', 'tensor', 'from_numpy', 'wrap', 'apply']
 
 # %% ../../nbs/12_tensor.ipynb #fd7eea85
 def schedule(*tensors, read=False) -> Schedule:
@@ -519,6 +519,12 @@ def tensor(data, dtype=None, device="cpu", requires_grad=False) -> Tensor:
     "A tensor holding a copy of `data` (nested lists, scalars, or a numpy array)."
     t = Tensor(from_numpy_node(_host_array(data, dtype), device))
     return t.requires_grad_() if requires_grad else t
+
+def from_numpy(a) -> Tensor:
+    """A CPU tensor of numpy array `a`'s values and dtype. PyTorch's shares `a`'s memory; vkML's is a copy (a tensor
+    owns its memory, so that a lazy value keeps the value its inputs had): a later write to `a` is not seen."""
+    if not isinstance(a, np.ndarray): raise DTypeError(f"from_numpy takes a numpy array, got {type(a).__name__}: use vkml.tensor")
+    return tensor(a)
 
 # %% ../../nbs/12_tensor.ipynb #b1fee96a
 def _as_dtype(x):

@@ -180,4 +180,45 @@ def mnist_style(torch, weights=None, device="cpu", steps=4):
     return losses + [float(out.sum().item()), float(correct)], weights
 
 
-SCRIPTS = {f.__name__: f for f in (mlp_classifier, cnn_batchnorm, lstm_tagger, transformer_regressor, mnist_style)}
+def conv_autoencoder(torch, weights=None, device="cpu", steps=4):
+    "An autoencoder: strided convolutions down, ConvTranspose2d and an upsample back, a skip by torch.cat, BCE on a sigmoid."
+    nn, F = torch.nn, torch.nn.functional
+    rng = np.random.default_rng(5)
+
+    def init(m):                                     # the user's initialiser, applied with Module.apply
+        if isinstance(m, (nn.Conv2d, nn.ConvTranspose2d)):
+            nn.init.xavier_uniform_(m.weight)
+            if m.bias is not None: nn.init.zeros_(m.bias)
+
+    class AE(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.down1 = nn.Conv2d(1, 4, 3, stride=2, padding=1)
+            self.down2 = nn.Conv2d(4, 8, 3, stride=2, padding=1)
+            self.up1 = nn.ConvTranspose2d(8, 4, kernel_size=2, stride=2)
+            self.up2 = nn.Upsample(scale_factor=2, mode="nearest")
+            self.out = nn.Conv2d(8, 1, kernel_size=1)
+        def forward(self, x):
+            d1 = F.leaky_relu(self.down1(x), 0.1)
+            d2 = F.leaky_relu(self.down2(d1), 0.1)
+            u1 = torch.relu(self.up1(d2))
+            h = torch.cat([u1, d1], dim=1)
+            return torch.sigmoid(self.out(self.up2(h)))
+
+    net = AE()
+    net.apply(init)
+    model, weights = _start(net, torch, weights, device)
+    opt = torch.optim.Adam(model.parameters(), lr=2e-3, betas=(0.8, 0.99), eps=1e-7)
+    losses = []
+    for _ in range(steps):
+        x = torch.tensor(rng.uniform(0, 1, (4, 1, 8, 8)).astype(np.float32)).to(device)
+        opt.zero_grad()
+        loss = F.binary_cross_entropy(model(x), x)
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    return losses + [float(torch.flatten(model(x), 1).mean().item())], weights
+
+
+SCRIPTS = {f.__name__: f for f in (mlp_classifier, cnn_batchnorm, lstm_tagger, transformer_regressor, mnist_style,
+                                   conv_autoencoder)}

@@ -2252,6 +2252,8 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                                                                      'vkml/frontend/tensor_stats.py'),
                                             'vkml.frontend.tensor_stats._spacing': ( 'tensor_stats.html#_spacing',
                                                                                      'vkml/frontend/tensor_stats.py'),
+                                            'vkml.frontend.tensor_stats._spread': ( 'tensor_stats.html#_spread',
+                                                                                    'vkml/frontend/tensor_stats.py'),
                                             'vkml.frontend.tensor_stats._trapezoids': ( 'tensor_stats.html#_trapezoids',
                                                                                         'vkml/frontend/tensor_stats.py'),
                                             'vkml.frontend.tensor_stats._unrow': ( 'tensor_stats.html#_unrow',

@@ -260,18 +260,26 @@ def _order_stat(name, x, dim, keepdim, skip_nan):
     i = order.gather(1, k)
     return rows.gather(1, i), i, kept
 
+def _spread(x, v):
+    """`v`, a value of `x`, with its gradient shared evenly by the elements equal to it (PyTorch's rule for a median
+    of everything): the values are v's exactly, the gradient is the mean's over those elements."""
+    if not x.dtype.is_float: return v
+    eq = x == v.detach()
+    share = x.where(eq, 0.0).sum() / eq.cast(x.dtype).sum()
+    return v.detach() + (share - share.detach())
+
 class OrderStatistics(TensorBase):
     "median, nanmedian, quantile, nanquantile, mode: methods of `Tensor`."
     __slots__ = ()
     def median(self, dim=None, keepdim: bool = False):
         "The lower median of everything (0-d), or (values, indices) along `dim`; NaN if a slice holds one."
         v, i, kept = _order_stat("median", self, dim, keepdim, False)
-        if dim is None: return reshape_to(v, ())
+        if dim is None: return _spread(self, reshape_to(v, ()))
         return MedianResult(_unrow(v, kept, self, dim, keepdim), _unrow(i, kept, self, dim, keepdim))
     def nanmedian(self, dim=None, keepdim: bool = False):
         "`median` of the elements that are not NaN (NaN where all are)."
         v, i, kept = _order_stat("nanmedian", self, dim, keepdim, True)
-        if dim is None: return reshape_to(v, ())
+        if dim is None: return _spread(self, reshape_to(v, ()))
         return NanmedianResult(_unrow(v, kept, self, dim, keepdim), _unrow(i, kept, self, dim, keepdim))
     def quantile(self, q, dim=None, keepdim: bool = False, *, interpolation: str = "linear"):
         "The q-th quantiles along `dim` (everything when None); a 1-D q adds a leading dim."
@@ -452,6 +460,7 @@ def _identity(reduce, dtype):
 
 def _dense_reduce(name, x, axis, index, src, reduce, include_self):
     "x (m, n), index and src (m, k) as rows: reduce the src of each row into the positions its index names."
+    if reduce == "prod": cpu_only(name, x, Op.PROD)
     (m, n), k = x.shape, index.shape[1]
     hit = reshape_to(index, (m, k, 1)) == expand_to(reshape_to(_arange(x, n), (1, 1, n)), (m, k, n))
     vals = expand_to(reshape_to(src, (m, k, 1)), (m, k, n)).where(hit, _identity(reduce, x.dtype))

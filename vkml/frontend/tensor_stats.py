@@ -260,6 +260,7 @@ def _order_stat(name, x, dim, keepdim, skip_nan):
     i = order.gather(1, k)
     return rows.gather(1, i), i, kept
 
+# %% ../../nbs/10c_tensor_stats.ipynb #f0b75fd3
 def _spread(x, v):
     """`v`, a value of `x`, with its gradient shared evenly by the elements equal to it (PyTorch's rule for a median
     of everything): the values are v's exactly, the gradient is the mean's over those elements."""
@@ -425,6 +426,7 @@ class Binning(TensorBase):
         w = weights if weights.dtype.is_float else weights.cast(float64)
         return (hit.cast(w.dtype) * reshape_to(w, (w.numel(), 1))).sum(0)
 
+# %% ../../nbs/10c_tensor_stats.ipynb #4bbb5057
 def histogram(input, bins=100, *, range=None, weight=None, density: bool = False):
     "(hist, bin_edges): counts (or weight sums) in `bins` equal bins over `range` (the data's by default), or over given edges."
     need_tensor("histogram", input); _float_only("histogram", input)
@@ -496,6 +498,7 @@ def _scatter_reduce(name, x, dim, index, src, reduce, include_self):
     r = reshape_to(r, moved)
     return reshape_to(r.movedim(-1, axis) if axis != y.ndim - 1 else r, x.shape)
 
+# %% ../../nbs/10c_tensor_stats.ipynb #d1576cd7
 class PositionReductions(TensorBase):
     "scatter_reduce, index_reduce: methods of `Tensor`."
     __slots__ = ()
@@ -545,13 +548,14 @@ def gradient(input, *, spacing=1, dim=None, edge_order: int = 1):
     for a, h in zip(dims, _spacing("gradient", spacing, len(dims))):
         n = y.shape[a]
         if n < edge_order + 1: raise ShapeError(f"gradient needs at least {edge_order + 1} points along dim {a}, got {n}")
-        at = lambda i: y._slice_axis(a, i % n, i % n + 1)                  # element i (from the end when negative)
+        at = lambda i, a=a, n=n: y._slice_axis(a, i % n, i % n + 1)        # element i (from the end when negative)
         if edge_order == 1: first, last = (at(1) - at(0)) / h, (at(-1) - at(-2)) / h
         else: first, last = (at(0) * -3 + at(1) * 4 - at(2)) / (2 * h), (at(-1) * 3 - at(-2) * 4 + at(-3)) / (2 * h)
         mid = (y._slice_axis(a, 2, n) - y._slice_axis(a, 0, n - 2)) / (2 * h)
         out.append(cat([first, mid, last] if n > 2 else [first, last], a))
     return tuple(out)
 
+# %% ../../nbs/10c_tensor_stats.ipynb #67d57522
 def _trapezoids(name, y, x, dx, dim):
     need_tensor(name, y)
     y = y if y.dtype.is_float else y.cast(float32)

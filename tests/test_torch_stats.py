@@ -183,6 +183,13 @@ def test_errors_are_typed():
     with pytest.raises(vkml.ArgumentError, match="reduce"): VF.scatter_reduce(x, 1, vkml.tensor([[0, 1, 2]] * 2), x, "max")
     with pytest.raises(vkml.ShapeError): VF.index_reduce(x, 0, vkml.tensor([0, 1, 1]), x, "amax")
     with pytest.raises(vkml.ArgumentError, match="dim"): VF.unique_consecutive(x, dim=0)
+    with pytest.raises(vkml.IndexOutOfRangeError): VF.scatter_reduce(x, 1, vkml.tensor([[0, 5, 1], [0, 0, 0]]), x, "sum").numpy()
+    with pytest.raises(vkml.IndexOutOfRangeError): VF.index_reduce(x, 1, vkml.tensor([0, 3, 1]), x, "amax").numpy()
+    with pytest.raises(vkml.ArgumentError, match="q must be"): VF.quantile(x, "half")
+    with pytest.raises(vkml.ArgumentError, match=r"\[0, 1\]"): VF.quantile(x, vkml.tensor([0.5, 2.0]) * 1.0)   # read on the host
+    with pytest.raises(vkml.DTypeError): VF.median([1.0, 2.0])
+    with pytest.raises(vkml.DTypeError): VF.bucketize([1.0], vkml.tensor([0.0, 1.0]))
+    with pytest.raises(vkml.DTypeError): VF.searchsorted(vkml.tensor([0, 1]), vkml.tensor([0.5]))     # vkML never promotes
     with pytest.raises(vkml.IndexOutOfRangeError): VF.unravel_index(vkml.tensor([6]), (2, 3))
     with pytest.raises(vkml.ShapeError): x.sum_to_size(4, 3)
     with pytest.raises(vkml.ShapeError): VF.gradient(VF.ones(1))

@@ -11,7 +11,7 @@ from ..core.ops import Op
 from ..core.operands import (TensorBase, ArgumentError, need_tensor, expand_to, reshape_to, const_like, reduce_axes,
                                 mixed_dtypes, is_scalar)
 from ..core.graph import Node, check_same_device
-from .tensor_shape import cat, host_values, _host_index
+from .tensor_shape import cat, host_values, checked_index, _host_index
 from .tensor_linalg import matmul
 from .tensor_more import cpu_only, _int, _ints, _scaled
 
@@ -309,12 +309,13 @@ def _q_values(name, x, q):
         if q.dtype is not x.dtype: raise DTypeError(f"{name}: q must have the input's dtype {x.dtype.name}, got {q.dtype.name}")
         if q.ndim > 1: raise ShapeError(f"{name}: q must be a number, a 0-d or a 1-D tensor, got shape {q.shape}")
         h = host_values(q)
-        vals, qt, vector = (None if h is None else h.reshape(-1)), q, q.ndim == 1
+        vals, qt, vector = (q.numpy() if h is None else h).reshape(-1), q, q.ndim == 1   # checked on the host, as PyTorch
     else:
-        vals = np.asarray(q, np.float64).reshape(-1)
+        try: vals = np.asarray(q, np.float64).reshape(-1)
+        except (TypeError, ValueError): raise ArgumentError(f"{name}: q must be a number, a sequence of them or a tensor, got {q!r}") from None
         if np.ndim(q) > 1: raise ShapeError(f"{name}: q must be a number or a 1-D sequence, got {q!r}")
         qt, vector = _host_index(x, vals.astype(x.dtype.np)), np.ndim(q) == 1
-    if vals is not None and ((vals < 0) | (vals > 1) | np.isnan(vals)).any():
+    if ((vals < 0) | (vals > 1) | np.isnan(vals)).any():
         raise ArgumentError(f"{name}: q must lie in [0, 1], got {vals.tolist()}")
     return reshape_to(qt, (qt.numel(), 1, 1)), vector
 
@@ -493,6 +494,7 @@ def _scatter_reduce(name, x, dim, index, src, reduce, include_self):
         raise ShapeError(f"{name}: vkML needs the index {index.shape} to match self {x.shape} in every dim but {dim}")
     if any(a > b for a, b in zip(idx.shape, s.shape)): raise ShapeError(f"{name}: the index {index.shape} is larger than src {src.shape}")
     s = s[tuple(slice(0, n) for n in idx.shape)] if s.shape != idx.shape else s
+    idx = checked_index(name, idx, y.shape[axis], dim)                  # PyTorch refuses an index out of range
     (rx, moved), (ri, _), (rs, _) = (_as_rows(t, axis) for t in (y, idx, s))
     r = _dense_reduce(name, rx, axis, ri, rs, reduce, include_self)
     r = reshape_to(r, moved)

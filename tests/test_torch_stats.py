@@ -205,3 +205,18 @@ def test_cpu_only_operators_name_the_transfer():
         with pytest.raises(vkml.BackendError, match=r"x\.cpu\(\)"): f()
     with pytest.raises(vkml.BackendError, match="PROD"): x.scatter_reduce(1, vkml.tensor([[0, 0, 1]], device="vulkan"), x, "prod")
     np.testing.assert_array_equal(x.cpu().median(1).values.to("vulkan").numpy(), [2.0])
+
+
+@pytest.mark.vulkan
+def test_elementwise_compositions_fuse_on_vulkan():
+    "addcmul and addcdiv are one fused elementwise kernel; nansum and bucketize fold their WHERE / comparison into one reduction."
+    from vkml.frontend.tensor import schedule
+    rng = np.random.default_rng(0)
+    x, y, z = (rng.uniform(0.5, 1.5, s).astype(np.float32) for s in ((4, 5), (5,), (4, 1)))
+    a, b, c = (vkml.tensor(t, device="vulkan") for t in (x, y, z))
+    cases = ((VF.addcmul(a, b, c, value=0.5), ["fused"], x + 0.5 * y * z), (VF.addcdiv(a, b, c, value=2.0), ["fused"], x + 2 * y / z),
+             (VF.nansum(a, 1), ["reduce"], x.sum(1)), (VF.bucketize(a, VF.sort(b.cpu()).values.to("vulkan")), ["reduce"],
+                                                       np.searchsorted(np.sort(y), x)))
+    for got, kinds, want in cases:
+        assert [k.kind for k in schedule(got).dispatching] == kinds
+        oracle.assert_close(got.numpy(), want.astype(got.dtype.np), rtol=1e-6, atol=1e-6, what=str(kinds))

@@ -613,6 +613,8 @@ CASES.update({
     "renorm": [unary(lambda x: VF.renorm(x, 2, 0, 1.0), lambda x: _renorm(x, 2, 0, 1.0), F32, tol=8, shapes=ROWS)],
     "histc": [unary(lambda x: VF.histc(x, 4, -1, 1), lambda x: np.histogram(x, 4, (-1, 1))[0], F32, shapes=[((20,),)])],
     "histogram": [unary(lambda x: VF.histogram(x, 3, range=(-1.0, 1.0)).hist, lambda x: np.histogram(x, 3, (-1, 1))[0], F32, shapes=[((20,),)])],
+    "histogramdd": [unary(lambda x: VF.histogramdd(x, [2, 3], range=[-1.0, 1.0, -1.0, 1.0]).hist,
+                          lambda x: np.histogramdd(x, [2, 3], range=[(-1, 1), (-1, 1)])[0], F32, shapes=[((12, 2),)])],
     "bincount": [unary(lambda x: VF.bincount(x.abs().long().reshape(-1), minlength=3), lambda x: np.bincount(np.abs(x).astype(np.int64).reshape(-1), minlength=3),
                        INT, out=_i64, shapes=[((7,),), ((2, 3),)])],
     "bucketize": [unary(lambda x: VF.bucketize(x, tensor(_BOUNDS.astype(np.float32))), lambda x: np.searchsorted(_BOUNDS, x), F32, out=_i64, shapes=ROWS)],

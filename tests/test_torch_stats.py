@@ -67,12 +67,10 @@ def build(name, device, dtype, requires_grad=False) -> list:
 
 
 def call(name, ts) -> list:
-    "The operator table's function on the case's inputs and arguments, its outputs as a list."
+    "The operator table's function on the case's inputs and arguments, its outputs as a list (tuples flattened)."
     c = CASES[name]
     n = len(c["inputs"])
-    kwargs = {**c["kwargs"], **dict(zip(MAKE.kwarg_inputs(c), ts[n:]))}
-    out = R.OPERATORS[c["op"]].fn(*ts[:n], *c["args"], **kwargs)
-    return list(out) if isinstance(out, (tuple, list)) else [out]
+    return MAKE.flatten(R.OPERATORS[c["op"]].fn(*ts[:n], *c["args"], **MAKE.with_inputs(c, ts[n:])))
 
 
 def cpu_only(name) -> bool:

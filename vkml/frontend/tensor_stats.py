@@ -17,13 +17,13 @@ from .tensor_more import cpu_only, _int, _ints, _scaled
 
 # %% auto #0
 __all__ = ['AminmaxResult', 'CummaxResult', 'CumminResult', 'MedianResult', 'NanmedianResult', 'ModeResult', 'HistogramResult',
-           'addcmul', 'addcdiv', 'addmv', 'addr', 'addbmm', 'inner', 'vdot', 'trace', 'kron', 'cross', 'dist', 'nansum',
-           'nanmean', 'count_nonzero', 'aminmax', 'cummax', 'cummin', 'logcumsumexp', 'median', 'nanmedian', 'quantile',
-           'nanquantile', 'mode', 'histc', 'bincount', 'scatter_reduce', 'index_reduce', 'unique_consecutive', 'renorm',
-           'FusedProducts', 'tensordot', 'Contractions', 'Reductions', 'var_mean', 'std_mean', 'Scans',
-           'OrderStatistics', 'bucketize', 'searchsorted', 'Binning', 'histogram', 'PositionReductions', 'diff',
-           'gradient', 'trapezoid', 'trapz', 'cumulative_trapezoid', 'cov', 'corrcoef', 'unravel_index', 'Runs',
-           'StatsOps', 'max', 'min']
+           'HistogramddResult', 'addcmul', 'addcdiv', 'addmv', 'addr', 'addbmm', 'inner', 'vdot', 'trace', 'kron',
+           'cross', 'dist', 'nansum', 'nanmean', 'count_nonzero', 'aminmax', 'cummax', 'cummin', 'logcumsumexp',
+           'median', 'nanmedian', 'quantile', 'nanquantile', 'mode', 'histc', 'bincount', 'scatter_reduce',
+           'index_reduce', 'unique_consecutive', 'renorm', 'FusedProducts', 'tensordot', 'Contractions', 'Reductions',
+           'var_mean', 'std_mean', 'Scans', 'OrderStatistics', 'bucketize', 'searchsorted', 'Binning', 'histogram',
+           'histogramdd', 'PositionReductions', 'diff', 'gradient', 'trapezoid', 'trapz', 'cumulative_trapezoid', 'cov',
+           'corrcoef', 'unravel_index', 'Runs', 'StatsOps', 'max', 'min']
 
 # %% ../../nbs/10c_tensor_stats.ipynb #d230b29d
 def _group(name, *ts):
@@ -381,16 +381,25 @@ def searchsorted(sorted_sequence, input, *, out_int32: bool = False, right: bool
 # %% ../../nbs/10c_tensor_stats.ipynb #94cdf67f
 HistogramResult = collections.namedtuple("histogram", "hist bin_edges")
 
-def _bin_counts(x, edges_lo, edges_hi, bins: int, weight=None):
-    """Counts (or weight sums) of the elements of `x` in `bins` equal bins over [lo, hi] (0-d tensors), the last
-    bin closed; elements outside, or NaN, count nowhere."""
-    flat = reshape_to(x, (x.numel(), 1))
-    width = edges_hi - edges_lo
-    b = ((flat - edges_lo) * float(bins) / width).floor().clamp(0.0, float(bins - 1)).cast(int64)   # x == hi: the last bin
-    inside = (flat >= edges_lo) & (flat <= edges_hi)
-    hit = (b == reshape_to(_arange(x, bins), (1, bins))) & inside
-    if weight is None: return hit.cast(x.dtype).sum(0)
-    return hit.cast(x.dtype).mul(reshape_to(weight, (x.numel(), 1))).sum(0)
+def _uniform_bins(col, lo, hi, nb: int):
+    "(bin, inside) of each element of the column `col` among `nb` equal bins over [lo, hi] (0-d tensors), the last closed."
+    b = ((col - lo) * float(nb) / (hi - lo)).floor().clamp(0.0, float(nb - 1)).cast(int64)   # x == hi: the last bin
+    return b, (col >= lo) & (col <= hi)                                                   # NaN: inside nothing
+
+def _edge_bins(col, edges):
+    "(bin, inside) of each element of the column `col` among the bins between the sorted 1-D `edges`, the last closed."
+    nb = edges.shape[0] - 1
+    b = (reshape_to(edges, (1, nb + 1)) <= col).cast(int64).sum(1, keepdim=True) - 1
+    return b.where(col != edges[nb], nb - 1), (col >= edges[0]) & (col <= edges[nb])
+
+def _tally(like, b, inside, total: int, weight=None):
+    "How many of the (n, 1) bin indices `b` fall in each of `total` bins where `inside` (or the sum of their weights)."
+    hit = ((b == reshape_to(_arange(like, total), (1, total))) & inside).cast(like.dtype)
+    return (hit if weight is None else hit * reshape_to(weight, (b.shape[0], 1))).sum(0)
+
+def _bin_counts(x, lo, hi, bins: int, weight=None):
+    "Counts (or weight sums) of the elements of `x` in `bins` equal bins over [lo, hi]."
+    return _tally(x, *_uniform_bins(reshape_to(x, (x.numel(), 1)), lo, hi, bins), bins, weight)
 
 def _data_range(x, lo, hi):
     "(lo, hi) as 0-d tensors: the data's min and max when lo == hi (widened by 1 when those are equal too)."
@@ -436,12 +445,7 @@ def histogram(input, bins=100, *, range=None, weight=None, density: bool = False
         _group("histogram", input, bins)
         if bins.ndim != 1 or bins.shape[0] < 2: raise ShapeError(f"histogram's bin edges must be 1-D with 2 or more, got {bins.shape}")
         edges, nb = bins, bins.shape[0] - 1
-        flat = reshape_to(input, (input.numel(), 1))
-        b = (reshape_to(edges, (1, nb + 1)) <= flat).cast(int64).sum(1, keepdim=True) - 1
-        b = b.where(flat != edges[nb], nb - 1)                              # the last edge closes the last bin
-        inside = (flat >= edges[0]) & (flat <= edges[nb])
-        hit = ((b == reshape_to(_arange(input, nb), (1, nb))) & inside).cast(input.dtype)
-        hist = (hit if weight is None else hit * reshape_to(weight, (input.numel(), 1))).sum(0)
+        hist = _tally(input, *_edge_bins(reshape_to(input, (input.numel(), 1)), edges), nb, weight)
     else:
         nb = _int(bins, "histogram's bins")
         if nb < 1: raise ArgumentError(f"histogram needs bins >= 1, got {nb}")
@@ -451,6 +455,45 @@ def histogram(input, bins=100, *, range=None, weight=None, density: bool = False
         hist = _bin_counts(input, lo, hi, nb, weight)
     if density: hist = hist / (hist.sum() * (edges[1:] - edges[:-1]))
     return HistogramResult(hist, edges)
+
+# %% ../../nbs/10c_tensor_stats.ipynb #509affb4
+HistogramddResult = collections.namedtuple("histogramdd", "hist bin_edges")
+
+def histogramdd(input, bins=10, *, range=None, weight=None, density: bool = False):
+    "(hist, bin_edges): the D-dimensional histogram of the points in the last dim of `input`, bins per dim as in `histogram`."
+    need_tensor("histogramdd", input); _float_only("histogramdd", input)
+    if input.ndim < 1: raise ShapeError("histogramdd takes points in the last dim: a tensor of rank >= 1")
+    d = input.shape[-1]; n = input.numel() // builtins.max(d, 1)
+    x = reshape_to(input.contiguous(), (n, d))
+    per = list(bins) if isinstance(bins, (tuple, list)) else [bins] * d
+    if len(per) != d: raise ArgumentError(f"histogramdd: {len(per)} bin specifications for points of {d} dims")
+    if range is not None and len(range) != 2 * d: raise ArgumentError(f"histogramdd's range holds 2 numbers per dim ({2 * d}), got {len(range)}")
+    if weight is not None:
+        _group("histogramdd", input, weight)
+        if weight.shape != input.shape[:-1]: raise ShapeError(f"histogramdd: weight {weight.shape} must be the points' shape {input.shape[:-1]}")
+    flat, inside, edges = None, None, []
+    for j, spec in enumerate(per):
+        col = x._slice_axis(1, j, j + 1)
+        if isinstance(spec, TensorBase):
+            _group("histogramdd", input, spec)
+            if spec.ndim != 1 or spec.shape[0] < 2: raise ShapeError(f"histogramdd's bin edges must be 1-D with 2 or more, got {spec.shape}")
+            e, (b, ok) = spec, _edge_bins(col, spec)
+        else:
+            nb = _int(spec, "histogramdd's bins")
+            if nb < 1: raise ArgumentError(f"histogramdd needs bins >= 1, got {nb}")
+            lo, hi = _data_range(col, *(range[2 * j:2 * j + 2] if range is not None else (0.0, 0.0)))
+            e, (b, ok) = lo + (hi - lo) * (_arange(x, nb + 1).cast(x.dtype) / float(nb)), _uniform_bins(col, lo, hi, nb)
+        edges.append(e)
+        flat, inside = (b, ok) if flat is None else (flat * (e.shape[0] - 1) + b, inside & ok)
+    sizes = tuple(e.shape[0] - 1 for e in edges)
+    hist = reshape_to(_tally(x, flat, inside, math.prod(sizes), None if weight is None else reshape_to(weight, (n,))), check_rank(sizes, "histogramdd result"))
+    if density:
+        volume = None
+        for j, e in enumerate(edges):
+            w = _along(e[1:] - e[:-1], j, d)
+            volume = w if volume is None else volume * w
+        hist = hist / (hist.sum() * volume)
+    return HistogramddResult(hist, tuple(edges))
 
 # %% ../../nbs/10c_tensor_stats.ipynb #ff9a77a2
 _REDUCES = ("sum", "prod", "mean", "amax", "amin")

@@ -1394,6 +1394,8 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                         'vkml.frontend.registry._gelu_ref': ('registry.html#_gelu_ref', 'vkml/frontend/registry.py'),
                                         'vkml.frontend.registry._hardswish_ref': ( 'registry.html#_hardswish_ref',
                                                                                    'vkml/frontend/registry.py'),
+                                        'vkml.frontend.registry._histogramdd_example': ( 'registry.html#_histogramdd_example',
+                                                                                         'vkml/frontend/registry.py'),
                                         'vkml.frontend.registry._idx': ('registry.html#_idx', 'vkml/frontend/registry.py'),
                                         'vkml.frontend.registry._in': ('registry.html#_in', 'vkml/frontend/registry.py'),
                                         'vkml.frontend.registry._logit_ref': ('registry.html#_logit_ref', 'vkml/frontend/registry.py'),

@@ -330,6 +330,10 @@ _SPECIAL_OPERATORS: list = []
 _register(_SPECIAL_OPERATORS)
 
 # %% ../../nbs/16_registry.ipynb #2a0fb6ef
+def _histogramdd_example():
+    h = _VF.histogramdd(_x(4, 2), [2, 3])
+    return (h.hist, *h.bin_edges)   # the edges are a tuple in the result: the example gives tensors
+
 # The fuzzer (52_fuzz) draws every "reductions" row as f(x, dim=..., keepdim=...) giving one tensor; these statistics
 # take other arguments (q, bins, weights) or give tuples, so each sits with its kind: the two-tensor products and
 # contractions, the order statistics and binning (comparisons), and the one-tensor sums, scans and differences.
@@ -362,7 +366,7 @@ _STATS_OPERATORS: list = [
         ("cummax", lambda: tuple(_VF.cummax(_x(2, 3), 1))), ("cummin", lambda: tuple(_VF.cummin(_x(2, 3), 1))),
         ("bucketize", lambda: _VF.bucketize(_x(2, 3), _x(4))), ("searchsorted", lambda: _VF.searchsorted(_x(2, 4), _x(2, 3))),
         ("histc", lambda: _VF.histc(_x(2, 3), 4)), ("histogram", lambda: tuple(_VF.histogram(_x(2, 3), 4))),
-        ("histogramdd", lambda: (lambda h: (h.hist, *h.bin_edges))(_VF.histogramdd(_x(4, 2), [2, 3]))),
+        ("histogramdd", _histogramdd_example),
         ("bincount", lambda: _VF.bincount(_idx([0, 2, 2, 3])))]),
     Operator("sum_to_size", "shape / indexing", _Ref(_T, "Tensor.sum_to_size", after=("vkml.frontend.functions",)),
              lambda: _Ref(_T, "Tensor.sum_to_size", after=("vkml.frontend.functions",))(_x(2, 3), (1, 3)), ref="torch.Tensor.sum_to_size"),

@@ -139,7 +139,7 @@ def test_gradients_match_torch(name, device):
 
 
 GRADCHECK = ["addcdiv", "addbmm", "tensordot", "kron_3d", "cross", "dist", "nanmean", "std_mean", "median", "nanmedian",
-             "quantile_vector", "median_all", "cummax", "logcumsumexp", "gradient_2d_edge2", "cumulative_trapezoid_x", "cov_weights",
+             "quantile_vector", "median_all", "cummax", "logcumsumexp", "gradient_2d_edge2", "gradient_coordinates_edge2", "cumulative_trapezoid_x", "cov_weights",
              "corrcoef", "renorm", "scatter_reduce_mean", "index_reduce_amax_exclude", "scatter_reduce_prod"]
 
 

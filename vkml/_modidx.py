@@ -2262,6 +2262,8 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                                                                    'vkml/frontend/tensor_stats.py'),
                                             'vkml.frontend.tensor_stats._trapezoids': ( 'tensor_stats.html#_trapezoids',
                                                                                         'vkml/frontend/tensor_stats.py'),
+                                            'vkml.frontend.tensor_stats._uneven': ( 'tensor_stats.html#_uneven',
+                                                                                    'vkml/frontend/tensor_stats.py'),
                                             'vkml.frontend.tensor_stats._uniform_bins': ( 'tensor_stats.html#_uniform_bins',
                                                                                           'vkml/frontend/tensor_stats.py'),
                                             'vkml.frontend.tensor_stats._unrow': ( 'tensor_stats.html#_unrow',

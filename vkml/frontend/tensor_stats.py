@@ -576,23 +576,43 @@ def diff(input, n: int = 1, dim: int = -1, prepend=None, append=None):
         x = (hi != lo) if x.dtype is bool_ else hi - lo
     return x
 
-def _spacing(name, spacing, k):
+def _spacing(name, spacing, k, y):
+    "One spacing per dim: a number, or a 1-D tensor of the sample coordinates along that dim."
     sp = list(spacing) if isinstance(spacing, (tuple, list)) else [spacing] * k
-    if len(sp) == 1 and k > 1: sp = sp * k
-    if len(sp) != k or not all(is_scalar(s) and not isinstance(s, bool) for s in sp):
-        raise ArgumentError(f"{name}: spacing must be a number or one number per dim ({k}); coordinate tensors are not supported")
-    return [float(s) for s in sp]
+    if len(sp) == 1 and k > 1 and not isinstance(sp[0], TensorBase): sp = sp * k
+    if len(sp) != k or not all(isinstance(s, TensorBase) or (is_scalar(s) and not isinstance(s, bool)) for s in sp):
+        raise ArgumentError(f"{name}: spacing must be a number, one number per dim or one 1-D coordinate tensor per dim ({k})")
+    for s in sp:
+        if isinstance(s, TensorBase): _group(name, y, s)
+    return [s if isinstance(s, TensorBase) else float(s) for s in sp]
+
+def _uneven(y, a, xs, edge_order):
+    "The derivative along dim `a` with the samples at the coordinates `xs` (NumPy's and PyTorch's second-order weights)."
+    n = y.shape[a]
+    if xs.ndim != 1 or xs.shape[0] != n: raise ShapeError(f"gradient: coordinates {xs.shape} for a dim of {n} points")
+    xs = _along(xs, a, y.ndim)
+    f, x = (lambda i, j: y._slice_axis(a, i, j)), (lambda i, j: xs._slice_axis(a, i, j))
+    d1, d2 = x(1, n - 1) - x(0, n - 2), x(2, n) - x(1, n - 1)
+    mid = f(0, n - 2) * (-d2 / (d1 * (d1 + d2))) + f(1, n - 1) * ((d2 - d1) / (d1 * d2)) + f(2, n) * (d1 / (d2 * (d1 + d2)))
+    if edge_order == 1: return cat([(f(1, 2) - f(0, 1)) / (x(1, 2) - x(0, 1)), mid, (f(n - 1, n) - f(n - 2, n - 1)) / (x(n - 1, n) - x(n - 2, n - 1))], a)
+    e1, e2 = x(1, 2) - x(0, 1), x(2, 3) - x(1, 2)
+    first = f(0, 1) * (-(2 * e1 + e2) / (e1 * (e1 + e2))) + f(1, 2) * ((e1 + e2) / (e1 * e2)) + f(2, 3) * (-e1 / (e2 * (e1 + e2)))
+    l1, l2 = x(n - 2, n - 1) - x(n - 3, n - 2), x(n - 1, n) - x(n - 2, n - 1)
+    last = f(n - 3, n - 2) * (l2 / (l1 * (l1 + l2))) + f(n - 2, n - 1) * (-(l2 + l1) / (l1 * l2)) + f(n - 1, n) * ((2 * l2 + l1) / (l2 * (l1 + l2)))
+    return cat([first, mid, last], a)
 
 def gradient(input, *, spacing=1, dim=None, edge_order: int = 1):
-    "The derivative estimated along each dim in `dim` (every dim when None): a tuple of tensors."
+    "The derivative estimated along each dim in `dim` (every dim when None), samples `spacing` apart or at coordinates: a tuple."
     need_tensor("gradient", input)
     y = input if input.dtype.is_float else input.cast(float32)
     dims = [normalize_axis(d, y.ndim) for d in (range(y.ndim) if dim is None else _ints(dim, "gradient's dim"))]
     if edge_order not in (1, 2): raise ArgumentError(f"gradient's edge_order must be 1 or 2, got {edge_order}")
     out = []
-    for a, h in zip(dims, _spacing("gradient", spacing, len(dims))):
+    for a, h in zip(dims, _spacing("gradient", spacing, len(dims), y)):
         n = y.shape[a]
         if n < edge_order + 1: raise ShapeError(f"gradient needs at least {edge_order + 1} points along dim {a}, got {n}")
+        if isinstance(h, TensorBase) and n > 2: out.append(_uneven(y, a, h, edge_order)); continue
+        if isinstance(h, TensorBase): h = h._slice_axis(0, 1, 2) - h._slice_axis(0, 0, 1)   # two points: one step
         at = lambda i, a=a, n=n: y._slice_axis(a, i % n, i % n + 1)        # element i (from the end when negative)
         if edge_order == 1: first, last = (at(1) - at(0)) / h, (at(-1) - at(-2)) / h
         else: first, last = (at(0) * -3 + at(1) * 4 - at(2)) / (2 * h), (at(-1) * 3 - at(-2) * 4 + at(-3)) / (2 * h)

@@ -533,15 +533,19 @@ def _scatter_reduce(name, x, dim, index, src, reduce, include_self):
     y = x if x.ndim else reshape_to(x, (1,))
     axis = normalize_axis(dim, y.ndim)
     idx, s = (t if t.ndim else reshape_to(t, (1,)) for t in (index, src))
-    if idx.ndim != y.ndim or any(a != b for d, (a, b) in enumerate(zip(idx.shape, y.shape)) if d != axis):
-        raise ShapeError(f"{name}: vkML needs the index {index.shape} to match self {x.shape} in every dim but {dim}")
-    if any(a > b for a, b in zip(idx.shape, s.shape)): raise ShapeError(f"{name}: the index {index.shape} is larger than src {src.shape}")
+    ext = tuple(n if d == axis else idx.shape[d] for d, n in enumerate(y.shape)) if idx.ndim == y.ndim else None
+    if ext is None or any(e > n for e, n in zip(ext, y.shape)):
+        raise ShapeError(f"{name}: the index {index.shape} must have self's rank and be no larger than self {x.shape} in dims other than {dim}")
+    if s.ndim != idx.ndim or any(a > b for a, b in zip(idx.shape, s.shape)): raise ShapeError(f"{name}: the index {index.shape} is larger than src {src.shape}")
     s = s[tuple(slice(0, n) for n in idx.shape)] if s.shape != idx.shape else s
     idx = checked_index(name, idx, y.shape[axis], dim)                  # PyTorch refuses an index out of range
-    (rx, moved), (ri, _), (rs, _) = (_as_rows(t, axis) for t in (y, idx, s))
-    r = _dense_reduce(name, rx, axis, ri, rs, reduce, include_self)
-    r = reshape_to(r, moved)
-    return reshape_to(r.movedim(-1, axis) if axis != y.ndim - 1 else r, x.shape)
+    sub = y[tuple(slice(0, e) for e in ext)] if ext != y.shape else y    # the part of self the index reaches
+    (rx, moved), (ri, _), (rs, _) = (_as_rows(t, axis) for t in (sub, idx, s))
+    r = reshape_to(_dense_reduce(name, rx, axis, ri, rs, reduce, include_self), moved)
+    r = r.movedim(-1, axis) if axis != y.ndim - 1 else r
+    for d in range(y.ndim):                                              # beyond the index's extent: self, unchanged
+        if ext[d] < y.shape[d]: r = cat([r, y[tuple(slice(ext[d], None) if k == d else slice(0, r.shape[k]) for k in range(y.ndim))]], d)
+    return reshape_to(r, x.shape)
 
 # %% ../../nbs/10c_tensor_stats.ipynb #d1576cd7
 class PositionReductions(TensorBase):

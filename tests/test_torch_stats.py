@@ -218,3 +218,13 @@ def test_elementwise_compositions_fuse_on_vulkan():
     for got, kinds, want in cases:
         assert [k.kind for k in schedule(got).dispatching] == kinds
         oracle.assert_close(got.numpy(), want.astype(got.dtype.np), rtol=1e-6, atol=1e-6, what=str(kinds))
+
+
+def test_methods_are_the_function_forms():
+    "Every row is also a Tensor method where PyTorch has one (its values are the function's)."
+    x = vkml.tensor(np.random.default_rng(0).standard_normal((3, 4)).astype(np.float32))
+    for name, args, kw in (("diff", (), {}), ("cov", (), {}), ("corrcoef", (), {}), ("histogram", (3,), {}), ("nansum", (1,), {}),
+                           ("cummax", (0,), {}), ("quantile", (0.5,), dict(dim=1)), ("renorm", (2, 0, 1.0), {}), ("kron", (x,), {}),
+                           ("aminmax", (), dict(dim=0)), ("logcumsumexp", (1,), {}), ("count_nonzero", (), {}), ("trace", (), {})):
+        got, want = MAKE.flatten(getattr(x, name)(*args, **kw)), MAKE.flatten(getattr(VF, name)(x, *args, **kw))
+        for g, w in zip(got, want): np.testing.assert_array_equal(g.numpy(), w.numpy(), err_msg=name)

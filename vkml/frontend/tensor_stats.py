@@ -23,7 +23,7 @@ __all__ = ['AminmaxResult', 'CummaxResult', 'CumminResult', 'MedianResult', 'Nan
            'index_reduce', 'unique_consecutive', 'renorm', 'FusedProducts', 'tensordot', 'Contractions', 'Reductions',
            'var_mean', 'std_mean', 'Scans', 'OrderStatistics', 'bucketize', 'searchsorted', 'Binning', 'histogram',
            'histogramdd', 'PositionReductions', 'diff', 'gradient', 'trapezoid', 'trapz', 'cumulative_trapezoid', 'cov',
-           'corrcoef', 'unravel_index', 'Runs', 'StatsOps', 'max', 'min']
+           'corrcoef', 'unravel_index', 'Runs', 'FunctionMethods', 'StatsOps', 'max', 'min']
 
 # %% ../../nbs/10c_tensor_stats.ipynb #d230b29d
 def _group(name, *ts):
@@ -711,7 +711,17 @@ class Runs(TensorBase):
         return out[0] if len(out) == 1 else tuple(out)
 
 # %% ../../nbs/10c_tensor_stats.ipynb #ebe18410
-class StatsOps(FusedProducts, Contractions, Reductions, Scans, OrderStatistics, Binning, PositionReductions, Runs):
+class FunctionMethods(TensorBase):
+    "diff, cov, corrcoef, histogram: the functions above that PyTorch also has as Tensor methods."
+    __slots__ = ()
+    def diff(self, n: int = 1, dim: int = -1, prepend=None, append=None): "See `diff`."; return diff(self, n, dim, prepend, append)
+    def cov(self, *, correction: int = 1, fweights=None, aweights=None):
+        "See `cov`."; return cov(self, correction=correction, fweights=fweights, aweights=aweights)
+    def corrcoef(self): "See `corrcoef`."; return corrcoef(self)
+    def histogram(self, bins=100, *, range=None, weight=None, density: bool = False):
+        "See `histogram`."; return histogram(self, bins, range=range, weight=weight, density=density)
+
+class StatsOps(FusedProducts, Contractions, Reductions, Scans, OrderStatistics, Binning, PositionReductions, Runs, FunctionMethods):
     "The Tensor methods of this notebook (a mixin of `Tensor`)."
     __slots__ = ()
 

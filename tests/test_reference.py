@@ -580,6 +580,8 @@ CASES.update({
     "inner": [binary(VF.inner, np.inner, F32, tol=8, shapes=[((2, 3), (4, 3)), ((3,), (3,)), ((), (2, 2))])],
     "vdot": [binary(VF.vdot, np.vdot, F32, tol=8, shapes=[((5,), (5,))])],
     "kron": [binary(VF.kron, np.kron, NUM, shapes=[((2, 3), (2, 2)), ((2, 1, 2), (1, 3, 2)), ((3,), (2, 2))])],
+    "cdist": [binary(lambda a, b: VF.cdist(a, b, 1.5), lambda a, b: np.sum(np.abs(a[..., :, None, :] - b[..., None, :, :]) ** 1.5, -1) ** (1 / 1.5),
+                     F32, tol=8, shapes=[((3, 2), (4, 2)), ((2, 3, 4), (5, 4))])],
     "trace": [unary(VF.trace, np.trace, NUM, out=_widen, tol=4, shapes=[((3, 3),), ((3, 5),)])],
     "dist": [binary(lambda a, b: VF.dist(a, b, 3), lambda a, b: np.sum(np.abs(a - b) ** 3) ** (1 / 3), F32, tol=8, shapes=[((2, 3), (3,))])],
     "nansum": [unary(lambda x: VF.nansum(x, 1), lambda x: np.nansum(x, 1), F32, "special", tol=8, shapes=ROWS)],

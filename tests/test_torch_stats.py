@@ -138,7 +138,7 @@ def test_gradients_match_torch(name, device):
             oracle.assert_close(t.grad.numpy(), d[f"{name}/grad{i}"], what=f"{name} grad{i}", same_dtype=False, **tol)
 
 
-GRADCHECK = ["addcdiv", "addbmm", "tensordot", "kron_3d", "cross", "dist", "nanmean", "std_mean", "median", "nanmedian",
+GRADCHECK = ["addcdiv", "addbmm", "cdist_broadcast_pinf", "cdist", "tensordot", "kron_3d", "cross", "dist", "nanmean", "std_mean", "median", "nanmedian",
              "quantile_vector", "median_all", "cummax", "logcumsumexp", "gradient_2d_edge2", "gradient_coordinates_edge2", "cumulative_trapezoid_x", "cov_weights",
              "corrcoef", "renorm", "scatter_reduce_mean", "index_reduce_amax_exclude", "scatter_reduce_prod"]
 
@@ -170,6 +170,9 @@ def test_errors_are_typed():
     with pytest.raises(vkml.ShapeError): VF.addbmm(VF.ones(2, 2), VF.ones(2, 2, 3), VF.ones(3, 3, 2))
     with pytest.raises(vkml.ShapeError): VF.tensordot(x, x, ([0], [1]))
     with pytest.raises(vkml.ShapeError): VF.trace(VF.ones(3))
+    with pytest.raises(vkml.ShapeError): VF.cdist(x, VF.ones(2, 4))
+    with pytest.raises(vkml.ArgumentError, match="compute_mode"): VF.cdist(x, x, compute_mode="fast")
+    with pytest.raises(vkml.ArgumentError): VF.cdist(x, x, -1.0)
     with pytest.raises(vkml.ArgumentError, match=r"\[0, 1\]"): VF.quantile(x, 1.5)
     with pytest.raises(vkml.ArgumentError, match="interpolation"): VF.quantile(x, 0.5, interpolation="cubic")
     with pytest.raises(vkml.DTypeError): VF.quantile(x, vkml.tensor([0.5], dtype=vkml.float64))

@@ -2280,6 +2280,8 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                                                                    'vkml/frontend/tensor_stats.py'),
                                             'vkml.frontend.tensor_stats.bucketize': ( 'tensor_stats.html#bucketize',
                                                                                       'vkml/frontend/tensor_stats.py'),
+                                            'vkml.frontend.tensor_stats.cdist': ( 'tensor_stats.html#cdist',
+                                                                                  'vkml/frontend/tensor_stats.py'),
                                             'vkml.frontend.tensor_stats.corrcoef': ( 'tensor_stats.html#corrcoef',
                                                                                      'vkml/frontend/tensor_stats.py'),
                                             'vkml.frontend.tensor_stats.cov': ('tensor_stats.html#cov', 'vkml/frontend/tensor_stats.py'),

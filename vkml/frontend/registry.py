@@ -349,7 +349,8 @@ _STATS_OPERATORS: list = [
         ("tensordot", lambda: _VF.tensordot(_x(2, 3, 4), _x(4, 3), ([1, 2], [1, 0]))),
         ("inner", lambda: _VF.inner(_x(2, 3), _x(4, 3))), ("vdot", lambda: _VF.vdot(_x(3), _pos(3))),
         ("kron", lambda: _VF.kron(_x(2, 3), _pos(2, 2))), ("trace", lambda: _VF.trace(_x(3, 3))),
-        ("cov", lambda: _VF.cov(_x(2, 3))), ("corrcoef", lambda: _VF.corrcoef(_x(2, 3)))]),
+        ("cov", lambda: _VF.cov(_x(2, 3))), ("corrcoef", lambda: _VF.corrcoef(_x(2, 3))),
+        ("cdist", lambda: _VF.cdist(_x(3, 2), _pos(4, 2)))]),
     *_ops("unary math", _VF, [
         ("nansum", lambda: _VF.nansum(_x(2, 3), 1)), ("nanmean", lambda: _VF.nanmean(_x(2, 3), 1)),
         ("var_mean", lambda: _VF.var_mean(_x(2, 3), 1)), ("std_mean", lambda: _VF.std_mean(_x(2, 3), 1)),

@@ -20,10 +20,11 @@ __all__ = ['AminmaxResult', 'CummaxResult', 'CumminResult', 'MedianResult', 'Nan
            'HistogramddResult', 'addcmul', 'addcdiv', 'addmv', 'addr', 'addbmm', 'inner', 'vdot', 'trace', 'kron',
            'cross', 'dist', 'nansum', 'nanmean', 'count_nonzero', 'aminmax', 'cummax', 'cummin', 'logcumsumexp',
            'median', 'nanmedian', 'quantile', 'nanquantile', 'mode', 'histc', 'bincount', 'scatter_reduce',
-           'index_reduce', 'unique_consecutive', 'renorm', 'FusedProducts', 'tensordot', 'Contractions', 'Reductions',
-           'var_mean', 'std_mean', 'Scans', 'OrderStatistics', 'bucketize', 'searchsorted', 'Binning', 'histogram',
-           'histogramdd', 'PositionReductions', 'diff', 'gradient', 'trapezoid', 'trapz', 'cumulative_trapezoid', 'cov',
-           'corrcoef', 'unravel_index', 'Runs', 'FunctionMethods', 'StatsOps', 'max', 'min']
+           'index_reduce', 'unique_consecutive', 'renorm', 'FusedProducts', 'tensordot', 'Contractions', 'cdist',
+           'Reductions', 'var_mean', 'std_mean', 'Scans', 'OrderStatistics', 'bucketize', 'searchsorted', 'Binning',
+           'histogram', 'histogramdd', 'PositionReductions', 'diff', 'gradient', 'trapezoid', 'trapz',
+           'cumulative_trapezoid', 'cov', 'corrcoef', 'unravel_index', 'Runs', 'FunctionMethods', 'StatsOps', 'max',
+           'min']
 
 # %% ../../nbs/10c_tensor_stats.ipynb #d230b29d
 def _group(name, *ts):
@@ -31,6 +32,9 @@ def _group(name, *ts):
     for t in ts: need_tensor(name, t)
     check_same_device([t.node for t in ts], name)
     if len({t.dtype for t in ts}) > 1: raise mixed_dtypes(name, [t.dtype for t in ts])
+
+def _float_only(name, x):
+    if not x.dtype.is_float: raise DTypeError(f"{name} takes floats, got {x.dtype.name}: use `.float()`")
 
 def _arange(like, n: int, start: int = 0):
     "0 .. n-1 (from `start`) as int64 on `like`'s device."
@@ -134,11 +138,25 @@ class Contractions(TensorBase):
         "The p-norm of self − other (broadcast), 0-d."
         _group("dist", self, other); return (self - other).norm(p)
 
+# %% ../../nbs/10c_tensor_stats.ipynb #f367f015
+_CDIST_MODES = ("use_mm_for_euclid_dist_if_necessary", "use_mm_for_euclid_dist", "donot_use_mm_for_euclid_dist")
+
+def cdist(x1, x2, p: float = 2.0, compute_mode: str = "use_mm_for_euclid_dist_if_necessary"):
+    "The p-norm distances between the rows of x1 (..., P, M) and of x2 (..., R, M): (..., P, R), batch dims broadcast."
+    _group("cdist", x1, x2); _float_only("cdist", x1)
+    if x1.ndim < 2 or x2.ndim < 2 or x1.shape[-1] != x2.shape[-1]:
+        raise ShapeError(f"cdist takes (..., P, M) and (..., R, M) with one M, got {x1.shape} and {x2.shape}")
+    if not is_scalar(p) or isinstance(p, bool) or p < 0: raise ArgumentError(f"cdist's p must be a number >= 0, got {p!r}")
+    if compute_mode not in _CDIST_MODES: raise ArgumentError(f"cdist's compute_mode must be one of {_CDIST_MODES}, got {compute_mode!r}")
+    batch = broadcast_shapes(x1.shape[:-2], x2.shape[:-2])
+    (pn, m), rn, b = x1.shape[-2:], x2.shape[-2], math.prod(batch)
+    out = check_rank(batch + (pn, rn), "cdist result")
+    a = reshape_to(expand_to(x1, batch + (pn, m)).contiguous(), (b, pn, 1, m))   # the batch as one dim: rank 4 at most
+    c = reshape_to(expand_to(x2, batch + (rn, m)).contiguous(), (b, 1, rn, m))
+    return reshape_to((a - c).norm(float(p), -1), out)   # every pair's difference: exact where the matmul form cancels
+
 # %% ../../nbs/10c_tensor_stats.ipynb #bc8e3744
 AminmaxResult = collections.namedtuple("aminmax", "min max")
-
-def _float_only(name, x):
-    if not x.dtype.is_float: raise DTypeError(f"{name} takes floats, got {x.dtype.name}: use `.float()`")
 
 class Reductions(TensorBase):
     "nansum, nanmean, count_nonzero, aminmax, sum_to_size, renorm: methods of `Tensor`."

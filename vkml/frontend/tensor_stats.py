@@ -113,6 +113,7 @@ class Contractions(TensorBase):
     def trace(self):
         "The sum of a matrix's diagonal (integers give int64)."
         if self.ndim != 2: raise ShapeError(f"trace takes a matrix, got shape {self.shape}")
+        if self.dtype is bool_: raise DTypeError("trace sums numbers, not bools (as PyTorch): use `.long()` first")
         return self.diagonal().sum()
     def kron(self, other):
         "The Kronecker product: block (i, j, ...) is self[i, j, ...]·other."
@@ -120,8 +121,9 @@ class Contractions(TensorBase):
         r = builtins.max(self.ndim, other.ndim)
         a, b = (reshape_to(t, (1,) * (r - t.ndim) + t.shape) for t in (self, other))
         check_rank(tuple(m * n for m, n in zip(a.shape, b.shape)), "kron result")
+        tiles = a.shape                                                    # b is tiled a.shape[i] times along dim i
         for d in range(r): a = a.repeat_interleave(b.shape[d], dim=d) if b.shape[d] != 1 else a
-        return a * b.repeat(tuple(a.shape[d] // b.shape[d] for d in range(r))) if r else a * b
+        return a * b.repeat(tiles) if r else a * b
     def cross(self, other, dim=None):
         "The cross product along `dim` of size 3 (the first such dim when None, as PyTorch)."
         _group("cross", self, other)
@@ -269,8 +271,8 @@ def _unrow(t, kept, x, dim, keepdim):
 def _order_stat(name, x, dim, keepdim, skip_nan):
     "(values, indices) of the lower median along `dim` (rows of `_rows`), NaN as PyTorch's `median`/`nanmedian`."
     cpu_only(name, x, Op.ARGSORT)
-    if x.numel() == 0: raise EmptyReductionError(f"{name} of an empty tensor (shape {x.shape}) has no value")
     rows, kept = _rows(x, dim)
+    if rows.shape[1] == 0: raise EmptyReductionError(f"{name} over an empty extent (shape {x.shape}, dim {dim}) has no value")
     n, order = rows.shape[1], rows.argsort(1)
     nans = rows.isnan().cast(int64).sum(1, keepdim=True) if rows.dtype.is_float else const_like(0, order, (rows.shape[0], 1))
     if skip_nan: k = ((n - nans - 1) // 2).clamp_min(0)
@@ -308,8 +310,8 @@ class OrderStatistics(TensorBase):
         return _quantile("nanquantile", self, q, dim, keepdim, interpolation, True)
     def mode(self, dim: int = -1, keepdim: bool = False):
         "(values, indices): the most frequent value along `dim` (the smallest of a tie) and its last index."
-        if self.numel() == 0: raise EmptyReductionError(f"mode of an empty tensor (shape {self.shape}) has no value")
         rows, kept = _rows(self, dim)
+        if rows.shape[1] == 0: raise EmptyReductionError(f"mode over an empty extent (shape {self.shape}, dim {dim}) has no value")
         m, n = rows.shape
         counts = (reshape_to(rows, (m, n, 1)) == reshape_to(rows, (m, 1, n))).cast(int64).sum(2)
         top = counts == counts.amax(1, keepdim=True)
@@ -362,8 +364,9 @@ def _quantile(name, x, q, dim, keepdim, interpolation, skip_nan):
 
 # %% ../../nbs/10c_tensor_stats.ipynb #0c334f4a
 def _count_below(seq, values, right: bool):
-    "For each value, how many elements of `seq`'s last dim are below it (`<=` with `right`), int64."
-    return ((seq <= values) if right else (seq < values)).cast(int64).sum(-1)
+    "For each value, how many elements of `seq`'s last dim are below it (`<=` with `right`), int64; NaN is above them all."
+    below = (seq <= values) if right else (seq < values)
+    return (below | values.isnan() if values.dtype.is_float else below).cast(int64).sum(-1)
 
 def _as_values(name, like, v):
     if isinstance(v, TensorBase): return v

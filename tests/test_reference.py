@@ -601,6 +601,105 @@ CASES.update({
     "view_copy": [unary(lambda x: VF.view_copy(x, (2, 6)), lambda x: x.reshape(2, 6), shapes=_shapes((3, 4)))],
 })
 
+# the statistics family (nbs/10c_tensor_stats.ipynb): each row against numpy (PyTorch's values: tests/test_torch_stats.py)
+F32 = (float32,)
+ROWS = [((3, 5),), ((4, 6),), ((1, 3),)]
+_BOUNDS = np.array([-0.5, 0.0, 0.3, 1.0])
+
+def _lower_median(x, axis=None):
+    x = x.reshape(-1) if axis is None else x
+    axis = 0 if axis is None else axis
+    return np.take(np.sort(x, axis), (x.shape[axis] - 1) // 2, axis)
+
+def _mode(x):
+    def one(r):
+        v, c = np.unique(r, return_counts=True)
+        return v[c == c.max()].min()
+    return np.apply_along_axis(one, -1, x)
+
+def _scatter_ref(x, index, src, how):
+    out = x.copy()
+    for r in range(index.shape[0]):
+        getattr(np, how).at(out[r], index[r], src[r])
+    return out
+
+def _runs(x):
+    f = x.reshape(-1)
+    return f[np.r_[True, f[1:] != f[:-1]]] if f.size else f
+
+def _renorm(x, p, axis, maxnorm):
+    other = tuple(d for d in range(x.ndim) if d != axis)
+    n = np.sum(np.abs(x) ** p, axis=other, keepdims=True) ** (1 / p)
+    return x * np.where(n > maxnorm, maxnorm / (n + 1e-7), 1.0)
+
+def _cumtrapz(y): return np.cumsum((y[..., 1:] + y[..., :-1]) / 2, -1)
+
+_IDX = np.array([[0, 4, 0, 2], [1, 1, 3, 1], [2, 2, 2, 0]])
+CASES.update({
+    "addcmul": [Case(lambda a, b, c: VF.addcmul(a, b, c, value=2), lambda a, b, c: a + 2 * b * c, [((2, 3), (3,), (2, 1))], NUM)],
+    "addcdiv": [Case(lambda a, b, c: VF.addcdiv(a, b, c, value=2.0), lambda a, b, c: a + 2.0 * b / c, [((2, 3), (3,), (2, 1))], FLOAT, "nz", tol=4)],
+    "cross": [binary(lambda a, b: VF.cross(a, b, dim=1), lambda a, b: np.cross(a, b, axis=1), NUM, shapes=[((4, 3), (4, 3)), ((2, 3, 2), (1, 3, 2))])],
+    "addmv": [Case(lambda a, m, v: VF.addmv(a, m, v, beta=0.5, alpha=2), lambda a, m, v: 0.5 * a + 2 * (m @ v), [((2,), (2, 3), (3,))], F32, tol=8)],
+    "addr": [Case(lambda a, u, v: VF.addr(a, u, v, beta=2, alpha=-1), lambda a, u, v: 2 * a - np.outer(u, v), [((3, 4), (3,), (4,))], F32, tol=4)],
+    "addbmm": [Case(lambda a, b, c: VF.addbmm(a, b, c), lambda a, b, c: a + (b @ c).sum(0), [((2, 4), (3, 2, 3), (3, 3, 4))], F32, tol=16)],
+    "tensordot": [binary(lambda a, b: VF.tensordot(a, b, ([1, 2], [1, 0])), lambda a, b: np.tensordot(a, b, ([1, 2], [1, 0])), F32, tol=16, shapes=[((2, 3, 4), (4, 3))]),
+                  binary(lambda a, b: VF.tensordot(a, b, 1), lambda a, b: np.tensordot(a, b, 1), INT, shapes=[((2, 3), (3, 4))])],
+    "inner": [binary(VF.inner, np.inner, F32, tol=8, shapes=[((2, 3), (4, 3)), ((3,), (3,)), ((), (2, 2))])],
+    "vdot": [binary(VF.vdot, np.vdot, F32, tol=8, shapes=[((5,), (5,))])],
+    "kron": [binary(VF.kron, np.kron, NUM, shapes=[((2, 3), (2, 2)), ((2, 1, 2), (1, 3, 2)), ((3,), (2, 2))])],
+    "cdist": [binary(lambda a, b: VF.cdist(a, b, 1.5), lambda a, b: np.sum(np.abs(a[..., :, None, :] - b[..., None, :, :]) ** 1.5, -1) ** (1 / 1.5),
+                     F32, tol=8, shapes=[((3, 2), (4, 2)), ((2, 3, 4), (5, 4))])],
+    "trace": [unary(VF.trace, np.trace, NUM, out=_widen, tol=4, shapes=[((3, 3),), ((3, 5),)])],
+    "dist": [binary(lambda a, b: VF.dist(a, b, 3), lambda a, b: np.sum(np.abs(a - b) ** 3) ** (1 / 3), F32, tol=8, shapes=[((2, 3), (3,))])],
+    "nansum": [unary(lambda x: VF.nansum(x, 1), lambda x: np.nansum(x, 1), F32, "special", tol=8, shapes=ROWS)],
+    "nanmean": [unary(lambda x: VF.nanmean(x, 1), lambda x: np.nanmean(x, 1), F32, tol=8, shapes=ROWS)],
+    "count_nonzero": [unary(lambda x: VF.count_nonzero(x, 1), lambda x: np.count_nonzero(x, 1), ALL, "ties", out=_i64, shapes=ROWS)],
+    "aminmax": [unary(lambda x: VF.aminmax(x, dim=1).max, lambda x: np.max(x, 1), NUM, shapes=ROWS),
+                unary(lambda x: VF.aminmax(x).min, np.min, NUM, shapes=ROWS)],
+    "var_mean": [unary(lambda x: VF.var_mean(x, 1), lambda x: (np.var(x, 1, ddof=1), np.mean(x, 1)), F32, tol=8, shapes=ROWS[:2])],
+    "std_mean": [unary(lambda x: VF.std_mean(x, 0, correction=0), lambda x: (np.std(x, 0), np.mean(x, 0)), F32, tol=8, shapes=ROWS)],
+    "max": [unary(lambda x: VF.max(x, 1).values, lambda x: np.max(x, 1), NUM, shapes=ROWS), unary(VF.max, np.max, NUM, shapes=ROWS),
+            binary(VF.max, np.maximum, NUM, shapes=[((2, 3), (3,))])],
+    "min": [unary(lambda x: VF.min(x, 0).values, lambda x: np.min(x, 0), NUM, shapes=ROWS), unary(VF.min, np.min, NUM, shapes=ROWS),
+            binary(VF.min, np.minimum, NUM, shapes=[((2, 3), (3,))])],
+    "median": [unary(lambda x: VF.median(x, 1).values, lambda x: _lower_median(x, 1), NUM, shapes=ROWS), unary(VF.median, _lower_median, F32, shapes=ROWS)],
+    "nanmedian": [unary(lambda x: VF.nanmedian(x, 1).values, lambda x: _lower_median(x, 1), F32, shapes=ROWS)],
+    "quantile": [unary(lambda x: VF.quantile(x, 0.3, dim=1), lambda x: np.quantile(x, 0.3, axis=1), F32, tol=4, shapes=ROWS),
+                 unary(lambda x: VF.quantile(x, [0.1, 0.9], dim=0, interpolation="midpoint"),
+                       lambda x: np.quantile(x, [0.1, 0.9], axis=0, method="midpoint"), F32, tol=4, shapes=ROWS)],
+    "nanquantile": [unary(lambda x: VF.nanquantile(x, 0.6), lambda x: np.nanquantile(x, 0.6), F32, tol=4, shapes=ROWS)],
+    "mode": [unary(lambda x: VF.mode(x, 1).values, lambda x: _mode(x), NUM, "ties", shapes=ROWS)],
+    "cummax": [unary(lambda x: VF.cummax(x, 1).values, lambda x: np.maximum.accumulate(x, 1), NUM, shapes=ROWS)],
+    "cummin": [unary(lambda x: VF.cummin(x, 0).values, lambda x: np.minimum.accumulate(x, 0), NUM, shapes=ROWS)],
+    "logcumsumexp": [unary(lambda x: VF.logcumsumexp(x, 1), lambda x: np.logaddexp.accumulate(x, 1), F32, tol=8, shapes=ROWS)],
+    "diff": [unary(lambda x: VF.diff(x, 2, 1), lambda x: np.diff(x, 2, 1), NUM, shapes=ROWS)],
+    "gradient": [unary(lambda x: VF.gradient(x, dim=1, spacing=0.5)[0], lambda x: np.gradient(x, 0.5, axis=1), F32, tol=4, shapes=ROWS[:2])],
+    "trapezoid": [unary(lambda x: VF.trapezoid(x, dx=0.5), lambda x: np.trapezoid(x, dx=0.5), F32, tol=8, shapes=ROWS)],
+    "trapz": [unary(lambda x: VF.trapz(x, dim=0), lambda x: np.trapezoid(x, axis=0), F32, tol=8, shapes=ROWS)],
+    "cumulative_trapezoid": [unary(VF.cumulative_trapezoid, _cumtrapz, F32, tol=8, shapes=ROWS)],
+    "cov": [unary(VF.cov, np.cov, F32, tol=16, shapes=ROWS[:2])],
+    "corrcoef": [unary(VF.corrcoef, np.corrcoef, F32, tol=16, shapes=ROWS[:2])],
+    "renorm": [unary(lambda x: VF.renorm(x, 2, 0, 1.0), lambda x: _renorm(x, 2, 0, 1.0), F32, tol=8, shapes=ROWS)],
+    "histc": [unary(lambda x: VF.histc(x, 4, -1, 1), lambda x: np.histogram(x, 4, (-1, 1))[0], F32, shapes=[((20,),)])],
+    "histogram": [unary(lambda x: VF.histogram(x, 3, range=(-1.0, 1.0)).hist, lambda x: np.histogram(x, 3, (-1, 1))[0], F32, shapes=[((20,),)])],
+    "histogramdd": [unary(lambda x: VF.histogramdd(x, [2, 3], range=[-1.0, 1.0, -1.0, 1.0]).hist,
+                          lambda x: np.histogramdd(x, [2, 3], range=[(-1, 1), (-1, 1)])[0], F32, shapes=[((12, 2),)])],
+    "bincount": [unary(lambda x: VF.bincount(x.abs().long().reshape(-1), minlength=3), lambda x: np.bincount(np.abs(x).astype(np.int64).reshape(-1), minlength=3),
+                       INT, out=_i64, shapes=[((7,),), ((2, 3),)])],
+    "bucketize": [unary(lambda x: VF.bucketize(x, tensor(_BOUNDS.astype(np.float32))), lambda x: np.searchsorted(_BOUNDS, x), F32, out=_i64, shapes=ROWS)],
+    "searchsorted": [unary(lambda x: VF.searchsorted(tensor(_BOUNDS.astype(np.float32)), x, right=True),
+                           lambda x: np.searchsorted(_BOUNDS, x, side="right"), F32, out=_i64, shapes=ROWS)],
+    "sum_to_size": [unary(lambda x: x.sum_to_size(1, x.shape[1]), lambda x: x.sum(0, keepdims=True), F32, tol=4, shapes=ROWS)],
+    "scatter_reduce": [unary(lambda x: VF.scatter_reduce(x, 1, tensor(_IDX[:x.shape[0]]), x[:, :4], "amax"),
+                             lambda x: _scatter_ref(x, _IDX[:x.shape[0]], x[:, :4], "maximum"), NUM, shapes=[((3, 5),), ((2, 6),)]),
+                       unary(lambda x: VF.scatter_reduce(x, 1, tensor(_IDX[:x.shape[0]]), x[:, :4], "sum"),
+                             lambda x: _scatter_ref(x, _IDX[:x.shape[0]], x[:, :4], "add"), F32, shapes=[((3, 5),)])],
+    "index_reduce": [unary(lambda x: VF.index_reduce(x, 0, tensor(np.array([2, 0, 2])), x, "amin"),
+                           lambda x: _scatter_ref(x.T, np.tile([2, 0, 2], (x.shape[1], 1)), x.T, "minimum").T, NUM, shapes=[((3, 4),)])],
+    "unique_consecutive": [unary(VF.unique_consecutive, _runs, ALL, "ties", shapes=U)],
+    "unravel_index": [unary(lambda x: VF.unravel_index(x.abs() % 12, (3, 4)), lambda x: np.unravel_index(np.abs(x) % 12, (3, 4)), INT, out=_i64, shapes=ROWS[:2])],
+})
+
 for _name in [*REG.names(form="unary"), *REG.names(form="binary")]:   # a new operator's first case is its row
     CASES[_name] = [table_case(REG.OPERATORS[_name]), *CASES.get(_name, [])]
 

@@ -258,6 +258,7 @@ def names(category: str | None = None, form: str | None = None, module: str | No
             and (form is None or o.form == form) and (module is None or getattr(o.fn, "module", None) == module)]
 
 
+
 # %% ../../nbs/16_registry.ipynb #cdf269fb
 _RANGES.update({"ge1": (1.1, 3.0), "prob": (0.05, 0.95)})   # the example values of the domains x ≥ 1 and (0, 1)
 
@@ -383,7 +384,53 @@ _SPECIAL_OPERATORS: list = []
 _register(_SPECIAL_OPERATORS)
 
 # %% ../../nbs/16_registry.ipynb #2a0fb6ef
-_STATS_OPERATORS: list = []
+def _histogramdd_example():
+    h = _VF.histogramdd(_x(4, 2), [2, 3])
+    return (h.hist, *h.bin_edges)   # the edges are a tuple in the result: the example gives tensors
+
+# The fuzzer (52_fuzz) draws every "reductions" row as f(x, dim=..., keepdim=...) giving one tensor; these statistics
+# take other arguments (q, bins, weights) or give tuples, so each sits with its kind: the two-tensor products and
+# contractions, the order statistics and binning (comparisons), and the one-tensor sums, scans and differences.
+_STATS_OPERATORS: list = [
+    *_ops("binary", _VF, [
+        ("addcmul", lambda: _VF.addcmul(_x(2, 3), _x(3), _pos(2, 1), value=0.5)),
+        ("addcdiv", lambda: _VF.addcdiv(_x(2, 3), _x(3), _pos(2, 1), value=0.5)),
+        ("cross", lambda: _VF.cross(_x(2, 3), _pos(2, 3), dim=1)), ("dist", lambda: _VF.dist(_x(2, 3), _pos(3), 3))]),
+    *_ops("matmul / conv / pool", _VF, [
+        ("addmv", lambda: _VF.addmv(_x(2), _x(2, 3), _x(3), beta=0.5, alpha=2)),
+        ("addr", lambda: _VF.addr(_x(2, 3), _x(2), _x(3))),
+        ("addbmm", lambda: _VF.addbmm(_x(2, 4), _x(3, 2, 3), _x(3, 3, 4))),
+        ("tensordot", lambda: _VF.tensordot(_x(2, 3, 4), _x(4, 3), ([1, 2], [1, 0]))),
+        ("inner", lambda: _VF.inner(_x(2, 3), _x(4, 3))), ("vdot", lambda: _VF.vdot(_x(3), _pos(3))),
+        ("kron", lambda: _VF.kron(_x(2, 3), _pos(2, 2))), ("trace", lambda: _VF.trace(_x(3, 3))),
+        ("cov", lambda: _VF.cov(_x(2, 3))), ("corrcoef", lambda: _VF.corrcoef(_x(2, 3))),
+        ("cdist", lambda: _VF.cdist(_x(3, 2), _pos(4, 2)))]),
+    *_ops("unary math", _VF, [
+        ("nansum", lambda: _VF.nansum(_x(2, 3), 1)), ("nanmean", lambda: _VF.nanmean(_x(2, 3), 1)),
+        ("var_mean", lambda: _VF.var_mean(_x(2, 3), 1)), ("std_mean", lambda: _VF.std_mean(_x(2, 3), 1)),
+        ("logcumsumexp", lambda: _VF.logcumsumexp(_x(2, 3), 1)), ("diff", lambda: _VF.diff(_x(2, 3), 1, 1)),
+        ("gradient", lambda: _VF.gradient(_x(2, 3))), ("trapezoid", lambda: _VF.trapezoid(_x(2, 3))),
+        ("trapz", lambda: _VF.trapz(_x(2, 3), _pos(3))), ("cumulative_trapezoid", lambda: _VF.cumulative_trapezoid(_x(2, 3))),
+        ("renorm", lambda: _VF.renorm(_x(2, 3), 2, 0, 0.5))]),
+    *_ops("comparison", _VF, [
+        ("max", lambda: tuple(_VF.max(_x(2, 3), 1))), ("min", lambda: tuple(_VF.min(_x(2, 3), 1))),
+        ("aminmax", lambda: tuple(_VF.aminmax(_x(2, 3), dim=1))), ("count_nonzero", lambda: _VF.count_nonzero(_x(2, 3), 1)),
+        ("median", lambda: tuple(_VF.median(_x(2, 3), 1))), ("nanmedian", lambda: tuple(_VF.nanmedian(_x(2, 3), 1))),
+        ("quantile", lambda: _VF.quantile(_x(2, 3), 0.25, dim=1)), ("nanquantile", lambda: _VF.nanquantile(_x(2, 3), 0.25, dim=1)),
+        ("mode", lambda: tuple(_VF.mode(_x(2, 3), 1))),
+        ("cummax", lambda: tuple(_VF.cummax(_x(2, 3), 1))), ("cummin", lambda: tuple(_VF.cummin(_x(2, 3), 1))),
+        ("bucketize", lambda: _VF.bucketize(_x(2, 3), _x(4))), ("searchsorted", lambda: _VF.searchsorted(_x(2, 4), _x(2, 3))),
+        ("histc", lambda: _VF.histc(_x(2, 3), 4)), ("histogram", lambda: tuple(_VF.histogram(_x(2, 3), 4))),
+        ("histogramdd", _histogramdd_example),
+        ("bincount", lambda: _VF.bincount(_idx([0, 2, 2, 3])))]),
+    Operator("sum_to_size", "shape / indexing", _Ref(_T, "Tensor.sum_to_size", after=("vkml.frontend.functions",)),
+             lambda: _Ref(_T, "Tensor.sum_to_size", after=("vkml.frontend.functions",))(_x(2, 3), (1, 3)), ref="torch.Tensor.sum_to_size"),
+    *_ops("shape / indexing", _VF, [
+        ("scatter_reduce", lambda: _VF.scatter_reduce(_x(2, 3), 1, _idx([[0, 2, 0], [1, 1, 1]]), _x(2, 3), "amax")),
+        ("index_reduce", lambda: _VF.index_reduce(_x(3, 2), 0, _idx([0, 2, 0]), _x(3, 2), "mean")),
+        ("unique_consecutive", lambda: tuple(_VF.unique_consecutive(_idx([1, 1, 2, 1]), return_inverse=True, return_counts=True))),
+        ("unravel_index", lambda: _VF.unravel_index(_idx([4, 1, 5]), (2, 3)))]),   # (argwhere: a forms row, above)
+]
 _register(_STATS_OPERATORS)
 
 # %% ../../nbs/16_registry.ipynb #8cb87b8d

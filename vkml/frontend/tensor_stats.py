@@ -4,12 +4,765 @@
 
 # %% ../../nbs/10c_tensor_stats.ipynb #fb0b8f07
 from __future__ import annotations
+import builtins, collections, math
+import numpy as np
 from ..core.dtypes import *
+from ..core.ops import Op
+from ..core.operands import (TensorBase, ArgumentError, need_tensor, expand_to, reshape_to, const_like, reduce_axes,
+                                mixed_dtypes, is_scalar)
+from ..core.graph import Node, check_same_device
+from .tensor_shape import cat, host_values, checked_index, _host_index
+from .tensor_linalg import matmul
+from .tensor_more import cpu_only, _int, _ints, _scaled
 
 # %% auto #0
-__all__ = ['StatsOps']
+__all__ = ['AminmaxResult', 'CummaxResult', 'CumminResult', 'MedianResult', 'NanmedianResult', 'ModeResult', 'HistogramResult',
+           'HistogramddResult', 'addcmul', 'addcdiv', 'addmv', 'addr', 'addbmm', 'inner', 'vdot', 'trace', 'kron',
+           'cross', 'dist', 'nansum', 'nanmean', 'count_nonzero', 'aminmax', 'cummax', 'cummin', 'logcumsumexp',
+           'median', 'nanmedian', 'quantile', 'nanquantile', 'mode', 'histc', 'bincount', 'scatter_reduce',
+           'index_reduce', 'unique_consecutive', 'renorm', 'FusedProducts', 'tensordot', 'Contractions', 'cdist',
+           'Reductions', 'var_mean', 'std_mean', 'Scans', 'OrderStatistics', 'bucketize', 'searchsorted', 'Binning',
+           'histogram', 'histogramdd', 'PositionReductions', 'diff', 'gradient', 'trapezoid', 'trapz',
+           'cumulative_trapezoid', 'cov', 'corrcoef', 'unravel_index', 'Runs', 'FunctionMethods', 'StatsOps', 'max',
+           'min']
 
-# %% ../../nbs/10c_tensor_stats.ipynb #abb1bd39
-class StatsOps:
+# %% ../../nbs/10c_tensor_stats.ipynb #d230b29d
+def _group(name, *ts):
+    "Check tensors of one dtype on one device."
+    for t in ts: need_tensor(name, t)
+    check_same_device([t.node for t in ts], name)
+    if len({t.dtype for t in ts}) > 1: raise mixed_dtypes(name, [t.dtype for t in ts])
+
+def _float_only(name, x):
+    if not x.dtype.is_float: raise DTypeError(f"{name} takes floats, got {x.dtype.name}: use `.float()`")
+
+def _arange(like, n: int, start: int = 0):
+    "0 .. n-1 (from `start`) as int64 on `like`'s device."
+    return like._wrap(Node(Op.ARANGE, (), (start, 1), (n,), int64, like.device))
+
+def _along(v, axis: int, ndim: int):
+    "A 1-D tensor viewed along `axis` of a rank-`ndim` tensor (size 1 elsewhere)."
+    return reshape_to(v, tuple(v.shape[0] if d == axis else 1 for d in range(ndim)))
+
+class FusedProducts(TensorBase):
+    "addcmul, addcdiv, addmv, addr, addbmm: methods of `Tensor`."
+    __slots__ = ()
+    def addcmul(self, tensor1, tensor2, *, value=1):
+        "self + value·tensor1·tensor2 (broadcast)."
+        _group("addcmul", self, tensor1, tensor2)
+        p = tensor1 * tensor2
+        return self + (p if value == 1 else p * value)
+    def addcdiv(self, tensor1, tensor2, *, value=1):
+        "self + value·tensor1/tensor2 (floats only: PyTorch refuses integer division here)."
+        _group("addcdiv", self, tensor1, tensor2)
+        if not self.dtype.is_float: raise DTypeError(f"addcdiv divides, so it takes floats, got {self.dtype.name}: use `.float()` or `addcmul`")
+        q = tensor1 / tensor2
+        return self + (q if value == 1 else q * value)
+    def addmv(self, mat, vec, *, beta=1, alpha=1):
+        "β·self + α·(mat @ vec)."
+        need_tensor("addmv", mat); return _scaled("addmv", self, mat.mv(vec), beta, alpha)
+    def addr(self, vec1, vec2, *, beta=1, alpha=1):
+        "β·self + α·outer(vec1, vec2)."
+        need_tensor("addr", vec1); return _scaled("addr", self, vec1.outer(vec2), beta, alpha)
+    def addbmm(self, batch1, batch2, *, beta=1, alpha=1):
+        "β·self + α·Σ_b batch1[b] @ batch2[b]."
+        need_tensor("addbmm", batch1); need_tensor("addbmm", batch2)
+        if batch1.ndim != 3 or batch2.ndim != 3 or batch1.shape[0] != batch2.shape[0] or batch1.shape[2] != batch2.shape[1]:
+            raise ShapeError(f"addbmm takes (b, n, m) and (b, m, p) batches, got {batch1.shape} and {batch2.shape}")
+        (b, n, m), p = batch1.shape, batch2.shape[2]
+        lhs = reshape_to(batch1.permute((1, 0, 2)).contiguous(), (n, b * m))   # the batch laid along the inner dim
+        return _scaled("addbmm", self, lhs.mm(reshape_to(batch2.contiguous(), (b * m, p))), beta, alpha)
+
+# %% ../../nbs/10c_tensor_stats.ipynb #edfefad0
+def _contract(a, b, da: tuple, db: tuple):
+    "Σ over the paired dims `da` of `a` and `db` of `b`: free dims of `a`, then of `b`."
+    fa, fb = [d for d in range(a.ndim) if d not in da], [d for d in range(b.ndim) if d not in db]
+    for i, j in zip(da, db):
+        if a.shape[i] != b.shape[j]: raise ShapeError(f"tensordot: dim {i} of {a.shape} and dim {j} of {b.shape} differ")
+    sa, sb = tuple(a.shape[d] for d in fa), tuple(b.shape[d] for d in fb)
+    k, m, n = math.prod(a.shape[d] for d in da), math.prod(sa), math.prod(sb)
+    out = check_rank(sa + sb, "tensordot result")
+    lhs = reshape_to(a.permute(fa + list(da)).contiguous(), (m, k))
+    rhs = reshape_to(b.permute(list(db) + fb).contiguous(), (k, n))
+    if a.dtype.is_float: return reshape_to(matmul(lhs, rhs), out)
+    return reshape_to((reshape_to(lhs, (m, k, 1)) * reshape_to(rhs, (1, k, n))).sum(1).cast(a.dtype), out)   # exact integers
+
+def tensordot(a, b, dims=2):
+    "Σ over the last `dims` dims of `a` and the first of `b`, or over the dims paired in `dims=([...], [...])`."
+    _group("tensordot", a, b)
+    if isinstance(dims, (int, np.integer)) and not isinstance(dims, bool):
+        if not 0 <= dims <= builtins.min(a.ndim, b.ndim): raise ArgumentError(f"tensordot: dims={dims} is more than a rank of {a.shape}, {b.shape}")
+        da, db = tuple(range(a.ndim - dims, a.ndim)), tuple(range(dims))
+    elif isinstance(dims, (tuple, list)) and len(dims) == 2:
+        da = tuple(normalize_axis(d, a.ndim) for d in _ints(dims[0], "tensordot's dims"))
+        db = tuple(normalize_axis(d, b.ndim) for d in _ints(dims[1], "tensordot's dims"))
+        if len(da) != len(db): raise ArgumentError(f"tensordot pairs dims of a and b: got {len(da)} and {len(db)} of them")
+    else: raise ArgumentError(f"tensordot's dims is an int or two lists of dims, got {dims!r}")
+    return _contract(a, b, da, db)
+
+# %% ../../nbs/10c_tensor_stats.ipynb #bb622dea
+class Contractions(TensorBase):
+    "inner, vdot, trace, kron, cross, dist: methods of `Tensor`."
+    __slots__ = ()
+    def inner(self, other):
+        "Σ over the last dims of both (a product when either is 0-d)."
+        _group("inner", self, other)
+        if self.ndim == 0 or other.ndim == 0: return self * other
+        return _contract(self, other, (self.ndim - 1,), (other.ndim - 1,))
+    def vdot(self, other): "`dot` of two 1-D tensors (vkML's tensors are real)."; return self.dot(other)
+    def trace(self):
+        "The sum of a matrix's diagonal (integers give int64)."
+        if self.ndim != 2: raise ShapeError(f"trace takes a matrix, got shape {self.shape}")
+        if self.dtype is bool_: raise DTypeError("trace sums numbers, not bools (as PyTorch): use `.long()` first")
+        return self.diagonal().sum()
+    def kron(self, other):
+        "The Kronecker product: block (i, j, ...) is self[i, j, ...]·other."
+        _group("kron", self, other)
+        r = builtins.max(self.ndim, other.ndim)
+        a, b = (reshape_to(t, (1,) * (r - t.ndim) + t.shape) for t in (self, other))
+        check_rank(tuple(m * n for m, n in zip(a.shape, b.shape)), "kron result")
+        tiles = a.shape                                                    # b is tiled a.shape[i] times along dim i
+        for d in range(r): a = a.repeat_interleave(b.shape[d], dim=d) if b.shape[d] != 1 else a
+        return a * b.repeat(tiles) if r else a * b
+    def cross(self, other, dim=None):
+        "The cross product along `dim` of size 3 (the first such dim when None, as PyTorch)."
+        _group("cross", self, other)
+        shape = broadcast_shapes(self.shape, other.shape)
+        if dim is None:
+            dim = next((d for d, n in enumerate(shape) if n == 3), None)
+            if dim is None: raise ShapeError(f"cross needs a dim of size 3, got shape {shape}")
+        axis = normalize_axis(dim, len(shape))
+        if shape[axis] != 3: raise ShapeError(f"cross: dim {dim} of {shape} has size {shape[axis]}, not 3")
+        a, b = expand_to(self, shape), expand_to(other, shape)
+        (a1, a2, a3), (b1, b2, b3) = ([t._slice_axis(axis, i, i + 1) for i in range(3)] for t in (a, b))
+        return cat([a2 * b3 - a3 * b2, a3 * b1 - a1 * b3, a1 * b2 - a2 * b1], axis)
+    def dist(self, other, p=2):
+        "The p-norm of self − other (broadcast), 0-d."
+        _group("dist", self, other); return (self - other).norm(p)
+
+# %% ../../nbs/10c_tensor_stats.ipynb #f367f015
+_CDIST_MODES = ("use_mm_for_euclid_dist_if_necessary", "use_mm_for_euclid_dist", "donot_use_mm_for_euclid_dist")
+
+def cdist(x1, x2, p: float = 2.0, compute_mode: str = "use_mm_for_euclid_dist_if_necessary"):
+    "The p-norm distances between the rows of x1 (..., P, M) and of x2 (..., R, M): (..., P, R), batch dims broadcast."
+    _group("cdist", x1, x2); _float_only("cdist", x1)
+    if x1.ndim < 2 or x2.ndim < 2 or x1.shape[-1] != x2.shape[-1]:
+        raise ShapeError(f"cdist takes (..., P, M) and (..., R, M) with one M, got {x1.shape} and {x2.shape}")
+    if not is_scalar(p) or isinstance(p, bool) or p < 0: raise ArgumentError(f"cdist's p must be a number >= 0, got {p!r}")
+    if compute_mode not in _CDIST_MODES: raise ArgumentError(f"cdist's compute_mode must be one of {_CDIST_MODES}, got {compute_mode!r}")
+    batch = broadcast_shapes(x1.shape[:-2], x2.shape[:-2])
+    (pn, m), rn, b = x1.shape[-2:], x2.shape[-2], math.prod(batch)
+    out = check_rank(batch + (pn, rn), "cdist result")
+    a = reshape_to(expand_to(x1, batch + (pn, m)).contiguous(), (b, pn, 1, m))   # the batch as one dim: rank 4 at most
+    c = reshape_to(expand_to(x2, batch + (rn, m)).contiguous(), (b, 1, rn, m))
+    return reshape_to((a - c).norm(float(p), -1), out)   # every pair's difference: exact where the matmul form cancels
+
+# %% ../../nbs/10c_tensor_stats.ipynb #bc8e3744
+AminmaxResult = collections.namedtuple("aminmax", "min max")
+
+class Reductions(TensorBase):
+    "nansum, nanmean, count_nonzero, aminmax, sum_to_size, renorm: methods of `Tensor`."
+    __slots__ = ()
+    def nansum(self, dim=None, keepdim: bool = False, *, dtype=None):
+        "The sum over `dim` with NaN counted as 0."
+        x = self.where(~self.isnan(), 0.0) if self.dtype.is_float else self
+        return x.sum(dim, keepdim, dtype=dtype)
+    def nanmean(self, dim=None, keepdim: bool = False, *, dtype=None):
+        "The mean over `dim` of the elements that are not NaN (NaN where all are)."
+        x = self._with_dtype(dtype); _float_only("nanmean", x)
+        ok = ~x.isnan()
+        return x.where(ok, 0.0).sum(dim, keepdim) / ok.sum(dim, keepdim).cast(x.dtype)
+    def count_nonzero(self, dim=None):
+        "How many elements over `dim` are nonzero, int64."
+        axes = reduce_axes(dim, self.ndim)
+        return (self != 0 if self.dtype is not bool_ else self).cast(int64).sum(axes)
+    def aminmax(self, *, dim=None, keepdim: bool = False):
+        "(min, max) over `dim` (everything when None)."
+        if dim is None and keepdim and self.ndim: raise ArgumentError("aminmax: keepdim=True needs a dim, as PyTorch")
+        return AminmaxResult(self.amin(dim, keepdim), self.amax(dim, keepdim))
+    def sum_to_size(self, *size):
+        "Summed down to `size`, a shape that broadcasts to this tensor's."
+        size = tuple(size[0]) if len(size) == 1 and isinstance(size[0], (tuple, list)) else size
+        size = _ints(size, "sum_to_size's size")
+        lead = self.ndim - len(size)
+        if lead < 0 or any(s not in (1, n) for s, n in zip(size, self.shape[lead:])):
+            raise ShapeError(f"sum_to_size: {size} does not broadcast to {self.shape}")
+        axes = tuple(range(lead)) + tuple(lead + i for i, s in enumerate(size) if s == 1 and self.shape[lead + i] != 1)
+        return reshape_to(self.sum(axes, keepdim=True), size) if axes else self
+    def renorm(self, p, dim: int, maxnorm):
+        "Each slice along `dim` whose p-norm is over `maxnorm` scaled to norm `maxnorm`."
+        _float_only("renorm", self)
+        if not is_scalar(p) or p <= 0: raise ArgumentError(f"renorm's p must be a positive number, got {p!r}")
+        if not is_scalar(maxnorm) or maxnorm < 0: raise ArgumentError(f"renorm's maxnorm must be >= 0, got {maxnorm!r}")
+        axis = normalize_axis(dim, self.ndim)
+        norm = self.norm(p, tuple(d for d in range(self.ndim) if d != axis), keepdim=True)
+        return self * (maxnorm / (norm + 1e-7)).where(norm > maxnorm, 1.0)
+
+def var_mean(input, dim=None, unbiased=None, keepdim: bool = False, *, correction=None):
+    "(var, mean) over `dim` (see `var`)."
+    need_tensor("var_mean", input)
+    if isinstance(dim, bool): dim, unbiased = None, dim
+    return input.var(dim, unbiased, keepdim, correction=correction), input.mean(dim, keepdim)
+
+def std_mean(input, dim=None, unbiased=None, keepdim: bool = False, *, correction=None):
+    "(std, mean) over `dim` (see `std`)."
+    v, m = var_mean(input, dim, unbiased, keepdim, correction=correction)
+    return v.sqrt(), m
+
+# %% ../../nbs/10c_tensor_stats.ipynb #79f6a58a
+CummaxResult = collections.namedtuple("cummax", "values indices")
+CumminResult = collections.namedtuple("cummin", "values indices")
+
+def _shifted(t, axis: int, s: int, value):
+    "`t` moved `s` places along `axis`, `value` coming in."
+    widths = [0] * (2 * (t.ndim - axis)); widths[-2] = s
+    return t._slice_axis(axis, 0, t.shape[axis] - s).pad(tuple(widths), value=value)
+
+def _running_extreme(x, dim, larger: bool, result):
+    y = x if x.ndim else reshape_to(x, (1,))
+    axis = normalize_axis(dim, y.ndim); n = y.shape[axis]
+    key = y.cast(int32) if y.dtype is bool_ else y
+    pos = expand_to(_along(_arange(y, n), axis, y.ndim), y.shape)
+    v, i, s = key, pos, 1
+    while s < n:
+        pv, pi = _shifted(v, axis, s, 0), _shifted(i, axis, s, 0)
+        earlier = (pv > v) if larger else (pv < v)                     # strictly better: ties keep the later index
+        if key.dtype.is_float: earlier = earlier | (pv.isnan() & ~v.isnan())   # a NaN stays once seen
+        earlier = earlier & (pos >= s)                                  # the first s have nothing earlier
+        v, i, s = v.where(~earlier, pv), i.where(~earlier, pi), s * 2
+    vals = y.gather(axis, i)
+    return result(*(reshape_to(t, x.shape) for t in (vals, i)))
+
+class Scans(TensorBase):
+    "cummax, cummin, logcumsumexp: methods of `Tensor`."
+    __slots__ = ()
+    def cummax(self, dim: int): "(values, indices) of the running maximum along `dim`."; return _running_extreme(self, dim, True, CummaxResult)
+    def cummin(self, dim: int): "(values, indices) of the running minimum along `dim`."; return _running_extreme(self, dim, False, CumminResult)
+    def logcumsumexp(self, dim: int):
+        "log Σ_{j<=i} exp(x_j) along `dim`, without overflow."
+        _float_only("logcumsumexp", self)
+        y = self if self.ndim else reshape_to(self, (1,))
+        axis = normalize_axis(dim, y.ndim); n, s = y.shape[axis], 1
+        while s < n: y, s = y.logaddexp(_shifted(y, axis, s, -math.inf)), s * 2
+        return reshape_to(y, self.shape)
+
+# %% ../../nbs/10c_tensor_stats.ipynb #a85774c1
+MedianResult = collections.namedtuple("median", "values indices")
+NanmedianResult = collections.namedtuple("nanmedian", "values indices")
+ModeResult = collections.namedtuple("mode", "values indices")
+
+def _rows(x, dim):
+    "(`x` as (slices, n) with `dim` last, the shape a keepdim result has)."
+    if dim is None: return reshape_to(x, (1, x.numel())), (1,) * x.ndim
+    y = x if x.ndim else reshape_to(x, (1,))
+    axis = normalize_axis(dim, y.ndim)
+    moved = y.movedim(axis, -1) if axis != y.ndim - 1 else y
+    kept = tuple(1 if d == axis else n for d, n in enumerate(y.shape))[:x.ndim]
+    return reshape_to(moved.contiguous(), (math.prod(moved.shape[:-1]), moved.shape[-1])), kept
+
+def _unrow(t, kept, x, dim, keepdim):
+    "A (..., slices, 1) result back at the shape PyTorch gives (leading dims kept)."
+    lead = t.shape[:-2]
+    if keepdim: return reshape_to(t, lead + kept)
+    if dim is None or x.ndim == 0: return reshape_to(t, lead)
+    axis = normalize_axis(dim, x.ndim)
+    return reshape_to(t, lead + kept[:axis] + kept[axis + 1:])
+
+def _order_stat(name, x, dim, keepdim, skip_nan):
+    "(values, indices) of the lower median along `dim` (rows of `_rows`), NaN as PyTorch's `median`/`nanmedian`."
+    rows, kept = _rows(x, dim)
+    if rows.shape[1] == 0: raise EmptyReductionError(f"{name} over an empty extent (shape {x.shape}, dim {dim}) has no value")
+    n, order = rows.shape[1], rows.argsort(1)
+    nans = rows.isnan().cast(int64).sum(1, keepdim=True) if rows.dtype.is_float else const_like(0, order, (rows.shape[0], 1))
+    if skip_nan: k = ((n - nans - 1) // 2).clamp_min(0)
+    else: k = (n - nans).where(nans > 0, (n - 1) // 2)                 # a NaN: PyTorch points at the first one
+    i = order.gather(1, k)
+    return rows.gather(1, i), i, kept
+
+# %% ../../nbs/10c_tensor_stats.ipynb #f0b75fd3
+def _spread(x, v):
+    """`v`, a value of `x`, with its gradient shared evenly by the elements equal to it (PyTorch's rule for a median
+    of everything): the values are v's exactly, the gradient is the mean's over those elements."""
+    if not x.dtype.is_float: return v
+    eq = x == v.detach()
+    share = x.where(eq, 0.0).sum() / eq.cast(x.dtype).sum()
+    return v.detach() + (share - share.detach())
+
+class OrderStatistics(TensorBase):
+    "median, nanmedian, quantile, nanquantile, mode: methods of `Tensor`."
+    __slots__ = ()
+    def median(self, dim=None, keepdim: bool = False):
+        "The lower median of everything (0-d), or (values, indices) along `dim`; NaN if a slice holds one."
+        v, i, kept = _order_stat("median", self, dim, keepdim, False)
+        if dim is None: return _spread(self, reshape_to(v, ()))
+        return MedianResult(_unrow(v, kept, self, dim, keepdim), _unrow(i, kept, self, dim, keepdim))
+    def nanmedian(self, dim=None, keepdim: bool = False):
+        "`median` of the elements that are not NaN (NaN where all are)."
+        v, i, kept = _order_stat("nanmedian", self, dim, keepdim, True)
+        if dim is None: return _spread(self, reshape_to(v, ()))
+        return NanmedianResult(_unrow(v, kept, self, dim, keepdim), _unrow(i, kept, self, dim, keepdim))
+    def quantile(self, q, dim=None, keepdim: bool = False, *, interpolation: str = "linear"):
+        "The q-th quantiles along `dim` (everything when None); a 1-D q adds a leading dim."
+        return _quantile("quantile", self, q, dim, keepdim, interpolation, False)
+    def nanquantile(self, q, dim=None, keepdim: bool = False, *, interpolation: str = "linear"):
+        "`quantile` of the elements that are not NaN (NaN where all are)."
+        return _quantile("nanquantile", self, q, dim, keepdim, interpolation, True)
+    def mode(self, dim: int = -1, keepdim: bool = False):
+        "(values, indices): the most frequent value along `dim` (the smallest of a tie) and its last index."
+        rows, kept = _rows(self, dim)
+        if rows.shape[1] == 0: raise EmptyReductionError(f"mode over an empty extent (shape {self.shape}, dim {dim}) has no value")
+        m, n = rows.shape
+        counts = (reshape_to(rows, (m, n, 1)) == reshape_to(rows, (m, 1, n))).cast(int64).sum(2)
+        top = counts == counts.amax(1, keepdim=True)
+        value = rows.where(top, rows.amax(1, keepdim=True)).amin(1, keepdim=True)
+        pos = expand_to(reshape_to(_arange(rows, n), (1, n)), (m, n))
+        i = pos.where(rows == value, -1).amax(1, keepdim=True)                 # its last occurrence
+        return ModeResult(_unrow(rows.gather(1, i), kept, self, dim, keepdim), _unrow(i, kept, self, dim, keepdim))
+
+# %% ../../nbs/10c_tensor_stats.ipynb #39b787f7
+_INTERPOLATIONS = ("linear", "lower", "higher", "midpoint", "nearest")
+
+def _q_values(name, x, q):
+    "q as a (Q, 1, 1) tensor of x's dtype and whether it was 1-D; its values checked in [0, 1]."
+    if isinstance(q, TensorBase):
+        if q.dtype is not x.dtype: raise DTypeError(f"{name}: q must have the input's dtype {x.dtype.name}, got {q.dtype.name}")
+        if q.ndim > 1: raise ShapeError(f"{name}: q must be a number, a 0-d or a 1-D tensor, got shape {q.shape}")
+        h = host_values(q)
+        vals, qt, vector = (q.numpy() if h is None else h).reshape(-1), q, q.ndim == 1   # checked on the host, as PyTorch
+    else:
+        try: vals = np.asarray(q, np.float64).reshape(-1)
+        except (TypeError, ValueError): raise ArgumentError(f"{name}: q must be a number, a sequence of them or a tensor, got {q!r}") from None
+        if np.ndim(q) > 1: raise ShapeError(f"{name}: q must be a number or a 1-D sequence, got {q!r}")
+        qt, vector = _host_index(x, vals.astype(x.dtype.np)), np.ndim(q) == 1
+    if ((vals < 0) | (vals > 1) | np.isnan(vals)).any():
+        raise ArgumentError(f"{name}: q must lie in [0, 1], got {vals.tolist()}")
+    return reshape_to(qt, (qt.numel(), 1, 1)), vector
+
+def _quantile(name, x, q, dim, keepdim, interpolation, skip_nan):
+    _float_only(name, x)
+    if interpolation not in _INTERPOLATIONS: raise ArgumentError(f"{name}: interpolation must be one of {_INTERPOLATIONS}, got {interpolation!r}")
+    if x.numel() == 0: raise EmptyReductionError(f"{name} of an empty tensor (shape {x.shape}) has no value")
+    qt, vector = _q_values(name, x, q)
+    rows, kept = _rows(x, dim)
+    (m, n), nq = rows.shape, qt.shape[0]
+    s = rows.gather(1, rows.argsort(1))                                  # sorted, NaN last
+    nan = rows.isnan().cast(x.dtype).sum(1, keepdim=True)
+    count = (n - nan) if skip_nan else const_like(float(n), nan)
+    pos = (qt * (count - 1.0)).clamp_min(0.0)                            # (Q, m, 1); an all-NaN slice: 0, a NaN
+    lo, hi = pos.floor(), pos.ceil()
+    pick = {"lower": (lo, lo), "higher": (hi, hi), "nearest": (pos.round(), pos.round())}.get(interpolation, (lo, hi))
+    sq = expand_to(reshape_to(s, (1, m, n)), (nq, m, n))
+    below, above = (sq.gather(2, p.cast(int64)) for p in pick)
+    if interpolation == "linear": out = below + (above - below) * (pos - lo)
+    elif interpolation == "midpoint": out = (below + above) * 0.5
+    else: out = below
+    if not skip_nan: out = out.where(nan == 0, math.nan)                 # a NaN in the slice: NaN, as PyTorch
+    out = _unrow(out, kept, x, dim, keepdim)
+    return out if vector else reshape_to(out, out.shape[1:])
+
+# %% ../../nbs/10c_tensor_stats.ipynb #0c334f4a
+def _count_below(seq, values, right: bool):
+    "For each value, how many elements of `seq`'s last dim are below it (`<=` with `right`), int64; NaN is above them all."
+    below = (seq <= values) if right else (seq < values)
+    return (below | values.isnan() if values.dtype.is_float else below).cast(int64).sum(-1)
+
+def _as_values(name, like, v):
+    if isinstance(v, TensorBase): return v
+    if not is_scalar(v): raise DTypeError(f"{name} takes a tensor or a number as the values, got {type(v).__name__}")
+    return _host_index(like, np.asarray(v, like.dtype.np))
+
+def _index_dtype(out, out_int32): return out.cast(int32) if out_int32 else out
+
+def bucketize(input, boundaries, *, out_int32: bool = False, right: bool = False):
+    "The index of each value's bucket among the sorted 1-D `boundaries` (`b[i-1] < v <= b[i]`; `<` on the right with `right`)."
+    need_tensor("bucketize", boundaries)
+    x = _as_values("bucketize", boundaries, input)
+    _group("bucketize", x, boundaries)
+    if boundaries.ndim != 1: raise ShapeError(f"bucketize takes 1-D boundaries, got shape {boundaries.shape}: see searchsorted")
+    flat = reshape_to(x, (x.numel(), 1))
+    return _index_dtype(reshape_to(_count_below(reshape_to(boundaries, (1, boundaries.shape[0])), flat, right), x.shape), out_int32)
+
+def searchsorted(sorted_sequence, input, *, out_int32: bool = False, right: bool = False, side=None, sorter=None):
+    "Where each value would go in `sorted_sequence` (its last dim; the leading dims pair with `input`'s) to keep it sorted."
+    need_tensor("searchsorted", sorted_sequence)
+    if side is not None:
+        if side not in ("left", "right") or (right and side == "left"): raise ArgumentError(f"searchsorted: side must be 'left' or 'right' (and agree with right), got {side!r}")
+        right = side == "right"
+    seq = sorted_sequence if sorter is None else sorted_sequence.gather(-1, sorter)
+    if seq.ndim == 1: return bucketize(input, seq, out_int32=out_int32, right=right)
+    x = _as_values("searchsorted", seq, input)
+    _group("searchsorted", x, seq)
+    if x.shape[:-1] != seq.shape[:-1]: raise ShapeError(f"searchsorted: the leading dims of {seq.shape} and {x.shape} differ")
+    m = math.prod(seq.shape[:-1])
+    got = _count_below(reshape_to(seq, (m, 1, seq.shape[-1])), reshape_to(x, (m, x.shape[-1], 1)), right)
+    return _index_dtype(reshape_to(got, x.shape), out_int32)
+
+# %% ../../nbs/10c_tensor_stats.ipynb #94cdf67f
+HistogramResult = collections.namedtuple("histogram", "hist bin_edges")
+
+def _uniform_bins(col, lo, hi, nb: int):
+    "(bin, inside) of each element of the column `col` among `nb` equal bins over [lo, hi] (0-d tensors), the last closed."
+    b = ((col - lo) * float(nb) / (hi - lo)).floor().clamp(0.0, float(nb - 1)).cast(int64)   # x == hi: the last bin
+    return b, (col >= lo) & (col <= hi)                                                   # NaN: inside nothing
+
+def _edge_bins(col, edges):
+    "(bin, inside) of each element of the column `col` among the bins between the sorted 1-D `edges`, the last closed."
+    nb = edges.shape[0] - 1
+    b = (reshape_to(edges, (1, nb + 1)) <= col).cast(int64).sum(1, keepdim=True) - 1
+    return b.where(col != edges[nb], nb - 1), (col >= edges[0]) & (col <= edges[nb])
+
+def _tally(like, b, inside, total: int, weight=None):
+    "How many of the (n, 1) bin indices `b` fall in each of `total` bins where `inside` (or the sum of their weights)."
+    hit = ((b == reshape_to(_arange(like, total), (1, total))) & inside).cast(like.dtype)
+    return (hit if weight is None else hit * reshape_to(weight, (b.shape[0], 1))).sum(0)
+
+def _bin_counts(x, lo, hi, bins: int, weight=None):
+    "Counts (or weight sums) of the elements of `x` in `bins` equal bins over [lo, hi]."
+    return _tally(x, *_uniform_bins(reshape_to(x, (x.numel(), 1)), lo, hi, bins), bins, weight)
+
+def _data_range(x, lo, hi):
+    "(lo, hi) as 0-d tensors: the data's min and max when lo == hi (widened by 1 when those are equal too)."
+    if lo != hi: return const_like(float(lo), x, ()), const_like(float(hi), x, ())
+    if x.numel() == 0: lo, hi = lo - 1.0, hi + 1.0; return const_like(lo, x, ()), const_like(hi, x, ())
+    a, b = x.amin(), x.amax()
+    same = a == b
+    return a.where(~same, a - 1.0), b.where(~same, b + 1.0)
+
+class Binning(TensorBase):
+    "histc, bincount: methods of `Tensor`."
+    __slots__ = ()
+    def histc(self, bins: int = 100, min=0, max=0):
+        "Counts of the elements in `bins` equal bins over [min, max] (the data's range when both are 0), in this dtype."
+        _float_only("histc", self)
+        bins = _int(bins, "histc's bins")
+        if bins < 1: raise ArgumentError(f"histc needs bins >= 1, got {bins}")
+        if min > max: raise ArgumentError(f"histc needs min <= max, got {min} and {max}")
+        return _bin_counts(self, *_data_range(self, min, max), bins)
+    def bincount(self, weights=None, minlength: int = 0):
+        "How often each value 0, 1, ... occurs in a 1-D int tensor (or the sum of its `weights`)."
+        if self.dtype not in (int32, int64): raise DTypeError(f"bincount counts ints, got {self.dtype.name}: use `.long()`")
+        if self.ndim != 1: raise ShapeError(f"bincount takes a 1-D tensor, got shape {self.shape}")
+        minlength = _int(minlength, "bincount's minlength")
+        if minlength < 0: raise ArgumentError(f"bincount's minlength must be >= 0, got {minlength}")
+        if weights is not None:
+            need_tensor("bincount", weights); check_same_device([self.node, weights.node], "bincount")
+            if weights.shape != self.shape: raise ShapeError(f"bincount: weights {weights.shape} must match the input {self.shape}")
+        lo, hi = (int(t.item()) for t in (self.amin(), self.amax())) if self.numel() else (0, -1)   # the output's size: read on the host
+        if lo < 0: raise ArgumentError(f"bincount counts non-negative values, got {lo}")
+        size = builtins.max(hi + 1, minlength)
+        hit = reshape_to(self, (self.numel(), 1)) == reshape_to(_arange(self, size), (1, size))
+        if weights is None: return hit.cast(int64).sum(0)
+        w = weights if weights.dtype.is_float else weights.cast(float64)
+        return (hit.cast(w.dtype) * reshape_to(w, (w.numel(), 1))).sum(0)
+
+# %% ../../nbs/10c_tensor_stats.ipynb #4bbb5057
+def histogram(input, bins=100, *, range=None, weight=None, density: bool = False):
+    "(hist, bin_edges): counts (or weight sums) in `bins` equal bins over `range` (the data's by default), or over given edges."
+    need_tensor("histogram", input); _float_only("histogram", input)
+    if weight is not None: _group("histogram", input, weight)
+    if isinstance(bins, TensorBase):
+        _group("histogram", input, bins)
+        if bins.ndim != 1 or bins.shape[0] < 2: raise ShapeError(f"histogram's bin edges must be 1-D with 2 or more, got {bins.shape}")
+        edges, nb = bins, bins.shape[0] - 1
+        hist = _tally(input, *_edge_bins(reshape_to(input, (input.numel(), 1)), edges), nb, weight)
+    else:
+        nb = _int(bins, "histogram's bins")
+        if nb < 1: raise ArgumentError(f"histogram needs bins >= 1, got {nb}")
+        lo, hi = _data_range(input, *(range if range is not None else (0.0, 0.0)))
+        steps = _arange(input, nb + 1).cast(input.dtype)
+        edges = lo + (hi - lo) * (steps / float(nb))
+        hist = _bin_counts(input, lo, hi, nb, weight)
+    if density: hist = hist / (hist.sum() * (edges[1:] - edges[:-1]))
+    return HistogramResult(hist, edges)
+
+# %% ../../nbs/10c_tensor_stats.ipynb #509affb4
+HistogramddResult = collections.namedtuple("histogramdd", "hist bin_edges")
+
+def histogramdd(input, bins=10, *, range=None, weight=None, density: bool = False):
+    "(hist, bin_edges): the D-dimensional histogram of the points in the last dim of `input`, bins per dim as in `histogram`."
+    need_tensor("histogramdd", input); _float_only("histogramdd", input)
+    if input.ndim < 1: raise ShapeError("histogramdd takes points in the last dim: a tensor of rank >= 1")
+    d = input.shape[-1]; n = input.numel() // builtins.max(d, 1)
+    x = reshape_to(input.contiguous(), (n, d))
+    per = list(bins) if isinstance(bins, (tuple, list)) else [bins] * d
+    if len(per) != d: raise ArgumentError(f"histogramdd: {len(per)} bin specifications for points of {d} dims")
+    if range is not None and len(range) != 2 * d: raise ArgumentError(f"histogramdd's range holds 2 numbers per dim ({2 * d}), got {len(range)}")
+    if weight is not None:
+        _group("histogramdd", input, weight)
+        if weight.shape != input.shape[:-1]: raise ShapeError(f"histogramdd: weight {weight.shape} must be the points' shape {input.shape[:-1]}")
+    flat, inside, edges = None, None, []
+    for j, spec in enumerate(per):
+        col = x._slice_axis(1, j, j + 1)
+        if isinstance(spec, TensorBase):
+            _group("histogramdd", input, spec)
+            if spec.ndim != 1 or spec.shape[0] < 2: raise ShapeError(f"histogramdd's bin edges must be 1-D with 2 or more, got {spec.shape}")
+            e, (b, ok) = spec, _edge_bins(col, spec)
+        else:
+            nb = _int(spec, "histogramdd's bins")
+            if nb < 1: raise ArgumentError(f"histogramdd needs bins >= 1, got {nb}")
+            lo, hi = _data_range(col, *(range[2 * j:2 * j + 2] if range is not None else (0.0, 0.0)))
+            e, (b, ok) = lo + (hi - lo) * (_arange(x, nb + 1).cast(x.dtype) / float(nb)), _uniform_bins(col, lo, hi, nb)
+        edges.append(e)
+        flat, inside = (b, ok) if flat is None else (flat * (e.shape[0] - 1) + b, inside & ok)
+    sizes = tuple(e.shape[0] - 1 for e in edges)
+    hist = reshape_to(_tally(x, flat, inside, math.prod(sizes), None if weight is None else reshape_to(weight, (n,))), check_rank(sizes, "histogramdd result"))
+    if density:
+        volume = None
+        for j, e in enumerate(edges):
+            w = _along(e[1:] - e[:-1], j, d)
+            volume = w if volume is None else volume * w
+        hist = hist / (hist.sum() * volume)
+    return HistogramddResult(hist, tuple(edges))
+
+# %% ../../nbs/10c_tensor_stats.ipynb #ff9a77a2
+_REDUCES = ("sum", "prod", "mean", "amax", "amin")
+
+def _identity(reduce, dtype):
+    if reduce in ("sum", "mean"): return 0
+    if reduce == "prod": return 1
+    big = math.inf if dtype.is_float else np.iinfo(dtype.np).max
+    return -big if reduce == "amax" else big
+
+def _dense_reduce(name, x, axis, index, src, reduce, include_self):
+    "x (m, n), index and src (m, k) as rows: reduce the src of each row into the positions its index names."
+    if reduce == "prod": cpu_only(name, x, Op.PROD)
+    (m, n), k = x.shape, index.shape[1]
+    hit = reshape_to(index, (m, k, 1)) == expand_to(reshape_to(_arange(x, n), (1, 1, n)), (m, k, n))
+    vals = expand_to(reshape_to(src, (m, k, 1)), (m, k, n)).where(hit, _identity(reduce, x.dtype))
+    named = hit.any(1)
+    if reduce in ("sum", "mean"): r = vals.sum(1).cast(x.dtype)
+    elif reduce == "prod": r = vals.prod(1).cast(x.dtype)
+    else: r = vals.amax(1) if reduce == "amax" else vals.amin(1)
+    if include_self:
+        r = {"amax": lambda: r.maximum(x), "amin": lambda: r.minimum(x), "prod": lambda: r * x}.get(reduce, lambda: r + x)()
+    if reduce == "mean":
+        count = hit.cast(int64).sum(1) + builtins.int(builtins.bool(include_self))
+        count = count.clamp_min(1).cast(x.dtype)
+        r = r / count if x.dtype.is_float else r.floor_divide(count)
+    return r.where(named, x)
+
+def _as_rows(t, axis):
+    moved = t.movedim(axis, -1) if axis != t.ndim - 1 else t
+    return reshape_to(moved.contiguous(), (math.prod(moved.shape[:-1]), moved.shape[-1])), moved.shape
+
+def _scatter_reduce(name, x, dim, index, src, reduce, include_self):
+    if reduce not in _REDUCES: raise ArgumentError(f"{name}: reduce must be one of {_REDUCES}, got {reduce!r}")
+    _group(name, x, src); need_tensor(name, index)
+    if index.dtype is not int64: raise DTypeError(f"{name}'s index must be int64, got {index.dtype.name}: use `.long()`")
+    y = x if x.ndim else reshape_to(x, (1,))
+    axis = normalize_axis(dim, y.ndim)
+    idx, s = (t if t.ndim else reshape_to(t, (1,)) for t in (index, src))
+    ext = tuple(n if d == axis else idx.shape[d] for d, n in enumerate(y.shape)) if idx.ndim == y.ndim else None
+    if ext is None or any(e > n for e, n in zip(ext, y.shape)):
+        raise ShapeError(f"{name}: the index {index.shape} must have self's rank and be no larger than self {x.shape} in dims other than {dim}")
+    if s.ndim != idx.ndim or any(a > b for a, b in zip(idx.shape, s.shape)): raise ShapeError(f"{name}: the index {index.shape} is larger than src {src.shape}")
+    s = s[tuple(slice(0, n) for n in idx.shape)] if s.shape != idx.shape else s
+    idx = checked_index(name, idx, y.shape[axis], dim)                  # PyTorch refuses an index out of range
+    sub = y[tuple(slice(0, e) for e in ext)] if ext != y.shape else y    # the part of self the index reaches
+    (rx, moved), (ri, _), (rs, _) = (_as_rows(t, axis) for t in (sub, idx, s))
+    r = reshape_to(_dense_reduce(name, rx, axis, ri, rs, reduce, include_self), moved)
+    r = r.movedim(-1, axis) if axis != y.ndim - 1 else r
+    for d in range(y.ndim):                                              # beyond the index's extent: self, unchanged
+        if ext[d] < y.shape[d]: r = cat([r, y[tuple(slice(ext[d], None) if k == d else slice(0, r.shape[k]) for k in range(y.ndim))]], d)
+    return reshape_to(r, x.shape)
+
+# %% ../../nbs/10c_tensor_stats.ipynb #d1576cd7
+class PositionReductions(TensorBase):
+    "scatter_reduce, index_reduce: methods of `Tensor`."
+    __slots__ = ()
+    def scatter_reduce(self, dim: int, index, src, reduce: str, *, include_self: bool = True):
+        "self with each src element reduced into the position index names along `dim`."
+        return _scatter_reduce("scatter_reduce", self, dim, index, src, reduce, include_self)
+    def index_reduce(self, dim: int, index, source, reduce: str, *, include_self: bool = True):
+        "self with slice i of `source` along `dim` reduced into slice index[i]."
+        if reduce not in ("prod", "mean", "amax", "amin"): raise ArgumentError(f"index_reduce: reduce must be 'prod', 'mean', 'amax' or 'amin', got {reduce!r}")
+        need_tensor("index_reduce", index); need_tensor("index_reduce", source)
+        if index.ndim != 1: raise ShapeError(f"index_reduce takes a 1-D index, got shape {index.shape}")
+        axis = normalize_axis(dim, builtins.max(self.ndim, 1))
+        if source.ndim != self.ndim or source.shape[axis:axis + 1] != index.shape:
+            raise ShapeError(f"index_reduce: source {source.shape} must be self {self.shape} with dim {dim} of the index's length {index.shape[0]}")
+        full = expand_to(_along(index, axis, source.ndim), source.shape) if source.ndim else index
+        return _scatter_reduce("index_reduce", self, dim, full, source, reduce, include_self)
+
+# %% ../../nbs/10c_tensor_stats.ipynb #e37bac08
+def diff(input, n: int = 1, dim: int = -1, prepend=None, append=None):
+    "The n-th forward difference along `dim`."
+    need_tensor("diff", input)
+    if input.ndim == 0: raise ShapeError("diff needs a tensor of rank >= 1")
+    n, axis = _int(n, "diff's n"), normalize_axis(dim, input.ndim)
+    if n < 0: raise ArgumentError(f"diff's n must be >= 0, got {n}")
+    x = cat([t for t in (prepend, input, append) if t is not None], axis) if prepend is not None or append is not None else input
+    for _ in range(n):
+        m = x.shape[axis]
+        if m == 0: break
+        hi, lo = x._slice_axis(axis, 1, m), x._slice_axis(axis, 0, m - 1)
+        x = (hi != lo) if x.dtype is bool_ else hi - lo
+    return x
+
+def _spacing(name, spacing, k, y):
+    "One spacing per dim: a number, or a 1-D tensor of the sample coordinates along that dim."
+    sp = list(spacing) if isinstance(spacing, (tuple, list)) else [spacing] * k
+    if len(sp) == 1 and k > 1 and not isinstance(sp[0], TensorBase): sp = sp * k
+    if len(sp) != k or not all(isinstance(s, TensorBase) or (is_scalar(s) and not isinstance(s, bool)) for s in sp):
+        raise ArgumentError(f"{name}: spacing must be a number, one number per dim or one 1-D coordinate tensor per dim ({k})")
+    for s in sp:
+        if isinstance(s, TensorBase): _group(name, y, s)
+    return [s if isinstance(s, TensorBase) else float(s) for s in sp]
+
+def _uneven(y, a, xs, edge_order):
+    "The derivative along dim `a` with the samples at the coordinates `xs` (NumPy's and PyTorch's second-order weights)."
+    n = y.shape[a]
+    if xs.ndim != 1 or xs.shape[0] != n: raise ShapeError(f"gradient: coordinates {xs.shape} for a dim of {n} points")
+    xs = _along(xs, a, y.ndim)
+    f, x = (lambda i, j: y._slice_axis(a, i, j)), (lambda i, j: xs._slice_axis(a, i, j))
+    d1, d2 = x(1, n - 1) - x(0, n - 2), x(2, n) - x(1, n - 1)
+    mid = f(0, n - 2) * (-d2 / (d1 * (d1 + d2))) + f(1, n - 1) * ((d2 - d1) / (d1 * d2)) + f(2, n) * (d1 / (d2 * (d1 + d2)))
+    if edge_order == 1: return cat([(f(1, 2) - f(0, 1)) / (x(1, 2) - x(0, 1)), mid, (f(n - 1, n) - f(n - 2, n - 1)) / (x(n - 1, n) - x(n - 2, n - 1))], a)
+    e1, e2 = x(1, 2) - x(0, 1), x(2, 3) - x(1, 2)
+    first = f(0, 1) * (-(2 * e1 + e2) / (e1 * (e1 + e2))) + f(1, 2) * ((e1 + e2) / (e1 * e2)) + f(2, 3) * (-e1 / (e2 * (e1 + e2)))
+    l1, l2 = x(n - 2, n - 1) - x(n - 3, n - 2), x(n - 1, n) - x(n - 2, n - 1)
+    last = f(n - 3, n - 2) * (l2 / (l1 * (l1 + l2))) + f(n - 2, n - 1) * (-(l2 + l1) / (l1 * l2)) + f(n - 1, n) * ((2 * l2 + l1) / (l2 * (l1 + l2)))
+    return cat([first, mid, last], a)
+
+def gradient(input, *, spacing=1, dim=None, edge_order: int = 1):
+    "The derivative estimated along each dim in `dim` (every dim when None), samples `spacing` apart or at coordinates: a tuple."
+    need_tensor("gradient", input)
+    y = input if input.dtype.is_float else input.cast(float32)
+    dims = [normalize_axis(d, y.ndim) for d in (range(y.ndim) if dim is None else _ints(dim, "gradient's dim"))]
+    if edge_order not in (1, 2): raise ArgumentError(f"gradient's edge_order must be 1 or 2, got {edge_order}")
+    out = []
+    for a, h in zip(dims, _spacing("gradient", spacing, len(dims), y)):
+        n = y.shape[a]
+        if n < edge_order + 1: raise ShapeError(f"gradient needs at least {edge_order + 1} points along dim {a}, got {n}")
+        if isinstance(h, TensorBase) and n > 2: out.append(_uneven(y, a, h, edge_order)); continue
+        if isinstance(h, TensorBase): h = h._slice_axis(0, 1, 2) - h._slice_axis(0, 0, 1)   # two points: one step
+        at = lambda i, a=a, n=n: y._slice_axis(a, i % n, i % n + 1)        # element i (from the end when negative)
+        if edge_order == 1: first, last = (at(1) - at(0)) / h, (at(-1) - at(-2)) / h
+        else: first, last = (at(0) * -3 + at(1) * 4 - at(2)) / (2 * h), (at(-1) * 3 - at(-2) * 4 + at(-3)) / (2 * h)
+        mid = (y._slice_axis(a, 2, n) - y._slice_axis(a, 0, n - 2)) / (2 * h)
+        out.append(cat([first, mid, last] if n > 2 else [first, last], a))
+    return tuple(out)
+
+# %% ../../nbs/10c_tensor_stats.ipynb #67d57522
+def _trapezoids(name, y, x, dx, dim):
+    need_tensor(name, y)
+    y = y if y.dtype.is_float else y.cast(float32)
+    axis = normalize_axis(dim, y.ndim); n = y.shape[axis]
+    pair = y._slice_axis(axis, 1, n) + y._slice_axis(axis, 0, builtins.max(n - 1, 0))
+    if x is None: return pair * (0.5 * (1.0 if dx is None else float(dx)))
+    _group(name, y, x)
+    if x.ndim == 1: x = _along(x, axis, y.ndim)
+    step = diff(x, dim=axis if x.ndim == y.ndim else -1)
+    return pair * step * 0.5
+
+def trapezoid(y, x=None, *, dx=None, dim: int = -1):
+    "∫ y along `dim` by the trapezoid rule (samples `dx` apart, default 1, or at the points `x`)."
+    if x is not None and dx is not None: raise ArgumentError("trapezoid takes x or dx, not both")
+    if x is not None and not isinstance(x, TensorBase): dx, x = x, None   # trapezoid(y, 0.5): a spacing
+    return _trapezoids("trapezoid", y, x, dx, dim).sum(dim)
+
+def trapz(y, x=None, *, dx=None, dim: int = -1): "`trapezoid`."; return trapezoid(y, x, dx=dx, dim=dim)
+
+def cumulative_trapezoid(y, x=None, *, dx=None, dim: int = -1):
+    "The running `trapezoid` along `dim` (one element fewer)."
+    if x is not None and not isinstance(x, TensorBase): dx, x = x, None
+    return _trapezoids("cumulative_trapezoid", y, x, dx, dim).cumsum(dim)
+
+# %% ../../nbs/10c_tensor_stats.ipynb #3110e2e9
+def cov(input, *, correction: int = 1, fweights=None, aweights=None):
+    "The covariance matrix of the variables in the rows of `input` (observations in columns)."
+    need_tensor("cov", input)
+    if input.ndim > 2: raise ShapeError(f"cov takes a 0-d, 1-D or 2-D tensor, got shape {input.shape}")
+    x = reshape_to(input, (1, input.numel())) if input.ndim < 2 else input
+    x = x if x.dtype.is_float else x.cast(float32)
+    n = x.shape[1]
+    w = None
+    for name, t in (("fweights", fweights), ("aweights", aweights)):
+        if t is None: continue
+        need_tensor("cov", t)
+        if t.ndim != 1 or t.shape[0] != n: raise ShapeError(f"cov's {name} must be 1-D of length {n}, got shape {t.shape}")
+        t = t.cast(x.dtype)
+        w = t if w is None else w * t
+    if w is None: w_sum, avg = float(n), x.mean(1, keepdim=True)
+    else: w_sum = w.sum(); avg = (x * w).sum(1, keepdim=True) / w_sum
+    norm = w_sum - correction if w is None or aweights is None or correction == 0 else w_sum - correction * (w * aweights.cast(x.dtype)).sum() / w_sum
+    xc = x - avg
+    c = matmul(xc * w if w is not None else xc, xc.transpose(0, 1)) / (norm.clamp_min(0.0) if isinstance(norm, TensorBase) else builtins.max(norm, 0.0))
+    return reshape_to(c, ()) if input.ndim < 2 else c
+
+def corrcoef(input):
+    "Pearson's correlation coefficients of the variables in the rows of `input`."
+    c = cov(input)
+    if c.ndim == 0: return c / c
+    d = c.diagonal().sqrt()
+    return (c / reshape_to(d, (d.shape[0], 1)) / reshape_to(d, (1, d.shape[0]))).clamp(-1.0, 1.0)
+
+def unravel_index(indices, shape):
+    "The flat `indices` as a tuple of coordinate tensors into `shape` (row-major)."
+    need_tensor("unravel_index", indices)
+    if indices.dtype not in (int32, int64): raise DTypeError(f"unravel_index takes int indices, got {indices.dtype.name}: use `.long()`")
+    shape = _ints(shape, "unravel_index's shape")
+    if any(s < 0 for s in shape): raise ArgumentError(f"unravel_index's shape must be non-negative, got {shape}")
+    h = host_values(indices)
+    if h is not None and h.size and ((h < 0).any() or (h >= math.prod(shape)).any()):
+        raise IndexOutOfRangeError(f"unravel_index: indices must lie in 0 .. {math.prod(shape) - 1} for shape {shape}")
+    rest, out = indices.cast(int64), []
+    for s in reversed(shape):
+        out.append(rest.remainder(s) if s else rest); rest = rest.floor_divide(s) if s else rest
+    return tuple(reversed(out))
+
+class Runs(TensorBase):
+    "unique_consecutive: a method of `Tensor`."
+    __slots__ = ()
+    def unique_consecutive(self, return_inverse: bool = False, return_counts: bool = False, dim=None):
+        "The first element of each run of equal elements (flattened), and on request each element's run and the run lengths."
+        if dim is not None: raise ArgumentError("unique_consecutive's dim is not supported: vkML finds runs of elements, not of slices")
+        cpu_only("unique_consecutive", self, Op.NONZERO)
+        flat = self.reshape(-1); n = flat.shape[0]
+        if n == 0: values, inverse, counts = flat, const_like(0, _arange(flat, 0), self.shape), _arange(flat, 0)
+        else:
+            new = cat([const_like(True, flat, (1,)).cast(bool_), flat._slice_axis(0, 1, n) != flat._slice_axis(0, 0, n - 1)], 0)
+            starts = new.nonzero().reshape(-1)
+            values = flat.index_select(0, starts)
+            inverse = (new.cast(int64).cumsum(0) - 1).reshape(self.shape)
+            counts = cat([starts._slice_axis(0, 1, starts.shape[0]), const_like(n, starts, (1,))], 0) - starts
+        out = [values] + [inverse] * builtins.bool(return_inverse) + [counts] * builtins.bool(return_counts)
+        return out[0] if len(out) == 1 else tuple(out)
+
+# %% ../../nbs/10c_tensor_stats.ipynb #ebe18410
+class FunctionMethods(TensorBase):
+    "diff, cov, corrcoef, histogram: the functions above that PyTorch also has as Tensor methods."
+    __slots__ = ()
+    def diff(self, n: int = 1, dim: int = -1, prepend=None, append=None): "See `diff`."; return diff(self, n, dim, prepend, append)
+    def cov(self, *, correction: int = 1, fweights=None, aweights=None):
+        "See `cov`."; return cov(self, correction=correction, fweights=fweights, aweights=aweights)
+    def corrcoef(self): "See `corrcoef`."; return corrcoef(self)
+    def histogram(self, bins=100, *, range=None, weight=None, density: bool = False):
+        "See `histogram`."; return histogram(self, bins, range=range, weight=weight, density=density)
+
+class StatsOps(FusedProducts, Contractions, Reductions, Scans, OrderStatistics, Binning, PositionReductions, Runs, FunctionMethods):
     "The Tensor methods of this notebook (a mixin of `Tensor`)."
     __slots__ = ()
+
+def _function(name, cls=StatsOps):
+    def f(input, *args, **kw):
+        need_tensor(name, input)
+        return getattr(input, name)(*args, **kw)
+    f.__name__ = f.__qualname__ = name
+    f.__doc__ = getattr(cls, name).__doc__
+    return f
+
+(addcmul, addcdiv, addmv, addr, addbmm, inner, vdot, trace, kron, cross, dist, nansum, nanmean, count_nonzero, aminmax,
+ cummax, cummin, logcumsumexp, median, nanmedian, quantile, nanquantile, mode, histc, bincount, scatter_reduce, index_reduce,
+ unique_consecutive, renorm) = (_function(n) for n in (
+    "addcmul", "addcdiv", "addmv", "addr", "addbmm", "inner", "vdot", "trace", "kron", "cross", "dist", "nansum", "nanmean",
+    "count_nonzero", "aminmax", "cummax", "cummin", "logcumsumexp", "median", "nanmedian", "quantile", "nanquantile", "mode",
+    "histc", "bincount", "scatter_reduce", "index_reduce", "unique_consecutive", "renorm"))
+
+def max(input, dim=None, keepdim: bool = False):
+    "The maximum of everything, (values, indices) along `dim`, or `maximum(input, other)` when `dim` is a tensor."
+    need_tensor("max", input); return input.max(dim, keepdim)
+
+def min(input, dim=None, keepdim: bool = False):
+    "The minimum of everything, (values, indices) along `dim`, or `minimum(input, other)` when `dim` is a tensor."
+    need_tensor("min", input); return input.min(dim, keepdim)

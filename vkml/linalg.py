@@ -245,6 +245,7 @@ def cross(x: Tensor, y: Tensor, *, dim: int = -1, out=None) -> Tensor:
     "The cross product of 3-vectors along `dim`, broadcasting the rest: x₁y₂ - x₂y₁, x₂y₀ - x₀y₂, x₀y₁ - x₁y₀."
     need_tensor("linalg.cross", x); need_tensor("linalg.cross", y)
     if out is not None: raise ArgumentError("linalg.cross: out= is not supported; use the returned tensor")
+    if x.ndim != y.ndim: raise ShapeError(f"linalg.cross: the inputs must have the same rank, got shapes {x.shape} and {y.shape}")
     shape = broadcast_shapes(x.shape, y.shape)
     if not -len(shape) <= dim < len(shape) or shape[dim] != 3:
         raise ShapeError(f"linalg.cross: dim {dim} of the broadcast shape {shape} must have size 3")
@@ -275,17 +276,10 @@ def _tolerance(name, s_max, A, atol, rtol):
     tol = s_max * rtol
     return tol if atol is None else VF.maximum(tol, VF.full_like(tol, float(atol)))
 
-def _spectrum(name, A, hermitian):
-    "(U, s, Vh) with A = U diag(s) Vh: the SVD, or for a symmetric matrix its eigendecomposition (s signed)."
-    if hermitian:
-        lam, V = eigh(A)
-        return V, lam, V.transpose(-1, -2)
-    return svd(A, full_matrices=False)
-
 def pinv(A: Tensor, *, atol=None, rtol=None, hermitian: bool = False, out=None) -> Tensor:
     "The Moore-Penrose pseudo-inverse, dropping singular values at or below max(atol, rtol·σ_max)."
     _check("pinv", A, square=hermitian, out=out)
-    U, s, Vh = _spectrum("pinv", A, hermitian)
+    U, s, Vh = svd(A, full_matrices=False)    # hermitian=True: the same pseudo-inverse (LAPACK's SVD serves both)
     tol = _tolerance("pinv", VF.amax(VF.abs(s), -1, keepdim=True), A, atol, rtol)
     keep = VF.abs(s) > tol
     inv_s = VF.where(keep, 1.0 / VF.where(keep, s, 1.0), 0.0)
@@ -369,18 +363,21 @@ def triangular_solve(b: Tensor, A: Tensor, upper: bool = True, transpose: bool =
     T = _triangle(A, upper, unitriangular)
     return TriangularSolveResult(solve(T.transpose(-1, -2) if transpose else T, b), A * 1.0)
 
+def _factor_product(L, upper):
+    "A = L Lᵀ (Uᵀ U) from the factor's triangle; the gradient reaches the whole of L, as PyTorch's does."
+    T = VF.triu(L) if upper else VF.tril(L)
+    T = L + (T - L).detach()          # the triangle's values, L's gradient: PyTorch's convention
+    return T.transpose(-1, -2) @ T if upper else T @ T.transpose(-1, -2)
+
 def cholesky_solve(B: Tensor, L: Tensor, upper: bool = False) -> Tensor:
     "X with A X = B, given A's Cholesky factor L (lower; upper=True: U with A = Uᵀ U)."
     _check("cholesky_solve", L)
-    T = VF.triu(L) if upper else VF.tril(L)
-    A = T.transpose(-1, -2) @ T if upper else T @ T.transpose(-1, -2)
-    return solve(A, B)
+    return solve(_factor_product(L, upper), B)
 
 def cholesky_inverse(L: Tensor, upper: bool = False, *, out=None) -> Tensor:
     "The inverse of A = L Lᵀ (or Uᵀ U), from its Cholesky factor."
     _check("cholesky_inverse", L, out=out)
-    T = VF.triu(L) if upper else VF.tril(L)
-    return inv(T.transpose(-1, -2) @ T if upper else T @ T.transpose(-1, -2))
+    return inv(_factor_product(L, upper))
 
 # %% ../nbs/18_linalg.ipynb #9a97c27e
 def tensorinv(A: Tensor, ind: int = 2, *, out=None) -> Tensor:

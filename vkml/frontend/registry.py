@@ -333,7 +333,60 @@ _STATS_OPERATORS: list = []
 _register(_STATS_OPERATORS)
 
 # %% ../../nbs/16_registry.ipynb #8cb87b8d
-_LIBRARY_OPERATORS: list = []
+_SIG = _Module("vkml.signal.windows")
+_TORCH.update({"vkml.signal.windows": "torch"})       # rows named signal.windows.hann: torch.signal.windows.hann
+_LA_MK = {"svd": "svd_old"}                           # torch.svd (V, not Vh) beside linalg.svd
+
+def _linalg(category, rows):
+    "Rows of vkml.linalg from (name, example); a name without a dot is PyTorch's torch.<name>."
+    return [Operator(n, category, getattr(_LA, _LA_MK.get(n, n.removeprefix("linalg."))), ex) for n, ex in rows]
+
+def _masked(category, rows):
+    return [Operator(f"masked.{n}", category, getattr(_MK, n), ex) for n, ex in rows]
+
+def _keep(*shape):
+    "A mask that keeps some of every row (no slice empty: the examples stay finite)."
+    from vkml.frontend.tensor import tensor
+    return tensor(np.arange(int(np.prod(shape))).reshape(shape) % 3 != 1)
+
+_LIBRARY_OPERATORS: list = [
+    *_linalg("reductions", [
+        ("linalg.vector_norm", lambda: _LA.vector_norm(_x(2, 3), 3.0, 1)),
+        ("linalg.matrix_norm", lambda: _LA.matrix_norm(_x(2, 3, 4))), ("linalg.norm", lambda: _LA.norm(_x(2, 3), dim=1))]),
+    *_linalg("matmul / conv / pool", [
+        ("linalg.vecdot", lambda: _LA.vecdot(_x(2, 3), _pos(3))),
+        ("linalg.multi_dot", lambda: _LA.multi_dot([_x(3), _x(3, 4), _x(4, 2)])),
+        ("linalg.matrix_power", lambda: _LA.matrix_power(_x(2, 3, 3), 3)),
+        ("linalg.cross", lambda: _LA.cross(_x(2, 3), _pos(1, 3)))]),
+    *_linalg("shape / indexing", [
+        ("linalg.diagonal", lambda: _LA.diagonal(_x(2, 3, 3), offset=1)), ("linalg.vander", lambda: _LA.vander(_x(3), N=4))]),
+    *_linalg("linear algebra", [
+        ("linalg.svdvals", lambda: _LA.svdvals(_x(4, 3))), ("linalg.eigvalsh", lambda: _LA.eigvalsh(_spd(3))),
+        ("linalg.pinv", lambda: _LA.pinv(_x(4, 3))), ("pinverse", lambda: _LA.pinverse(_x(4, 3))),
+        ("linalg.matrix_rank", lambda: _LA.matrix_rank(_x(4, 3))), ("linalg.cond", lambda: _LA.cond(_spd(3))),
+        ("linalg.lstsq", lambda: tuple(_LA.lstsq(_x(4, 3), _x(4, 2)))[:3]),
+        ("linalg.solve_triangular", lambda: _LA.solve_triangular(_spd(3), _x(3, 2), upper=True)),
+        ("triangular_solve", lambda: tuple(_LA.triangular_solve(_x(3, 2), _spd(3)))),
+        ("cholesky_solve", lambda: _LA.cholesky_solve(_x(3, 2), _LA.cholesky(_spd(3)))),
+        ("cholesky_inverse", lambda: _LA.cholesky_inverse(_LA.cholesky(_spd(3)))),
+        ("linalg.tensorinv", lambda: _LA.tensorinv(_spd(4).reshape(4, 2, 2), 1)),
+        ("linalg.tensorsolve", lambda: _LA.tensorsolve(_spd(4).reshape(2, 2, 4), _x(2, 2))),
+        ("linalg.inv_ex", lambda: tuple(_LA.inv_ex(_spd(3)))), ("linalg.cholesky_ex", lambda: tuple(_LA.cholesky_ex(_spd(3)))),
+        ("linalg.solve_ex", lambda: tuple(_LA.solve_ex(_spd(3), _x(3)))), ("svd", lambda: tuple(_LA.svd_old(_x(4, 3))))]),
+    *_masked("reductions", [(n, (lambda n=n: getattr(_MK, n)(_x(2, 3), 1, mask=_keep(2, 3)))) for n in
+             ("sum", "mean", "amax", "amin", "argmax", "argmin", "logsumexp", "var", "std", "median")]),
+    *_masked("reductions", [("norm", lambda: _MK.norm(_x(2, 3), 2.0, 1, mask=_keep(2, 3))),
+                            ("cumsum", lambda: _MK.cumsum(_x(2, 3), 1, mask=_keep(2, 3))),
+                            ("cumprod", lambda: _MK.cumprod(_x(2, 3), 1, mask=_keep(2, 3)))]),
+    *_masked("nn functional", [(n, (lambda n=n: getattr(_MK, n)(_x(2, 3), 1, mask=_keep(2, 3)))) for n in
+             ("softmax", "log_softmax", "softmin")]),
+    *_masked("nn functional", [("normalize", lambda: _MK.normalize(_x(2, 3), 2.0, 1, mask=_keep(2, 3)))]),
+    *_masked("binary", [("logaddexp", lambda: _MK.logaddexp(_x(2, 3), _pos(2, 3), input_mask=_keep(2, 3), other_mask=_mask(2, 3)))]),
+    *[Operator(f"signal.windows.{n}", "creation", getattr(_SIG, n), (lambda n=n: getattr(_SIG, n)(5))) for n in
+      ("bartlett", "blackman", "cosine", "exponential", "gaussian", "hamming", "hann", "nuttall")],
+    Operator("signal.windows.general_cosine", "creation", _SIG.general_cosine, lambda: _SIG.general_cosine(5, a=[0.5, 0.3, 0.2])),
+    Operator("signal.windows.general_hamming", "creation", _SIG.general_hamming, lambda: _SIG.general_hamming(5, alpha=0.6)),
+]
 _register(_LIBRARY_OPERATORS)
 
 # %% ../../nbs/16_registry.ipynb #7988a46f

@@ -1,0 +1,222 @@
+"""The library rows of the operator table (issue 23's OpInfo growth: nbs/18_linalg.ipynb, nbs/18b_masked.ipynb,
+nbs/18c_signal.ipynb and nbs/17_nn_functional.ipynb's additions): PyTorch's own results, recorded in
+tests/fixtures/torch_library.npz by tests/fixtures/make_torch_library.py (the fixture tests FAIL while it is missing),
+forward on the CPU and on Vulkan (or, for the CPU-only calls, the typed error naming the transfer), gradients
+(float64 on the CPU, float32 on Vulkan), gradcheck in float64, Vulkan against the CPU, and the typed errors."""
+import importlib.util, math
+from pathlib import Path
+import numpy as np
+import pytest
+
+import vkml
+import vkml.frontend.registry as R
+from vkml.frontend.gradcheck import gradcheck
+import oracle
+
+HERE = Path(__file__).resolve().parent
+DEVICES = ["cpu", pytest.param("vulkan", marks=pytest.mark.vulkan)]
+
+
+def _load_make():
+    "tests/fixtures/make_torch_library.py (importing it needs numpy alone): the cases, the same here and in torch."
+    spec = importlib.util.spec_from_file_location("make_torch_library", HERE / "fixtures" / "make_torch_library.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+MAKE = _load_make()
+CASES = MAKE.CASES
+NPZ = HERE / "fixtures" / "torch_library.npz"
+_CACHE = {}
+
+TESTED_OPERATORS = {c["op"] for c in CASES.values()}
+"The operator table's rows this file checks against PyTorch."
+FAMILY = {o.name for o in R._LIBRARY_OPERATORS}
+"The rows of the library family (16_registry's `_LIBRARY_OPERATORS`)."
+
+
+def npz() -> dict:
+    "The npz's arrays by name; a missing npz FAILS the test that asks (the comparison must run)."
+    if not NPZ.exists():
+        pytest.fail(f"{NPZ} is missing: run tests/fixtures/make_torch_library.py where torch is installed and commit the npz",
+                    pytrace=False)
+    if not _CACHE:
+        with np.load(NPZ) as z: _CACHE.update({k: z[k] for k in z.files})
+    return _CACHE
+
+
+def arrays(name) -> list:
+    d, out, i = npz(), [], 0
+    while f"{name}/in{i}" in d: out.append(d[f"{name}/in{i}"]); i += 1
+    return out
+
+
+def outputs(name, key="out") -> list:
+    d, out, j = npz(), [], 0
+    while f"{name}/out{j}" in d: out.append(d.get(f"{name}/{key}{j}")); j += 1
+    return out
+
+
+def build(name, device, dtype, requires_grad=False) -> list:
+    "The call's inputs as vkML tensors: float inputs in `dtype`."
+    ts = []
+    for a in arrays(name):
+        t = vkml.tensor(a.astype(dtype) if a.dtype.kind == "f" else a, device=device)
+        ts.append(t.requires_grad_() if requires_grad and a.dtype.kind == "f" else t)
+    return ts
+
+
+def call(name, ts, device="cpu"):
+    "The table row's function on the case's inputs, args and kwargs."
+    c = CASES[name]
+    n = len(c["inputs"])
+    pos, kw = ts[:n], dict(zip(MAKE.kwarg_inputs(c), ts[n:]))
+    if c["seq"]: pos = [pos]
+    kwargs = {**c["kwargs"], **kw, **({"device": device} if c["factory"] else {})}
+    out = R.OPERATORS[c["op"]].fn(*pos, *c["args"], **kwargs)
+    return list(out) if isinstance(out, (tuple, list)) else [out]
+
+
+def cpu_only(name) -> bool:
+    "Whether the call runs on the CPU alone: its row's trace uses a CPU-only graph op, or the case says so."
+    return CASES[name]["cpu_only"] or not R.runs_on(CASES[name]["op"], "vulkan")
+
+
+TRANSFER = r"\.to\('cpu'\)|\.cpu\(\)"
+
+
+def loss_of(name, outs):
+    terms = [(o * vkml.tensor(w.astype(o.dtype.np), device=o.device)).sum() for o, w in zip(outs, outputs(name, "w")) if w is not None]
+    total = terms[0]
+    for t in terms[1:]: total = total + t
+    return total
+
+
+def test_fixture_has_every_case():
+    d = npz()
+    assert str(d["meta/torch_version"]).startswith("2.")
+    for name, c in CASES.items():
+        assert f"{name}/out0" in d and (c["factory"] or f"{name}/in0" in d), name
+        if c["grad"] and any(a.dtype.kind == "f" for a in arrays(name)):
+            assert any(k.startswith(f"{name}/grad") for k in d), name
+
+
+def test_every_row_of_the_family_has_a_torch_case():
+    "A new row of `_LIBRARY_OPERATORS` without a case here fails; so does a case of no row."
+    assert FAMILY == TESTED_OPERATORS
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_forward_matches_torch(name, device):
+    ts = build(name, device, np.float32)
+    if device != "cpu" and cpu_only(name):
+        with pytest.raises(vkml.BackendError, match=TRANSFER): [o.numpy() for o in call(name, ts, device)]
+        return
+    outs = call(name, ts, device)
+    want = outputs(name)
+    assert len(outs) == len(want), name
+    for j, (o, w) in enumerate(zip(outs, want)):
+        assert o.device.split(":")[0] == device, (name, j, o.device)
+        got = o.numpy()
+        if CASES[name]["abs_out"]: got, w = np.abs(got), np.abs(w)
+        assert got.shape == w.shape, (name, j, got.shape, w.shape)
+        if w.dtype.kind == "f":
+            assert o.dtype.is_float, (name, j, o.dtype)
+            oracle.assert_close(got, w, rtol=1e-4, atol=1e-5, what=f"{name} out{j}", same_dtype=False)
+        else:
+            assert o.dtype.np == w.dtype, (name, j, o.dtype, w.dtype)
+            oracle.assert_close(got, w, what=f"{name} out{j}")
+
+
+GRAD_CASES = sorted(n for n, c in CASES.items() if c["grad"])
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("name", GRAD_CASES)
+def test_gradients_match_torch(name, device):
+    "float64 on the CPU, float32 on Vulkan."
+    dtype = np.float64 if device == "cpu" else np.float32
+    ts = build(name, device, dtype, requires_grad=True)
+    if device != "cpu" and cpu_only(name):
+        with pytest.raises(vkml.BackendError, match=TRANSFER): loss_of(name, call(name, ts, device)).backward()
+        return
+    loss_of(name, call(name, ts, device)).backward()
+    tol = dict(rtol=1e-7, atol=1e-9) if dtype == np.float64 else dict(rtol=1e-3, atol=1e-4)
+    d = npz()
+    for i, t in enumerate(ts):
+        if f"{name}/grad{i}" in d:
+            got = np.zeros(t.shape) if t.grad is None else t.grad.numpy()     # no gradient reached t: zeros, as PyTorch's
+            oracle.assert_close(got, d[f"{name}/grad{i}"], what=f"{name} grad{i}", same_dtype=False, **tol)
+
+
+SYMMETRIC = {"linalg.eigvalsh", "linalg.cholesky_ex"}
+"Rows that read one triangle of a symmetric matrix: their gradient is that of a function of a symmetric matrix."
+FACTOR = {"cholesky_solve": 1, "cholesky_inverse": 0}
+"Rows that read one triangle of a Cholesky factor (input i) and, as PyTorch, pass the gradient to all of it."
+
+
+@pytest.mark.parametrize("name", GRAD_CASES)
+def test_gradcheck(name):
+    "Central differences in float64 against the rules of the composition (infinite outputs, masked-out ones, left out)."
+    sym = CASES[name]["op"] in SYMMETRIC
+    def fn(*ts):
+        if sym: ts = [(ts[0] + ts[0].transpose(-1, -2)) * 0.5, *ts[1:]]
+        if (i := FACTOR.get(CASES[name]["op"])) is not None:    # differences along the triangle it reads
+            ts = list(ts); ts[i] = ts[i].triu() if CASES[name]["args"] else ts[i].tril()
+        outs = [o for o in call(name, list(ts)) if o.dtype.is_float and o.numel()]
+        return tuple(vkml.where(o.isfinite(), o, 0.0) for o in outs)
+    assert gradcheck(fn, arrays(name))
+
+
+@pytest.mark.vulkan
+@pytest.mark.parametrize("name", sorted(n for n in CASES if not cpu_only(n)))
+def test_vulkan_matches_cpu(name):
+    "The same float32 call on both devices, within the parity bound."
+    res = {dev: [o.numpy() for o in call(name, build(name, dev, np.float32), dev)] for dev in ("cpu", "vulkan")}
+    for j, (c, v) in enumerate(zip(res["cpu"], res["vulkan"])):
+        oracle.assert_close(v, c, k=16, what=f"{name} out{j}")
+
+
+# --- typed errors ------------------------------------------------------------------------------------------------
+
+def test_errors_are_typed():
+    LA, MK, W = vkml.linalg, vkml.masked, vkml.signal.windows
+    x = vkml.tensor(np.ones((2, 3), np.float32))
+    with pytest.raises(vkml.ShapeError, match="same rank"): LA.cross(vkml.ones(3), vkml.ones(2, 3))
+    with pytest.raises(vkml.ShapeError, match="size 3"): LA.cross(x, x, dim=0)
+    with pytest.raises(vkml.ArgumentError, match="two"): LA.multi_dot([x])
+    with pytest.raises(vkml.ShapeError, match="2-D"): LA.multi_dot([x, vkml.ones(3), vkml.ones(3)])
+    with pytest.raises(vkml.ShapeError, match="square"): LA.matrix_power(x, 2)
+    with pytest.raises(vkml.ArgumentError, match="int"): LA.matrix_power(vkml.ones(2, 2), 1.5)
+    with pytest.raises(vkml.ArgumentError, match="ord"): LA.matrix_norm(x, 3)
+    with pytest.raises(vkml.AxisError): LA.matrix_norm(x, dim=(0, 0))
+    with pytest.raises(vkml.ShapeError, match="1-D or 2-D"): LA.norm(vkml.ones(2, 2, 2), 1)
+    with pytest.raises(vkml.DTypeError): LA.pinv(vkml.ones(2, 2, dtype=vkml.float16))
+    with pytest.raises(vkml.ShapeError, match="must be equal"): LA.tensorinv(vkml.ones(2, 3, 2), 1)
+    with pytest.raises(vkml.ArgumentError, match="driver"): LA.lstsq(x, x, driver="gelsd")
+    with pytest.raises(vkml.ShapeError): LA.lstsq(x, vkml.ones(3, 1))
+    with pytest.raises(vkml.ArgumentError, match="out="): LA.vector_norm(x, out=x)
+    with pytest.raises(vkml.DTypeError, match="mask.bool"): MK.sum(x, mask=vkml.tensor(np.ones((2, 3), np.int64)))
+    with pytest.raises(vkml.ShapeError, match="broadcast"): MK.sum(x, mask=vkml.tensor([True, False]))
+    with pytest.raises(vkml.DTypeError, match="dtype="): MK.mean(vkml.tensor([1, 2]))
+    with pytest.raises(vkml.ArgumentError, match="not both"): MK.var(x, 1, True, correction=0)
+    with pytest.raises(vkml.ArgumentError, match=">= 0"): W.hann(-1)
+    with pytest.raises(vkml.DTypeError, match="float32 or float64"): W.hamming(3, dtype=vkml.int64)
+    with pytest.raises(vkml.ArgumentError, match="sym=False"): W.exponential(4, center=1.0)
+    with pytest.raises(vkml.ArgumentError, match="positive"): W.gaussian(4, std=0.0)
+    with pytest.raises(vkml.ArgumentError, match="empty"): W.general_cosine(4, a=[])
+
+
+@pytest.mark.vulkan
+def test_cpu_only_library_calls_name_the_transfer():
+    A = vkml.tensor(np.eye(3, dtype=np.float32) * 2, device="vulkan")
+    for f in (lambda: vkml.linalg.pinv(A), lambda: vkml.linalg.lstsq(A, A), lambda: vkml.linalg.cond(A),
+              lambda: vkml.linalg.matrix_norm(A, "nuc"), lambda: vkml.linalg.matrix_power(A, -1),
+              lambda: vkml.linalg.cholesky_solve(A, A), lambda: vkml.linalg.solve_ex(A, A)):
+        with pytest.raises(vkml.BackendError, match=r"\.to\('cpu'\)"): f()
+    got = vkml.linalg.pinv(A.to("cpu")).to("vulkan")          # the transfer the message names works
+    np.testing.assert_allclose(got.numpy(), np.eye(3) / 2, rtol=1e-6)
+    w = vkml.signal.windows.hann(6, device="vulkan")           # the windows are made where they are asked for
+    assert w.device.startswith("vulkan") and w.dtype is vkml.float32

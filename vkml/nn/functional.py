@@ -24,7 +24,12 @@ __all__ = ['linear', 'conv2d', 'conv_transpose2d', 'max_pool2d', 'max_unpool2d',
            'dropout', 'embedding', 'scaled_dot_product_attention', 'nll_loss', 'cross_entropy', 'mse_loss', 'l1_loss',
            'smooth_l1_loss', 'binary_cross_entropy', 'binary_cross_entropy_with_logits', 'kl_div', 'interpolate',
            'pixel_shuffle', 'pixel_unshuffle', 'normalize', 'cosine_similarity', 'pairwise_distance', 'glu', 'prelu',
-           'huber_loss', 'instance_norm']
+           'huber_loss', 'instance_norm', 'conv_transpose1d', 'adaptive_max_pool1d', 'max_unpool1d', 'upsample_nearest',
+           'upsample_bilinear', 'channel_shuffle', 'bilinear', 'pdist', 'softmin', 'local_response_norm',
+           'margin_ranking_loss', 'hinge_embedding_loss', 'soft_margin_loss', 'cosine_embedding_loss',
+           'multilabel_soft_margin_loss', 'poisson_nll_loss', 'gaussian_nll_loss', 'triplet_margin_with_distance_loss',
+           'triplet_margin_loss', 'multi_margin_loss', 'multilabel_margin_loss', 'dropout2d', 'dropout3d',
+           'alpha_dropout', 'feature_alpha_dropout', 'rrelu']
 
 # %% ../../nbs/17_nn_functional.ipynb #59fedae0
 def _float(x, what):
@@ -927,3 +932,276 @@ from ..frontend.registry import names
 _OTHER_NAMES = [*names("activations"), "sigmoid", "tanh", "pad", "one_hot"]   # the activations: the operator table's
 globals().update({n: getattr(VF, n) for n in _OTHER_NAMES})
 globals().setdefault("__all__", []).extend(_OTHER_NAMES)
+
+# %% ../../nbs/17_nn_functional.ipynb #1c2584ed
+@_autocast("lower")
+def conv_transpose1d(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1) -> Tensor:
+    "The transpose of conv1d for NCL (or CL) input, weight (in, out/groups, k): conv_transpose2d on an (N, C, 1, L) view."
+    x, unb = _as_2d(input, "conv_transpose1d")
+    need_tensor("conv_transpose1d's weight", weight)
+    if weight.ndim != 3: raise ShapeError(f"conv_transpose1d's weight must be 3-D (in, out/groups, k), got {weight.shape}")
+    s, p = _single(stride, "stride", "conv_transpose1d"), _single(padding, "padding", "conv_transpose1d")
+    op, d = _single(output_padding, "output_padding", "conv_transpose1d"), _single(dilation, "dilation", "conv_transpose1d")
+    w = VF.reshape(weight, weight.shape[:2] + (1,) + weight.shape[2:])
+    return _as_1d(conv_transpose2d(x, w, bias, (1, s), (0, p), (0, op), groups, (1, d)), unb)
+
+def adaptive_max_pool1d(input, output_size, return_indices=False):
+    "Max pooling of NCL (or CL) input to `output_size` windows along L; with `return_indices`, also the positions."
+    x, unb = _as_2d(input, "adaptive_max_pool1d")
+    o = _single(output_size, "output_size", "adaptive_max_pool1d")
+    if o < 1: raise ArgumentError(f"adaptive_max_pool1d: output_size must be positive, got {output_size!r}")
+    y, i = adaptive_max_pool2d(x, (1, o), return_indices=True)
+    return (_as_1d(y, unb), _as_1d(i, unb)) if _flag(return_indices, "return_indices", "adaptive_max_pool1d") else _as_1d(y, unb)
+
+def max_unpool1d(input, indices, kernel_size, stride=None, padding=0, output_size=None) -> Tensor:
+    "The inverse of max_pool1d: zeros with each value at its position `indices` along L."
+    x, unb = _as_2d(input, "max_unpool1d")
+    need_tensor("max_unpool1d's indices", indices)
+    i, _ = _batched(indices, "max_unpool1d", rank=3)
+    k, s = _single(kernel_size, "kernel_size", "max_unpool1d"), None if stride is None else _single(stride, "stride", "max_unpool1d")
+    p = _single(padding, "padding", "max_unpool1d")
+    size = None if output_size is None else (1, tuple(output_size)[-1])
+    i = VF.reshape(i, i.shape[:2] + (1,) + i.shape[2:])
+    return _as_1d(max_unpool2d(x, i, (1, k), None if s is None else (1, s), (0, p), size), unb)
+
+def upsample_nearest(input, size=None, scale_factor=None) -> Tensor:
+    "interpolate(mode='nearest') (PyTorch's deprecated name)."
+    return interpolate(input, size, scale_factor, mode="nearest")
+
+def upsample_bilinear(input, size=None, scale_factor=None) -> Tensor:
+    "interpolate(mode='bilinear', align_corners=True) (PyTorch's deprecated name)."
+    return interpolate(input, size, scale_factor, mode="bilinear", align_corners=True)
+
+# %% ../../nbs/17_nn_functional.ipynb #73052b40
+def channel_shuffle(input, groups) -> Tensor:
+    "Split the C channels into `groups` and interleave them: channel g·(C/groups) + i goes to i·groups + g."
+    need_tensor("channel_shuffle", input)
+    if input.ndim < 3: raise ShapeError(f"channel_shuffle takes (N, C, ...) input, got shape {input.shape}")
+    g = _groups(groups, "channel_shuffle")
+    N, C = input.shape[:2]
+    if C % g: raise ShapeError(f"channel_shuffle: {C} channels do not split into {g} groups")
+    rest = input.shape[2:]
+    y = VF.transpose(VF.reshape(input, (N, g, C // g, math.prod(rest))), 1, 2)
+    return VF.reshape(y, input.shape)
+
+def bilinear(input1, input2, weight, bias=None) -> Tensor:
+    "y_k = x₁ᵀ W_k x₂ + b_k over the last axes: input1 (..., in1), input2 (..., in2), weight (out, in1, in2)."
+    _float(input1, "bilinear"); _float(input2, "bilinear"); _float(weight, "bilinear's weight")
+    if weight.ndim != 3 or input1.shape[-1:] != weight.shape[1:2] or input2.shape[-1:] != weight.shape[2:]:
+        raise ShapeError(f"bilinear: weight {weight.shape} must be (out, {input1.shape[-1:]}, {input2.shape[-1:]}) for inputs "
+                         f"{input1.shape} and {input2.shape}")
+    if input1.shape[:-1] != input2.shape[:-1]: raise ShapeError(f"bilinear: the inputs' batch shapes differ: {input1.shape} and {input2.shape}")
+    batch, (o, i1, i2) = input1.shape[:-1], weight.shape
+    a = VF.reshape(input1, (-1, i1)) @ VF.reshape(VF.permute(weight, (1, 0, 2)), (i1, o * i2))    # (B, out·in2)
+    y = VF.sum(VF.reshape(a, (-1, o, i2)) * VF.unsqueeze(VF.reshape(input2, (-1, i2)), 1), -1)
+    if bias is not None: y = y + bias
+    return VF.reshape(y, batch + (o,))
+
+def pdist(input, p=2.0) -> Tensor:
+    "‖xᵢ − xⱼ‖ₚ for the rows of an (N, M) input, pairs i < j in row-major order: N(N-1)/2 values."
+    _float(input, "pdist")
+    if input.ndim != 2: raise ShapeError(f"pdist takes an (N, M) matrix, got shape {input.shape}")
+    if p < 0: raise ArgumentError(f"pdist: p must be >= 0, got {p}")
+    i, j = np.triu_indices(input.shape[0], 1)
+    pick = lambda idx: VF.index_select(input, 0, _host(input, idx.astype(np.int64)))
+    return VF.norm(pick(i) - pick(j), p, 1)
+
+def _softmax_dim(ndim) -> int: return 0 if ndim in (0, 1, 3) else 1   # PyTorch's implicit dim
+
+def softmin(input, dim=None, _stacklevel=3, dtype=None) -> Tensor:
+    "softmax(-input) along `dim` (None: PyTorch's implicit choice, 0 for ranks 0, 1, 3, else 1)."
+    _float(input, "softmin")
+    x = input if dtype is None else input.to(dtype=dtype)
+    return softmax(-x, _softmax_dim(x.ndim) if dim is None else dim)
+
+def local_response_norm(input, size, alpha=1e-4, beta=0.75, k=1.0) -> Tensor:
+    "x / (k + α · mean of x² over the `size` neighbouring channels)^β, the channel window zero-padded."
+    _float(input, "local_response_norm")
+    if input.ndim < 3: raise ShapeError(f"local_response_norm takes (N, C, ...) input, got shape {input.shape}")
+    if not isinstance(size, int) or size < 1: raise ArgumentError(f"local_response_norm: size must be a positive int, got {size!r}")
+    sq = VF.movedim(input * input, 1, -1)                                  # channels last, to pad and slide along
+    padded = VF.pad(sq, (size // 2, (size - 1) // 2))
+    C = input.shape[1]
+    window = padded[..., 0:C]
+    for s in range(1, size): window = window + padded[..., s:s + C]
+    div = VF.movedim(window, -1, 1) * (alpha / size) + k
+    return input / div ** beta
+
+# %% ../../nbs/17_nn_functional.ipynb #c9c5099a
+def _same_shape(a, b, what):
+    need_tensor(what, b)
+    if a.shape != b.shape: raise ShapeError(f"{what}: the input {a.shape} and the target {b.shape} must have the same shape")
+
+def margin_ranking_loss(input1, input2, target, margin=0.0, reduction="mean") -> Tensor:
+    "max(0, -target·(input1 - input2) + margin), target ±1."
+    _float(input1, "margin_ranking_loss"); _check_loss_args(input1, reduction, "margin_ranking_loss")
+    return _reduce_loss(VF.clamp_min(-target * (input1 - input2) + margin, 0.0), reduction, "margin_ranking_loss")
+
+def hinge_embedding_loss(input, target, margin=1.0, reduction="mean") -> Tensor:
+    "input where target is 1, max(0, margin - input) where it is -1 (both terms where it is neither)."
+    _float(input, "hinge_embedding_loss"); _check_loss_args(input, reduction, "hinge_embedding_loss")
+    l = VF.where(target != 1, VF.clamp_min(margin - input, 0.0), 0.0) + VF.where(target != -1, input, 0.0)
+    return _reduce_loss(l, reduction, "hinge_embedding_loss")
+
+def soft_margin_loss(input, target, reduction="mean") -> Tensor:
+    "log(1 + exp(-target·input)), target ±1."
+    _float(input, "soft_margin_loss"); _same_shape(input, target, "soft_margin_loss"); _check_loss_args(input, reduction, "soft_margin_loss")
+    return _reduce_loss(VF.softplus(-target * input), reduction, "soft_margin_loss")
+
+def cosine_embedding_loss(input1, input2, target, margin=0.0, reduction="mean") -> Tensor:
+    "1 - cos(input1, input2) where target is 1, max(0, cos - margin) where it is -1; rows along dim 1 (a 1-D pair: one)."
+    _float(input1, "cosine_embedding_loss"); _float(input2, "cosine_embedding_loss")
+    if input1.ndim not in (1, 2) or input1.shape != input2.shape:
+        raise ShapeError(f"cosine_embedding_loss: the inputs must be two (N, D) or two (D,) tensors, got {input1.shape} and {input2.shape}")
+    _check_loss_args(input1, reduction, "cosine_embedding_loss")
+    d = input1.ndim - 1
+    dot = VF.sum(input1 * input2, d)
+    cos = dot / VF.sqrt((VF.sum(input1 * input1, d) + 1e-12) * (VF.sum(input2 * input2, d) + 1e-12))
+    l = VF.where(target == 1, 1.0 - cos, 0.0) + VF.where(target == -1, VF.clamp_min(cos - margin, 0.0), 0.0)
+    return _reduce_loss(l, reduction, "cosine_embedding_loss")
+
+def multilabel_soft_margin_loss(input, target, weight=None, reduction="mean") -> Tensor:
+    "The mean over the classes (the last axis) of -[y·log σ(x) + (1 - y)·log σ(-x)], times the class weight."
+    _float(input, "multilabel_soft_margin_loss"); _same_shape(input, target, "multilabel_soft_margin_loss")
+    _check_loss_args(input, reduction, "multilabel_soft_margin_loss")
+    l = -(target * VF.logsigmoid(input) + (1 - target) * VF.logsigmoid(-input))
+    if weight is not None: l = l * weight
+    return _reduce_loss(VF.mean(l, -1), reduction, "multilabel_soft_margin_loss")
+
+# %% ../../nbs/17_nn_functional.ipynb #12a072cd
+def poisson_nll_loss(input, target, log_input=True, full=False, size_average=None, eps=1e-8, reduce=None, reduction="mean") -> Tensor:
+    "exp(x) - y·x (log_input) or x - y·log(x + eps); full=True adds Stirling's y·log y - y + ½log(2πy) where y > 1."
+    _float(input, "poisson_nll_loss"); _check_loss_args(input, reduction, "poisson_nll_loss")
+    if size_average is not None or reduce is not None: raise ArgumentError("poisson_nll_loss: size_average/reduce are deprecated; use reduction=")
+    l = VF.exp(input) - target * input if log_input else input - target * VF.log(input + eps)
+    if full:
+        t = VF.where(target > 1, target, 2.0)                   # any value > 1 where the term is dropped: finite logs
+        l = l + VF.where(target > 1, t * VF.log(t) - t + 0.5 * VF.log(2 * math.pi * t), 0.0)
+    return _reduce_loss(l, reduction, "poisson_nll_loss")
+
+def gaussian_nll_loss(input, target, var, full=False, eps=1e-6, reduction="mean") -> Tensor:
+    "½(log σ² + (x - y)²/σ²) (+ ½log 2π when full), σ² = var clamped at eps (the gradient passes through the clamp)."
+    _float(input, "gaussian_nll_loss"); _float(var, "gaussian_nll_loss's var"); _check_loss_args(input, reduction, "gaussian_nll_loss")
+    if var.shape != input.shape:
+        if input.shape[:-1] == var.shape: var = VF.unsqueeze(var, -1)
+        elif not (input.shape[:-1] == var.shape[:-1] and var.shape[-1:] == (1,)):
+            raise ShapeError(f"gaussian_nll_loss: var {var.shape} must have the input's shape {input.shape}, or it without its last axis (or 1 there)")
+    v = var + (VF.clamp_min(var, eps) - var).detach()
+    l = 0.5 * (VF.log(v) + (input - target) ** 2 / v)
+    if full: l = l + 0.5 * math.log(2 * math.pi)
+    return _reduce_loss(l, reduction, "gaussian_nll_loss")
+
+def triplet_margin_with_distance_loss(anchor, positive, negative, *, distance_function=None, margin=1.0, swap=False, reduction="mean") -> Tensor:
+    "max(0, d(a, p) - d(a, n) + margin), d = `distance_function` (pairwise_distance by default)."
+    _float(anchor, "triplet_margin_loss"); _check_loss_args(anchor, reduction, "triplet_margin_loss")
+    if margin <= 0: raise ArgumentError(f"triplet_margin_loss: margin must be > 0, got {margin}")
+    d = pairwise_distance if distance_function is None else distance_function
+    d_ap, d_an = d(anchor, positive), d(anchor, negative)
+    if swap: d_an = VF.minimum(d_an, d(positive, negative))
+    return _reduce_loss(VF.clamp_min(d_ap - d_an + margin, 0.0), reduction, "triplet_margin_loss")
+
+def triplet_margin_loss(anchor, positive, negative, margin=1.0, p=2.0, eps=1e-6, swap=False, size_average=None, reduce=None, reduction="mean") -> Tensor:
+    "triplet_margin_with_distance_loss with the p-norm pairwise distance."
+    if size_average is not None or reduce is not None: raise ArgumentError("triplet_margin_loss: size_average/reduce are deprecated; use reduction=")
+    return triplet_margin_with_distance_loss(anchor, positive, negative, margin=margin, swap=swap, reduction=reduction,
+                                             distance_function=lambda a, b: pairwise_distance(a, b, p, eps))
+
+# %% ../../nbs/17_nn_functional.ipynb #13920f5a
+def _one_hot_of(target, C, like):
+    "(N, C) booleans: [target_n = c] (targets checked to lie in 0..C-1)."
+    return VF.unsqueeze(target, -1) == VF.arange(C, dtype=target.dtype, device=like.device)
+
+def _as_rows(input, target, what):
+    "A (C,) or (N, C) input and its (·) or (N, ·) int64 target as 2-D."
+    _float(input, what); need_tensor(f"{what}'s target", target)
+    if input.ndim not in (1, 2): raise ShapeError(f"{what} takes (C,) or (N, C) input, got shape {input.shape}")
+    if target.dtype is not int64: raise DTypeError(f"{what}: the target must be int64 class indices, got {target.dtype.name}: use `.long()`")
+    return (VF.unsqueeze(input, 0), VF.unsqueeze(target, 0)) if input.ndim == 1 else (input, target)
+
+def multi_margin_loss(input, target, p=1, margin=1.0, weight=None, size_average=None, reduce=None, reduction="mean") -> Tensor:
+    "Σ_{i≠y} max(0, margin - x_y + x_i)ᵖ / C per sample (times weight[y]), p 1 or 2."
+    x, t = _as_rows(input, target, "multi_margin_loss")
+    if p not in (1, 2): raise ArgumentError(f"multi_margin_loss: p must be 1 or 2, got {p!r}")
+    _check_loss_args(input, reduction, "multi_margin_loss")
+    N, C = x.shape
+    if t.shape != (N,): raise ShapeError(f"multi_margin_loss: input {input.shape} needs a target of shape {input.shape[:-1]}, got {target.shape}")
+    t = _check_targets(t, C, -100, "multi_margin_loss")
+    hit = _one_hot_of(t, C, x)
+    x_y = VF.sum(VF.where(hit, x, 0.0), 1, keepdim=True)
+    z = VF.clamp_min(margin - x_y + x, 0.0)
+    h = VF.where(hit, 0.0, z if p == 1 else z * z)
+    if weight is not None: h = h * VF.sum(VF.where(hit, weight, 0.0), 1, keepdim=True)
+    l = VF.sum(h, 1) / C
+    return _reduce_loss(l if input.ndim == 2 else VF.squeeze(l, 0), reduction, "multi_margin_loss")
+
+def multilabel_margin_loss(input, target, size_average=None, reduce=None, reduction="mean") -> Tensor:
+    "Σ over the row's targets j (up to the first -1) and non-targets i of max(0, 1 - (x_j - x_i)), over C."
+    x, t = _as_rows(input, target, "multilabel_margin_loss")
+    _check_loss_args(input, reduction, "multilabel_margin_loss")
+    if t.shape != x.shape: raise ShapeError(f"multilabel_margin_loss: the target {target.shape} must have the input's shape {input.shape}")
+    N, C = x.shape
+    valid = VF.cumprod((t >= 0).cast(int64), 1) > 0                     # the targets before the first -1
+    t = _check_targets(VF.where(valid, t, 0), C, -100, "multilabel_margin_loss")
+    hit = _one_hot_of(t, C, x) & VF.unsqueeze(valid, -1)                   # (N, j, c): target j is class c
+    is_target = VF.any(hit, 1)                                             # (N, c)
+    x_j = VF.sum(VF.where(hit, VF.unsqueeze(x, 1), 0.0), 2)                # (N, j)
+    z = VF.clamp_min(1.0 - VF.unsqueeze(x_j, 2) + VF.unsqueeze(x, 1), 0.0)  # (N, j, i)
+    keep = VF.unsqueeze(valid, 2) & ~VF.unsqueeze(is_target, 1)
+    l = VF.sum(VF.where(keep, z, 0.0), (1, 2)) / C
+    return _reduce_loss(l if input.ndim == 2 else VF.squeeze(l, 0), reduction, "multilabel_margin_loss")
+
+# %% ../../nbs/17_nn_functional.ipynb #8b696bf2
+_ALPHA = 1.7580993408473766   # SELU's scale · alpha: the value SELU saturates at, negated
+
+def _keep_mask(x, p, shape):
+    return VF.rand(shape, device=x.device) >= p
+
+def _check_p(p, what):
+    if not 0 <= p <= 1: raise ArgumentError(f"{what}: the probability p must be in [0, 1], got {p}")
+
+def _channel_shape(x, what, batched_rank):
+    "The shape of one draw per (sample, channel) for a batched input (rank `batched_rank`), per channel for an unbatched one."
+    if x.ndim not in (batched_rank - 1, batched_rank):
+        raise ShapeError(f"{what} takes input of rank {batched_rank - 1} or {batched_rank}, got shape {x.shape}")
+    lead = 2 if x.ndim == batched_rank else 1
+    return x.shape[:lead] + (1,) * (x.ndim - lead)
+
+def _channel_dropout(x, p, training, what, batched_rank):
+    _check_p(p, what); _float(x, what)
+    shape = _channel_shape(x, what, batched_rank)
+    if not training or p == 0: return x
+    if p == 1: return x * 0.0
+    return VF.where(_keep_mask(x, p, shape), x * (1.0 / (1.0 - p)), 0.0)
+
+def dropout2d(input, p=0.5, training=True, inplace=False) -> Tensor:
+    "Zero whole channels of (N, C, H, W) or (C, H, W) input with probability p, scaling the rest by 1/(1-p)."
+    return _channel_dropout(input, p, training, "dropout2d", 4)
+
+def dropout3d(input, p=0.5, training=True, inplace=False) -> Tensor:
+    "Zero whole channels of unbatched (C, D, H, W) input (rank 5 is beyond vkML) with probability p."
+    return _channel_dropout(input, p, training, "dropout3d", 5)
+
+def _alpha_dropout(x, p, training, shape, what):
+    _check_p(p, what); _float(x, what)
+    if not training or p == 0: return x
+    if p == 1: return x * 0.0
+    a = 1.0 / math.sqrt((_ALPHA * _ALPHA * p + 1) * (1 - p))
+    keep = _keep_mask(x, p, shape)
+    return VF.where(keep, x * a, 0.0) + VF.where(keep, _ALPHA * a * p, _ALPHA * a * p - _ALPHA * a)
+
+def alpha_dropout(input, p=0.5, training=False, inplace=False) -> Tensor:
+    "Dropout that keeps SELU's self-normalizing mean and variance (PyTorch's default: not training)."
+    return _alpha_dropout(input, p, training, input.shape, "alpha_dropout")
+
+def feature_alpha_dropout(input, p=0.5, training=False, inplace=False) -> Tensor:
+    "alpha_dropout with one draw per (sample, channel)."
+    need_tensor("feature_alpha_dropout", input)
+    if input.ndim < 2: raise ShapeError(f"feature_alpha_dropout takes (N, C, ...) input, got shape {input.shape}")
+    return _alpha_dropout(input, p, training, input.shape[:2] + (1,) * (input.ndim - 2), "feature_alpha_dropout")
+
+def rrelu(input, lower=1.0 / 8, upper=1.0 / 3, training=False, inplace=False) -> Tensor:
+    "x where x ≥ 0, else slope·x: slope ~ U[lower, upper] per element when training, (lower + upper)/2 otherwise."
+    _float(input, "rrelu")
+    if not lower <= upper: raise ArgumentError(f"rrelu: lower {lower} must be <= upper {upper}")
+    slope = VF.rand(input.shape, device=input.device) * (upper - lower) + lower if training else (lower + upper) / 2
+    return VF.where(input >= 0, input, input * slope)

@@ -2483,6 +2483,7 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                     'vkml.nn.functional._check_weights': ('nn_functional.html#_check_weights', 'vkml/nn/functional.py'),
                                     'vkml.nn.functional._class_count': ('nn_functional.html#_class_count', 'vkml/nn/functional.py'),
                                     'vkml.nn.functional._class_dim': ('nn_functional.html#_class_dim', 'vkml/nn/functional.py'),
+                                    'vkml.nn.functional._draw_shape': ('nn_functional.html#_draw_shape', 'vkml/nn/functional.py'),
                                     'vkml.nn.functional._factor': ('nn_functional.html#_factor', 'vkml/nn/functional.py'),
                                     'vkml.nn.functional._fits': ('nn_functional.html#_fits', 'vkml/nn/functional.py'),
                                     'vkml.nn.functional._flag': ('nn_functional.html#_flag', 'vkml/nn/functional.py'),

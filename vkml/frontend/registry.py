@@ -386,6 +386,32 @@ _LIBRARY_OPERATORS: list = [
       ("bartlett", "blackman", "cosine", "exponential", "gaussian", "hamming", "hann", "nuttall")],
     Operator("signal.windows.general_cosine", "creation", _SIG.general_cosine, lambda: _SIG.general_cosine(5, a=[0.5, 0.3, 0.2])),
     Operator("signal.windows.general_hamming", "creation", _SIG.general_hamming, lambda: _SIG.general_hamming(5, alpha=0.6)),
+    *_ops("matmul / conv / pool", _F, [
+        ("conv_transpose1d", lambda: _F.conv_transpose1d(_x(1, 2, 5), _x(2, 3, 3), _x(3), stride=2)),
+        ("adaptive_max_pool1d", lambda: _F.adaptive_max_pool1d(_x(1, 2, 7), 3)),
+        ("max_unpool1d", lambda: _F.max_unpool1d(*_F.max_pool1d(_x(1, 2, 6), 2, return_indices=True), 2))]),
+    *_ops("nn functional", _F, [
+        ("upsample_nearest", lambda: _F.upsample_nearest(_x(1, 2, 2, 3), scale_factor=2)),
+        ("upsample_bilinear", lambda: _F.upsample_bilinear(_x(1, 2, 2, 3), size=(3, 4))),
+        ("channel_shuffle", lambda: _F.channel_shuffle(_x(1, 4, 2, 2), 2)),
+        ("bilinear", lambda: _F.bilinear(_x(2, 3), _x(2, 4), _x(5, 3, 4), _x(5))), ("pdist", lambda: _F.pdist(_x(4, 3))),
+        ("softmin", lambda: _F.softmin(_x(2, 3), 1)), ("local_response_norm", lambda: _F.local_response_norm(_x(1, 4, 3), 3)),
+        ("dropout2d", lambda: _F.dropout2d(_x(2, 3, 2, 2), 0.5)), ("dropout3d", lambda: _F.dropout3d(_x(3, 2, 2, 2), 0.5)),
+        ("alpha_dropout", lambda: _F.alpha_dropout(_x(2, 3), 0.5, training=True)),
+        ("feature_alpha_dropout", lambda: _F.feature_alpha_dropout(_x(2, 3, 2), 0.5, training=True)),
+        ("rrelu", lambda: _F.rrelu(_x(2, 3), training=True))]),
+    *_ops("losses", _F, [
+        ("margin_ranking_loss", lambda: _F.margin_ranking_loss(_x(4), _pos(4), _x(4).sign(), 0.1)),
+        ("hinge_embedding_loss", lambda: _F.hinge_embedding_loss(_x(4), _x(4).sign())),
+        ("soft_margin_loss", lambda: _F.soft_margin_loss(_x(2, 3), _x(2, 3).sign())),
+        ("cosine_embedding_loss", lambda: _F.cosine_embedding_loss(_x(2, 3), _pos(2, 3), _idx([1, -1]))),
+        ("multilabel_soft_margin_loss", lambda: _F.multilabel_soft_margin_loss(_x(2, 3), _x(2, 3, lo=0.0, hi=1.0))),
+        ("poisson_nll_loss", lambda: _F.poisson_nll_loss(_x(2, 3), _pos(2, 3) * 2.0, full=True)),
+        ("gaussian_nll_loss", lambda: _F.gaussian_nll_loss(_x(2, 3), _x(2, 3, lo=0.0, hi=1.0), _pos(2, 3))),
+        ("triplet_margin_loss", lambda: _F.triplet_margin_loss(_x(2, 3), _pos(2, 3), _x(2, 3, lo=1.0, hi=-1.0))),
+        ("triplet_margin_with_distance_loss", lambda: _F.triplet_margin_with_distance_loss(_x(2, 3), _pos(2, 3), _x(2, 3, lo=1.0, hi=-1.0))),
+        ("multi_margin_loss", lambda: _F.multi_margin_loss(_x(3, 4), _idx([0, 3, 1]))),
+        ("multilabel_margin_loss", lambda: _F.multilabel_margin_loss(_x(2, 4), _idx([[3, 0, -1, 1], [1, -1, 0, 0]])))]),
 ]
 _register(_LIBRARY_OPERATORS)
 

@@ -1120,6 +1120,7 @@ def _as_rows(input, target, what):
 
 def multi_margin_loss(input, target, p=1, margin=1.0, weight=None, size_average=None, reduce=None, reduction="mean") -> Tensor:
     "Σ_{i≠y} max(0, margin - x_y + x_i)ᵖ / C per sample (times weight[y]), p 1 or 2."
+    if input.ndim == 1 and isinstance(target, Tensor) and target.numel() == 1: target = VF.reshape(target, ())   # (1,) or ()
     x, t = _as_rows(input, target, "multi_margin_loss")
     if p not in (1, 2): raise ArgumentError(f"multi_margin_loss: p must be 1 or 2, got {p!r}")
     _check_loss_args(input, reduction, "multi_margin_loss")
@@ -1159,7 +1160,7 @@ def _keep_mask(x, p, shape):
 def _check_p(p, what):
     if not 0 <= p <= 1: raise ArgumentError(f"{what}: the probability p must be in [0, 1], got {p}")
 
-def _channel_shape(x, what, batched_rank):
+def _draw_shape(x, what, batched_rank):
     "The shape of one draw per (sample, channel) for a batched input (rank `batched_rank`), per channel for an unbatched one."
     if x.ndim not in (batched_rank - 1, batched_rank):
         raise ShapeError(f"{what} takes input of rank {batched_rank - 1} or {batched_rank}, got shape {x.shape}")
@@ -1168,7 +1169,7 @@ def _channel_shape(x, what, batched_rank):
 
 def _channel_dropout(x, p, training, what, batched_rank):
     _check_p(p, what); _float(x, what)
-    shape = _channel_shape(x, what, batched_rank)
+    shape = _draw_shape(x, what, batched_rank)
     if not training or p == 0: return x
     if p == 1: return x * 0.0
     return VF.where(_keep_mask(x, p, shape), x * (1.0 / (1.0 - p)), 0.0)

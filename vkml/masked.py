@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 import numpy as np
 from .core.dtypes import *
-from .core.operands import ArgumentError, need_tensor, expand_to
+from .core.operands import ArgumentError, need_tensor, expand_to, reduce_axes
 from .frontend.tensor import Tensor
 import vkml.frontend.functions as VF
 import vkml.nn.functional as F
@@ -78,9 +78,17 @@ def argmin(input, dim=None, *, keepdim=False, dtype=None, mask=None) -> Tensor:
     return VF.argmin(_fill(x, m, _lowest(x.dtype, 1)), dim, keepdim).cast(x.dtype)
 
 def prod(input, dim=None, *, keepdim=False, dtype=None, mask=None) -> Tensor:
-    "The product of the kept elements (1 for none); on the CPU, as `prod`."
+    "The product of the kept elements (1 for none): the last of the running products over the reduced axes."
     x, m = _masked("prod", input, mask, dtype)
-    return VF.prod(_fill(x, m, 1), dim, keepdim)
+    f = _fill(x, m, 1)
+    if not f.dtype.is_float: f = f.cast(int64)                      # PyTorch's product of integers is int64
+    axes = reduce_axes(dim, f.ndim)
+    rest = [a for a in range(f.ndim) if a not in axes]
+    out_shape = tuple(1 if a in axes else f.shape[a] for a in range(f.ndim)) if keepdim else tuple(f.shape[a] for a in rest)
+    n = math.prod(f.shape[a] for a in axes)
+    if n == 0: return VF.ones(*out_shape, dtype=f.dtype, device=f.device)
+    flat = VF.reshape(VF.permute(f, rest + list(axes)), tuple(f.shape[a] for a in rest) + (n,))
+    return VF.reshape(VF.cumprod(flat, -1)[..., n - 1], out_shape)
 
 def logsumexp(input, dim=None, *, keepdim=False, dtype=None, mask=None) -> Tensor:
     "log Σ exp over the kept elements (-inf for none)."

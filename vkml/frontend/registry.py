@@ -374,7 +374,7 @@ _LIBRARY_OPERATORS: list = [
         ("linalg.inv_ex", lambda: tuple(_LA.inv_ex(_spd(3)))), ("linalg.cholesky_ex", lambda: tuple(_LA.cholesky_ex(_spd(3)))),
         ("linalg.solve_ex", lambda: tuple(_LA.solve_ex(_spd(3), _x(3)))), ("svd", lambda: tuple(_LA.svd_old(_x(4, 3))))]),
     *_masked("reductions", [(n, (lambda n=n: getattr(_MK, n)(_x(2, 3), 1, mask=_keep(2, 3)))) for n in
-             ("sum", "mean", "amax", "amin", "argmax", "argmin", "logsumexp", "var", "std", "median")]),
+             ("sum", "mean", "amax", "amin", "argmax", "argmin", "prod", "logsumexp", "var", "std", "median")]),
     *_masked("reductions", [("norm", lambda: _MK.norm(_x(2, 3), 2.0, 1, mask=_keep(2, 3))),
                             ("cumsum", lambda: _MK.cumsum(_x(2, 3), 1, mask=_keep(2, 3))),
                             ("cumprod", lambda: _MK.cumprod(_x(2, 3), 1, mask=_keep(2, 3)))]),

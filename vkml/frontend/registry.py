@@ -383,7 +383,7 @@ _LIBRARY_OPERATORS: list = [
     *_masked("nn functional", [("normalize", lambda: _MK.normalize(_x(2, 3), 2.0, 1, mask=_keep(2, 3)))]),
     *_masked("binary", [("logaddexp", lambda: _MK.logaddexp(_x(2, 3), _pos(2, 3), input_mask=_keep(2, 3), other_mask=_mask(2, 3)))]),
     *[Operator(f"signal.windows.{n}", "creation", getattr(_SIG, n), (lambda n=n: getattr(_SIG, n)(5))) for n in
-      ("bartlett", "blackman", "cosine", "exponential", "gaussian", "hamming", "hann", "nuttall")],
+      ("bartlett", "blackman", "cosine", "exponential", "gaussian", "hamming", "hann", "kaiser", "nuttall")],
     Operator("signal.windows.general_cosine", "creation", _SIG.general_cosine, lambda: _SIG.general_cosine(5, a=[0.5, 0.3, 0.2])),
     Operator("signal.windows.general_hamming", "creation", _SIG.general_hamming, lambda: _SIG.general_hamming(5, alpha=0.6)),
     *_ops("matmul / conv / pool", _F, [

@@ -20,7 +20,9 @@ __all__ = ['SlogdetResult', 'EighResult', 'QRResult', 'SVDResult', 'cholesky', '
            'vander', 'cross', 'LstsqResult', 'svdvals', 'eigvalsh', 'pinv', 'pinverse', 'matrix_rank', 'cond', 'lstsq',
            'TriangularSolveResult', 'InvExResult', 'CholeskyExResult', 'SolveExResult', 'SVDOldResult',
            'solve_triangular', 'triangular_solve', 'cholesky_solve', 'cholesky_inverse', 'tensorinv', 'tensorsolve',
-           'inv_ex', 'cholesky_ex', 'solve_ex', 'svd_old']
+           'inv_ex', 'cholesky_ex', 'solve_ex', 'svd_old', 'LUFactorResult', 'LUFactorExResult', 'LUResult',
+           'lu_factor', 'lu_factor_ex', 'lu_unpack', 'lu', 'lu_solve', 'lu_old', 'lu_solve_old', 'householder_product',
+           'ormqr']
 
 # %% ../nbs/18_linalg.ipynb #ce3a9bd1
 def _check(name: str, A, square: bool = True, out=None) -> None:
@@ -422,3 +424,152 @@ def svd_old(A: Tensor, some: bool = True, compute_uv: bool = True, *, out=None) 
     U, S, Vh = svd(A, full_matrices=not some or not compute_uv)
     if not compute_uv: return SVDOldResult(VF.zeros_like(U), S, VF.zeros_like(Vh))
     return SVDOldResult(U, S, Vh.transpose(-1, -2))
+
+# %% ../nbs/18_linalg.ipynb #9c159323
+class LUFactorResult(NamedTuple):
+    LU: Tensor
+    pivots: Tensor
+
+class LUFactorExResult(NamedTuple):
+    LU: Tensor
+    pivots: Tensor
+    info: Tensor
+
+class LUResult(NamedTuple):
+    "`linalg.lu`'s and `lu_unpack`'s result: A = P L U."
+    P: Tensor
+    L: Tensor
+    U: Tensor
+
+def _lu_check(name, A):
+    need_tensor(f"linalg.{name}", A)
+    check_dtype(f"linalg.{name}", A.dtype, FLOATS)
+    if A.ndim < 2: raise ShapeError(f"linalg.{name} takes a matrix or a batch of matrices (..., m, n), got shape {A.shape}")
+
+def _swap(idx_rows, j, p):
+    "The row order with rows j and p (a tensor of row indices, one per matrix) exchanged."
+    pe = VF.unsqueeze(p, -1)
+    return VF.where(idx_rows == j, pe, VF.where(idx_rows == pe, j, idx_rows))
+
+def _eliminate(A, pivot):
+    "(compact LU, 0-based pivot rows (..., k) int64) by Gaussian elimination with partial pivoting."
+    batch, (m, n) = A.shape[:-2], A.shape[-2:]
+    rows = VF.arange(m, dtype=int64, device=A.device)
+    U, piv = A, []
+    for j in range(min(m, n)):
+        if pivot:
+            p = VF.argmax(VF.abs(U[..., j:, j]), -1) + j
+            U = VF.gather(U, -2, VF.expand(VF.unsqueeze(_swap(rows, j, p), -1), U.shape))
+        else: p = VF.full(batch, j, dtype=int64, device=A.device)
+        piv.append(VF.unsqueeze(p, -1))
+        if j + 1 == m: continue
+        top, below = U[..., j:j + 1, :], U[..., j + 1:, :]
+        d = top[..., j:j + 1]
+        zero = d == 0
+        mult = VF.where(zero, 0.0, below[..., j:j + 1] / VF.where(zero, 1.0, d))     # a zero pivot: nothing to do
+        rest = below[..., j + 1:] - mult * top[..., j + 1:]                       # the columns right of the pivot
+        rest = VF.cat([t for t in (below[..., :j], mult, rest) if t.shape[-1]], -1)  # left of it: the stored multipliers
+        U = VF.cat([U[..., :j + 1, :], rest], -2)
+    return U, VF.cat(piv, -1)
+
+# %% ../nbs/18_linalg.ipynb #1e25498e
+def lu_factor(A: Tensor, *, pivot: bool = True, out=None) -> LUFactorResult:
+    "LAPACK's compact LU (L's multipliers below the diagonal, U on and above it) and 1-based int32 pivots."
+    _lu_check("lu_factor", A)
+    if out is not None: raise ArgumentError("linalg.lu_factor: out= is not supported; use the returned tensors")
+    LU, piv = _eliminate(A, pivot)
+    return LUFactorResult(LU, (piv + 1).cast(int32))
+
+def lu_factor_ex(A: Tensor, *, pivot: bool = True, check_errors: bool = False, out=None) -> LUFactorExResult:
+    "lu_factor and info: the first column (from 1) with a zero pivot, 0 when there is none."
+    LU, piv = lu_factor(A, pivot=pivot)
+    k = min(A.shape[-2:])
+    zero = VF.diagonal(LU, 0, -2, -1)[..., :k] == 0
+    first = VF.argmax(zero.cast(int32), -1) + 1
+    return LUFactorExResult(LU, piv, VF.where(VF.any(zero, -1), first, 0).cast(int32))
+
+def lu_unpack(LU_data: Tensor, LU_pivots: Tensor, unpack_data: bool = True, unpack_pivots: bool = True) -> LUResult:
+    "(P, L, U) with A = P L U from the compact LU and its 1-based pivots."
+    _lu_check("lu_unpack", LU_data); need_tensor("lu_unpack's pivots", LU_pivots)
+    m, n = LU_data.shape[-2:]
+    k = min(m, n)
+    if LU_pivots.shape != LU_data.shape[:-2] + (k,):
+        raise ShapeError(f"lu_unpack: pivots {LU_pivots.shape} must be {LU_data.shape[:-2] + (k,)} for LU {LU_data.shape}")
+    rows = VF.arange(m, dtype=int64, device=LU_data.device)
+    perm = VF.expand(rows, LU_pivots.shape[:-1] + (m,))
+    for j in range(k): perm = VF.gather(perm, -1, _swap(rows, j, LU_pivots[..., j].cast(int64) - 1))
+    P = (VF.unsqueeze(perm, -2) == VF.unsqueeze(rows, -1)).cast(LU_data.dtype)      # P[perm[i], i] = 1
+    eye = VF.eye(m, k, dtype=LU_data.dtype, device=LU_data.device)
+    L = VF.tril(LU_data[..., :, :k], -1) + eye
+    return LUResult(P, L, VF.triu(LU_data[..., :k, :]))
+
+def lu(A: Tensor, *, pivot: bool = True, out=None) -> LUResult:
+    "A = P L U: P a permutation, L unit lower triangular (m x k), U upper triangular (k x n)."
+    return lu_unpack(*lu_factor(A, pivot=pivot, out=out))
+
+# %% ../nbs/18_linalg.ipynb #503dee8b
+def _substitute(T, B, lower: bool, unit: bool):
+    "X with T X = B for a triangular T (..., n, n), row by row (forward when lower, else backward)."
+    n = T.shape[-1]
+    xs = [None] * n
+    for i in (range(n) if lower else range(n - 1, -1, -1)):
+        done = list(range(i)) if lower else list(range(i + 1, n))
+        r = B[..., i:i + 1, :]
+        if done:
+            lo, hi = (0, i) if lower else (i + 1, n)
+            r = r - T[..., i:i + 1, lo:hi] @ VF.cat([xs[d] for d in done], -2)
+        xs[i] = r if unit else r / T[..., i:i + 1, i:i + 1]
+    return VF.cat(xs, -2)
+
+def lu_solve(LU: Tensor, pivots: Tensor, B: Tensor, *, left: bool = True, adjoint: bool = False, out=None) -> Tensor:
+    "X with A X = B (adjoint: Aᵀ X = B; left=False: X A = B) for A = P L U given as lu_factor's result."
+    _lu_check("lu_solve", LU); need_tensor("linalg.lu_solve", B)
+    if out is not None: raise ArgumentError("linalg.lu_solve: out= is not supported; use the returned tensor")
+    n = LU.shape[-1]
+    if LU.shape[-2] != n: raise ShapeError(f"linalg.lu_solve takes the LU of square matrices, got {LU.shape}")
+    if B.dtype is not LU.dtype: raise DTypeError(f"linalg.lu_solve of {LU.dtype.name} and {B.dtype.name}: cast one with `.to(...)`")
+    if not left: return lu_solve(LU, pivots, B.transpose(-1, -2), adjoint=not adjoint).transpose(-1, -2)
+    if B.ndim < 2 or B.shape[-2] != n: raise ShapeError(f"linalg.lu_solve: B must be (..., {n}, k), got {B.shape}")
+    P, L, U = lu_unpack(LU, pivots)
+    batch = broadcast_shapes(LU.shape[:-2], B.shape[:-2])
+    P, L, U = (expand_to(t, batch + (n, n)) for t in (P, L, U))
+    B = expand_to(B, batch + B.shape[-2:])
+    if adjoint:     # Uᵀ Lᵀ Pᵀ X = B
+        return P @ _substitute(L.transpose(-1, -2), _substitute(U.transpose(-1, -2), B, True, False), False, True)
+    return _substitute(U, _substitute(L, P.transpose(-1, -2) @ B, True, True), False, False)
+
+def lu_old(A: Tensor, pivot: bool = True, get_infos: bool = False):
+    "torch.lu: (LU, pivots), and info with get_infos=True."
+    r = lu_factor_ex(A, pivot=pivot)
+    return tuple(r) if get_infos else (r.LU, r.pivots)
+
+def lu_solve_old(b: Tensor, LU_data: Tensor, LU_pivots: Tensor) -> Tensor:
+    "torch.lu_solve: linalg.lu_solve with the right-hand side first."
+    return lu_solve(LU_data, LU_pivots, b)
+
+# %% ../nbs/18_linalg.ipynb #cbe7b5c5
+def _householder_q(A, tau, name):
+    "The m x m product H₁ H₂ … H_k of the reflectors geqrf leaves in A (..., m, n) and tau (..., k)."
+    need_tensor(f"linalg.{name}", A); need_tensor(f"linalg.{name}'s tau", tau)
+    check_dtype(f"linalg.{name}", A.dtype, FLOATS)
+    m, n = A.shape[-2:]
+    k = tau.shape[-1] if tau.ndim else 0
+    if A.ndim < 2 or not k <= n <= m and name == "householder_product" or k > min(m, n) or tau.shape[:-1] != A.shape[:-2]:
+        raise ShapeError(f"linalg.{name}: A (..., m, n) with m >= n and tau (..., k) with k <= n, sharing the batch; got {A.shape} and {tau.shape}")
+    V = VF.tril(A[..., :, :k], -1) + VF.eye(m, k, dtype=A.dtype, device=A.device)
+    Q = VF.expand(VF.eye(m, dtype=A.dtype, device=A.device), A.shape[:-2] + (m, m))
+    for i in range(k):
+        v = V[..., :, i:i + 1]
+        Q = Q - (Q @ v) * VF.unsqueeze(tau[..., i:i + 1], -1) @ v.transpose(-1, -2)
+    return Q
+
+def householder_product(A: Tensor, tau: Tensor, *, out=None) -> Tensor:
+    "The first n columns of H₁ … H_k, Hᵢ = I - τᵢ vᵢ vᵢᵀ (vᵢ: 1 at i, A's column i below it)."
+    if out is not None: raise ArgumentError("linalg.householder_product: out= is not supported; use the returned tensor")
+    return _householder_q(A, tau, "householder_product")[..., :, :A.shape[-1]]
+
+def ormqr(input: Tensor, tau: Tensor, other: Tensor, left: bool = True, transpose: bool = False, *, out=None) -> Tensor:
+    "Q other, Qᵀ other, other Q or other Qᵀ, Q = H₁ … H_k from geqrf's input and tau."
+    Q = _householder_q(input, tau, "ormqr")
+    if transpose: Q = Q.transpose(-1, -2)
+    return Q @ other if left else other @ Q

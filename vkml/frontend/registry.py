@@ -335,7 +335,7 @@ _register(_STATS_OPERATORS)
 # %% ../../nbs/16_registry.ipynb #8cb87b8d
 _SIG = _Module("vkml.signal.windows")
 _TORCH.update({"vkml.signal.windows": "torch"})       # rows named signal.windows.hann: torch.signal.windows.hann
-_LA_MK = {"svd": "svd_old"}                           # torch.svd (V, not Vh) beside linalg.svd
+_LA_MK = {"svd": "svd_old", "lu": "lu_old", "lu_solve": "lu_solve_old"}   # torch.svd (V, not Vh) beside linalg.svd, ...
 
 def _linalg(category, rows):
     "Rows of vkml.linalg from (name, example); a name without a dot is PyTorch's torch.<name>."
@@ -357,7 +357,14 @@ _LIBRARY_OPERATORS: list = [
         ("linalg.vecdot", lambda: _LA.vecdot(_x(2, 3), _pos(3))),
         ("linalg.multi_dot", lambda: _LA.multi_dot([_x(3), _x(3, 4), _x(4, 2)])),
         ("linalg.matrix_power", lambda: _LA.matrix_power(_x(2, 3, 3), 3)),
-        ("linalg.cross", lambda: _LA.cross(_x(2, 3), _pos(1, 3)))]),
+        ("linalg.cross", lambda: _LA.cross(_x(2, 3), _pos(1, 3))),
+        ("linalg.lu_factor", lambda: tuple(_LA.lu_factor(_spd(3)))), ("linalg.lu_factor_ex", lambda: tuple(_LA.lu_factor_ex(_spd(3)))),
+        ("linalg.lu", lambda: tuple(_LA.lu(_x(4, 3)))), ("lu", lambda: tuple(_LA.lu_old(_spd(3)))),
+        ("lu_unpack", lambda: tuple(_LA.lu_unpack(*_LA.lu_factor(_spd(3))))),
+        ("linalg.lu_solve", lambda: _LA.lu_solve(*_LA.lu_factor(_spd(3)), _x(3, 2))),
+        ("lu_solve", lambda: _LA.lu_solve_old(_x(3, 2), *_LA.lu_factor(_spd(3)))),
+        ("linalg.householder_product", lambda: _LA.householder_product(_x(4, 3), _x(2))),
+        ("ormqr", lambda: _LA.ormqr(_x(4, 3), _x(2), _x(4, 2)))]),
     *_linalg("shape / indexing", [
         ("linalg.diagonal", lambda: _LA.diagonal(_x(2, 3, 3), offset=1)), ("linalg.vander", lambda: _LA.vander(_x(3), N=4))]),
     *_linalg("linear algebra", [

@@ -1140,7 +1140,7 @@ def multilabel_margin_loss(input, target, size_average=None, reduce=None, reduct
     x, t = _as_rows(input, target, "multilabel_margin_loss")
     _check_loss_args(input, reduction, "multilabel_margin_loss")
     if t.shape != x.shape: raise ShapeError(f"multilabel_margin_loss: the target {target.shape} must have the input's shape {input.shape}")
-    N, C = x.shape
+    C = x.shape[1]
     valid = VF.cumprod((t >= 0).cast(int64), 1) > 0                     # the targets before the first -1
     t = _check_targets(VF.where(valid, t, 0), C, -100, "multilabel_margin_loss")
     hit = _one_hot_of(t, C, x) & VF.unsqueeze(valid, -1)                   # (N, j, c): target j is class c

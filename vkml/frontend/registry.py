@@ -406,7 +406,10 @@ _LIBRARY_OPERATORS: list = [
         ("dropout2d", lambda: _F.dropout2d(_x(2, 3, 2, 2), 0.5)), ("dropout3d", lambda: _F.dropout3d(_x(3, 2, 2, 2), 0.5)),
         ("alpha_dropout", lambda: _F.alpha_dropout(_x(2, 3), 0.5, training=True)),
         ("feature_alpha_dropout", lambda: _F.feature_alpha_dropout(_x(2, 3, 2), 0.5, training=True)),
-        ("rrelu", lambda: _F.rrelu(_x(2, 3), training=True))]),
+        ("rrelu", lambda: _F.rrelu(_x(2, 3), training=True)),
+        ("grid_sample", lambda: _F.grid_sample(_x(1, 2, 3, 4), _x(1, 2, 3, 2, lo=-1.2, hi=0.9), align_corners=False)),
+        ("grid_sampler_2d", lambda: _F.grid_sampler_2d(_x(1, 2, 3, 4), _x(1, 2, 3, 2, lo=-1.2, hi=0.9), 0, 1, True)),
+        ("embedding_bag", lambda: _F.embedding_bag(_idx([1, 2, 4, 3, 0]), _x(5, 3), _idx([0, 2]), mode="mean"))]),
     *_ops("losses", _F, [
         ("margin_ranking_loss", lambda: _F.margin_ranking_loss(_x(4), _pos(4), _x(4).sign(), 0.1)),
         ("hinge_embedding_loss", lambda: _F.hinge_embedding_loss(_x(4), _x(4).sign())),

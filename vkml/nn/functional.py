@@ -29,7 +29,7 @@ __all__ = ['linear', 'conv2d', 'conv_transpose2d', 'max_pool2d', 'max_unpool2d',
            'margin_ranking_loss', 'hinge_embedding_loss', 'soft_margin_loss', 'cosine_embedding_loss',
            'multilabel_soft_margin_loss', 'poisson_nll_loss', 'gaussian_nll_loss', 'triplet_margin_with_distance_loss',
            'triplet_margin_loss', 'multi_margin_loss', 'multilabel_margin_loss', 'dropout2d', 'dropout3d',
-           'alpha_dropout', 'feature_alpha_dropout', 'rrelu']
+           'alpha_dropout', 'feature_alpha_dropout', 'rrelu', 'grid_sample', 'grid_sampler_2d', 'embedding_bag']
 
 # %% ../../nbs/17_nn_functional.ipynb #59fedae0
 def _float(x, what):
@@ -1206,3 +1206,93 @@ def rrelu(input, lower=1.0 / 8, upper=1.0 / 3, training=False, inplace=False) ->
     if not lower <= upper: raise ArgumentError(f"rrelu: lower {lower} must be <= upper {upper}")
     slope = VF.rand(input.shape, device=input.device) * (upper - lower) + lower if training else (lower + upper) / 2
     return VF.where(input >= 0, input, input * slope)
+
+# %% ../../nbs/17_nn_functional.ipynb #345b2bd9
+def _unnormalize(c, size, align):
+    "Grid coordinates in [-1, 1] as pixel coordinates."
+    return (c + 1.0) * ((size - 1) / 2.0) if align else ((c + 1.0) * size - 1.0) / 2.0
+
+def _reflect(c, twice_low, twice_high):
+    "c reflected into [twice_low/2, twice_high/2] (PyTorch's reflect_coordinates)."
+    if twice_low == twice_high: return c * 0.0
+    low, span = twice_low / 2.0, (twice_high - twice_low) / 2.0
+    c = VF.abs(c - low)
+    extra, flips = VF.fmod(c, span), VF.floor(c / span)
+    return VF.where(VF.fmod(flips, 2.0) == 0, extra + low, span - extra + low)
+
+def _source(c, size, padding, align):
+    c = _unnormalize(c, size, align)
+    if padding == "border": return VF.clamp(c, 0.0, size - 1.0)
+    if padding == "reflection":
+        c = _reflect(c, 0, 2 * (size - 1)) if align else _reflect(c, -1, 2 * size - 1)
+        return VF.clamp(c, 0.0, size - 1.0)
+    return c
+
+def _pixels(flat, iy, ix, H, W):
+    "flat (N, C, H·W) read at integer (iy, ix) (N, Hₒ, Wₒ): (N, C, Hₒ, Wₒ), 0 outside the input."
+    N, C = flat.shape[:2]
+    valid = (ix >= 0) & (ix < W) & (iy >= 0) & (iy < H)
+    lin = VF.reshape(VF.where(valid, iy * W + ix, 0), (N, 1, -1))
+    v = VF.reshape(VF.gather(flat, 2, VF.expand(lin, (N, C, lin.shape[-1]))), (N, C) + ix.shape[1:])
+    return VF.where(VF.unsqueeze(valid, 1), v, 0.0)
+
+def grid_sample(input, grid, mode="bilinear", padding_mode="zeros", align_corners=None) -> Tensor:
+    "input (N, C, H, W) sampled at grid (N, Hₒ, Wₒ, 2) of (x, y) in [-1, 1]: bilinear or nearest, zeros/border/reflection."
+    _float(input, "grid_sample"); _float(grid, "grid_sample's grid")
+    if mode not in ("bilinear", "nearest"): raise ArgumentError(f"grid_sample: mode must be 'bilinear' or 'nearest' (bicubic is not implemented), got {mode!r}")
+    if padding_mode not in ("zeros", "border", "reflection"):
+        raise ArgumentError(f"grid_sample: padding_mode must be 'zeros', 'border' or 'reflection', got {padding_mode!r}")
+    if input.ndim != 4 or grid.ndim != 4 or grid.shape[-1] != 2 or grid.shape[0] != input.shape[0]:
+        raise ShapeError(f"grid_sample takes input (N, C, H, W) and grid (N, Hₒ, Wₒ, 2) (rank 5 is beyond vkML), got {input.shape} and {grid.shape}")
+    if grid.dtype is not input.dtype: raise DTypeError(f"grid_sample: input {input.dtype.name} and grid {grid.dtype.name}: cast one with `.to(...)`")
+    N, C, H, W = input.shape
+    align = bool(align_corners)
+    ix, iy = _source(grid[..., 0], W, padding_mode, align), _source(grid[..., 1], H, padding_mode, align)
+    flat = VF.reshape(input, (N, C, H * W))
+    if mode == "nearest": return _pixels(flat, VF.round(iy).cast(int64), VF.round(ix).cast(int64), H, W)
+    x0, y0 = VF.floor(ix), VF.floor(iy)
+    wx, wy = VF.unsqueeze(ix - x0, 1), VF.unsqueeze(iy - y0, 1)
+    x0, y0 = x0.cast(int64), y0.cast(int64)
+    at = lambda dy, dx: _pixels(flat, y0 + dy, x0 + dx, H, W)
+    return (at(0, 0) * (1 - wx) + at(0, 1) * wx) * (1 - wy) + (at(1, 0) * (1 - wx) + at(1, 1) * wx) * wy
+
+_GRID_MODES, _GRID_PADDINGS = ("bilinear", "nearest", "bicubic"), ("zeros", "border", "reflection")
+
+def grid_sampler_2d(input, grid, interpolation_mode: int, padding_mode: int, align_corners: bool) -> Tensor:
+    "torch.grid_sampler_2d: grid_sample with its modes as integers (0 bilinear, 1 nearest; 0 zeros, 1 border, 2 reflection)."
+    if interpolation_mode not in (0, 1, 2) or padding_mode not in (0, 1, 2):
+        raise ArgumentError(f"grid_sampler_2d: interpolation_mode is 0, 1 or 2 and padding_mode 0, 1 or 2, got {interpolation_mode!r}, {padding_mode!r}")
+    return grid_sample(input, grid, _GRID_MODES[interpolation_mode], _GRID_PADDINGS[padding_mode], bool(align_corners))
+
+# %% ../../nbs/17_nn_functional.ipynb #b8b19cb1
+def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2, scale_grad_by_freq=False, mode="mean",
+                  sparse=False, per_sample_weights=None, include_last_offset=False, padding_idx=None) -> Tensor:
+    "The sum, mean or max of each bag's embeddings: the rows of a 2-D input, or the runs of a 1-D input that `offsets` start."
+    need_tensor("embedding_bag", input); _float(weight, "embedding_bag's weight")
+    if max_norm is not None or scale_grad_by_freq or sparse:
+        raise ArgumentError("embedding_bag: max_norm, scale_grad_by_freq and sparse are not supported (vkML's gradients are dense)")
+    if mode not in ("sum", "mean", "max"): raise ArgumentError(f"embedding_bag: mode must be 'sum', 'mean' or 'max', got {mode!r}")
+    if per_sample_weights is not None and mode != "sum": raise ArgumentError("embedding_bag: per_sample_weights go with mode='sum' only")
+    if input.dtype not in (int32, int64): raise DTypeError(f"embedding_bag: indices must be int64 or int32, got {input.dtype.name}: use `.long()`")
+    if input.ndim == 2:
+        if offsets is not None: raise ArgumentError("embedding_bag: a 2-D input is its own bags: pass offsets=None")
+        B, L = input.shape
+        idx, bag = VF.reshape(input, (B * L,)), VF.repeat_interleave(VF.arange(B, device=input.device), L)
+        if per_sample_weights is not None: per_sample_weights = VF.reshape(per_sample_weights, (B * L,))
+    elif input.ndim == 1:
+        need_tensor("embedding_bag's offsets", offsets)
+        if offsets.ndim != 1: raise ShapeError(f"embedding_bag: offsets must be 1-D, got {offsets.shape}")
+        starts = offsets[:-1] if include_last_offset else offsets
+        B, idx = starts.shape[0], input
+        bag = VF.sum((VF.unsqueeze(VF.arange(input.shape[0], device=input.device), 1) >= VF.unsqueeze(starts.cast(int64), 0)).cast(int64), 1) - 1
+    else: raise ShapeError(f"embedding_bag takes a 1-D input with offsets or a 2-D one, got shape {input.shape}")
+    rows = embedding(idx, weight)                                           # (n, D), indices checked there
+    if per_sample_weights is not None: rows = rows * VF.unsqueeze(per_sample_weights, 1)
+    member = VF.unsqueeze(bag, 0) == VF.unsqueeze(VF.arange(B, device=input.device), 1)                # (B, n)
+    if padding_idx is not None: member = member & VF.unsqueeze(idx != _padding_index(padding_idx, weight.shape[0]), 0)
+    if mode == "max":
+        best = VF.amax(VF.where(VF.unsqueeze(member, 2), VF.unsqueeze(rows, 0), -math.inf), 1)
+        return VF.where(VF.unsqueeze(VF.any(member, 1), 1), best, 0.0)
+    total = member.cast(weight.dtype) @ rows
+    if mode == "sum": return total
+    return total / VF.unsqueeze(VF.clamp_min(VF.sum(member.cast(weight.dtype), 1), 1.0), 1)

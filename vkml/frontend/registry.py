@@ -409,7 +409,9 @@ _LIBRARY_OPERATORS: list = [
         ("rrelu", lambda: _F.rrelu(_x(2, 3), training=True)),
         ("grid_sample", lambda: _F.grid_sample(_x(1, 2, 3, 4), _x(1, 2, 3, 2, lo=-1.2, hi=0.9), align_corners=False)),
         ("grid_sampler_2d", lambda: _F.grid_sampler_2d(_x(1, 2, 3, 4), _x(1, 2, 3, 2, lo=-1.2, hi=0.9), 0, 1, True)),
-        ("embedding_bag", lambda: _F.embedding_bag(_idx([1, 2, 4, 3, 0]), _x(5, 3), _idx([0, 2]), mode="mean"))]),
+        ("embedding_bag", lambda: _F.embedding_bag(_idx([1, 2, 4, 3, 0]), _x(5, 3), _idx([0, 2]), mode="mean")),
+        ("multi_head_attention_forward", lambda: tuple(_F.multi_head_attention_forward(
+            _x(3, 2, 4), _x(5, 2, 4), _pos(5, 2, 4), 4, 2, _x(12, 4), _x(12), None, None, False, 0.0, _x(4, 4), _x(4))))]),
     *_ops("losses", _F, [
         ("margin_ranking_loss", lambda: _F.margin_ranking_loss(_x(4), _pos(4), _x(4).sign(), 0.1)),
         ("hinge_embedding_loss", lambda: _F.hinge_embedding_loss(_x(4), _x(4).sign())),

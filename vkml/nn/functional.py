@@ -29,7 +29,8 @@ __all__ = ['linear', 'conv2d', 'conv_transpose2d', 'max_pool2d', 'max_unpool2d',
            'margin_ranking_loss', 'hinge_embedding_loss', 'soft_margin_loss', 'cosine_embedding_loss',
            'multilabel_soft_margin_loss', 'poisson_nll_loss', 'gaussian_nll_loss', 'triplet_margin_with_distance_loss',
            'triplet_margin_loss', 'multi_margin_loss', 'multilabel_margin_loss', 'dropout2d', 'dropout3d',
-           'alpha_dropout', 'feature_alpha_dropout', 'rrelu', 'grid_sample', 'grid_sampler_2d', 'embedding_bag']
+           'alpha_dropout', 'feature_alpha_dropout', 'rrelu', 'grid_sample', 'grid_sampler_2d', 'embedding_bag',
+           'multi_head_attention_forward']
 
 # %% ../../nbs/17_nn_functional.ipynb #59fedae0
 def _float(x, what):
@@ -1296,3 +1297,54 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2, scale
     total = member.cast(weight.dtype) @ rows
     if mode == "sum": return total
     return total / VF.unsqueeze(VF.clamp_min(VF.sum(member.cast(weight.dtype), 1), 1.0), 1)
+
+# %% ../../nbs/17_nn_functional.ipynb #293071c4
+def _attention_mask(mask, what, dtype):
+    "A boolean mask (True: not attended) as -inf, a float one as it is."
+    if mask is None: return None
+    need_tensor(what, mask)
+    return VF.where(mask, -math.inf, 0.0).cast(dtype) if mask.dtype is bool_ else mask
+
+def multi_head_attention_forward(query, key, value, embed_dim_to_check, num_heads, in_proj_weight, in_proj_bias,
+                                 bias_k, bias_v, add_zero_attn, dropout_p, out_proj_weight, out_proj_bias, training=True,
+                                 key_padding_mask=None, need_weights=True, attn_mask=None, use_separate_proj_weight=False,
+                                 q_proj_weight=None, k_proj_weight=None, v_proj_weight=None, static_k=None, static_v=None,
+                                 average_attn_weights=True, is_causal=False):
+    "(attention output (L, N, E), weights (N, L, S) or per head, or None): nn.MultiheadAttention's computation."
+    _float(query, "multi_head_attention_forward")
+    unbatched = query.ndim == 2
+    if unbatched: query, key, value = (VF.unsqueeze(t, 1) for t in (query, key, value))
+    if key_padding_mask is not None and unbatched: key_padding_mask = VF.unsqueeze(key_padding_mask, 0)
+    L, N, E = query.shape
+    if E != embed_dim_to_check or E % num_heads:
+        raise ShapeError(f"multi_head_attention_forward: embedding {E} must be embed_dim_to_check ({embed_dim_to_check}) and divide into {num_heads} heads")
+    H, hd = num_heads, E // num_heads
+    if use_separate_proj_weight: Wq, Wk, Wv = q_proj_weight, k_proj_weight, v_proj_weight
+    else: Wq, Wk, Wv = VF.chunk(in_proj_weight, 3, 0)
+    bq, bk, bv = VF.chunk(in_proj_bias, 3, 0) if in_proj_bias is not None else (None,) * 3
+    q, k, v = linear(query, Wq, bq), linear(key, Wk, bk), linear(value, Wv, bv)
+    mask, kpm = _attention_mask(attn_mask, "attn_mask", q.dtype), _attention_mask(key_padding_mask, "key_padding_mask", q.dtype)
+    if bias_k is not None:
+        k, v = VF.cat([k, VF.expand(bias_k, (1, N, E))], 0), VF.cat([v, VF.expand(bias_v, (1, N, E))], 0)
+        if mask is not None: mask = VF.pad(mask, (0, 1))
+        if kpm is not None: kpm = VF.pad(kpm, (0, 1))
+    heads = lambda t: VF.transpose(VF.reshape(t, (t.shape[0], N * H, hd)), 0, 1)      # (N·H, len, hd)
+    q, k, v = heads(q), static_k if static_k is not None else heads(k), static_v if static_v is not None else heads(v)
+    if add_zero_attn:
+        k, v = (VF.cat([t, VF.zeros(N * H, 1, hd, dtype=t.dtype, device=t.device)], 1) for t in (k, v))
+        if mask is not None: mask = VF.pad(mask, (0, 1))
+        if kpm is not None: kpm = VF.pad(kpm, (0, 1))
+    S = k.shape[1]
+    scores = (q * (1.0 / math.sqrt(hd))) @ VF.transpose(k, 1, 2)                      # (N·H, L, S)
+    if mask is not None: scores = scores + (mask if mask.ndim == 3 else VF.unsqueeze(mask, 0))
+    if kpm is not None: scores = VF.reshape(VF.reshape(scores, (N, H, L, S)) + VF.reshape(kpm, (N, 1, 1, S)), (N * H, L, S))
+    w = softmax(scores, -1)
+    if training and dropout_p > 0: w = dropout(w, dropout_p)
+    out = VF.reshape(VF.transpose(w @ v, 0, 1), (L * N, E))
+    out = VF.reshape(linear(out, out_proj_weight, out_proj_bias), (L, N, E))
+    weights = None
+    if need_weights:
+        weights = VF.reshape(w, (N, H, L, S))
+        if average_attn_weights: weights = VF.mean(weights, 1)
+        if unbatched: weights = VF.squeeze(weights, 0)
+    return (VF.squeeze(out, 1) if unbatched else out), weights

@@ -412,6 +412,7 @@ _LIBRARY_OPERATORS: list = [
         ("embedding_bag", lambda: _F.embedding_bag(_idx([1, 2, 4, 3, 0]), _x(5, 3), _idx([0, 2]), mode="mean")),
         ("multi_head_attention_forward", lambda: tuple(_F.multi_head_attention_forward(
             _x(3, 2, 4), _x(5, 2, 4), _pos(5, 2, 4), 4, 2, _x(12, 4), _x(12), None, None, False, 0.0, _x(4, 4), _x(4))))]),
+    *_ops("losses", _F, [("ctc_loss", lambda: _F.ctc_loss(_F.log_softmax(_x(5, 2, 4), -1), _idx([[1, 2, 2], [3, 1, 0]]), _idx([5, 4]), _idx([3, 2])))]),
     *_ops("losses", _F, [
         ("margin_ranking_loss", lambda: _F.margin_ranking_loss(_x(4), _pos(4), _x(4).sign(), 0.1)),
         ("hinge_embedding_loss", lambda: _F.hinge_embedding_loss(_x(4), _x(4).sign())),

@@ -30,7 +30,7 @@ __all__ = ['linear', 'conv2d', 'conv_transpose2d', 'max_pool2d', 'max_unpool2d',
            'multilabel_soft_margin_loss', 'poisson_nll_loss', 'gaussian_nll_loss', 'triplet_margin_with_distance_loss',
            'triplet_margin_loss', 'multi_margin_loss', 'multilabel_margin_loss', 'dropout2d', 'dropout3d',
            'alpha_dropout', 'feature_alpha_dropout', 'rrelu', 'grid_sample', 'grid_sampler_2d', 'embedding_bag',
-           'multi_head_attention_forward']
+           'multi_head_attention_forward', 'ctc_loss']
 
 # %% ../../nbs/17_nn_functional.ipynb #59fedae0
 def _float(x, what):
@@ -1348,3 +1348,52 @@ def multi_head_attention_forward(query, key, value, embed_dim_to_check, num_head
         if average_attn_weights: weights = VF.mean(weights, 1)
         if unbatched: weights = VF.squeeze(weights, 0)
     return (VF.squeeze(out, 1) if unbatched else out), weights
+
+# %% ../../nbs/17_nn_functional.ipynb #7cbdf126
+_NO_PATH = -1e30   # log-probability of an impossible path: finite, so gradients through logaddexp stay finite
+
+def _lengths(v, n, what, device):
+    t = v if isinstance(v, Tensor) else VF.tensor(list(v) if isinstance(v, (list, tuple)) else [v], device=device)
+    if t.ndim == 0: t = VF.reshape(t, (1,))                  # an unbatched sample's length
+    if t.dtype not in (int32, int64): raise DTypeError(f"ctc_loss: {what} must be integers, got {t.dtype.name}")
+    if t.shape != (n,): raise ShapeError(f"ctc_loss: {what} must hold one length per sample ({n}), got shape {t.shape}")
+    return t.cast(int64)
+
+def _shift(a, k):
+    "a moved k places right along the last axis, impossible paths coming in."
+    return VF.cat([VF.full_like(a[..., :k], _NO_PATH), a[..., :-k]], -1)
+
+def ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=0, reduction="mean", zero_infinity=False) -> Tensor:
+    "Connectionist temporal classification: -log Σ over the alignments of the targets to the (T, N, C) log-probabilities."
+    _float(log_probs, "ctc_loss"); need_tensor("ctc_loss's targets", targets)
+    _check_loss_args(log_probs, reduction, "ctc_loss")
+    unbatched = log_probs.ndim == 2
+    if unbatched: log_probs, targets = VF.unsqueeze(log_probs, 1), VF.unsqueeze(targets, 0)
+    if log_probs.ndim != 3: raise ShapeError(f"ctc_loss takes (T, N, C) or (T, C) log-probabilities, got {log_probs.shape}")
+    T, N, C = log_probs.shape
+    Ti, Si = _lengths(input_lengths, N, "input_lengths", log_probs.device), _lengths(target_lengths, N, "target_lengths", log_probs.device)
+    if targets.dtype not in (int32, int64): raise DTypeError(f"ctc_loss: targets must be class indices (int64), got {targets.dtype.name}")
+    if targets.ndim == 1:     # concatenated: sample n's targets start after the earlier samples'
+        S = max(targets.shape[0], 1)
+        start = VF.cumsum(Si, 0) - Si
+        pos = VF.clamp_max(VF.unsqueeze(start, 1) + VF.arange(S, device=targets.device), max(targets.shape[0] - 1, 0))
+        targets = VF.gather(targets, 0, VF.reshape(pos, (N * S,))).reshape(N, S) if targets.shape[0] else VF.zeros(N, S, dtype=int64, device=targets.device)
+    S = targets.shape[1]
+    ext = VF.stack([VF.full_like(targets.cast(int64), blank), targets.cast(int64)], 2).reshape(N, 2 * S)
+    ext = VF.cat([ext, VF.full((N, 1), blank, dtype=int64, device=ext.device)], 1)             # (N, 2S + 1)
+    skip = VF.cat([VF.zeros(N, 2, dtype=bool_, device=ext.device), (ext[:, 2:] != blank) & (ext[:, 2:] != ext[:, :-2])], 1)
+    emit = lambda t: VF.gather(log_probs[t], 1, ext)                                        # (N, 2S + 1)
+    first = VF.arange(2 * S + 1, device=ext.device) < 2
+    alpha = VF.where(first, emit(0), _NO_PATH)
+    for t in range(1, T):
+        step = VF.logaddexp(VF.logaddexp(alpha, _shift(alpha, 1)), VF.where(skip, _shift(alpha, 2), _NO_PATH)) + emit(t)
+        alpha = VF.where(VF.unsqueeze(Ti > t, 1), VF.clamp_min(step, _NO_PATH), alpha)
+    end = VF.unsqueeze(2 * Si, 1)
+    last = VF.gather(alpha, 1, end)[:, 0]
+    before = VF.where(Si > 0, VF.gather(alpha, 1, VF.clamp_min(end - 1, 0))[:, 0], _NO_PATH)
+    loss = -VF.logaddexp(last, before)
+    impossible = loss > -_NO_PATH / 2
+    loss = VF.where(impossible, 0.0 if zero_infinity else math.inf, loss)
+    if unbatched: loss, Si = loss[0], Si[0]
+    if reduction == "mean": return VF.mean(loss / VF.clamp_min(Si, 1).cast(loss.dtype))
+    return _reduce_loss(loss, reduction, "ctc_loss")

@@ -153,7 +153,7 @@ def test_gradients_match_torch(name, device):
             oracle.assert_close(got, d[f"{name}/grad{i}"], what=f"{name} grad{i}", same_dtype=False, **tol)
 
 
-SYMMETRIC = {"linalg.eigvalsh", "linalg.cholesky_ex"}
+SYMMETRIC = {"linalg.eigvalsh", "linalg.cholesky_ex", "linalg.matrix_sqrth"}
 "Rows that read one triangle of a symmetric matrix: their gradient is that of a function of a symmetric matrix."
 FACTOR = {"cholesky_solve": 1, "cholesky_inverse": 0}
 "Rows that read one triangle of a Cholesky factor (input i) and, as PyTorch, pass the gradient to all of it."

@@ -22,7 +22,7 @@ __all__ = ['SlogdetResult', 'EighResult', 'QRResult', 'SVDResult', 'cholesky', '
            'solve_triangular', 'triangular_solve', 'cholesky_solve', 'cholesky_inverse', 'tensorinv', 'tensorsolve',
            'inv_ex', 'cholesky_ex', 'solve_ex', 'svd_old', 'LUFactorResult', 'LUFactorExResult', 'LUResult',
            'lu_factor', 'lu_factor_ex', 'lu_unpack', 'lu', 'lu_solve', 'lu_old', 'lu_solve_old', 'householder_product',
-           'ormqr']
+           'ormqr', 'PolarResult', 'matrix_sqrth', 'polar', 'matrix_exp']
 
 # %% ../nbs/18_linalg.ipynb #ce3a9bd1
 def _check(name: str, A, square: bool = True, out=None) -> None:
@@ -573,3 +573,43 @@ def ormqr(input: Tensor, tau: Tensor, other: Tensor, left: bool = True, transpos
     Q = _householder_q(input, tau, "ormqr")
     if transpose: Q = Q.transpose(-1, -2)
     return Q @ other if left else other @ Q
+
+# %% ../nbs/18_linalg.ipynb #82516bf7
+class PolarResult(NamedTuple):
+    "`linalg.polar`'s result: A = U H."
+    U: Tensor
+    H: Tensor
+
+def matrix_sqrth(A: Tensor) -> Tensor:
+    "The symmetric positive-definite square root of a symmetric positive-definite matrix (its lower triangle read)."
+    _check("matrix_sqrth", A)
+    lam, V = eigh(A)
+    return (V * VF.unsqueeze(VF.sqrt(lam), -2)) @ V.transpose(-1, -2)
+
+def polar(A: Tensor, *, out=None) -> PolarResult:
+    "A = U H: U with orthonormal columns, H symmetric positive-semidefinite (m >= n)."
+    _check("polar", A, square=False, out=out)
+    if A.shape[-2] < A.shape[-1]: raise ShapeError(f"linalg.polar takes m >= n, got shape {A.shape}")
+    W, s, Vh = svd(A, full_matrices=False)
+    return PolarResult(W @ Vh, (Vh.transpose(-1, -2) * VF.unsqueeze(s, -2)) @ Vh)
+
+_EXP_THETA, _EXP_DEGREE, _EXP_BITS = 1.090863719290036, 18, 6    # s < 2⁶ squarings
+
+def matrix_exp(A: Tensor) -> Tensor:
+    "e^A by scaling and squaring: each matrix's own number of squarings, chosen on its device."
+    need_tensor("matrix_exp", A)
+    check_dtype("matrix_exp", A.dtype, FLOATS)
+    if A.ndim < 2 or A.shape[-1] != A.shape[-2]: raise ShapeError(f"matrix_exp takes square matrices (..., n, n), got shape {A.shape}")
+    n = A.shape[-1]
+    norm1 = VF.amax(VF.sum(VF.abs(A), -2), -1, keepdim=True)                    # (..., 1): the 1-norm
+    s = VF.clamp(VF.ceil(VF.log2(VF.clamp_min(norm1.detach(), 1e-30) / _EXP_THETA)), 0, 2 ** _EXP_BITS - 1)
+    X = A * VF.unsqueeze(VF.exp2(-s), -1)
+    eye = VF.expand(VF.eye(n, dtype=A.dtype, device=A.device), A.shape)
+    E = eye
+    for k in range(_EXP_DEGREE, 0, -1): E = eye + (X @ E) * (1.0 / k)          # Horner: I + X/1 (I + X/2 (I + …))
+    for j in range(_EXP_BITS):                      # s's bit j set: square 2ʲ times (else square I: no overflow, no nan)
+        bit = VF.unsqueeze(VF.fmod(VF.floor(s * 2.0 ** -j), 2.0) == 1, -1)
+        Q = VF.where(bit, E, eye)
+        for _ in range(2 ** j): Q = Q @ Q
+        E = VF.where(bit, Q, E)
+    return E

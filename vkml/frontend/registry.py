@@ -363,6 +363,7 @@ _LIBRARY_OPERATORS: list = [
         ("lu_unpack", lambda: tuple(_LA.lu_unpack(*_LA.lu_factor(_spd(3))))),
         ("linalg.lu_solve", lambda: _LA.lu_solve(*_LA.lu_factor(_spd(3)), _x(3, 2))),
         ("lu_solve", lambda: _LA.lu_solve_old(_x(3, 2), *_LA.lu_factor(_spd(3)))),
+        ("matrix_exp", lambda: _LA.matrix_exp(_x(2, 3, 3))),
         ("linalg.householder_product", lambda: _LA.householder_product(_x(4, 3), _x(2))),
         ("ormqr", lambda: _LA.ormqr(_x(4, 3), _x(2), _x(4, 2)))]),
     *_linalg("shape / indexing", [
@@ -379,7 +380,8 @@ _LIBRARY_OPERATORS: list = [
         ("linalg.tensorinv", lambda: _LA.tensorinv(_spd(4).reshape(4, 2, 2), 1)),
         ("linalg.tensorsolve", lambda: _LA.tensorsolve(_spd(4).reshape(2, 2, 4), _x(2, 2))),
         ("linalg.inv_ex", lambda: tuple(_LA.inv_ex(_spd(3)))), ("linalg.cholesky_ex", lambda: tuple(_LA.cholesky_ex(_spd(3)))),
-        ("linalg.solve_ex", lambda: tuple(_LA.solve_ex(_spd(3), _x(3)))), ("svd", lambda: tuple(_LA.svd_old(_x(4, 3))))]),
+        ("linalg.solve_ex", lambda: tuple(_LA.solve_ex(_spd(3), _x(3)))), ("svd", lambda: tuple(_LA.svd_old(_x(4, 3)))),
+        ("linalg.matrix_sqrth", lambda: _LA.matrix_sqrth(_spd(3))), ("linalg.polar", lambda: tuple(_LA.polar(_x(4, 3))))]),
     *_masked("nn functional", [(n, (lambda n=n: getattr(_MK, n)(_x(2, 3), 1, mask=_keep(2, 3)))) for n in
              ("sum", "mean", "amax", "amin", "argmax", "argmin", "prod", "logsumexp", "var", "std", "median")]),
     *_masked("nn functional", [("norm", lambda: _MK.norm(_x(2, 3), 2.0, 1, mask=_keep(2, 3))),
@@ -412,7 +414,8 @@ _LIBRARY_OPERATORS: list = [
         ("embedding_bag", lambda: _F.embedding_bag(_idx([1, 2, 4, 3, 0]), _x(5, 3), _idx([0, 2]), mode="mean")),
         ("multi_head_attention_forward", lambda: tuple(_F.multi_head_attention_forward(
             _x(3, 2, 4), _x(5, 2, 4), _pos(5, 2, 4), 4, 2, _x(12, 4), _x(12), None, None, False, 0.0, _x(4, 4), _x(4))))]),
-    *_ops("losses", _F, [("ctc_loss", lambda: _F.ctc_loss(_F.log_softmax(_x(5, 2, 4), -1), _idx([[1, 2, 2], [3, 1, 0]]), _idx([5, 4]), _idx([3, 2])))]),
+    *_ops("losses", _F, [("linear_cross_entropy", lambda: _F.linear_cross_entropy(_x(3, 4), _x(5, 4), _idx([0, 4, 2]), linear_bias=_x(5))),
+                         ("ctc_loss", lambda: _F.ctc_loss(_F.log_softmax(_x(5, 2, 4), -1), _idx([[1, 2, 2], [3, 1, 0]]), _idx([5, 4]), _idx([3, 2])))]),
     *_ops("losses", _F, [
         ("margin_ranking_loss", lambda: _F.margin_ranking_loss(_x(4), _pos(4), _x(4).sign(), 0.1)),
         ("hinge_embedding_loss", lambda: _F.hinge_embedding_loss(_x(4), _x(4).sign())),

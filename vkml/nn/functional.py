@@ -30,7 +30,7 @@ __all__ = ['linear', 'conv2d', 'conv_transpose2d', 'max_pool2d', 'max_unpool2d',
            'multilabel_soft_margin_loss', 'poisson_nll_loss', 'gaussian_nll_loss', 'triplet_margin_with_distance_loss',
            'triplet_margin_loss', 'multi_margin_loss', 'multilabel_margin_loss', 'dropout2d', 'dropout3d',
            'alpha_dropout', 'feature_alpha_dropout', 'rrelu', 'grid_sample', 'grid_sampler_2d', 'embedding_bag',
-           'multi_head_attention_forward', 'ctc_loss']
+           'multi_head_attention_forward', 'ctc_loss', 'linear_cross_entropy']
 
 # %% ../../nbs/17_nn_functional.ipynb #59fedae0
 def _float(x, what):
@@ -1397,3 +1397,10 @@ def ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=0, reducti
     if unbatched: loss, Si = loss[0], Si[0]
     if reduction == "mean": return VF.mean(loss / VF.clamp_min(Si, 1).cast(loss.dtype))
     return _reduce_loss(loss, reduction, "ctc_loss")
+
+# %% ../../nbs/17_nn_functional.ipynb #ab1412d7
+def linear_cross_entropy(input, linear_weight, target, *, linear_bias=None, weight=None, reduction="mean", ignore_index=None,
+                         label_smoothing=0.0, options=None) -> Tensor:
+    "cross_entropy(linear(input, linear_weight, linear_bias), target, ...)."
+    return cross_entropy(linear(input, linear_weight, linear_bias), target, weight, -100 if ignore_index is None else ignore_index,
+                         reduction, label_smoothing)

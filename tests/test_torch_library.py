@@ -304,3 +304,9 @@ def test_nn_functional_errors_are_typed():
     with pytest.raises(vkml.ArgumentError, match="reduction"): F.soft_margin_loss(x, x, reduction="avg")
     with pytest.raises(vkml.ShapeError, match="conv_transpose1d's weight"): F.conv_transpose1d(vkml.ones(1, 2, 3), vkml.ones(2, 3))
     with pytest.raises(vkml.ShapeError): F.local_response_norm(x, 2)
+
+
+def test_geqrf_is_differentiable():
+    "PyTorch has no derivative for geqrf; vkML's composition has one, checked against central differences."
+    a = np.random.default_rng(11).standard_normal((4, 3))
+    assert gradcheck(lambda t: tuple(vkml.linalg.geqrf(t)), [a])

@@ -22,7 +22,7 @@ __all__ = ['SlogdetResult', 'EighResult', 'QRResult', 'SVDResult', 'cholesky', '
            'solve_triangular', 'triangular_solve', 'cholesky_solve', 'cholesky_inverse', 'tensorinv', 'tensorsolve',
            'inv_ex', 'cholesky_ex', 'solve_ex', 'svd_old', 'LUFactorResult', 'LUFactorExResult', 'LUResult',
            'lu_factor', 'lu_factor_ex', 'lu_unpack', 'lu', 'lu_solve', 'lu_old', 'lu_solve_old', 'householder_product',
-           'ormqr', 'PolarResult', 'matrix_sqrth', 'polar', 'matrix_exp']
+           'ormqr', 'GeqrfResult', 'geqrf', 'PolarResult', 'matrix_sqrth', 'polar', 'matrix_exp']
 
 # %% ../nbs/18_linalg.ipynb #ce3a9bd1
 def _check(name: str, A, square: bool = True, out=None) -> None:
@@ -573,6 +573,34 @@ def ormqr(input: Tensor, tau: Tensor, other: Tensor, left: bool = True, transpos
     Q = _householder_q(input, tau, "ormqr")
     if transpose: Q = Q.transpose(-1, -2)
     return Q @ other if left else other @ Q
+
+# %% ../nbs/18_linalg.ipynb #8ac083ce
+class GeqrfResult(NamedTuple):
+    "`geqrf`'s result: R on and above the diagonal, the reflectors' vectors below it, and their scales."
+    a: Tensor
+    tau: Tensor
+
+def geqrf(input: Tensor, *, out=None) -> GeqrfResult:
+    "LAPACK's Householder QR: (R with the reflectors below its diagonal, tau)."
+    _lu_check("geqrf", input)
+    if out is not None: raise ArgumentError("geqrf: out= is not supported; use the returned tensors")
+    m, n = input.shape[-2:]
+    R, taus = input, []
+    for j in range(min(m, n)):
+        alpha, x = R[..., j:j + 1, j:j + 1], R[..., j + 1:, j:j + 1]                   # (..., 1, 1), (..., m-j-1, 1)
+        xnorm = VF.norm(x, 2, (-2, -1), keepdim=True) if m - j > 1 else VF.zeros_like(alpha)
+        flat = xnorm == 0
+        beta = ((alpha < 0).cast(alpha.dtype) * 2.0 - 1.0) * VF.sqrt(alpha * alpha + xnorm * xnorm)    # -sign(α)·‖·‖
+        tau = VF.where(flat, 0.0, (beta - alpha) / VF.where(flat, 1.0, beta))
+        tail = VF.where(flat, 0.0, x / VF.where(flat, 1.0, alpha - beta))
+        v = VF.cat([VF.ones_like(alpha), tail], -2)                                     # (..., m-j, 1)
+        right = R[..., j:, j + 1:]
+        right = right - (v * tau) @ (v.transpose(-1, -2) @ right)
+        col = VF.cat([VF.where(flat, alpha, beta), tail], -2)
+        lower = VF.cat([R[..., j:, :j], col, right], -1) if j else VF.cat([col, right], -1)
+        R = VF.cat([R[..., :j, :], lower], -2) if j else lower
+        taus.append(tau[..., 0])
+    return GeqrfResult(R, VF.cat(taus, -1) if taus else VF.zeros(*input.shape[:-2], 0, dtype=input.dtype, device=input.device))
 
 # %% ../nbs/18_linalg.ipynb #82516bf7
 class PolarResult(NamedTuple):

@@ -363,7 +363,7 @@ _LIBRARY_OPERATORS: list = [
         ("lu_unpack", lambda: tuple(_LA.lu_unpack(*_LA.lu_factor(_spd(3))))),
         ("linalg.lu_solve", lambda: _LA.lu_solve(*_LA.lu_factor(_spd(3)), _x(3, 2))),
         ("lu_solve", lambda: _LA.lu_solve_old(_x(3, 2), *_LA.lu_factor(_spd(3)))),
-        ("matrix_exp", lambda: _LA.matrix_exp(_x(2, 3, 3))),
+        ("matrix_exp", lambda: _LA.matrix_exp(_x(2, 3, 3))), ("geqrf", lambda: tuple(_LA.geqrf(_x(4, 3)))),
         ("linalg.householder_product", lambda: _LA.householder_product(_x(4, 3), _x(2))),
         ("ormqr", lambda: _LA.ormqr(_x(4, 3), _x(2), _x(4, 2)))]),
     *_linalg("shape / indexing", [

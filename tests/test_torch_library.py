@@ -310,3 +310,17 @@ def test_geqrf_is_differentiable():
     "PyTorch has no derivative for geqrf; vkML's composition has one, checked against central differences."
     a = np.random.default_rng(11).standard_normal((4, 3))
     assert gradcheck(lambda t: tuple(vkml.linalg.geqrf(t)), [a])
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_fractional_max_pool_draws_its_own_samples(device):
+    "Without _random_samples the windows move with the generator's draws, and each output is the max of its window."
+    x = vkml.tensor(np.random.default_rng(12).standard_normal((2, 3, 9, 9)).astype(np.float32), device=device)
+    vkml.manual_seed(0)
+    y, i = F.fractional_max_pool2d(x, 2, output_size=4, return_indices=True)
+    got, idx = y.numpy(), i.numpy()
+    np.testing.assert_array_equal(np.take_along_axis(x.numpy().reshape(2, 3, 81), idx.reshape(2, 3, 16), 2).reshape(got.shape), got)
+    rows, cols = idx // 9, idx % 9
+    assert (np.diff(rows, axis=2) >= 0).all() and (np.diff(cols, axis=3) >= 0).all()
+    vkml.manual_seed(1)
+    assert not np.array_equal(F.fractional_max_pool2d(x, 2, output_size=4, return_indices=True)[1].numpy(), idx)

@@ -398,7 +398,8 @@ _LIBRARY_OPERATORS: list = [
     *_ops("matmul / conv / pool", _F, [
         ("conv_transpose1d", lambda: _F.conv_transpose1d(_x(1, 2, 5), _x(2, 3, 3), _x(3), stride=2)),
         ("adaptive_max_pool1d", lambda: _F.adaptive_max_pool1d(_x(1, 2, 7), 3)),
-        ("max_unpool1d", lambda: _F.max_unpool1d(*_F.max_pool1d(_x(1, 2, 6), 2, return_indices=True), 2))]),
+        ("max_unpool1d", lambda: _F.max_unpool1d(*_F.max_pool1d(_x(1, 2, 6), 2, return_indices=True), 2)),
+        ("fractional_max_pool2d", lambda: _F.fractional_max_pool2d(_x(1, 2, 5, 5), 2, output_size=3, _random_samples=_x(1, 2, 2, lo=0.1, hi=0.9)))]),
     *_ops("nn functional", _F, [
         ("upsample_nearest", lambda: _F.upsample_nearest(_x(1, 2, 2, 3), scale_factor=2)),
         ("upsample_bilinear", lambda: _F.upsample_bilinear(_x(1, 2, 2, 3), size=(3, 4))),

@@ -30,7 +30,7 @@ __all__ = ['linear', 'conv2d', 'conv_transpose2d', 'max_pool2d', 'max_unpool2d',
            'multilabel_soft_margin_loss', 'poisson_nll_loss', 'gaussian_nll_loss', 'triplet_margin_with_distance_loss',
            'triplet_margin_loss', 'multi_margin_loss', 'multilabel_margin_loss', 'dropout2d', 'dropout3d',
            'alpha_dropout', 'feature_alpha_dropout', 'rrelu', 'grid_sample', 'grid_sampler_2d', 'embedding_bag',
-           'multi_head_attention_forward', 'ctc_loss', 'linear_cross_entropy']
+           'multi_head_attention_forward', 'ctc_loss', 'linear_cross_entropy', 'fractional_max_pool2d']
 
 # %% ../../nbs/17_nn_functional.ipynb #59fedae0
 def _float(x, what):
@@ -1404,3 +1404,40 @@ def linear_cross_entropy(input, linear_weight, target, *, linear_bias=None, weig
     "cross_entropy(linear(input, linear_weight, linear_bias), target, ...)."
     return cross_entropy(linear(input, linear_weight, linear_bias), target, weight, -100 if ignore_index is None else ignore_index,
                          reduction, label_smoothing)
+
+# %% ../../nbs/17_nn_functional.ipynb #8ab2cbbd
+def _fractional_starts(u, size_in, size_out, k):
+    "(N, C, size_out) int64 window starts for the samples u (N, C) (PyTorch's generate_intervals)."
+    last = VF.full(u.shape + (1,), size_in - k, dtype=int64, device=u.device)
+    if size_out == 1: return last
+    alpha = (size_in - k) / (size_out - 1)
+    i = VF.arange(size_out - 1, dtype=u.dtype, device=u.device)
+    s = VF.floor((i + VF.unsqueeze(u, -1)) * alpha) - VF.floor(VF.unsqueeze(u, -1) * alpha)
+    return VF.cat([s.cast(int64), last], -1)
+
+def fractional_max_pool2d(input, kernel_size, output_size=None, output_ratio=None, return_indices=False, _random_samples=None):
+    "Max over k×k windows at pseudo-random fractional strides, to `output_size` (or `output_ratio` of the input)."
+    _float(input, "fractional_max_pool2d")
+    x, unb = _batched(input, "fractional_max_pool2d")
+    kh, kw = _pair(kernel_size, "kernel_size")
+    N, C, H, W = x.shape
+    if (output_size is None) == (output_ratio is None):
+        raise ArgumentError("fractional_max_pool2d: give output_size or output_ratio, one of them")
+    if output_size is None:
+        rh, rw = output_ratio if isinstance(output_ratio, (tuple, list)) else (output_ratio, output_ratio)
+        output_size = (int(H * rh), int(W * rw))
+    oh, ow = _pair(output_size, "output_size")
+    if not (0 < oh and oh + kh - 1 <= H and 0 < ow and ow + kw - 1 <= W):
+        raise ShapeError(f"fractional_max_pool2d: output {(oh, ow)} with kernel {(kh, kw)} does not fit the input {(H, W)}")
+    u = VF.rand((N, C, 2), device=x.device).cast(x.dtype) if _random_samples is None else _random_samples
+    if u.shape != (N, C, 2): raise ShapeError(f"fractional_max_pool2d: _random_samples must be ({N}, {C}, 2), got {u.shape}")
+    rows, cols = _fractional_starts(u[..., 1], H, oh, kh), _fractional_starts(u[..., 0], W, ow, kw)
+    base = VF.reshape(VF.unsqueeze(rows, -1) * W + VF.unsqueeze(cols, -2), (N, C, oh * ow))
+    offsets = [a * W + b for a in range(kh) for b in range(kw)]
+    flat = VF.reshape(x, (N, C, H * W))
+    vals = VF.stack([VF.gather(flat, 2, base + o) for o in offsets], -1)        # (N, C, oh·ow, kh·kw)
+    y = VF.reshape(VF.amax(vals, -1), (N, C, oh, ow))
+    if not _flag(return_indices, "return_indices", "fractional_max_pool2d"): return _unbatch(y, unb)
+    pick = VF.argmax(vals, -1)
+    i = base + VF.index_select(VF.tensor(offsets, device=x.device), 0, VF.reshape(pick, (-1,))).reshape(pick.shape)
+    return _unbatch(y, unb), _unbatch(VF.reshape(i, (N, C, oh, ow)), unb)

@@ -324,3 +324,20 @@ def test_fractional_max_pool_draws_its_own_samples(device):
     assert (np.diff(rows, axis=2) >= 0).all() and (np.diff(cols, axis=3) >= 0).all()
     vkml.manual_seed(1)
     assert not np.array_equal(F.fractional_max_pool2d(x, 2, output_size=4, return_indices=True)[1].numpy(), idx)
+
+
+def test_more_nn_functional_errors_are_typed():
+    lp = F.log_softmax(vkml.ones(4, 2, 3), -1)
+    with pytest.raises(vkml.ArgumentError, match="blank"): F.ctc_loss(lp, vkml.tensor([[1], [2]]), [4, 4], [1, 1], blank=3)
+    with pytest.raises(vkml.ShapeError, match="one length per sample"): F.ctc_loss(lp, vkml.tensor([[1], [2]]), [4], [1, 1])
+    with pytest.raises(vkml.ArgumentError, match="mode"): F.grid_sample(vkml.ones(1, 1, 2, 2), vkml.zeros(1, 1, 1, 2), mode="bicubic")
+    with pytest.raises(vkml.ShapeError, match="rank 5"): F.grid_sample(vkml.ones(1, 1, 2, 2), vkml.zeros(1, 1, 1, 3))
+    with pytest.raises(vkml.ArgumentError, match="per_sample_weights"): F.embedding_bag(vkml.tensor([[0, 1]]), vkml.ones(2, 2), per_sample_weights=vkml.ones(1, 2))
+    with pytest.raises(vkml.ArgumentError, match="one of them"): F.fractional_max_pool2d(vkml.ones(1, 1, 4, 4), 2)
+    with pytest.raises(vkml.ShapeError, match="does not fit"): F.fractional_max_pool2d(vkml.ones(1, 1, 4, 4), 3, output_size=3)
+    with pytest.raises(vkml.ShapeError, match="embed_dim_to_check"):
+        F.multi_head_attention_forward(vkml.ones(2, 1, 4), vkml.ones(2, 1, 4), vkml.ones(2, 1, 4), 4, 3, vkml.ones(12, 4), None,
+                                       None, None, False, 0.0, vkml.ones(4, 4), None)
+    with pytest.raises(vkml.ShapeError, match="m >= n"): vkml.linalg.polar(vkml.ones(2, 3))
+    with pytest.raises(vkml.ShapeError, match="square"): vkml.linalg.matrix_exp(vkml.ones(2, 3))
+    with pytest.raises(vkml.ShapeError, match="pivots"): vkml.linalg.lu_unpack(vkml.ones(3, 3), vkml.tensor([1, 2], dtype=vkml.int32))

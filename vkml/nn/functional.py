@@ -1371,6 +1371,7 @@ def ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=0, reducti
     if unbatched: log_probs, targets = VF.unsqueeze(log_probs, 1), VF.unsqueeze(targets, 0)
     if log_probs.ndim != 3: raise ShapeError(f"ctc_loss takes (T, N, C) or (T, C) log-probabilities, got {log_probs.shape}")
     T, N, C = log_probs.shape
+    if not 0 <= blank < C: raise ArgumentError(f"ctc_loss: blank must be a class in 0..{C - 1}, got {blank}")
     Ti, Si = _lengths(input_lengths, N, "input_lengths", log_probs.device), _lengths(target_lengths, N, "target_lengths", log_probs.device)
     if targets.dtype not in (int32, int64): raise DTypeError(f"ctc_loss: targets must be class indices (int64), got {targets.dtype.name}")
     if targets.ndim == 1:     # concatenated: sample n's targets start after the earlier samples'

@@ -30,7 +30,8 @@ __all__ = ['linear', 'conv2d', 'conv_transpose2d', 'max_pool2d', 'max_unpool2d',
            'multilabel_soft_margin_loss', 'poisson_nll_loss', 'gaussian_nll_loss', 'triplet_margin_with_distance_loss',
            'triplet_margin_loss', 'multi_margin_loss', 'multilabel_margin_loss', 'dropout2d', 'dropout3d',
            'alpha_dropout', 'feature_alpha_dropout', 'rrelu', 'grid_sample', 'grid_sampler_2d', 'embedding_bag',
-           'multi_head_attention_forward', 'ctc_loss', 'linear_cross_entropy', 'fractional_max_pool2d']
+           'multi_head_attention_forward', 'ctc_loss', 'linear_cross_entropy', 'fractional_max_pool2d', 'avg_pool3d',
+           'max_pool3d', 'adaptive_avg_pool3d', 'adaptive_max_pool3d', 'max_unpool3d']
 
 # %% ../../nbs/17_nn_functional.ipynb #59fedae0
 def _float(x, what):
@@ -1442,3 +1443,97 @@ def fractional_max_pool2d(input, kernel_size, output_size=None, output_ratio=Non
     pick = VF.argmax(vals, -1)
     i = base + VF.index_select(VF.tensor(offsets, device=x.device), 0, VF.reshape(pick, (-1,))).reshape(pick.shape)
     return _unbatch(y, unb), _unbatch(VF.reshape(i, (N, C, oh, ow)), unb)
+
+# %% ../../nbs/17_nn_functional.ipynb #8627f1e7
+def _triple(v, name, what) -> tuple:
+    "An int or three ints as three ints, checked like `_pair`'s."
+    v = tuple(v) if isinstance(v, (tuple, list)) else (v, v, v)
+    if len(v) != 3: raise ArgumentError(f"{what}: {name} must be an int or three ints, got {v!r}")
+    return (_single(v[0], name, what),) + _pair(v[1:], name)
+
+def _volume(x, what):
+    _float(x, what)
+    if x.ndim != 4:
+        raise ShapeError(f"{what} takes one volume (C, D, H, W); a batch (N, C, D, H, W) is rank 5, beyond vkML's {MAX_DIMS}: "
+                         f"loop over the batch. Got shape {x.shape}")
+
+def _depth_last(y):
+    "(C, D, Ho, Wo) as (C, Ho·Wo, 1, D): the depth as the width of one-row images."
+    C, D, Ho, Wo = y.shape
+    return VF.reshape(VF.transpose(VF.reshape(y, (C, D, Ho * Wo)), 1, 2), (C, Ho * Wo, 1, D))
+
+def _depth_back(z, Ho, Wo):
+    "(C, Ho·Wo, 1, Do) back to (C, Do, Ho, Wo)."
+    C, _, _, Do = z.shape
+    return VF.reshape(VF.transpose(VF.reshape(z, (C, Ho * Wo, Do)), 1, 2), (C, Do, Ho, Wo))
+
+def _volume_index(i2, iD, H, W):
+    "The flat d·H·W + h·W + w of each maximum: iD (C, Ho·Wo, 1, Do) its depth, i2 (C, D, Ho, Wo) the (h, w) per depth."
+    C, D, Ho, Wo = i2.shape
+    d = VF.transpose(VF.reshape(iD, (C, Ho * Wo, -1)), 1, 2)                     # (C, Do, Ho·Wo)
+    hw = VF.gather(VF.reshape(i2, (C, D, Ho * Wo)), 1, d)
+    return VF.reshape(d * (H * W) + hw, (C, d.shape[1], Ho, Wo))
+
+def avg_pool3d(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True, divisor_override=None) -> Tensor:
+    "The mean over each box window of one (C, D, H, W) volume (`divisor_override`: the sum over that number)."
+    _volume(input, "avg_pool3d")
+    k = _triple(kernel_size, "kernel_size", "avg_pool3d")
+    s = k if stride is None or (isinstance(stride, (tuple, list)) and not stride) else _triple(stride, "stride", "avg_pool3d")
+    p = _triple(padding, "padding", "avg_pool3d")
+    dv = None if divisor_override is None else 1
+    y = avg_pool2d(input, k[1:], s[1:], p[1:], ceil_mode, count_include_pad, dv)
+    z = avg_pool2d(_depth_last(y), (1, k[0]), (1, s[0]), (0, p[0]), ceil_mode, count_include_pad, divisor_override)
+    return _depth_back(z, *y.shape[2:])
+
+def max_pool3d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
+    "The maximum over each box window of one (C, D, H, W) volume; with `return_indices`, its flat position in D·H·W."
+    _volume(input, "max_pool3d")
+    k = _triple(kernel_size, "kernel_size", "max_pool3d")
+    s = k if stride is None or (isinstance(stride, (tuple, list)) and not stride) else _triple(stride, "stride", "max_pool3d")
+    p, d = _triple(padding, "padding", "max_pool3d"), _triple(dilation, "dilation", "max_pool3d")
+    y, i2 = max_pool2d(input, k[1:], s[1:], p[1:], d[1:], ceil_mode, True)
+    z, iD = max_pool2d(_depth_last(y), (1, k[0]), (1, s[0]), (0, p[0]), (1, d[0]), ceil_mode, True)
+    out = _depth_back(z, *y.shape[2:])
+    if not _flag(return_indices, "return_indices", "max_pool3d"): return out
+    return out, _volume_index(i2, iD, *input.shape[2:])
+
+# %% ../../nbs/17_nn_functional.ipynb #4d226e45
+def _output_size_3d(output_size, x, what):
+    o = tuple(output_size) if isinstance(output_size, (tuple, list)) else (output_size,) * 3
+    if len(o) != 3: raise ArgumentError(f"{what}: output_size must be an int or three (None keeps that size), got {output_size!r}")
+    o = tuple(x.shape[1 + i] if v is None else _single(v, "output_size", what) for i, v in enumerate(o))
+    if min(o) < 1: raise ArgumentError(f"{what}: output_size must be positive, got {o}")
+    return o
+
+def adaptive_avg_pool3d(input, output_size) -> Tensor:
+    "Average pooling of one (C, D, H, W) volume to `output_size` windows per axis (PyTorch's bounds)."
+    _volume(input, "adaptive_avg_pool3d")
+    od, oh, ow = _output_size_3d(output_size, input, "adaptive_avg_pool3d")
+    y = adaptive_avg_pool2d(input, (oh, ow))
+    return _depth_back(adaptive_avg_pool2d(_depth_last(y), (1, od)), oh, ow)
+
+def adaptive_max_pool3d(input, output_size, return_indices=False):
+    "Max pooling of one (C, D, H, W) volume to `output_size` windows per axis; with `return_indices`, the flat positions."
+    _volume(input, "adaptive_max_pool3d")
+    od, oh, ow = _output_size_3d(output_size, input, "adaptive_max_pool3d")
+    y, i2 = adaptive_max_pool2d(input, (oh, ow), return_indices=True)
+    z, iD = adaptive_max_pool2d(_depth_last(y), (1, od), return_indices=True)
+    out = _depth_back(z, oh, ow)
+    if not _flag(return_indices, "return_indices", "adaptive_max_pool3d"): return out
+    return out, _volume_index(i2, iD, *input.shape[2:])
+
+def max_unpool3d(input, indices, kernel_size, stride=None, padding=0, output_size=None) -> Tensor:
+    "The inverse of max_pool3d for one volume: zeros with each value at its flat position `indices` in D·H·W."
+    _volume(input, "max_unpool3d"); need_tensor("max_unpool3d's indices", indices)
+    if indices.dtype is not int64: raise DTypeError(f"max_unpool3d's indices must be int64, got {indices.dtype.name}: use `.long()`")
+    if indices.shape != input.shape: raise ShapeError(f"max_unpool3d: indices {indices.shape} must have the input's shape {input.shape}")
+    k = _triple(kernel_size, "kernel_size", "max_unpool3d")
+    s = k if stride is None else _triple(stride, "stride", "max_unpool3d")
+    p = _triple(padding, "padding", "max_unpool3d")
+    C, D, H, W = input.shape
+    out = tuple((n - 1) * si - 2 * pi + ki for n, si, pi, ki in zip((D, H, W), s, p, k))
+    if output_size is not None: out = tuple(int(v) for v in tuple(output_size)[-3:])
+    n = math.prod(out)
+    check_index_values("max_unpool3d", indices, n, "D*H*W")
+    y = VF.zeros((C, n), dtype=input.dtype, device=input.device).scatter(1, VF.reshape(indices, (C, -1)), VF.reshape(input, (C, -1)))
+    return VF.reshape(y, (C,) + out)

@@ -2600,6 +2600,8 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                     'vkml.nn.functional.fold': ('nn_functional.html#fold', 'vkml/nn/functional.py'),
                                     'vkml.nn.functional.fractional_max_pool2d': ( 'nn_functional.html#fractional_max_pool2d',
                                                                                   'vkml/nn/functional.py'),
+                                    'vkml.nn.functional.fractional_max_pool3d': ( 'nn_functional.html#fractional_max_pool3d',
+                                                                                  'vkml/nn/functional.py'),
                                     'vkml.nn.functional.gaussian_nll_loss': ( 'nn_functional.html#gaussian_nll_loss',
                                                                               'vkml/nn/functional.py'),
                                     'vkml.nn.functional.glu': ('nn_functional.html#glu', 'vkml/nn/functional.py'),

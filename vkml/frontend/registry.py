@@ -403,7 +403,8 @@ _LIBRARY_OPERATORS: list = [
         ("avg_pool3d", lambda: _F.avg_pool3d(_x(2, 4, 4, 4), 2)), ("max_pool3d", lambda: _F.max_pool3d(_x(2, 4, 4, 4), 2)),
         ("adaptive_avg_pool3d", lambda: _F.adaptive_avg_pool3d(_x(2, 5, 4, 3), (2, 3, 2))),
         ("adaptive_max_pool3d", lambda: _F.adaptive_max_pool3d(_x(2, 5, 4, 3), (2, 3, 2))),
-        ("max_unpool3d", lambda: _F.max_unpool3d(*_F.max_pool3d(_x(2, 4, 4, 4), 2, return_indices=True), 2))]),
+        ("max_unpool3d", lambda: _F.max_unpool3d(*_F.max_pool3d(_x(2, 4, 4, 4), 2, return_indices=True), 2)),
+        ("fractional_max_pool3d", lambda: _F.fractional_max_pool3d(_x(2, 4, 4, 4), 2, output_size=3, _random_samples=_x(1, 2, 3, lo=0.1, hi=0.9)))]),
     *_ops("nn functional", _F, [
         ("upsample_nearest", lambda: _F.upsample_nearest(_x(1, 2, 2, 3), scale_factor=2)),
         ("upsample_bilinear", lambda: _F.upsample_bilinear(_x(1, 2, 2, 3), size=(3, 4))),

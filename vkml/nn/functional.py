@@ -31,7 +31,7 @@ __all__ = ['linear', 'conv2d', 'conv_transpose2d', 'max_pool2d', 'max_unpool2d',
            'triplet_margin_loss', 'multi_margin_loss', 'multilabel_margin_loss', 'dropout2d', 'dropout3d',
            'alpha_dropout', 'feature_alpha_dropout', 'rrelu', 'grid_sample', 'grid_sampler_2d', 'embedding_bag',
            'multi_head_attention_forward', 'ctc_loss', 'linear_cross_entropy', 'fractional_max_pool2d', 'avg_pool3d',
-           'max_pool3d', 'adaptive_avg_pool3d', 'adaptive_max_pool3d', 'max_unpool3d']
+           'max_pool3d', 'adaptive_avg_pool3d', 'adaptive_max_pool3d', 'max_unpool3d', 'fractional_max_pool3d']
 
 # %% ../../nbs/17_nn_functional.ipynb #59fedae0
 def _float(x, what):
@@ -1537,3 +1537,30 @@ def max_unpool3d(input, indices, kernel_size, stride=None, padding=0, output_siz
     check_index_values("max_unpool3d", indices, n, "D*H*W")
     y = VF.zeros((C, n), dtype=input.dtype, device=input.device).scatter(1, VF.reshape(indices, (C, -1)), VF.reshape(input, (C, -1)))
     return VF.reshape(y, (C,) + out)
+
+# %% ../../nbs/17_nn_functional.ipynb #65827a98
+def fractional_max_pool3d(input, kernel_size, output_size=None, output_ratio=None, return_indices=False, _random_samples=None):
+    "fractional_max_pool2d's pseudo-random fractional windows over one (C, D, H, W) volume."
+    _volume(input, "fractional_max_pool3d")
+    k = _triple(kernel_size, "kernel_size", "fractional_max_pool3d")
+    C, D, H, W = input.shape
+    if (output_size is None) == (output_ratio is None):
+        raise ArgumentError("fractional_max_pool3d: give output_size or output_ratio, one of them")
+    if output_size is None:
+        r = output_ratio if isinstance(output_ratio, (tuple, list)) else (output_ratio,) * 3
+        output_size = tuple(int(n * ri) for n, ri in zip((D, H, W), r))
+    o = _triple(output_size, "output_size", "fractional_max_pool3d")
+    if not all(0 < oi and oi + ki - 1 <= n for oi, ki, n in zip(o, k, (D, H, W))):
+        raise ShapeError(f"fractional_max_pool3d: output {o} with kernel {k} does not fit the input {(D, H, W)}")
+    u = VF.rand((1, C, 3), device=input.device).cast(input.dtype) if _random_samples is None else _random_samples
+    if u.shape != (1, C, 3): raise ShapeError(f"fractional_max_pool3d: _random_samples must be (1, {C}, 3), got {u.shape}")
+    sd, sh, sw = (_fractional_starts(u[0, :, i], n, oi, ki) for i, (n, oi, ki) in enumerate(zip((D, H, W), o, k)))
+    base = (VF.reshape(sd, (C, o[0], 1, 1)) * (H * W) + VF.reshape(sh, (C, 1, o[1], 1)) * W + VF.reshape(sw, (C, 1, 1, o[2])))
+    base = VF.reshape(base, (C, math.prod(o)))
+    offsets = [a * H * W + b * W + c for a in range(k[0]) for b in range(k[1]) for c in range(k[2])]
+    vals = VF.stack([VF.gather(VF.reshape(input, (C, D * H * W)), 1, base + off) for off in offsets], -1)   # (C, cells, k³)
+    y = VF.reshape(VF.amax(vals, -1), (C,) + o)
+    if not _flag(return_indices, "return_indices", "fractional_max_pool3d"): return y
+    pick = VF.argmax(vals, -1)
+    i = base + VF.index_select(VF.tensor(offsets, device=input.device), 0, VF.reshape(pick, (-1,))).reshape(pick.shape)
+    return y, VF.reshape(i, (C,) + o)

@@ -332,7 +332,7 @@ _register(_SPECIAL_OPERATORS)
 _STATS_OPERATORS: list = []
 _register(_STATS_OPERATORS)
 
-# %% ../../nbs/16_registry.ipynb #8cb87b8d
+# %% ../../nbs/16_registry.ipynb #27db81b0
 _SIG = _Module("vkml.signal.windows")
 _TORCH.update({"vkml.signal.windows": "torch"})       # rows named signal.windows.hann: torch.signal.windows.hann
 _LA_MK = {"svd": "svd_old", "lu": "lu_old", "lu_solve": "lu_solve_old"}   # torch.svd (V, not Vh) beside linalg.svd, ...
@@ -382,6 +382,10 @@ _LIBRARY_OPERATORS: list = [
         ("linalg.inv_ex", lambda: tuple(_LA.inv_ex(_spd(3)))), ("linalg.cholesky_ex", lambda: tuple(_LA.cholesky_ex(_spd(3)))),
         ("linalg.solve_ex", lambda: tuple(_LA.solve_ex(_spd(3), _x(3)))), ("svd", lambda: tuple(_LA.svd_old(_x(4, 3)))),
         ("linalg.matrix_sqrth", lambda: _LA.matrix_sqrth(_spd(3))), ("linalg.polar", lambda: tuple(_LA.polar(_x(4, 3))))]),
+]
+
+# %% ../../nbs/16_registry.ipynb #fbf1d83b
+_LIBRARY_OPERATORS += [
     *_masked("nn functional", [(n, (lambda n=n: getattr(_MK, n)(_x(2, 3), 1, mask=_keep(2, 3)))) for n in
              ("sum", "mean", "amax", "amin", "argmax", "argmin", "prod", "logsumexp", "var", "std", "median")]),
     *_masked("nn functional", [("norm", lambda: _MK.norm(_x(2, 3), 2.0, 1, mask=_keep(2, 3))),
@@ -395,6 +399,10 @@ _LIBRARY_OPERATORS: list = [
       ("bartlett", "blackman", "cosine", "exponential", "gaussian", "hamming", "hann", "kaiser", "nuttall")],
     Operator("signal.windows.general_cosine", "creation", _SIG.general_cosine, lambda: _SIG.general_cosine(5, a=[0.5, 0.3, 0.2])),
     Operator("signal.windows.general_hamming", "creation", _SIG.general_hamming, lambda: _SIG.general_hamming(5, alpha=0.6)),
+]
+
+# %% ../../nbs/16_registry.ipynb #0b245ba6
+_LIBRARY_OPERATORS += [
     *_ops("matmul / conv / pool", _F, [
         ("conv_transpose1d", lambda: _F.conv_transpose1d(_x(1, 2, 5), _x(2, 3, 3), _x(3), stride=2)),
         ("adaptive_max_pool1d", lambda: _F.adaptive_max_pool1d(_x(1, 2, 7), 3)),

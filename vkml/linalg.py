@@ -17,7 +17,7 @@ import vkml.frontend.functions as VF
 # %% auto #0
 __all__ = ['SlogdetResult', 'EighResult', 'QRResult', 'SVDResult', 'cholesky', 'inv', 'det', 'slogdet', 'logdet', 'solve', 'eigh',
            'qr', 'svd', 'vector_norm', 'matrix_norm', 'norm', 'vecdot', 'multi_dot', 'matrix_power', 'diagonal',
-           'vander', 'cross', 'LstsqResult', 'svdvals', 'eigvalsh', 'pinv', 'pinverse', 'matrix_rank', 'cond', 'lstsq',
+           'vander', 'cross', 'svdvals', 'eigvalsh', 'pinv', 'pinverse', 'matrix_rank', 'cond', 'LstsqResult', 'lstsq',
            'TriangularSolveResult', 'InvExResult', 'CholeskyExResult', 'SolveExResult', 'SVDOldResult',
            'solve_triangular', 'triangular_solve', 'cholesky_solve', 'cholesky_inverse', 'tensorinv', 'tensorsolve',
            'inv_ex', 'cholesky_ex', 'solve_ex', 'svd_old', 'LUFactorResult', 'LUFactorExResult', 'LUResult',
@@ -254,14 +254,7 @@ def cross(x: Tensor, y: Tensor, *, dim: int = -1, out=None) -> Tensor:
     x, y = expand_to(x, shape), expand_to(y, shape)
     return VF.roll(x, -1, dim) * VF.roll(y, -2, dim) - VF.roll(x, -2, dim) * VF.roll(y, -1, dim)
 
-# %% ../nbs/18_linalg.ipynb #2c0fb130
-class LstsqResult(NamedTuple):
-    "`linalg.lstsq`'s result (the `gelsy` driver's: residuals and singular values empty)."
-    solution: Tensor
-    residuals: Tensor
-    rank: Tensor
-    singular_values: Tensor
-
+# %% ../nbs/18_linalg.ipynb #932cfb93
 def svdvals(A: Tensor, *, driver=None, out=None) -> Tensor:
     "The singular values of each matrix, in descending order."
     _check("svdvals", A, square=False, out=out)
@@ -306,6 +299,14 @@ def cond(A: Tensor, p=None, *, out=None) -> Tensor:
         hi, lo = VF.amax(s, -1), VF.amin(s, -1)
         return hi / lo if p != -2 else lo / hi
     return matrix_norm(A, p) * matrix_norm(inv(A), p)
+
+# %% ../nbs/18_linalg.ipynb #f279ca67
+class LstsqResult(NamedTuple):
+    "`linalg.lstsq`'s result (the `gelsy` driver's: residuals and singular values empty)."
+    solution: Tensor
+    residuals: Tensor
+    rank: Tensor
+    singular_values: Tensor
 
 def lstsq(A: Tensor, B: Tensor, rcond=None, *, driver=None) -> LstsqResult:
     "The minimum-norm least-squares solution of A X ≈ B (B: (..., m, k) or (..., m)), with A's rank."

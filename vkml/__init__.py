@@ -22,7 +22,7 @@ from .frontend.functions import *   # every operator's function form: its names 
 from .nn.functional import matmul, softmax, log_softmax
 import vkml.backends.vulkan   # registers the "vulkan" backend (touches no device)
 from .frontend import registry
-from . import nn, optim, io, data, linalg, distributed, amp, special, masked   # distributed loads MPI only in init_process_group()
+from . import nn, optim, io, data, linalg, distributed, amp, special, masked, signal   # distributed loads MPI only in init_process_group()
 from .amp import autocast   # torch.autocast's place
 from .linalg import logdet
 from .engine.jit import jit, Jit

@@ -433,8 +433,117 @@ _STATS_OPERATORS: list = [
 ]
 _register(_STATS_OPERATORS)
 
-# %% ../../nbs/16_registry.ipynb #8cb87b8d
-_LIBRARY_OPERATORS: list = []
+# %% ../../nbs/16_registry.ipynb #27db81b0
+_SIG = _Module("vkml.signal.windows")
+_TORCH.update({"vkml.signal.windows": "torch"})       # rows named signal.windows.hann: torch.signal.windows.hann
+_LA_MK = {"svd": "svd_old", "lu": "lu_old", "lu_solve": "lu_solve_old"}   # torch.svd (V, not Vh) beside linalg.svd, ...
+
+def _linalg(category, rows):
+    "Rows of vkml.linalg from (name, example); a name without a dot is PyTorch's torch.<name>."
+    return [Operator(n, category, getattr(_LA, _LA_MK.get(n, n.removeprefix("linalg."))), ex) for n, ex in rows]
+
+def _masked(category, rows):
+    return [Operator(f"masked.{n}", category, getattr(_MK, n), ex) for n, ex in rows]
+
+def _keep(*shape):
+    "A mask that keeps some of every row (no slice empty: the examples stay finite)."
+    from vkml.frontend.tensor import tensor
+    return tensor(np.arange(int(np.prod(shape))).reshape(shape) % 3 != 1)
+
+_LIBRARY_OPERATORS: list = [
+    *_linalg("matmul / conv / pool", [     # the fuzzer draws "reductions" from vkml.frontend.functions: these are not there
+        ("linalg.vector_norm", lambda: _LA.vector_norm(_x(2, 3), 3.0, 1)),
+        ("linalg.matrix_norm", lambda: _LA.matrix_norm(_x(2, 3, 4))), ("linalg.norm", lambda: _LA.norm(_x(2, 3), dim=1))]),
+    *_linalg("matmul / conv / pool", [
+        ("linalg.vecdot", lambda: _LA.vecdot(_x(2, 3), _pos(3))),
+        ("linalg.multi_dot", lambda: _LA.multi_dot([_x(3), _x(3, 4), _x(4, 2)])),
+        ("linalg.matrix_power", lambda: _LA.matrix_power(_x(2, 3, 3), 3)),
+        ("linalg.cross", lambda: _LA.cross(_x(2, 3), _pos(1, 3))),
+        ("linalg.lu_factor", lambda: tuple(_LA.lu_factor(_spd(3)))), ("linalg.lu_factor_ex", lambda: tuple(_LA.lu_factor_ex(_spd(3)))),
+        ("linalg.lu", lambda: tuple(_LA.lu(_x(4, 3)))), ("lu", lambda: tuple(_LA.lu_old(_spd(3)))),
+        ("lu_unpack", lambda: tuple(_LA.lu_unpack(*_LA.lu_factor(_spd(3))))),
+        ("linalg.lu_solve", lambda: _LA.lu_solve(*_LA.lu_factor(_spd(3)), _x(3, 2))),
+        ("lu_solve", lambda: _LA.lu_solve_old(_x(3, 2), *_LA.lu_factor(_spd(3)))),
+        ("matrix_exp", lambda: _LA.matrix_exp(_x(2, 3, 3))), ("geqrf", lambda: tuple(_LA.geqrf(_x(4, 3)))),
+        ("linalg.householder_product", lambda: _LA.householder_product(_x(4, 3), _x(2))),
+        ("ormqr", lambda: _LA.ormqr(_x(4, 3), _x(2), _x(4, 2)))]),
+    *_linalg("shape / indexing", [
+        ("linalg.diagonal", lambda: _LA.diagonal(_x(2, 3, 3), offset=1)), ("linalg.vander", lambda: _LA.vander(_x(3), N=4))]),
+    *_linalg("linear algebra", [
+        ("linalg.svdvals", lambda: _LA.svdvals(_x(4, 3))), ("linalg.eigvalsh", lambda: _LA.eigvalsh(_spd(3))),
+        ("linalg.pinv", lambda: _LA.pinv(_x(4, 3))), ("pinverse", lambda: _LA.pinverse(_x(4, 3))),
+        ("linalg.matrix_rank", lambda: _LA.matrix_rank(_x(4, 3))), ("linalg.cond", lambda: _LA.cond(_spd(3))),
+        ("linalg.lstsq", lambda: tuple(_LA.lstsq(_x(4, 3), _x(4, 2)))[:3]),
+        ("linalg.solve_triangular", lambda: _LA.solve_triangular(_spd(3), _x(3, 2), upper=True)),
+        ("triangular_solve", lambda: tuple(_LA.triangular_solve(_x(3, 2), _spd(3)))),
+        ("cholesky_solve", lambda: _LA.cholesky_solve(_x(3, 2), _LA.cholesky(_spd(3)))),
+        ("cholesky_inverse", lambda: _LA.cholesky_inverse(_LA.cholesky(_spd(3)))),
+        ("linalg.tensorinv", lambda: _LA.tensorinv(_spd(4).reshape(4, 2, 2), 1)),
+        ("linalg.tensorsolve", lambda: _LA.tensorsolve(_spd(4).reshape(2, 2, 4), _x(2, 2))),
+        ("linalg.inv_ex", lambda: tuple(_LA.inv_ex(_spd(3)))), ("linalg.cholesky_ex", lambda: tuple(_LA.cholesky_ex(_spd(3)))),
+        ("linalg.solve_ex", lambda: tuple(_LA.solve_ex(_spd(3), _x(3)))), ("svd", lambda: tuple(_LA.svd_old(_x(4, 3)))),
+        ("linalg.matrix_sqrth", lambda: _LA.matrix_sqrth(_spd(3))), ("linalg.polar", lambda: tuple(_LA.polar(_x(4, 3))))]),
+]
+
+# %% ../../nbs/16_registry.ipynb #fbf1d83b
+_LIBRARY_OPERATORS += [
+    *_masked("nn functional", [(n, (lambda n=n: getattr(_MK, n)(_x(2, 3), 1, mask=_keep(2, 3)))) for n in
+             ("sum", "mean", "amax", "amin", "argmax", "argmin", "prod", "logsumexp", "var", "std", "median")]),
+    *_masked("nn functional", [("norm", lambda: _MK.norm(_x(2, 3), 2.0, 1, mask=_keep(2, 3))),
+                            ("cumsum", lambda: _MK.cumsum(_x(2, 3), 1, mask=_keep(2, 3))),
+                            ("cumprod", lambda: _MK.cumprod(_x(2, 3), 1, mask=_keep(2, 3)))]),
+    *_masked("nn functional", [(n, (lambda n=n: getattr(_MK, n)(_x(2, 3), 1, mask=_keep(2, 3)))) for n in ("softmax", "softmin")]),
+    *_masked("nn functional", [("log_softmax", lambda: _MK.log_softmax(_x(2, 3), 1, mask=_x(2, 3) > -2.0))]),   # all kept: finite
+    *_masked("nn functional", [("normalize", lambda: _MK.normalize(_x(2, 3), 2.0, 1, mask=_keep(2, 3)))]),
+    *_masked("binary", [("logaddexp", lambda: _MK.logaddexp(_x(2, 3), _pos(2, 3), input_mask=_keep(2, 3), other_mask=_VF.logical_not(_keep(2, 3))))]),
+    *[Operator(f"signal.windows.{n}", "creation", getattr(_SIG, n), (lambda n=n: getattr(_SIG, n)(5))) for n in
+      ("bartlett", "blackman", "cosine", "exponential", "gaussian", "hamming", "hann", "kaiser", "nuttall")],
+    Operator("signal.windows.general_cosine", "creation", _SIG.general_cosine, lambda: _SIG.general_cosine(5, a=[0.5, 0.3, 0.2])),
+    Operator("signal.windows.general_hamming", "creation", _SIG.general_hamming, lambda: _SIG.general_hamming(5, alpha=0.6)),
+]
+
+# %% ../../nbs/16_registry.ipynb #0b245ba6
+_LIBRARY_OPERATORS += [
+    *_ops("matmul / conv / pool", _F, [
+        ("conv_transpose1d", lambda: _F.conv_transpose1d(_x(1, 2, 5), _x(2, 3, 3), _x(3), stride=2)),
+        ("adaptive_max_pool1d", lambda: _F.adaptive_max_pool1d(_x(1, 2, 7), 3)),
+        ("max_unpool1d", lambda: _F.max_unpool1d(*_F.max_pool1d(_x(1, 2, 6), 2, return_indices=True), 2)),
+        ("fractional_max_pool2d", lambda: _F.fractional_max_pool2d(_x(1, 2, 5, 5), 2, output_size=3, _random_samples=_x(1, 2, 2, lo=0.1, hi=0.9))),
+        ("avg_pool3d", lambda: _F.avg_pool3d(_x(2, 4, 4, 4), 2)), ("max_pool3d", lambda: _F.max_pool3d(_x(2, 4, 4, 4), 2)),
+        ("adaptive_avg_pool3d", lambda: _F.adaptive_avg_pool3d(_x(2, 5, 4, 3), (2, 3, 2))),
+        ("adaptive_max_pool3d", lambda: _F.adaptive_max_pool3d(_x(2, 5, 4, 3), (2, 3, 2))),
+        ("max_unpool3d", lambda: _F.max_unpool3d(*_F.max_pool3d(_x(2, 4, 4, 4), 2, return_indices=True), 2)),
+        ("fractional_max_pool3d", lambda: _F.fractional_max_pool3d(_x(2, 4, 4, 4), 2, output_size=3, _random_samples=_x(1, 2, 3, lo=0.1, hi=0.9)))]),
+    *_ops("nn functional", _F, [
+        ("upsample_nearest", lambda: _F.upsample_nearest(_x(1, 2, 2, 3), scale_factor=2)),
+        ("upsample_bilinear", lambda: _F.upsample_bilinear(_x(1, 2, 2, 3), size=(3, 4))),
+        ("channel_shuffle", lambda: _F.channel_shuffle(_x(1, 4, 2, 2), 2)),
+        ("bilinear", lambda: _F.bilinear(_x(2, 3), _x(2, 4), _x(5, 3, 4), _x(5))), ("pdist", lambda: _F.pdist(_x(4, 3))),
+        ("softmin", lambda: _F.softmin(_x(2, 3), 1)), ("local_response_norm", lambda: _F.local_response_norm(_x(1, 4, 3), 3)),
+        ("dropout2d", lambda: _F.dropout2d(_x(2, 3, 2, 2), 0.5)), ("dropout3d", lambda: _F.dropout3d(_x(3, 2, 2, 2), 0.5)),
+        ("alpha_dropout", lambda: _F.alpha_dropout(_x(2, 3), 0.5, training=True)),
+        ("feature_alpha_dropout", lambda: _F.feature_alpha_dropout(_x(2, 3, 2), 0.5, training=True)),
+        ("rrelu", lambda: _F.rrelu(_x(2, 3), training=True)),
+        ("grid_sample", lambda: _F.grid_sample(_x(1, 2, 3, 4), _x(1, 2, 3, 2, lo=-1.2, hi=0.9), align_corners=False)),
+        ("grid_sampler_2d", lambda: _F.grid_sampler_2d(_x(1, 2, 3, 4), _x(1, 2, 3, 2, lo=-1.2, hi=0.9), 0, 1, True)),
+        ("embedding_bag", lambda: _F.embedding_bag(_idx([1, 2, 4, 3, 0]), _x(5, 3), _idx([0, 2]), mode="mean")),
+        ("multi_head_attention_forward", lambda: tuple(_F.multi_head_attention_forward(
+            _x(3, 2, 4), _x(5, 2, 4), _pos(5, 2, 4), 4, 2, _x(12, 4), _x(12), None, None, False, 0.0, _x(4, 4), _x(4))))]),
+    *_ops("losses", _F, [("linear_cross_entropy", lambda: _F.linear_cross_entropy(_x(3, 4), _x(5, 4), _idx([0, 4, 2]), linear_bias=_x(5))),
+                         ("ctc_loss", lambda: _F.ctc_loss(_F.log_softmax(_x(5, 2, 4), -1), _idx([[1, 2, 2], [3, 1, 0]]), _idx([5, 4]), _idx([3, 2])))]),
+    *_ops("losses", _F, [
+        ("margin_ranking_loss", lambda: _F.margin_ranking_loss(_x(4), _pos(4), _x(4).sign(), 0.1)),
+        ("hinge_embedding_loss", lambda: _F.hinge_embedding_loss(_x(4), _x(4).sign())),
+        ("soft_margin_loss", lambda: _F.soft_margin_loss(_x(2, 3), _x(2, 3).sign())),
+        ("cosine_embedding_loss", lambda: _F.cosine_embedding_loss(_x(2, 3), _pos(2, 3), _idx([1, -1]))),
+        ("multilabel_soft_margin_loss", lambda: _F.multilabel_soft_margin_loss(_x(2, 3), _x(2, 3, lo=0.0, hi=1.0))),
+        ("poisson_nll_loss", lambda: _F.poisson_nll_loss(_x(2, 3), _pos(2, 3) * 2.0, full=True)),
+        ("gaussian_nll_loss", lambda: _F.gaussian_nll_loss(_x(2, 3), _x(2, 3, lo=0.0, hi=1.0), _pos(2, 3))),
+        ("triplet_margin_loss", lambda: _F.triplet_margin_loss(_x(2, 3), _pos(2, 3), _x(2, 3, lo=1.0, hi=-1.0))),
+        ("triplet_margin_with_distance_loss", lambda: _F.triplet_margin_with_distance_loss(_x(2, 3), _pos(2, 3), _x(2, 3, lo=1.0, hi=-1.0))),
+        ("multi_margin_loss", lambda: _F.multi_margin_loss(_x(3, 4), _idx([0, 3, 1]))),
+        ("multilabel_margin_loss", lambda: _F.multilabel_margin_loss(_x(2, 4), _idx([[3, 0, -1, 1], [1, -1, 0, 0]])))]),
+]
 _register(_LIBRARY_OPERATORS)
 
 # %% ../../nbs/16_registry.ipynb #7988a46f

@@ -24,7 +24,14 @@ __all__ = ['linear', 'conv2d', 'conv_transpose2d', 'max_pool2d', 'max_unpool2d',
            'dropout', 'embedding', 'scaled_dot_product_attention', 'nll_loss', 'cross_entropy', 'mse_loss', 'l1_loss',
            'smooth_l1_loss', 'binary_cross_entropy', 'binary_cross_entropy_with_logits', 'kl_div', 'interpolate',
            'pixel_shuffle', 'pixel_unshuffle', 'normalize', 'cosine_similarity', 'pairwise_distance', 'glu', 'prelu',
-           'huber_loss', 'instance_norm']
+           'huber_loss', 'instance_norm', 'conv_transpose1d', 'adaptive_max_pool1d', 'max_unpool1d', 'upsample_nearest',
+           'upsample_bilinear', 'channel_shuffle', 'bilinear', 'pdist', 'softmin', 'local_response_norm',
+           'margin_ranking_loss', 'hinge_embedding_loss', 'soft_margin_loss', 'cosine_embedding_loss',
+           'multilabel_soft_margin_loss', 'poisson_nll_loss', 'gaussian_nll_loss', 'triplet_margin_with_distance_loss',
+           'triplet_margin_loss', 'multi_margin_loss', 'multilabel_margin_loss', 'dropout2d', 'dropout3d',
+           'alpha_dropout', 'feature_alpha_dropout', 'rrelu', 'grid_sample', 'grid_sampler_2d', 'embedding_bag',
+           'multi_head_attention_forward', 'ctc_loss', 'linear_cross_entropy', 'fractional_max_pool2d', 'avg_pool3d',
+           'max_pool3d', 'adaptive_avg_pool3d', 'adaptive_max_pool3d', 'max_unpool3d', 'fractional_max_pool3d']
 
 # %% ../../nbs/17_nn_functional.ipynb #59fedae0
 def _float(x, what):
@@ -927,3 +934,633 @@ from ..frontend.registry import names
 _OTHER_NAMES = [*names("activations"), "sigmoid", "tanh", "pad", "one_hot"]   # the activations: the operator table's
 globals().update({n: getattr(VF, n) for n in _OTHER_NAMES})
 globals().setdefault("__all__", []).extend(_OTHER_NAMES)
+
+# %% ../../nbs/17_nn_functional.ipynb #1c2584ed
+@_autocast("lower")
+def conv_transpose1d(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1) -> Tensor:
+    "The transpose of conv1d for NCL (or CL) input, weight (in, out/groups, k): conv_transpose2d on an (N, C, 1, L) view."
+    x, unb = _as_2d(input, "conv_transpose1d")
+    need_tensor("conv_transpose1d's weight", weight)
+    if weight.ndim != 3: raise ShapeError(f"conv_transpose1d's weight must be 3-D (in, out/groups, k), got {weight.shape}")
+    s, p = _single(stride, "stride", "conv_transpose1d"), _single(padding, "padding", "conv_transpose1d")
+    op, d = _single(output_padding, "output_padding", "conv_transpose1d"), _single(dilation, "dilation", "conv_transpose1d")
+    w = VF.reshape(weight, weight.shape[:2] + (1,) + weight.shape[2:])
+    return _as_1d(conv_transpose2d(x, w, bias, (1, s), (0, p), (0, op), groups, (1, d)), unb)
+
+def adaptive_max_pool1d(input, output_size, return_indices=False):
+    "Max pooling of NCL (or CL) input to `output_size` windows along L; with `return_indices`, also the positions."
+    x, unb = _as_2d(input, "adaptive_max_pool1d")
+    o = _single(output_size, "output_size", "adaptive_max_pool1d")
+    if o < 1: raise ArgumentError(f"adaptive_max_pool1d: output_size must be positive, got {output_size!r}")
+    y, i = adaptive_max_pool2d(x, (1, o), return_indices=True)
+    return (_as_1d(y, unb), _as_1d(i, unb)) if _flag(return_indices, "return_indices", "adaptive_max_pool1d") else _as_1d(y, unb)
+
+def max_unpool1d(input, indices, kernel_size, stride=None, padding=0, output_size=None) -> Tensor:
+    "The inverse of max_pool1d: zeros with each value at its position `indices` along L."
+    x, unb = _as_2d(input, "max_unpool1d")
+    need_tensor("max_unpool1d's indices", indices)
+    i, _ = _batched(indices, "max_unpool1d", rank=3)
+    k, s = _single(kernel_size, "kernel_size", "max_unpool1d"), None if stride is None else _single(stride, "stride", "max_unpool1d")
+    p = _single(padding, "padding", "max_unpool1d")
+    size = None if output_size is None else (1, tuple(output_size)[-1])
+    i = VF.reshape(i, i.shape[:2] + (1,) + i.shape[2:])
+    return _as_1d(max_unpool2d(x, i, (1, k), None if s is None else (1, s), (0, p), size), unb)
+
+def upsample_nearest(input, size=None, scale_factor=None) -> Tensor:
+    "interpolate(mode='nearest') (PyTorch's deprecated name)."
+    return interpolate(input, size, scale_factor, mode="nearest")
+
+def upsample_bilinear(input, size=None, scale_factor=None) -> Tensor:
+    "interpolate(mode='bilinear', align_corners=True) (PyTorch's deprecated name)."
+    return interpolate(input, size, scale_factor, mode="bilinear", align_corners=True)
+
+# %% ../../nbs/17_nn_functional.ipynb #73052b40
+def channel_shuffle(input, groups) -> Tensor:
+    "Split the C channels into `groups` and interleave them: channel g·(C/groups) + i goes to i·groups + g."
+    need_tensor("channel_shuffle", input)
+    if input.ndim < 3: raise ShapeError(f"channel_shuffle takes (N, C, ...) input, got shape {input.shape}")
+    g = _groups(groups, "channel_shuffle")
+    N, C = input.shape[:2]
+    if C % g: raise ShapeError(f"channel_shuffle: {C} channels do not split into {g} groups")
+    rest = input.shape[2:]
+    y = VF.transpose(VF.reshape(input, (N, g, C // g, math.prod(rest))), 1, 2)
+    return VF.reshape(y, input.shape)
+
+def bilinear(input1, input2, weight, bias=None) -> Tensor:
+    "y_k = x₁ᵀ W_k x₂ + b_k over the last axes: input1 (..., in1), input2 (..., in2), weight (out, in1, in2)."
+    _float(input1, "bilinear"); _float(input2, "bilinear"); _float(weight, "bilinear's weight")
+    if weight.ndim != 3 or input1.shape[-1:] != weight.shape[1:2] or input2.shape[-1:] != weight.shape[2:]:
+        raise ShapeError(f"bilinear: weight {weight.shape} must be (out, {input1.shape[-1:]}, {input2.shape[-1:]}) for inputs "
+                         f"{input1.shape} and {input2.shape}")
+    if input1.shape[:-1] != input2.shape[:-1]: raise ShapeError(f"bilinear: the inputs' batch shapes differ: {input1.shape} and {input2.shape}")
+    batch, (o, i1, i2) = input1.shape[:-1], weight.shape
+    a = VF.reshape(input1, (-1, i1)) @ VF.reshape(VF.permute(weight, (1, 0, 2)), (i1, o * i2))    # (B, out·in2)
+    y = VF.sum(VF.reshape(a, (-1, o, i2)) * VF.unsqueeze(VF.reshape(input2, (-1, i2)), 1), -1)
+    if bias is not None: y = y + bias
+    return VF.reshape(y, batch + (o,))
+
+def pdist(input, p=2.0) -> Tensor:
+    "‖xᵢ − xⱼ‖ₚ for the rows of an (N, M) input, pairs i < j in row-major order: N(N-1)/2 values."
+    _float(input, "pdist")
+    if input.ndim != 2: raise ShapeError(f"pdist takes an (N, M) matrix, got shape {input.shape}")
+    if p < 0: raise ArgumentError(f"pdist: p must be >= 0, got {p}")
+    i, j = np.triu_indices(input.shape[0], 1)
+    pick = lambda idx: VF.index_select(input, 0, _host(input, idx.astype(np.int64)))
+    return VF.norm(pick(i) - pick(j), p, 1)
+
+def _softmax_dim(ndim) -> int: return 0 if ndim in (0, 1, 3) else 1   # PyTorch's implicit dim
+
+def softmin(input, dim=None, _stacklevel=3, dtype=None) -> Tensor:
+    "softmax(-input) along `dim` (None: PyTorch's implicit choice, 0 for ranks 0, 1, 3, else 1)."
+    _float(input, "softmin")
+    x = input if dtype is None else input.to(dtype=dtype)
+    return softmax(-x, _softmax_dim(x.ndim) if dim is None else dim)
+
+def local_response_norm(input, size, alpha=1e-4, beta=0.75, k=1.0) -> Tensor:
+    "x / (k + α · mean of x² over the `size` neighbouring channels)^β, the channel window zero-padded."
+    _float(input, "local_response_norm")
+    if input.ndim < 3: raise ShapeError(f"local_response_norm takes (N, C, ...) input, got shape {input.shape}")
+    if not isinstance(size, int) or size < 1: raise ArgumentError(f"local_response_norm: size must be a positive int, got {size!r}")
+    sq = VF.movedim(input * input, 1, -1)                                  # channels last, to pad and slide along
+    padded = VF.pad(sq, (size // 2, (size - 1) // 2))
+    C = input.shape[1]
+    window = padded[..., 0:C]
+    for s in range(1, size): window = window + padded[..., s:s + C]
+    div = VF.movedim(window, -1, 1) * (alpha / size) + k
+    return input / div ** beta
+
+# %% ../../nbs/17_nn_functional.ipynb #c9c5099a
+def _same_shape(a, b, what):
+    need_tensor(what, b)
+    if a.shape != b.shape: raise ShapeError(f"{what}: the input {a.shape} and the target {b.shape} must have the same shape")
+
+def margin_ranking_loss(input1, input2, target, margin=0.0, reduction="mean") -> Tensor:
+    "max(0, -target·(input1 - input2) + margin), target ±1."
+    _float(input1, "margin_ranking_loss"); _check_loss_args(input1, reduction, "margin_ranking_loss")
+    return _reduce_loss(VF.clamp_min(-target * (input1 - input2) + margin, 0.0), reduction, "margin_ranking_loss")
+
+def hinge_embedding_loss(input, target, margin=1.0, reduction="mean") -> Tensor:
+    "input where target is 1, max(0, margin - input) where it is -1 (both terms where it is neither)."
+    _float(input, "hinge_embedding_loss"); _check_loss_args(input, reduction, "hinge_embedding_loss")
+    l = VF.where(target != 1, VF.clamp_min(margin - input, 0.0), 0.0) + VF.where(target != -1, input, 0.0)
+    return _reduce_loss(l, reduction, "hinge_embedding_loss")
+
+def soft_margin_loss(input, target, reduction="mean") -> Tensor:
+    "log(1 + exp(-target·input)), target ±1."
+    _float(input, "soft_margin_loss"); _same_shape(input, target, "soft_margin_loss"); _check_loss_args(input, reduction, "soft_margin_loss")
+    return _reduce_loss(VF.softplus(-target * input), reduction, "soft_margin_loss")
+
+def cosine_embedding_loss(input1, input2, target, margin=0.0, reduction="mean") -> Tensor:
+    "1 - cos(input1, input2) where target is 1, max(0, cos - margin) where it is -1; rows along dim 1 (a 1-D pair: one)."
+    _float(input1, "cosine_embedding_loss"); _float(input2, "cosine_embedding_loss")
+    if input1.ndim not in (1, 2) or input1.shape != input2.shape:
+        raise ShapeError(f"cosine_embedding_loss: the inputs must be two (N, D) or two (D,) tensors, got {input1.shape} and {input2.shape}")
+    _check_loss_args(input1, reduction, "cosine_embedding_loss")
+    d = input1.ndim - 1
+    dot = VF.sum(input1 * input2, d)
+    cos = dot / VF.sqrt((VF.sum(input1 * input1, d) + 1e-12) * (VF.sum(input2 * input2, d) + 1e-12))
+    l = VF.where(target == 1, 1.0 - cos, 0.0) + VF.where(target == -1, VF.clamp_min(cos - margin, 0.0), 0.0)
+    return _reduce_loss(l, reduction, "cosine_embedding_loss")
+
+def multilabel_soft_margin_loss(input, target, weight=None, reduction="mean") -> Tensor:
+    "The mean over the classes (the last axis) of -[y·log σ(x) + (1 - y)·log σ(-x)], times the class weight."
+    _float(input, "multilabel_soft_margin_loss"); _same_shape(input, target, "multilabel_soft_margin_loss")
+    _check_loss_args(input, reduction, "multilabel_soft_margin_loss")
+    l = -(target * VF.logsigmoid(input) + (1 - target) * VF.logsigmoid(-input))
+    if weight is not None: l = l * weight
+    return _reduce_loss(VF.mean(l, -1), reduction, "multilabel_soft_margin_loss")
+
+# %% ../../nbs/17_nn_functional.ipynb #12a072cd
+def poisson_nll_loss(input, target, log_input=True, full=False, size_average=None, eps=1e-8, reduce=None, reduction="mean") -> Tensor:
+    "exp(x) - y·x (log_input) or x - y·log(x + eps); full=True adds Stirling's y·log y - y + ½log(2πy) where y > 1."
+    _float(input, "poisson_nll_loss"); _check_loss_args(input, reduction, "poisson_nll_loss")
+    if size_average is not None or reduce is not None: raise ArgumentError("poisson_nll_loss: size_average/reduce are deprecated; use reduction=")
+    l = VF.exp(input) - target * input if log_input else input - target * VF.log(input + eps)
+    if full:
+        t = VF.where(target > 1, target, 2.0)                   # any value > 1 where the term is dropped: finite logs
+        l = l + VF.where(target > 1, t * VF.log(t) - t + 0.5 * VF.log(2 * math.pi * t), 0.0)
+    return _reduce_loss(l, reduction, "poisson_nll_loss")
+
+def gaussian_nll_loss(input, target, var, full=False, eps=1e-6, reduction="mean") -> Tensor:
+    "½(log σ² + (x - y)²/σ²) (+ ½log 2π when full), σ² = var clamped at eps (the gradient passes through the clamp)."
+    _float(input, "gaussian_nll_loss"); _float(var, "gaussian_nll_loss's var"); _check_loss_args(input, reduction, "gaussian_nll_loss")
+    if var.shape != input.shape:
+        if input.shape[:-1] == var.shape: var = VF.unsqueeze(var, -1)
+        elif not (input.shape[:-1] == var.shape[:-1] and var.shape[-1:] == (1,)):
+            raise ShapeError(f"gaussian_nll_loss: var {var.shape} must have the input's shape {input.shape}, or it without its last axis (or 1 there)")
+    v = var + (VF.clamp_min(var, eps) - var).detach()
+    l = 0.5 * (VF.log(v) + (input - target) ** 2 / v)
+    if full: l = l + 0.5 * math.log(2 * math.pi)
+    return _reduce_loss(l, reduction, "gaussian_nll_loss")
+
+def triplet_margin_with_distance_loss(anchor, positive, negative, *, distance_function=None, margin=1.0, swap=False, reduction="mean") -> Tensor:
+    "max(0, d(a, p) - d(a, n) + margin), d = `distance_function` (pairwise_distance by default)."
+    _float(anchor, "triplet_margin_loss"); _check_loss_args(anchor, reduction, "triplet_margin_loss")
+    if margin <= 0: raise ArgumentError(f"triplet_margin_loss: margin must be > 0, got {margin}")
+    d = pairwise_distance if distance_function is None else distance_function
+    d_ap, d_an = d(anchor, positive), d(anchor, negative)
+    if swap: d_an = VF.minimum(d_an, d(positive, negative))
+    return _reduce_loss(VF.clamp_min(d_ap - d_an + margin, 0.0), reduction, "triplet_margin_loss")
+
+def triplet_margin_loss(anchor, positive, negative, margin=1.0, p=2.0, eps=1e-6, swap=False, size_average=None, reduce=None, reduction="mean") -> Tensor:
+    "triplet_margin_with_distance_loss with the p-norm pairwise distance."
+    if size_average is not None or reduce is not None: raise ArgumentError("triplet_margin_loss: size_average/reduce are deprecated; use reduction=")
+    return triplet_margin_with_distance_loss(anchor, positive, negative, margin=margin, swap=swap, reduction=reduction,
+                                             distance_function=lambda a, b: pairwise_distance(a, b, p, eps))
+
+# %% ../../nbs/17_nn_functional.ipynb #13920f5a
+def _one_hot_of(target, C, like):
+    "(N, C) booleans: [target_n = c] (targets checked to lie in 0..C-1)."
+    return VF.unsqueeze(target, -1) == VF.arange(C, dtype=target.dtype, device=like.device)
+
+def _as_rows(input, target, what):
+    "A (C,) or (N, C) input and its (·) or (N, ·) int64 target as 2-D."
+    _float(input, what); need_tensor(f"{what}'s target", target)
+    if input.ndim not in (1, 2): raise ShapeError(f"{what} takes (C,) or (N, C) input, got shape {input.shape}")
+    if target.dtype is not int64: raise DTypeError(f"{what}: the target must be int64 class indices, got {target.dtype.name}: use `.long()`")
+    return (VF.unsqueeze(input, 0), VF.unsqueeze(target, 0)) if input.ndim == 1 else (input, target)
+
+def multi_margin_loss(input, target, p=1, margin=1.0, weight=None, size_average=None, reduce=None, reduction="mean") -> Tensor:
+    "Σ_{i≠y} max(0, margin - x_y + x_i)ᵖ / C per sample (times weight[y]), p 1 or 2."
+    if input.ndim == 1 and isinstance(target, Tensor) and target.numel() == 1: target = VF.reshape(target, ())   # (1,) or ()
+    x, t = _as_rows(input, target, "multi_margin_loss")
+    if p not in (1, 2): raise ArgumentError(f"multi_margin_loss: p must be 1 or 2, got {p!r}")
+    _check_loss_args(input, reduction, "multi_margin_loss")
+    N, C = x.shape
+    if t.shape != (N,): raise ShapeError(f"multi_margin_loss: input {input.shape} needs a target of shape {input.shape[:-1]}, got {target.shape}")
+    t = _check_targets(t, C, -100, "multi_margin_loss")
+    hit = _one_hot_of(t, C, x)
+    x_y = VF.sum(VF.where(hit, x, 0.0), 1, keepdim=True)
+    z = VF.clamp_min(margin - x_y + x, 0.0)
+    h = VF.where(hit, 0.0, z if p == 1 else z * z)
+    if weight is not None: h = h * VF.sum(VF.where(hit, weight, 0.0), 1, keepdim=True)
+    l = VF.sum(h, 1) / C
+    return _reduce_loss(l if input.ndim == 2 else VF.squeeze(l, 0), reduction, "multi_margin_loss")
+
+def multilabel_margin_loss(input, target, size_average=None, reduce=None, reduction="mean") -> Tensor:
+    "Σ over the row's targets j (up to the first -1) and non-targets i of max(0, 1 - (x_j - x_i)), over C."
+    x, t = _as_rows(input, target, "multilabel_margin_loss")
+    _check_loss_args(input, reduction, "multilabel_margin_loss")
+    if t.shape != x.shape: raise ShapeError(f"multilabel_margin_loss: the target {target.shape} must have the input's shape {input.shape}")
+    C = x.shape[1]
+    valid = VF.cumprod((t >= 0).cast(int64), 1) > 0                     # the targets before the first -1
+    t = _check_targets(VF.where(valid, t, 0), C, -100, "multilabel_margin_loss")
+    hit = _one_hot_of(t, C, x) & VF.unsqueeze(valid, -1)                   # (N, j, c): target j is class c
+    is_target = VF.any(hit, 1)                                             # (N, c)
+    x_j = VF.sum(VF.where(hit, VF.unsqueeze(x, 1), 0.0), 2)                # (N, j)
+    z = VF.clamp_min(1.0 - VF.unsqueeze(x_j, 2) + VF.unsqueeze(x, 1), 0.0)  # (N, j, i)
+    keep = VF.unsqueeze(valid, 2) & ~VF.unsqueeze(is_target, 1)
+    l = VF.sum(VF.where(keep, z, 0.0), (1, 2)) / C
+    return _reduce_loss(l if input.ndim == 2 else VF.squeeze(l, 0), reduction, "multilabel_margin_loss")
+
+# %% ../../nbs/17_nn_functional.ipynb #8b696bf2
+_ALPHA = 1.7580993408473766   # SELU's scale · alpha: the value SELU saturates at, negated
+
+def _keep_mask(x, p, shape):
+    return VF.rand(shape, device=x.device) >= p
+
+def _check_p(p, what):
+    if not 0 <= p <= 1: raise ArgumentError(f"{what}: the probability p must be in [0, 1], got {p}")
+
+def _draw_shape(x, what, batched_rank):
+    "The shape of one draw per (sample, channel) for a batched input (rank `batched_rank`), per channel for an unbatched one."
+    if x.ndim not in (batched_rank - 1, batched_rank):
+        raise ShapeError(f"{what} takes input of rank {batched_rank - 1} or {batched_rank}, got shape {x.shape}")
+    lead = 2 if x.ndim == batched_rank else 1
+    return x.shape[:lead] + (1,) * (x.ndim - lead)
+
+def _channel_dropout(x, p, training, what, batched_rank):
+    _check_p(p, what); _float(x, what)
+    shape = _draw_shape(x, what, batched_rank)
+    if not training or p == 0: return x
+    if p == 1: return x * 0.0
+    return VF.where(_keep_mask(x, p, shape), x * (1.0 / (1.0 - p)), 0.0)
+
+def dropout2d(input, p=0.5, training=True, inplace=False) -> Tensor:
+    "Zero whole channels of (N, C, H, W) or (C, H, W) input with probability p, scaling the rest by 1/(1-p)."
+    return _channel_dropout(input, p, training, "dropout2d", 4)
+
+def dropout3d(input, p=0.5, training=True, inplace=False) -> Tensor:
+    "Zero whole channels of unbatched (C, D, H, W) input (rank 5 is beyond vkML) with probability p."
+    return _channel_dropout(input, p, training, "dropout3d", 5)
+
+def _alpha_dropout(x, p, training, shape, what):
+    _check_p(p, what); _float(x, what)
+    if not training or p == 0: return x
+    if p == 1: return x * 0.0
+    a = 1.0 / math.sqrt((_ALPHA * _ALPHA * p + 1) * (1 - p))
+    keep = _keep_mask(x, p, shape)
+    return VF.where(keep, x * a, 0.0) + VF.where(keep, _ALPHA * a * p, _ALPHA * a * p - _ALPHA * a)
+
+def alpha_dropout(input, p=0.5, training=False, inplace=False) -> Tensor:
+    "Dropout that keeps SELU's self-normalizing mean and variance (PyTorch's default: not training)."
+    return _alpha_dropout(input, p, training, input.shape, "alpha_dropout")
+
+def feature_alpha_dropout(input, p=0.5, training=False, inplace=False) -> Tensor:
+    "alpha_dropout with one draw per (sample, channel)."
+    need_tensor("feature_alpha_dropout", input)
+    if input.ndim < 2: raise ShapeError(f"feature_alpha_dropout takes (N, C, ...) input, got shape {input.shape}")
+    return _alpha_dropout(input, p, training, input.shape[:2] + (1,) * (input.ndim - 2), "feature_alpha_dropout")
+
+def rrelu(input, lower=1.0 / 8, upper=1.0 / 3, training=False, inplace=False) -> Tensor:
+    "x where x ≥ 0, else slope·x: slope ~ U[lower, upper] per element when training, (lower + upper)/2 otherwise."
+    _float(input, "rrelu")
+    if not lower <= upper: raise ArgumentError(f"rrelu: lower {lower} must be <= upper {upper}")
+    slope = VF.rand(input.shape, device=input.device) * (upper - lower) + lower if training else (lower + upper) / 2
+    return VF.where(input >= 0, input, input * slope)
+
+# %% ../../nbs/17_nn_functional.ipynb #345b2bd9
+def _unnormalize(c, size, align):
+    "Grid coordinates in [-1, 1] as pixel coordinates."
+    return (c + 1.0) * ((size - 1) / 2.0) if align else ((c + 1.0) * size - 1.0) / 2.0
+
+def _reflect(c, twice_low, twice_high):
+    "c reflected into [twice_low/2, twice_high/2] (PyTorch's reflect_coordinates)."
+    if twice_low == twice_high: return c * 0.0
+    low, span = twice_low / 2.0, (twice_high - twice_low) / 2.0
+    c = VF.abs(c - low)
+    extra, flips = VF.fmod(c, span), VF.floor(c / span)
+    return VF.where(VF.fmod(flips, 2.0) == 0, extra + low, span - extra + low)
+
+def _source(c, size, padding, align):
+    c = _unnormalize(c, size, align)
+    if padding == "border": return VF.clamp(c, 0.0, size - 1.0)
+    if padding == "reflection":
+        c = _reflect(c, 0, 2 * (size - 1)) if align else _reflect(c, -1, 2 * size - 1)
+        return VF.clamp(c, 0.0, size - 1.0)
+    return c
+
+def _pixels(flat, iy, ix, H, W):
+    "flat (N, C, H·W) read at integer (iy, ix) (N, Hₒ, Wₒ): (N, C, Hₒ, Wₒ), 0 outside the input."
+    N, C = flat.shape[:2]
+    valid = (ix >= 0) & (ix < W) & (iy >= 0) & (iy < H)
+    lin = VF.reshape(VF.where(valid, iy * W + ix, 0), (N, 1, -1))
+    v = VF.reshape(VF.gather(flat, 2, VF.expand(lin, (N, C, lin.shape[-1]))), (N, C) + ix.shape[1:])
+    return VF.where(VF.unsqueeze(valid, 1), v, 0.0)
+
+def grid_sample(input, grid, mode="bilinear", padding_mode="zeros", align_corners=None) -> Tensor:
+    "input (N, C, H, W) sampled at grid (N, Hₒ, Wₒ, 2) of (x, y) in [-1, 1]: bilinear or nearest, zeros/border/reflection."
+    _float(input, "grid_sample"); _float(grid, "grid_sample's grid")
+    if mode not in ("bilinear", "nearest"): raise ArgumentError(f"grid_sample: mode must be 'bilinear' or 'nearest' (bicubic is not implemented), got {mode!r}")
+    if padding_mode not in ("zeros", "border", "reflection"):
+        raise ArgumentError(f"grid_sample: padding_mode must be 'zeros', 'border' or 'reflection', got {padding_mode!r}")
+    if input.ndim != 4 or grid.ndim != 4 or grid.shape[-1] != 2 or grid.shape[0] != input.shape[0]:
+        raise ShapeError(f"grid_sample takes input (N, C, H, W) and grid (N, Hₒ, Wₒ, 2) (rank 5 is beyond vkML), got {input.shape} and {grid.shape}")
+    if grid.dtype is not input.dtype: raise DTypeError(f"grid_sample: input {input.dtype.name} and grid {grid.dtype.name}: cast one with `.to(...)`")
+    N, C, H, W = input.shape
+    align = bool(align_corners)
+    ix, iy = _source(grid[..., 0], W, padding_mode, align), _source(grid[..., 1], H, padding_mode, align)
+    flat = VF.reshape(input, (N, C, H * W))
+    if mode == "nearest": return _pixels(flat, VF.round(iy).cast(int64), VF.round(ix).cast(int64), H, W)
+    x0, y0 = VF.floor(ix), VF.floor(iy)
+    wx, wy = VF.unsqueeze(ix - x0, 1), VF.unsqueeze(iy - y0, 1)
+    x0, y0 = x0.cast(int64), y0.cast(int64)
+    at = lambda dy, dx: _pixels(flat, y0 + dy, x0 + dx, H, W)
+    return (at(0, 0) * (1 - wx) + at(0, 1) * wx) * (1 - wy) + (at(1, 0) * (1 - wx) + at(1, 1) * wx) * wy
+
+_GRID_MODES, _GRID_PADDINGS = ("bilinear", "nearest", "bicubic"), ("zeros", "border", "reflection")
+
+def grid_sampler_2d(input, grid, interpolation_mode: int, padding_mode: int, align_corners: bool) -> Tensor:
+    "torch.grid_sampler_2d: grid_sample with its modes as integers (0 bilinear, 1 nearest; 0 zeros, 1 border, 2 reflection)."
+    if interpolation_mode not in (0, 1, 2) or padding_mode not in (0, 1, 2):
+        raise ArgumentError(f"grid_sampler_2d: interpolation_mode is 0, 1 or 2 and padding_mode 0, 1 or 2, got {interpolation_mode!r}, {padding_mode!r}")
+    return grid_sample(input, grid, _GRID_MODES[interpolation_mode], _GRID_PADDINGS[padding_mode], bool(align_corners))
+
+# %% ../../nbs/17_nn_functional.ipynb #b8b19cb1
+def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2, scale_grad_by_freq=False, mode="mean",
+                  sparse=False, per_sample_weights=None, include_last_offset=False, padding_idx=None) -> Tensor:
+    "The sum, mean or max of each bag's embeddings: the rows of a 2-D input, or the runs of a 1-D input that `offsets` start."
+    need_tensor("embedding_bag", input); _float(weight, "embedding_bag's weight")
+    if max_norm is not None or scale_grad_by_freq or sparse:
+        raise ArgumentError("embedding_bag: max_norm, scale_grad_by_freq and sparse are not supported (vkML's gradients are dense)")
+    if mode not in ("sum", "mean", "max"): raise ArgumentError(f"embedding_bag: mode must be 'sum', 'mean' or 'max', got {mode!r}")
+    if per_sample_weights is not None and mode != "sum": raise ArgumentError("embedding_bag: per_sample_weights go with mode='sum' only")
+    if input.dtype not in (int32, int64): raise DTypeError(f"embedding_bag: indices must be int64 or int32, got {input.dtype.name}: use `.long()`")
+    if input.ndim == 2:
+        if offsets is not None: raise ArgumentError("embedding_bag: a 2-D input is its own bags: pass offsets=None")
+        B, L = input.shape
+        idx, bag = VF.reshape(input, (B * L,)), VF.repeat_interleave(VF.arange(B, device=input.device), L)
+        if per_sample_weights is not None: per_sample_weights = VF.reshape(per_sample_weights, (B * L,))
+    elif input.ndim == 1:
+        need_tensor("embedding_bag's offsets", offsets)
+        if offsets.ndim != 1: raise ShapeError(f"embedding_bag: offsets must be 1-D, got {offsets.shape}")
+        starts = offsets[:-1] if include_last_offset else offsets
+        B, idx = starts.shape[0], input
+        bag = VF.sum((VF.unsqueeze(VF.arange(input.shape[0], device=input.device), 1) >= VF.unsqueeze(starts.cast(int64), 0)).cast(int64), 1) - 1
+    else: raise ShapeError(f"embedding_bag takes a 1-D input with offsets or a 2-D one, got shape {input.shape}")
+    rows = embedding(idx, weight)                                           # (n, D), indices checked there
+    if per_sample_weights is not None: rows = rows * VF.unsqueeze(per_sample_weights, 1)
+    member = VF.unsqueeze(bag, 0) == VF.unsqueeze(VF.arange(B, device=input.device), 1)                # (B, n)
+    if padding_idx is not None: member = member & VF.unsqueeze(idx != _padding_index(padding_idx, weight.shape[0]), 0)
+    if mode == "max":
+        best = VF.amax(VF.where(VF.unsqueeze(member, 2), VF.unsqueeze(rows, 0), -math.inf), 1)
+        return VF.where(VF.unsqueeze(VF.any(member, 1), 1), best, 0.0)
+    total = member.cast(weight.dtype) @ rows
+    if mode == "sum": return total
+    return total / VF.unsqueeze(VF.clamp_min(VF.sum(member.cast(weight.dtype), 1), 1.0), 1)
+
+# %% ../../nbs/17_nn_functional.ipynb #293071c4
+def _attention_mask(mask, what, dtype):
+    "A boolean mask (True: not attended) as -inf, a float one as it is."
+    if mask is None: return None
+    need_tensor(what, mask)
+    return VF.where(mask, -math.inf, 0.0).cast(dtype) if mask.dtype is bool_ else mask
+
+def multi_head_attention_forward(query, key, value, embed_dim_to_check, num_heads, in_proj_weight, in_proj_bias,
+                                 bias_k, bias_v, add_zero_attn, dropout_p, out_proj_weight, out_proj_bias, training=True,
+                                 key_padding_mask=None, need_weights=True, attn_mask=None, use_separate_proj_weight=False,
+                                 q_proj_weight=None, k_proj_weight=None, v_proj_weight=None, static_k=None, static_v=None,
+                                 average_attn_weights=True, is_causal=False):
+    "(attention output (L, N, E), weights (N, L, S) or per head, or None): nn.MultiheadAttention's computation."
+    _float(query, "multi_head_attention_forward")
+    unbatched = query.ndim == 2
+    if unbatched: query, key, value = (VF.unsqueeze(t, 1) for t in (query, key, value))
+    if key_padding_mask is not None and unbatched: key_padding_mask = VF.unsqueeze(key_padding_mask, 0)
+    L, N, E = query.shape
+    if E != embed_dim_to_check or E % num_heads:
+        raise ShapeError(f"multi_head_attention_forward: embedding {E} must be embed_dim_to_check ({embed_dim_to_check}) and divide into {num_heads} heads")
+    H, hd = num_heads, E // num_heads
+    if use_separate_proj_weight: Wq, Wk, Wv = q_proj_weight, k_proj_weight, v_proj_weight
+    else: Wq, Wk, Wv = VF.chunk(in_proj_weight, 3, 0)
+    bq, bk, bv = VF.chunk(in_proj_bias, 3, 0) if in_proj_bias is not None else (None,) * 3
+    q, k, v = linear(query, Wq, bq), linear(key, Wk, bk), linear(value, Wv, bv)
+    mask, kpm = _attention_mask(attn_mask, "attn_mask", q.dtype), _attention_mask(key_padding_mask, "key_padding_mask", q.dtype)
+    if bias_k is not None:
+        k, v = VF.cat([k, VF.expand(bias_k, (1, N, E))], 0), VF.cat([v, VF.expand(bias_v, (1, N, E))], 0)
+        if mask is not None: mask = VF.pad(mask, (0, 1))
+        if kpm is not None: kpm = VF.pad(kpm, (0, 1))
+    heads = lambda t: VF.transpose(VF.reshape(t, (t.shape[0], N * H, hd)), 0, 1)      # (N·H, len, hd)
+    q, k, v = heads(q), static_k if static_k is not None else heads(k), static_v if static_v is not None else heads(v)
+    if add_zero_attn:
+        k, v = (VF.cat([t, VF.zeros(N * H, 1, hd, dtype=t.dtype, device=t.device)], 1) for t in (k, v))
+        if mask is not None: mask = VF.pad(mask, (0, 1))
+        if kpm is not None: kpm = VF.pad(kpm, (0, 1))
+    S = k.shape[1]
+    scores = (q * (1.0 / math.sqrt(hd))) @ VF.transpose(k, 1, 2)                      # (N·H, L, S)
+    if mask is not None: scores = scores + (mask if mask.ndim == 3 else VF.unsqueeze(mask, 0))
+    if kpm is not None: scores = VF.reshape(VF.reshape(scores, (N, H, L, S)) + VF.reshape(kpm, (N, 1, 1, S)), (N * H, L, S))
+    w = softmax(scores, -1)
+    if training and dropout_p > 0: w = dropout(w, dropout_p)
+    out = VF.reshape(VF.transpose(w @ v, 0, 1), (L * N, E))
+    out = VF.reshape(linear(out, out_proj_weight, out_proj_bias), (L, N, E))
+    weights = None
+    if need_weights:
+        weights = VF.reshape(w, (N, H, L, S))
+        if average_attn_weights: weights = VF.mean(weights, 1)
+        if unbatched: weights = VF.squeeze(weights, 0)
+    return (VF.squeeze(out, 1) if unbatched else out), weights
+
+# %% ../../nbs/17_nn_functional.ipynb #7cbdf126
+_NO_PATH = -1e30   # log-probability of an impossible path: finite, so gradients through logaddexp stay finite
+
+def _lengths(v, n, what, device):
+    t = v if isinstance(v, Tensor) else VF.tensor(list(v) if isinstance(v, (list, tuple)) else [v], device=device)
+    if t.ndim == 0: t = VF.reshape(t, (1,))                  # an unbatched sample's length
+    if t.dtype not in (int32, int64): raise DTypeError(f"ctc_loss: {what} must be integers, got {t.dtype.name}")
+    if t.shape != (n,): raise ShapeError(f"ctc_loss: {what} must hold one length per sample ({n}), got shape {t.shape}")
+    return t.cast(int64)
+
+def _shift(a, k):
+    "a moved k places right along the last axis, impossible paths coming in."
+    return VF.cat([VF.full_like(a[..., :k], _NO_PATH), a[..., :-k]], -1)
+
+def ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=0, reduction="mean", zero_infinity=False) -> Tensor:
+    "Connectionist temporal classification: -log Σ over the alignments of the targets to the (T, N, C) log-probabilities."
+    _float(log_probs, "ctc_loss"); need_tensor("ctc_loss's targets", targets)
+    _check_loss_args(log_probs, reduction, "ctc_loss")
+    unbatched = log_probs.ndim == 2
+    if unbatched: log_probs, targets = VF.unsqueeze(log_probs, 1), VF.unsqueeze(targets, 0)
+    if log_probs.ndim != 3: raise ShapeError(f"ctc_loss takes (T, N, C) or (T, C) log-probabilities, got {log_probs.shape}")
+    T, N, C = log_probs.shape
+    if not 0 <= blank < C: raise ArgumentError(f"ctc_loss: blank must be a class in 0..{C - 1}, got {blank}")
+    Ti, Si = _lengths(input_lengths, N, "input_lengths", log_probs.device), _lengths(target_lengths, N, "target_lengths", log_probs.device)
+    if targets.dtype not in (int32, int64): raise DTypeError(f"ctc_loss: targets must be class indices (int64), got {targets.dtype.name}")
+    if targets.ndim == 1:     # concatenated: sample n's targets start after the earlier samples'
+        S = max(targets.shape[0], 1)
+        start = VF.cumsum(Si, 0) - Si
+        pos = VF.clamp_max(VF.unsqueeze(start, 1) + VF.arange(S, device=targets.device), max(targets.shape[0] - 1, 0))
+        targets = VF.gather(targets, 0, VF.reshape(pos, (N * S,))).reshape(N, S) if targets.shape[0] else VF.zeros(N, S, dtype=int64, device=targets.device)
+    S = targets.shape[1]
+    ext = VF.stack([VF.full_like(targets.cast(int64), blank), targets.cast(int64)], 2).reshape(N, 2 * S)
+    ext = VF.cat([ext, VF.full((N, 1), blank, dtype=int64, device=ext.device)], 1)             # (N, 2S + 1)
+    skip = VF.cat([VF.zeros(N, 2, dtype=bool_, device=ext.device), (ext[:, 2:] != blank) & (ext[:, 2:] != ext[:, :-2])], 1)
+    emit = lambda t: VF.gather(log_probs[t], 1, ext)                                        # (N, 2S + 1)
+    first = VF.arange(2 * S + 1, device=ext.device) < 2
+    alpha = VF.where(first, emit(0), _NO_PATH)
+    for t in range(1, T):
+        step = VF.logaddexp(VF.logaddexp(alpha, _shift(alpha, 1)), VF.where(skip, _shift(alpha, 2), _NO_PATH)) + emit(t)
+        alpha = VF.where(VF.unsqueeze(Ti > t, 1), VF.clamp_min(step, _NO_PATH), alpha)
+    end = VF.unsqueeze(2 * Si, 1)
+    last = VF.gather(alpha, 1, end)[:, 0]
+    before = VF.where(Si > 0, VF.gather(alpha, 1, VF.clamp_min(end - 1, 0))[:, 0], _NO_PATH)
+    loss = -VF.logaddexp(last, before)
+    impossible = loss > -_NO_PATH / 2
+    loss = VF.where(impossible, 0.0 if zero_infinity else math.inf, loss)
+    if unbatched: loss, Si = loss[0], Si[0]
+    if reduction == "mean": return VF.mean(loss / VF.clamp_min(Si, 1).cast(loss.dtype))
+    return _reduce_loss(loss, reduction, "ctc_loss")
+
+# %% ../../nbs/17_nn_functional.ipynb #ab1412d7
+def linear_cross_entropy(input, linear_weight, target, *, linear_bias=None, weight=None, reduction="mean", ignore_index=None,
+                         label_smoothing=0.0, options=None) -> Tensor:
+    "cross_entropy(linear(input, linear_weight, linear_bias), target, ...)."
+    return cross_entropy(linear(input, linear_weight, linear_bias), target, weight, -100 if ignore_index is None else ignore_index,
+                         reduction, label_smoothing)
+
+# %% ../../nbs/17_nn_functional.ipynb #8ab2cbbd
+def _fractional_starts(u, size_in, size_out, k):
+    "(N, C, size_out) int64 window starts for the samples u (N, C) (PyTorch's generate_intervals)."
+    last = VF.full(u.shape + (1,), size_in - k, dtype=int64, device=u.device)
+    if size_out == 1: return last
+    alpha = (size_in - k) / (size_out - 1)
+    i = VF.arange(size_out - 1, dtype=u.dtype, device=u.device)
+    s = VF.floor((i + VF.unsqueeze(u, -1)) * alpha) - VF.floor(VF.unsqueeze(u, -1) * alpha)
+    return VF.cat([s.cast(int64), last], -1)
+
+def fractional_max_pool2d(input, kernel_size, output_size=None, output_ratio=None, return_indices=False, _random_samples=None):
+    "Max over k×k windows at pseudo-random fractional strides, to `output_size` (or `output_ratio` of the input)."
+    _float(input, "fractional_max_pool2d")
+    x, unb = _batched(input, "fractional_max_pool2d")
+    kh, kw = _pair(kernel_size, "kernel_size")
+    N, C, H, W = x.shape
+    if (output_size is None) == (output_ratio is None):
+        raise ArgumentError("fractional_max_pool2d: give output_size or output_ratio, one of them")
+    if output_size is None:
+        rh, rw = output_ratio if isinstance(output_ratio, (tuple, list)) else (output_ratio, output_ratio)
+        output_size = (int(H * rh), int(W * rw))
+    oh, ow = _pair(output_size, "output_size")
+    if not (0 < oh and oh + kh - 1 <= H and 0 < ow and ow + kw - 1 <= W):
+        raise ShapeError(f"fractional_max_pool2d: output {(oh, ow)} with kernel {(kh, kw)} does not fit the input {(H, W)}")
+    u = VF.rand((N, C, 2), device=x.device).cast(x.dtype) if _random_samples is None else _random_samples
+    if u.shape != (N, C, 2): raise ShapeError(f"fractional_max_pool2d: _random_samples must be ({N}, {C}, 2), got {u.shape}")
+    rows, cols = _fractional_starts(u[..., 1], H, oh, kh), _fractional_starts(u[..., 0], W, ow, kw)
+    base = VF.reshape(VF.unsqueeze(rows, -1) * W + VF.unsqueeze(cols, -2), (N, C, oh * ow))
+    offsets = [a * W + b for a in range(kh) for b in range(kw)]
+    flat = VF.reshape(x, (N, C, H * W))
+    vals = VF.stack([VF.gather(flat, 2, base + o) for o in offsets], -1)        # (N, C, oh·ow, kh·kw)
+    y = VF.reshape(VF.amax(vals, -1), (N, C, oh, ow))
+    if not _flag(return_indices, "return_indices", "fractional_max_pool2d"): return _unbatch(y, unb)
+    pick = VF.argmax(vals, -1)
+    i = base + VF.index_select(VF.tensor(offsets, device=x.device), 0, VF.reshape(pick, (-1,))).reshape(pick.shape)
+    return _unbatch(y, unb), _unbatch(VF.reshape(i, (N, C, oh, ow)), unb)
+
+# %% ../../nbs/17_nn_functional.ipynb #8627f1e7
+def _triple(v, name, what) -> tuple:
+    "An int or three ints as three ints, checked like `_pair`'s."
+    v = tuple(v) if isinstance(v, (tuple, list)) else (v, v, v)
+    if len(v) != 3: raise ArgumentError(f"{what}: {name} must be an int or three ints, got {v!r}")
+    return (_single(v[0], name, what),) + _pair(v[1:], name)
+
+def _volume(x, what):
+    _float(x, what)
+    if x.ndim != 4:
+        raise ShapeError(f"{what} takes one volume (C, D, H, W); a batch (N, C, D, H, W) is rank 5, beyond vkML's {MAX_DIMS}: "
+                         f"loop over the batch. Got shape {x.shape}")
+
+def _depth_last(y):
+    "(C, D, Ho, Wo) as (C, Ho·Wo, 1, D): the depth as the width of one-row images."
+    C, D, Ho, Wo = y.shape
+    return VF.reshape(VF.transpose(VF.reshape(y, (C, D, Ho * Wo)), 1, 2), (C, Ho * Wo, 1, D))
+
+def _depth_back(z, Ho, Wo):
+    "(C, Ho·Wo, 1, Do) back to (C, Do, Ho, Wo)."
+    C, _, _, Do = z.shape
+    return VF.reshape(VF.transpose(VF.reshape(z, (C, Ho * Wo, Do)), 1, 2), (C, Do, Ho, Wo))
+
+def _volume_index(i2, iD, H, W):
+    "The flat d·H·W + h·W + w of each maximum: iD (C, Ho·Wo, 1, Do) its depth, i2 (C, D, Ho, Wo) the (h, w) per depth."
+    C, D, Ho, Wo = i2.shape
+    d = VF.transpose(VF.reshape(iD, (C, Ho * Wo, -1)), 1, 2)                     # (C, Do, Ho·Wo)
+    hw = VF.gather(VF.reshape(i2, (C, D, Ho * Wo)), 1, d)
+    return VF.reshape(d * (H * W) + hw, (C, d.shape[1], Ho, Wo))
+
+def avg_pool3d(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True, divisor_override=None) -> Tensor:
+    "The mean over each box window of one (C, D, H, W) volume (`divisor_override`: the sum over that number)."
+    _volume(input, "avg_pool3d")
+    k = _triple(kernel_size, "kernel_size", "avg_pool3d")
+    s = k if stride is None or (isinstance(stride, (tuple, list)) and not stride) else _triple(stride, "stride", "avg_pool3d")
+    p = _triple(padding, "padding", "avg_pool3d")
+    dv = None if divisor_override is None else 1
+    y = avg_pool2d(input, k[1:], s[1:], p[1:], ceil_mode, count_include_pad, dv)
+    z = avg_pool2d(_depth_last(y), (1, k[0]), (1, s[0]), (0, p[0]), ceil_mode, count_include_pad, divisor_override)
+    return _depth_back(z, *y.shape[2:])
+
+def max_pool3d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
+    "The maximum over each box window of one (C, D, H, W) volume; with `return_indices`, its flat position in D·H·W."
+    _volume(input, "max_pool3d")
+    k = _triple(kernel_size, "kernel_size", "max_pool3d")
+    s = k if stride is None or (isinstance(stride, (tuple, list)) and not stride) else _triple(stride, "stride", "max_pool3d")
+    p, d = _triple(padding, "padding", "max_pool3d"), _triple(dilation, "dilation", "max_pool3d")
+    y, i2 = max_pool2d(input, k[1:], s[1:], p[1:], d[1:], ceil_mode, True)
+    z, iD = max_pool2d(_depth_last(y), (1, k[0]), (1, s[0]), (0, p[0]), (1, d[0]), ceil_mode, True)
+    out = _depth_back(z, *y.shape[2:])
+    if not _flag(return_indices, "return_indices", "max_pool3d"): return out
+    return out, _volume_index(i2, iD, *input.shape[2:])
+
+# %% ../../nbs/17_nn_functional.ipynb #4d226e45
+def _output_size_3d(output_size, x, what):
+    o = tuple(output_size) if isinstance(output_size, (tuple, list)) else (output_size,) * 3
+    if len(o) != 3: raise ArgumentError(f"{what}: output_size must be an int or three (None keeps that size), got {output_size!r}")
+    o = tuple(x.shape[1 + i] if v is None else _single(v, "output_size", what) for i, v in enumerate(o))
+    if min(o) < 1: raise ArgumentError(f"{what}: output_size must be positive, got {o}")
+    return o
+
+def adaptive_avg_pool3d(input, output_size) -> Tensor:
+    "Average pooling of one (C, D, H, W) volume to `output_size` windows per axis (PyTorch's bounds)."
+    _volume(input, "adaptive_avg_pool3d")
+    od, oh, ow = _output_size_3d(output_size, input, "adaptive_avg_pool3d")
+    y = adaptive_avg_pool2d(input, (oh, ow))
+    return _depth_back(adaptive_avg_pool2d(_depth_last(y), (1, od)), oh, ow)
+
+def adaptive_max_pool3d(input, output_size, return_indices=False):
+    "Max pooling of one (C, D, H, W) volume to `output_size` windows per axis; with `return_indices`, the flat positions."
+    _volume(input, "adaptive_max_pool3d")
+    od, oh, ow = _output_size_3d(output_size, input, "adaptive_max_pool3d")
+    y, i2 = adaptive_max_pool2d(input, (oh, ow), return_indices=True)
+    z, iD = adaptive_max_pool2d(_depth_last(y), (1, od), return_indices=True)
+    out = _depth_back(z, oh, ow)
+    if not _flag(return_indices, "return_indices", "adaptive_max_pool3d"): return out
+    return out, _volume_index(i2, iD, *input.shape[2:])
+
+def max_unpool3d(input, indices, kernel_size, stride=None, padding=0, output_size=None) -> Tensor:
+    "The inverse of max_pool3d for one volume: zeros with each value at its flat position `indices` in D·H·W."
+    _volume(input, "max_unpool3d"); need_tensor("max_unpool3d's indices", indices)
+    if indices.dtype is not int64: raise DTypeError(f"max_unpool3d's indices must be int64, got {indices.dtype.name}: use `.long()`")
+    if indices.shape != input.shape: raise ShapeError(f"max_unpool3d: indices {indices.shape} must have the input's shape {input.shape}")
+    k = _triple(kernel_size, "kernel_size", "max_unpool3d")
+    s = k if stride is None else _triple(stride, "stride", "max_unpool3d")
+    p = _triple(padding, "padding", "max_unpool3d")
+    C, D, H, W = input.shape
+    out = tuple((n - 1) * si - 2 * pi + ki for n, si, pi, ki in zip((D, H, W), s, p, k))
+    if output_size is not None: out = tuple(int(v) for v in tuple(output_size)[-3:])
+    n = math.prod(out)
+    check_index_values("max_unpool3d", indices, n, "D*H*W")
+    y = VF.zeros((C, n), dtype=input.dtype, device=input.device).scatter(1, VF.reshape(indices, (C, -1)), VF.reshape(input, (C, -1)))
+    return VF.reshape(y, (C,) + out)
+
+# %% ../../nbs/17_nn_functional.ipynb #65827a98
+def fractional_max_pool3d(input, kernel_size, output_size=None, output_ratio=None, return_indices=False, _random_samples=None):
+    "fractional_max_pool2d's pseudo-random fractional windows over one (C, D, H, W) volume."
+    _volume(input, "fractional_max_pool3d")
+    k = _triple(kernel_size, "kernel_size", "fractional_max_pool3d")
+    C, D, H, W = input.shape
+    if (output_size is None) == (output_ratio is None):
+        raise ArgumentError("fractional_max_pool3d: give output_size or output_ratio, one of them")
+    if output_size is None:
+        r = output_ratio if isinstance(output_ratio, (tuple, list)) else (output_ratio,) * 3
+        output_size = tuple(int(n * ri) for n, ri in zip((D, H, W), r))
+    o = _triple(output_size, "output_size", "fractional_max_pool3d")
+    if not all(0 < oi and oi + ki - 1 <= n for oi, ki, n in zip(o, k, (D, H, W))):
+        raise ShapeError(f"fractional_max_pool3d: output {o} with kernel {k} does not fit the input {(D, H, W)}")
+    u = VF.rand((1, C, 3), device=input.device).cast(input.dtype) if _random_samples is None else _random_samples
+    if u.shape != (1, C, 3): raise ShapeError(f"fractional_max_pool3d: _random_samples must be (1, {C}, 3), got {u.shape}")
+    sd, sh, sw = (_fractional_starts(u[0, :, i], n, oi, ki) for i, (n, oi, ki) in enumerate(zip((D, H, W), o, k)))
+    base = (VF.reshape(sd, (C, o[0], 1, 1)) * (H * W) + VF.reshape(sh, (C, 1, o[1], 1)) * W + VF.reshape(sw, (C, 1, 1, o[2])))
+    base = VF.reshape(base, (C, math.prod(o)))
+    offsets = [a * H * W + b * W + c for a in range(k[0]) for b in range(k[1]) for c in range(k[2])]
+    vals = VF.stack([VF.gather(VF.reshape(input, (C, D * H * W)), 1, base + off) for off in offsets], -1)   # (C, cells, k³)
+    y = VF.reshape(VF.amax(vals, -1), (C,) + o)
+    if not _flag(return_indices, "return_indices", "fractional_max_pool3d"): return y
+    pick = VF.argmax(vals, -1)
+    i = base + VF.index_select(VF.tensor(offsets, device=input.device), 0, VF.reshape(pick, (-1,))).reshape(pick.shape)
+    return y, VF.reshape(i, (C,) + o)

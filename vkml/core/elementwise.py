@@ -14,9 +14,10 @@ from .ops import (Op, ARG_DOC, ACCEPTED_DTYPES, NO_GRAD_REASONS, SHAPE_RULES, CA
                       NUMERIC, ALL, same_shape_dtype)
 
 # %% auto #0
-__all__ = ['ELEMENTWISE', 'VATAN', 'VATAN2', 'VHYPERBOLIC', 'VFMOD', 'VHYPOT', 'VLOGADDEXP', 'COMPARE_OPS', 'FLOAT_UNARY_OPS',
-           'UNARY_OPS', 'BINARY_OPS', 'SOURCE_OPS', 'Elementwise', 'elementwise', 'remove_elementwise', 'lowbias32',
-           'rand_keys', 'rand_bits', 'glsl_function', 'needs', 'rows', 'table']
+__all__ = ['ELEMENTWISE', 'VATAN', 'VATAN2', 'VHYPERBOLIC', 'VFMOD', 'VHYPOT', 'VLOGADDEXP', 'VGCD', 'VNEXTAFTER', 'VSPECIAL',
+           'VBESSEL_I', 'COMPARE_OPS', 'FLOAT_UNARY_OPS', 'UNARY_OPS', 'BINARY_OPS', 'SOURCE_OPS', 'Elementwise',
+           'elementwise', 'remove_elementwise', 'lowbias32', 'rand_keys', 'rand_bits', 'glsl_function', 'needs', 'rows',
+           'table']
 
 # %% ../../nbs/03_elementwise.ipynb #90a600a8
 @dataclass(eq=False)
@@ -684,6 +685,266 @@ elementwise("SIGNBIT", 1, lambda n, x: np.signbit(x),
             dtypes=NUMERIC, out_dtype=bool_, no_grad=_INTEGRAL)
 elementwise("ISFINITE", 1, lambda n, x: np.isfinite(x), {"f": "uint(!(isnan({a}) || isinf({a})))", "i": "1u", "b": "1u"},
             dtypes=ALL, out_dtype=bool_, no_grad=_INTEGRAL)
+
+# %% ../../nbs/03_elementwise.ipynb #6a6b085a
+VGCD = glsl_function("vgcd", None, int_src="""
+{T} vgcd({T} a, {T} b) {
+    a = abs(a); b = abs(b);
+    while (b != {T}(0)) { {T} t = a % b; a = b; b = t; }      // Euclid: about 1.44 steps per bit at most
+    return a;
+}
+{T} vlcm({T} a, {T} b) { {T} g = vgcd(a, b); return g == {T}(0) ? {T}(0) : abs((a / g) * b); }""")
+VNEXTAFTER = glsl_function("vnextafter", """
+float vnextafter(float a, float b) {
+    if (isnan(a) || isnan(b)) return a + b;
+    if (a == b) return b;
+    if (a == 0.0) return uintBitsToFloat(b > 0.0 ? 1u : 0x80000001u);   // the smallest subnormal of b's sign
+    uint u = floatBitsToUint(a);
+    return uintBitsToFloat((b > a) == (a > 0.0) ? u + 1u : u - 1u);        // away from zero: one more in the bits
+}
+float vnextafter_half(float a, float b) {                                 // a and b hold float16 values
+    if (isnan(a) || isnan(b)) return a + b;
+    if (a == b) return b;
+    if (a == 0.0) return unpackHalf2x16(b > 0.0 ? 1u : 0x8001u).x;
+    uint u = packHalf2x16(vec2(a, 0.0)) & 0xffffu;
+    return unpackHalf2x16((b > a) == (a > 0.0) ? u + 1u : u - 1u).x;
+}""", """
+double vnextafter(double a, double b) {
+    if (isnan(a) || isnan(b)) return a + b;
+    if (a == b) return b;
+    if (a == 0.0) return packDouble2x32(uvec2(1u, b > 0.0 ? 0u : 0x80000000u));
+    uvec2 w = unpackDouble2x32(a);                                          // (low word, high word): carry by hand
+    if ((b > a) == (a > 0.0)) { w.x += 1u; if (w.x == 0u) w.y += 1u; }
+    else { if (w.x == 0u) w.y -= 1u; w.x -= 1u; }
+    return packDouble2x32(w);
+}""")
+
+def _shift(n, a, b, left: bool):
+    "PyTorch's shifts: a shift outside [0, bits) gives 0 (left) or the sign (right)"
+    bits = 8 * a.dtype.itemsize
+    inside = (b >= 0) & (b < bits)
+    s = np.where(inside, b, 0).astype(a.dtype)
+    if left: return np.where(inside, np.left_shift(a, s), 0).astype(a.dtype)
+    return np.where(inside, np.right_shift(a, s), np.right_shift(a, bits - 1)).astype(a.dtype)
+
+def _shift_glsl(left: bool):
+    def glsl(arg, ins, out):
+        bits = 64 if out is int64 else 32
+        outside = f"({{b}} < {{T}}(0) || {{b}} >= {{T}}({bits}))"
+        return f"({outside} ? {'{T}(0)' if left else f'({{a}} >> {bits - 1})'} : ({{a}} {'<<' if left else '>>'} int({{b}})))"
+    return glsl
+
+def _heaviside(n, a, b): return np.where(a == 0, b, np.where(a > 0, 1, 0)).astype(b.dtype)
+
+def _nextafter(n, a, b):
+    "in the node's own width (the CPU holds floats as float64); b where a == b, as C's (numpy's float16 gives a)"
+    a, b = a.astype(n.dtype.np), b.astype(n.dtype.np)
+    return np.where(a == b, b, np.nextafter(a, b))
+
+_INTS, _NO_DERIVATIVE = (int32, int64), (Category.BY_DESIGN, "PyTorch defines no derivative for it")
+elementwise("GCD", 2, lambda n, a, b: np.gcd(a, b), "vgcd({a}, {b})", dtypes=_INTS, no_grad=_INTEGRAL, helpers=needs(VGCD))
+elementwise("LCM", 2, lambda n, a, b: np.lcm(a, b), "vlcm({a}, {b})", dtypes=_INTS, no_grad=_INTEGRAL, helpers=needs(VGCD))
+elementwise("BITWISE_LEFT_SHIFT", 2, lambda n, a, b: _shift(n, a, b, True), _shift_glsl(True), dtypes=_INTS, no_grad=_INTEGRAL)
+elementwise("BITWISE_RIGHT_SHIFT", 2, lambda n, a, b: _shift(n, a, b, False), _shift_glsl(False), dtypes=_INTS, no_grad=_INTEGRAL)
+elementwise("HEAVISIDE", 2, _heaviside, {"f": "({a} == 0.0 ? {b} : ({a} > 0.0 ? 1.0 : 0.0))",
+            "i": "({a} == {T}(0) ? {b} : ({a} > {T}(0) ? {T}(1) : {T}(0)))"}, dtypes=NUMERIC, no_grad=_NO_DERIVATIVE)
+elementwise("NEXTAFTER", 2, _nextafter,
+            lambda arg, ins, out: "vnextafter_half({a}, {b})" if out is float16 else "vnextafter({a}, {b})",
+            no_grad=_NO_DERIVATIVE, helpers=needs(VNEXTAFTER))
+
+# %% ../../nbs/03_elementwise.ipynb #18991238
+def _high_half(x):
+    "float64 `x` with the low 32 bits of its significand cleared: its square is exact"
+    return (np.ascontiguousarray(x, np.float64).view(np.uint64) & np.uint64(0xFFFFFFFF00000000)).view(np.float64)
+
+def _erfcx(n, x):
+    "e^(x²)·erfc(x): e^(x²) from an exact split of x², the asymptotic series where erfc underflows"
+    with np.errstate(all="ignore"):
+        a = np.abs(x)
+        z = _high_half(a)
+        e2 = np.exp(z * z) * np.exp((a - z) * (a + z))
+        r, t, s = 1 / (2 * a * a), np.ones_like(a), np.ones_like(a)
+        for k in range(1, 11): t = t * -(2 * k - 1) * r; s = s + t
+        pos = np.where(a < 26, e2 * _erfc(a), s / (a * math.sqrt(math.pi)))
+        return np.where(np.isnan(x), x, np.where(x >= 0, pos, np.where(np.isinf(x), np.inf, 2 * e2 - pos)))
+
+_ERFCX = """
+{T} vexpx2({T} x) {                                 // e^(x²): x² = z² + (x−z)(x+z), z² exact
+    {T} z = {HIGH_HALF};
+    precise {T} zz = z * z, d = (x - z) * (x + z);
+    return vexp(zz) * vexp(d);
+}
+{T} verfcx_pos({T} x) {
+    if (x < {ERFC_LIVES}) return vexpx2(x) * verfc(x);
+    {T} r = 1.0 / (2.0 * x * x), t = 1.0, s = 1.0;     // Σ (−1)^k (2k−1)!! / (2x²)^k
+    for (int k = 1; k <= 10; k++) { t *= -{T}(2 * k - 1) * r; s += t; }
+    return s / (x * 1.7724538509055160273);
+}
+{T} verfcx({T} x) {
+    if (isnan(x) || x >= 0.0) return isnan(x) ? x : verfcx_pos(x);
+    return isinf(x) ? {INF} : 2.0 * vexpx2(x) - verfcx_pos(-x);
+}
+{T} vlog_ndtr({T} x) {
+    {T} t = x * 0.70710678118654752440;
+    return x < -1.0 ? vlog(verfcx(-t) * 0.5) - t * t : vlog1p(-0.5 * verfc(t));
+}
+{T} vndtr({T} x) {
+    {T} z = x * 0.70710678118654752440, a = abs(z);
+    if (a < 0.70710678118654752440) return 0.5 + 0.5 * verf(z);
+    {T} y = 0.5 * verfc(a);
+    return z > 0.0 ? 1.0 - y : y;
+}
+{T} vlog1p_all({T} x) { return x == {INF} ? x : (x == -1.0 ? -{INF} : (x < -1.0 ? {NAN} : vlog1p(x))); }"""
+VSPECIAL = glsl_function("vspecial",
+    _ERFCX.replace("{HIGH_HALF}", "uintBitsToFloat(floatBitsToUint(x) & 0xfffff000u)").replace("{ERFC_LIVES}", "9.0"),
+    _ERFCX.replace("{HIGH_HALF}", "packDouble2x32(uvec2(0u, unpackDouble2x32(x).y))").replace("{ERFC_LIVES}", "26.0"))
+
+# %% ../../nbs/03_elementwise.ipynb #0f77642c
+def _entr(n, x):
+    with np.errstate(all="ignore"): return np.where(np.isnan(x), x, np.where(x > 0, -x * np.log(x), np.where(x == 0, 0.0, -np.inf)))
+
+def _xlog1py(n, a, b):
+    with np.errstate(all="ignore"): return np.where(np.isnan(b), np.nan, np.where(a == 0, 0.0, a * np.log1p(b)))
+
+def _ndtr(n, x):
+    "Cephes' ndtr: ½ + ½ erf(x/√2) near 0, ½ erfc(|x|/√2) (or 1 minus it) beyond"
+    z = x * _SQRT1_2
+    y = 0.5 * _erfc(np.abs(z))
+    return np.where(np.abs(z) < _SQRT1_2, 0.5 + 0.5 * _erf(z), np.where(z > 0, 1 - y, y))
+
+def _log_ndtr(n, x):
+    with np.errstate(all="ignore"):
+        t = x * _SQRT1_2
+        return np.where(x < -1, np.log(_erfcx(n, -t) * 0.5) - t * t, np.log1p(-0.5 * _erfc(t)))
+
+def _sinc(n, x):
+    "sin(πx)/(πx), 1 at 0 and exactly 0 at the other integers (π·k rounded is not a zero of sin; every float past 2^23 is an integer)"
+    with np.errstate(all="ignore"):
+        return np.where(x == 0, 1.0, np.where((x == np.trunc(x)) & ~np.isinf(x), 0.0, np.sin(x * math.pi) / (x * math.pi)))
+
+_J0_SERIES = (1.0, -1 / 6, 1 / 120, -1 / 5040, 1 / 362880, -1 / 39916800, 1 / 6227020800)   # sin(x)/x = Σ (−x²)^k/(2k+1)!
+def _in_x2(coefficients, x2):
+    "Horner's form of Σ c_k·x2^k, as numpy (x2 an array) or as GLSL (x2 a string)"
+    out = coefficients[-1]
+    if isinstance(x2, str): return "".join(f"({c!r} + {x2} * " for c in coefficients[:-1]) + repr(out) + ")" * (len(coefficients) - 1)
+    for c in coefficients[-2::-1]: out = c + x2 * out
+    return out
+
+def _spherical_j0(n, x):
+    with np.errstate(all="ignore"):
+        return np.where(np.isinf(x), 0.0, np.where(np.abs(x) < 0.5, _in_x2(_J0_SERIES, x * x), np.sin(x) / x))
+
+def _sinc_vjp(g, y, x):
+    "g·(cos πx − sinc x)/x, 0 at 0 (the masked-off lane sees x = 1)"
+    xs = x.where(x != 0, 1.0)
+    return ((g * ((xs * math.pi).cos() - y) / xs).where(x != 0, 0.0),)
+
+_DJ0_SERIES = (-1 / 3, 1 / 30, -1 / 840, 1 / 45360, -1 / 3991680)   # d/dx sin(x)/x = x·Σ c_k x^(2k) near 0
+def _spherical_j0_vjp(g, y, x):
+    "g·(cos x − j0(x))/x, by its series below ½"
+    small = x.abs() < 0.5
+    xs = x.where(small == False, 1.0)
+    x2 = x * x
+    series = x * _in_x2(_DJ0_SERIES, x2)
+    return (g * series.where(small, (xs.cos() - y) / xs),)
+
+_xlog1py_vjp = lambda g, y, a, b: ((g * b.where(a != 0, 0.0).log1p()).where(a != 0, 0.0), g * a / (b + 1.0))
+_sp = dict(helpers=needs(VSPECIAL))
+elementwise("ENTR", 1, _entr, "(isnan({a}) ? {a} : ({a} > 0.0 ? -{a} * vlog({a}) : ({a} == 0.0 ? 0.0 : -F_INF)))",
+            vjp=lambda g, y, x: (-(g * (x.log() + 1.0)),), domain=_POSITIVE)
+elementwise("XLOG1PY", 2, _xlog1py, "(isnan({b}) ? {b} : ({a} == 0.0 ? 0.0 : {a} * vlog1p_all({b})))", vjp=_xlog1py_vjp,
+            domain=_POSITIVE, **_sp)
+elementwise("NDTR", 1, _ndtr, "vndtr({a})", vjp=lambda g, y, x: (g * (x * x * -0.5).exp() * _1_SQRT2PI,), **_sp)
+elementwise("LOG_NDTR", 1, _log_ndtr, "vlog_ndtr({a})", vjp=lambda g, y, x: (g * (x * x * -0.5 - y).exp() * _1_SQRT2PI,), **_sp)
+elementwise("ERFCX", 1, _erfcx, "verfcx({a})", vjp=lambda g, y, x: (g * (x * y * 2.0 - _2_SQRTPI),), **_sp)
+elementwise("SINC", 1, _sinc, "({a} == 0.0 ? 1.0 : ({a} == trunc({a}) ? (isinf({a}) ? F_NAN : 0.0) : vsincos({a} * 3.14159265358979323846, false) / ({a} * 3.14159265358979323846)))",
+            vjp=_sinc_vjp)
+elementwise("SPHERICAL_BESSEL_J0", 1, _spherical_j0,
+            f"(isinf({{a}}) ? 0.0 : (abs({{a}}) < 0.5 ? {_in_x2(_J0_SERIES, '({a} * {a})')} : vsincos({{a}}, false) / {{a}}))",
+            vjp=_spherical_j0_vjp, domain=(-6.0, 6.0))
+
+# %% ../../nbs/03_elementwise.ipynb #72281451
+_I0_A = (-4.41534164647933937950e-18, 3.33079451882223809783e-17, -2.43127984654795469359e-16, 1.71539128555513303061e-15,
+         -1.16853328779934516808e-14, 7.67618549860493561688e-14, -4.85644678311192946090e-13, 2.95505266312963983461e-12,
+         -1.72682629144155570723e-11, 9.67580903537323691224e-11, -5.18979560163526290666e-10, 2.65982372468238665035e-9,
+         -1.30002500998624804212e-8, 6.04699502254191894932e-8, -2.67079385394061173391e-7, 1.11738753912010371815e-6,
+         -4.41673835845875056359e-6, 1.64484480707288970893e-5, -5.75419501008210370398e-5, 1.88502885095841655729e-4,
+         -5.76375574538582365885e-4, 1.63947561694133579842e-3, -4.32430999505057594430e-3, 1.05464603945949983183e-2,
+         -2.37374148058994688156e-2, 4.93052842396707084878e-2, -9.49010970480476444210e-2, 1.71620901522208775349e-1,
+         -3.04682672343198398683e-1, 6.76795274409476084995e-1)            # e^-x I0(x) on [0, 8], in x/2 − 2
+_I0_B = (-7.23318048787475395456e-18, -4.83050448594418207126e-18, 4.46562142029675999901e-17, 3.46122286769746109310e-17,
+         -2.82762398051658348494e-16, -3.42548561967721913462e-16, 1.77256013305652638360e-15, 3.81168066935262242075e-15,
+         -9.55484669882830764870e-15, -4.15056934728722208663e-14, 1.54008621752140982691e-14, 3.85277838274214270114e-13,
+         7.18012445138366623367e-13, -1.79417853150680611778e-12, -1.32158118404477131188e-11, -3.14991652796324136454e-11,
+         1.18891471078464383424e-11, 4.94060238822496958910e-10, 3.39623202570838634515e-9, 2.26666899049817806459e-8,
+         2.04891858946906374183e-7, 2.89137052083475648297e-6, 6.88975834691682398426e-5, 3.36911647825569408990e-3,
+         8.04490411014108831608e-1)                                          # √x e^-x I0(x) on (8, ∞), in 32/x − 2
+_I1_A = (2.77791411276104639959e-18, -2.11142121435816608115e-17, 1.55363195773620046921e-16, -1.10559694773538630805e-15,
+         7.60068429473540693410e-15, -5.04218550472791168711e-14, 3.22379336594557470981e-13, -1.98397439776494371520e-12,
+         1.17361862988909016308e-11, -6.66348972350202774223e-11, 3.62559028155211703701e-10, -1.88724975172282928790e-9,
+         9.38153738649577178388e-9, -4.44505912879632808065e-8, 2.00329475355213526229e-7, -8.56872026469545474066e-7,
+         3.47025130813767847674e-6, -1.32731636560394358279e-5, 4.78156510755005422638e-5, -1.61760815825896745588e-4,
+         5.12285956168575772895e-4, -1.51357245063125314899e-3, 4.15642294431288815669e-3, -1.05640848946261981558e-2,
+         2.47264490306265168283e-2, -5.29459812080949914269e-2, 1.02643658689847095384e-1, -1.76416518357834055153e-1,
+         2.52587186443633654823e-1)                                          # e^-x I1(x)/x on [0, 8]
+_I1_B = (7.51729631084210481353e-18, 4.41434832307170791151e-18, -4.65030536848935832153e-17, -3.20952592199342395980e-17,
+         2.96262899764595013876e-16, 3.30820231092092828324e-16, -1.88035477551078244854e-15, -3.81440307243700780478e-15,
+         1.04202769841288027642e-14, 4.27244001671195135429e-14, -2.10154184277266431302e-14, -4.08355111109219731823e-13,
+         -7.19855177624590851209e-13, 2.03562854414708950722e-12, 1.41258074366137813316e-11, 3.25260358301548823856e-11,
+         -1.89749581235054123450e-11, -5.58974346219658380687e-10, -3.83538038596423702205e-9, -2.63146884688951950684e-8,
+         -2.51223623787020892529e-7, -3.88256480887769039346e-6, -1.10588938762623716291e-4, -9.76109749136146840777e-3,
+         7.78576235018280120474e-1)                                          # √x e^-x I1(x) on (8, ∞)
+
+def _chbevl(t, coefficients):
+    "Cephes' chbevl: Σ' c_k T_k(t/2), by the recurrence b = t·b₁ − b₂ + c (numpy arrays, or GLSL when t is a string)"
+    if isinstance(t, str):
+        steps = " ".join(f"b2 = b1; b1 = b0; b0 = {t} * b1 - b2 + {c!r};" for c in coefficients[1:])
+        return f"{{T}} b0 = {coefficients[0]!r}, b1 = 0.0, b2 = 0.0; {steps} "
+    b0, b1, b2 = np.full_like(t, coefficients[0]), np.zeros_like(t), np.zeros_like(t)
+    for c in coefficients[1:]: b2, b1, b0 = b1, b0, t * b0 - b1 + c
+    return 0.5 * (b0 - b2)
+
+def _bessel_scaled(x, order: int):
+    "e^-|x|·I_order(x) (Cephes' i0e, i1e)"
+    with np.errstate(all="ignore"):
+        a = np.abs(x)
+        A, B = (_I0_A, _I0_B) if order == 0 else (_I1_A, _I1_B)
+        near = _chbevl(a / 2 - 2, A) * (a if order else 1)
+        far = _chbevl(32 / np.maximum(a, 8) - 2, B) / np.sqrt(np.maximum(a, 8))
+        y = np.where(np.isinf(a), 0.0, np.where(a <= 8, near, far))
+        return np.where(x < 0, -y, y) if order else y
+
+def _bessel(x, order: int):
+    with np.errstate(all="ignore"): return np.where(np.isinf(x), x if order else np.inf, _bessel_scaled(x, order) * np.exp(np.abs(x)))
+
+def _bessel_glsl(name, A, B, odd):
+    return f"""
+{{T}} {name}({{T}} x) {{                 // e^-|x| I(x), Cephes
+    {{T}} a = abs(x), y;
+    if (isnan(x) || isinf(x)) return isnan(x) ? x : {'(x < 0.0 ? -0.0 : 0.0)' if odd else '0.0'};
+    if (a <= 8.0) {{ {{T}} t = a * 0.5 - 2.0; {_chbevl("t", A)}y = 0.5 * (b0 - b2){' * a' if odd else ''}; }}
+    else {{ {{T}} t = 32.0 / a - 2.0; {_chbevl("t", B)}y = 0.5 * (b0 - b2) / sqrt(a); }}
+    return {'x < 0.0 ? -y : y' if odd else 'y'};
+}}"""
+VBESSEL_I = glsl_function("vbessel_i", _bessel_glsl("vi0e", _I0_A, _I0_B, False) + _bessel_glsl("vi1e", _I1_A, _I1_B, True))
+
+def _i1_vjp(g, y, x):
+    "g·(I0 − I1/x), ½ at 0"
+    xs = x.where(x != 0, 1.0)
+    return (g * (x._apply(Op.I0, x) - y / xs).where(x != 0, 0.5),)
+
+def _i1e_vjp(g, y, x):
+    "g·(I0E − I1E·(sign x + 1/x)), ½ at 0"
+    xs = x.where(x != 0, 1.0)
+    return (g * (x._apply(Op.I0E, x) - y * (x.sign() + 1.0 / xs)).where(x != 0, 0.5),)
+
+_bi = dict(helpers=needs(VBESSEL_I), domain=(-10.0, 10.0))   # both expansions
+elementwise("I0", 1, lambda n, x: _bessel(x, 0), "(isinf({a}) ? abs({a}) : (vi0e({a}) * vexp(0.5 * abs({a}))) * vexp(0.5 * abs({a})))",
+            vjp=lambda g, y, x: (g * x._apply(Op.I1, x),), **_bi)
+elementwise("I0E", 1, lambda n, x: _bessel_scaled(x, 0), "vi0e({a})",
+            vjp=lambda g, y, x: (g * (x._apply(Op.I1E, x) - x.sign() * y),), kinks=(0.0,), **_bi)
+elementwise("I1", 1, lambda n, x: _bessel(x, 1), "(isinf({a}) ? {a} : (vi1e({a}) * vexp(0.5 * abs({a}))) * vexp(0.5 * abs({a})))", vjp=_i1_vjp, **_bi)
+elementwise("I1E", 1, lambda n, x: _bessel_scaled(x, 1), "vi1e({a})", vjp=_i1e_vjp, kinks=(0.0,), **_bi)
 
 # %% ../../nbs/03_elementwise.ipynb #707cd9d0
 def rows(kind: str | None = None) -> list:

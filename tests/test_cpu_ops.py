@@ -129,6 +129,7 @@ def _from_operator_table() -> dict:
     import vkml.frontend.registry as R
     from vkml.core.elementwise import ELEMENTWISE as EW
     ops = {n: getattr(Op, n.upper(), None) for n in R.names(form="unary")}
+    ops |= {n: getattr(Op, n.removeprefix("special.").upper(), None) for n in R.names(module="vkml.special")}   # vkml.special's rows
     return {op: (None, R.OPERATORS[n].reference_fn()) for n, op in ops.items()
             if op in FLOAT_UNARY_OPS and EW[op].example_arg is None and EW[op].params is None}
 

@@ -325,7 +325,36 @@ _FORMS_OPERATORS: list = []
 _register(_FORMS_OPERATORS)
 
 # %% ../../nbs/16_registry.ipynb #f20a45ea
-_SPECIAL_OPERATORS: list = []
+def _spherical_j0_ref(x):
+    from scipy import special   # the tests' dependency: only a reference check calls it
+    return special.spherical_jn(0, x)
+
+def _special(category, rows):
+    "Rows of vkml.special from (name, reference[, domain]): the example applies it to (2, 3) tensors of the domain (and a (3,) one)."
+    def op(name, ref, domain="any"):
+        fn = getattr(_SP, name.removeprefix("special."))
+        args = (lambda: (_in(domain, 2, 3),)) if category == "unary math" else (lambda: (_in(domain, 2, 3), _in(domain, 3)))
+        return Operator(name, category, fn, lambda: fn(*args()), ref, domain)
+    return [op(*r) for r in rows]
+
+def _integer_pair(name):
+    fn = getattr(_SP, name)
+    return Operator(name, "binary", fn, lambda: fn(_idx([[12, -18, 5]]), _idx([8, 4, 3])), getattr(np, {"bitwise_left_shift": "left_shift",
+                    "bitwise_right_shift": "right_shift"}.get(name, name)), "int")
+
+_SPECIAL_OPERATORS: list = [
+    *_special("unary math", [
+        ("special.entr", "scipy.special.entr", "pos"), ("special.ndtr", "scipy.special.ndtr"),
+        ("special.log_ndtr", "scipy.special.log_ndtr"), ("special.erfcx", "scipy.special.erfcx"), ("sinc", np.sinc),
+        ("special.spherical_bessel_j0", _spherical_j0_ref), ("i0", np.i0), ("special.i0e", "scipy.special.i0e"),
+        ("special.i1", "scipy.special.i1"), ("special.i1e", "scipy.special.i1e"),
+        ("special.modified_bessel_i0", np.i0), ("special.modified_bessel_i1", "scipy.special.i1")]),
+    *_special("binary", [
+        ("special.xlog1py", "scipy.special.xlog1py", "pos"), ("heaviside", np.heaviside), ("nextafter", np.nextafter),
+        ("ldexp", lambda a, b: a * np.exp2(b)), ("float_power", np.float_power, "pos"), ("true_divide", np.true_divide, "nz"),
+        ("rsub", lambda a, b: b - a)]),
+    *[_integer_pair(n) for n in ("gcd", "lcm", "bitwise_left_shift", "bitwise_right_shift")],
+]
 _register(_SPECIAL_OPERATORS)
 
 # %% ../../nbs/16_registry.ipynb #2a0fb6ef

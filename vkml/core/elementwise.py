@@ -915,7 +915,8 @@ def _bessel_scaled(x, order: int):
         return np.where(x < 0, -y, y) if order else y
 
 def _bessel(x, order: int):
-    with np.errstate(all="ignore"): return np.where(np.isinf(x), x if order else np.inf, _bessel_scaled(x, order) * np.exp(np.abs(x)))
+    "e^|x|·(e^-|x| I(x)): NaN at ±inf, as PyTorch's and SciPy's (Cephes multiplies e^∞ by 0)"
+    with np.errstate(all="ignore"): return _bessel_scaled(x, order) * np.exp(np.abs(x))
 
 def _bessel_glsl(name, A, B, odd):
     return f"""
@@ -939,11 +940,11 @@ def _i1e_vjp(g, y, x):
     return (g * (x._apply(Op.I0E, x) - y * (x.sign() + 1.0 / xs)).where(x != 0, 0.5),)
 
 _bi = dict(helpers=needs(VBESSEL_I), domain=(-10.0, 10.0))   # both expansions
-elementwise("I0", 1, lambda n, x: _bessel(x, 0), "(isinf({a}) ? abs({a}) : (vi0e({a}) * vexp(0.5 * abs({a}))) * vexp(0.5 * abs({a})))",
+elementwise("I0", 1, lambda n, x: _bessel(x, 0), "(vi0e({a}) * vexp(0.5 * abs({a}))) * vexp(0.5 * abs({a}))",
             vjp=lambda g, y, x: (g * x._apply(Op.I1, x),), **_bi)
 elementwise("I0E", 1, lambda n, x: _bessel_scaled(x, 0), "vi0e({a})",
             vjp=lambda g, y, x: (g * (x._apply(Op.I1E, x) - x.sign() * y),), kinks=(0.0,), **_bi)
-elementwise("I1", 1, lambda n, x: _bessel(x, 1), "(isinf({a}) ? {a} : (vi1e({a}) * vexp(0.5 * abs({a}))) * vexp(0.5 * abs({a})))", vjp=_i1_vjp, **_bi)
+elementwise("I1", 1, lambda n, x: _bessel(x, 1), "(vi1e({a}) * vexp(0.5 * abs({a}))) * vexp(0.5 * abs({a}))", vjp=_i1_vjp, **_bi)
 elementwise("I1E", 1, lambda n, x: _bessel_scaled(x, 1), "vi1e({a})", vjp=_i1e_vjp, kinks=(0.0,), **_bi)
 
 # %% ../../nbs/03_elementwise.ipynb #707cd9d0

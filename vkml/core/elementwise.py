@@ -737,9 +737,13 @@ def _shift_glsl(left: bool):
 def _heaviside(n, a, b): return np.where(a == 0, b, np.where(a > 0, 1, 0)).astype(b.dtype)
 
 def _nextafter(n, a, b):
-    "in the node's own width (the CPU holds floats as float64); b where a == b, as C's (numpy's float16 gives a)"
-    a, b = a.astype(n.dtype.np), b.astype(n.dtype.np)
-    return np.where(a == b, b, np.nextafter(a, b))
+    """in the node's own width (the CPU holds floats as float64); b where a == b, as C's (numpy's float16 gives a).
+    A value that width cannot hold is held wider (gradcheck's float64 mode): there the step is float64's"""
+    w = n.dtype.np
+    with np.errstate(all="ignore"):
+        narrow = (a.astype(w) == a) & (b.astype(w) == b)
+        step = np.where(narrow, np.nextafter(a.astype(w), b.astype(w)).astype(np.float64), np.nextafter(a, b))
+    return np.where(a == b, b, step)
 
 _INTS, _NO_DERIVATIVE = (int32, int64), (Category.BY_DESIGN, "PyTorch defines no derivative for it")
 elementwise("GCD", 2, lambda n, a, b: np.gcd(a, b), "vgcd({a}, {b})", dtypes=_INTS, no_grad=_INTEGRAL, helpers=needs(VGCD))
@@ -750,7 +754,7 @@ elementwise("HEAVISIDE", 2, _heaviside, {"f": "({a} == 0.0 ? {b} : ({a} > 0.0 ? 
             "i": "({a} == {T}(0) ? {b} : ({a} > {T}(0) ? {T}(1) : {T}(0)))"}, dtypes=NUMERIC, no_grad=_NO_DERIVATIVE)
 elementwise("NEXTAFTER", 2, _nextafter,
             lambda arg, ins, out: "vnextafter_half({a}, {b})" if out is float16 else "vnextafter({a}, {b})",
-            no_grad=_NO_DERIVATIVE, helpers=needs(VNEXTAFTER))
+            vjp=lambda g, y, a, b: (g, _zero_vjp(g, y, b)[0]), helpers=needs(VNEXTAFTER))   # PyTorch's: a step of one ulp
 
 # %% ../../nbs/03_elementwise.ipynb #18991238
 def _high_half(x):

@@ -34,7 +34,8 @@ CASES = json.loads(str(np.load(NPZ)["meta/cases"])) if NPZ.exists() else {}
 FAMILY = R.names(module="vkml.special")
 TESTED_OPERATORS = set(CASES) & set(FAMILY)
 "The operators of the table this file checks against PyTorch."
-GRADS = [n for n, c in CASES.items() if c["grad"]]
+NO_GRAD_YET = {"polygamma", "special.polygamma", "special.zeta"}   # through ZETA, whose rule is not yet written
+GRADS = [n for n, c in CASES.items() if c["grad"] and n not in NO_GRAD_YET]
 
 
 def inputs(name, device, dtype, requires_grad=False) -> list:
@@ -48,7 +49,7 @@ def inputs(name, device, dtype, requires_grad=False) -> list:
 
 
 def run(name, ts):
-    return R.OPERATORS[name].fn(*ts, **CASES[name]["kwargs"])
+    return R.OPERATORS[name].fn(*CASES[name]["lead"], *ts, **CASES[name]["kwargs"])
 
 
 def test_every_operator_of_the_family_has_a_torch_case():
@@ -112,3 +113,11 @@ def test_the_rows_fuse_on_vulkan():
     build = lambda t: SP.log_ndtr(SP.i0e(t) * 2.0 - 1.0) + SP.erfcx(t) * SP.sinc(t)
     cpu, vk = oracle.on_devices(build, a.astype(np.float32))
     oracle.assert_close(vk, cpu, what="fused special chain")
+
+
+@pytest.mark.parametrize("name", sorted(NO_GRAD_YET))
+def test_zeta_gradient_is_a_typed_error(name):
+    "PyTorch differentiates ζ in q (and polygamma through it); vkML says it cannot yet, by name."
+    ts = inputs(name, "cpu", np.float64, requires_grad=True)
+    with pytest.raises(vkml.GradError, match="cannot differentiate through ZETA"):
+        run(name, ts).sum().backward()

@@ -12,7 +12,7 @@ from .frontend.functions import div, sub
 # %% auto #0
 __all__ = ['entr', 'ndtr', 'log_ndtr', 'erfcx', 'sinc', 'spherical_bessel_j0', 'i0', 'i0e', 'i1', 'i1e', 'modified_bessel_i0',
            'modified_bessel_i1', 'xlog1py', 'gcd', 'lcm', 'bitwise_left_shift', 'bitwise_right_shift', 'heaviside',
-           'nextafter', 'ldexp', 'float_power', 'true_divide', 'rsub']
+           'nextafter', 'digamma', 'psi', 'erfinv', 'zeta', 'polygamma', 'ldexp', 'float_power', 'true_divide', 'rsub']
 
 # %% ../nbs/18a_special.ipynb #7a5550ac
 def _one(op: Op, name: str, doc: str):
@@ -53,6 +53,23 @@ bitwise_left_shift = _two(Op.BITWISE_LEFT_SHIFT, "bitwise_left_shift", "x << y (
 bitwise_right_shift = _two(Op.BITWISE_RIGHT_SHIFT, "bitwise_right_shift", "x >> y, arithmetic (the sign for a shift outside [0, bits)).")
 heaviside = _two(Op.HEAVISIDE, "heaviside", "0 where x < 0 (or NaN), 1 where x > 0, values where x = 0.", "values")
 nextafter = _two(Op.NEXTAFTER, "nextafter", "The next representable value after x towards y.")
+
+# %% ../nbs/18a_special.ipynb #c64d36cf
+import math
+digamma = _one(Op.DIGAMMA, "digamma", "ψ(x) = Γ′(x)/Γ(x).")
+psi = _one(Op.DIGAMMA, "psi", "ψ(x) (torch.special's other name for digamma).")
+erfinv = _one(Op.ERFINV, "erfinv", "The inverse error function (NaN outside [−1, 1]).")
+zeta = _two(Op.ZETA, "zeta", "The Hurwitz zeta function Σ_k (k + other)^(−input).")
+
+def _polygamma(n, input):
+    "The n-th derivative of ψ at input."
+    if not isinstance(n, int) or isinstance(n, bool) or n < 0:
+        raise ArgumentError(f"polygamma's n must be a non-negative int, got {n!r}")
+    need_tensor("polygamma", input)
+    if n == 0: return digamma(input)
+    return elementwise_op(Op.ZETA, "polygamma", float(n + 1), input) * ((-1) ** (n + 1) * float(math.factorial(n)))
+polygamma = with_out(_polygamma)
+polygamma.__name__ = polygamma.__qualname__ = "polygamma"
 
 # %% ../nbs/18a_special.ipynb #ceff8bc6
 def _floating(x):

@@ -10,14 +10,14 @@ from collections.abc import Callable
 import numpy as np
 from .dtypes import *
 from .dtypes import FLOATS
-from .ops import (Op, ARG_DOC, ACCEPTED_DTYPES, NO_GRAD_REASONS, SHAPE_RULES, CALLER_SHAPED, Category,
+from .ops import (Op, ARG_DOC, ACCEPTED_DTYPES, NO_GRAD_REASONS, NO_HIGHER_ORDER, SHAPE_RULES, CALLER_SHAPED, Category,
                       NUMERIC, ALL, same_shape_dtype)
 
 # %% auto #0
 __all__ = ['ELEMENTWISE', 'VATAN', 'VATAN2', 'VHYPERBOLIC', 'VFMOD', 'VHYPOT', 'VLOGADDEXP', 'VGCD', 'VNEXTAFTER', 'VSPECIAL',
-           'VBESSEL_I', 'COMPARE_OPS', 'FLOAT_UNARY_OPS', 'UNARY_OPS', 'BINARY_OPS', 'SOURCE_OPS', 'Elementwise',
-           'elementwise', 'remove_elementwise', 'lowbias32', 'rand_keys', 'rand_bits', 'glsl_function', 'needs', 'rows',
-           'table']
+           'VBESSEL_I', 'VGAMMA', 'COMPARE_OPS', 'FLOAT_UNARY_OPS', 'UNARY_OPS', 'BINARY_OPS', 'SOURCE_OPS',
+           'Elementwise', 'elementwise', 'remove_elementwise', 'lowbias32', 'rand_keys', 'rand_bits', 'glsl_function',
+           'needs', 'rows', 'table']
 
 # %% ../../nbs/03_elementwise.ipynb #90a600a8
 @dataclass(eq=False)
@@ -950,6 +950,154 @@ elementwise("I0E", 1, lambda n, x: _bessel_scaled(x, 0), "vi0e({a})",
             vjp=lambda g, y, x: (g * (x._apply(Op.I1E, x) - x.sign() * y),), kinks=(0.0,), **_bi)
 elementwise("I1", 1, lambda n, x: _bessel(x, 1), "(vi1e({a}) * vexp(0.5 * abs({a}))) * vexp(0.5 * abs({a}))", vjp=_i1_vjp, **_bi)
 elementwise("I1E", 1, lambda n, x: _bessel_scaled(x, 1), "vi1e({a})", vjp=_i1e_vjp, kinks=(0.0,), **_bi)
+
+# %% ../../nbs/03_elementwise.ipynb #2613e033
+_PSI_A = (8.33333333333333333333e-2, -2.10927960927960927961e-2, 7.57575757575757575758e-3, -4.16666666666666666667e-3,
+          3.96825396825396825397e-3, -8.33333333333333333333e-3, 8.33333333333333333333e-2)   # Cephes psi, highest first
+_ZETA_A = (12.0, -720.0, 30240.0, -1209600.0, 47900160.0, -1.8924375803183791606e9, 7.47242496e10, -2.950130727918164224e12,
+           1.1646782814350067249e14, -4.5979787224074726105e15, 1.8152105401943546773e17, -7.1661652561756670113e18)
+
+def _polevl(z, coefficients):
+    "Horner's rule, highest degree first (a float, or GLSL when z is a string)"
+    if isinstance(z, str): return "(" * (len(coefficients) - 1) + f"{coefficients[0]!r}" + "".join(f" * {z} + {c!r})" for c in coefficients[1:])
+    out = coefficients[0]
+    for c in coefficients[1:]: out = out * z + c
+    return out
+
+def _digamma1(x: np.float64) -> np.float64:
+    "(numpy scalars throughout: a division by zero gives inf, as C's, not ZeroDivisionError)"
+    if x == 0: return np.copysign(np.inf, -x)
+    if x < 0:
+        if x == np.trunc(x): return np.nan
+        return _digamma1(1 - x) - np.pi / np.tan(np.pi * (x - np.trunc(x)))
+    if abs(x - _PSI_ROOT) < 0.3: return _PSI_ROOT_VALUE + _polevl(x - _PSI_ROOT, _PSI_ROOT_SERIES)
+    result = 0.0
+    while x < 10: result -= 1 / x; x += 1
+    if x == 10: return result + 2.25175258906672110764
+    y = 0.0
+    if x < 1e17: z = 1 / (x * x); y = z * _polevl(z, _PSI_A)
+    return result + np.log(x) - 0.5 / x - y
+
+def _zeta1(x: np.float64, q: np.float64) -> np.float64:
+    "Cephes' Hurwitz zeta, as PyTorch's"
+    if x == 1: return np.inf
+    if x < 1: return np.nan
+    if q <= 0:
+        if q == np.floor(q): return np.inf
+        if x != np.floor(x): return np.nan
+    s, a, i, b = _pow(q, -x), q, 0, np.float64(0.0)
+    while i < 9 or a <= 9:
+        i += 1; a += 1; b = _pow(a, -x); s += b
+        if -_MACHEP * s < b < _MACHEP * s or (b == 0 and np.isfinite(x) and np.isfinite(q)): return s   # (b = 0: so are the rest)
+    w = a
+    s += b * w / (x - 1); s -= 0.5 * b
+    a, k = 1.0, 0.0
+    for i in range(12):
+        a *= x + k; b /= w
+        t = a * b / _ZETA_A[i]; s = s + t
+        if abs(t / s) < _MACHEP: return s
+        k += 1; a *= x + k; b /= w; k += 1
+    return s
+
+_MACHEP = 1.11022302462515654042e-16
+def _pow(a, b): return np.power(np.float64(a), np.float64(b))
+
+# Near ψ's positive root x₀ the recurrence cancels; there ψ(x) = ψ(x₀) + Σₙ (−1)ⁿ⁺¹ ζ(n+1, x₀)(x − x₀)ⁿ (SciPy's way),
+# whose coefficients are computed here once. x₀ and ψ(x₀) (x₀ rounded to a double) are SciPy's.
+_PSI_ROOT, _PSI_ROOT_VALUE = 1.4616321449683623, -9.2412655217294275e-17
+_PSI_ROOT_SERIES = tuple(float((-1) ** (n + 1) * _zeta1(np.float64(n + 1), np.float64(_PSI_ROOT))) for n in range(30, 0, -1)) + (0.0,)
+def _scalar(f):
+    "`f` of numpy float64 scalars over arrays, with C's silent infinities and NaN"
+    vf = np.vectorize(lambda *xs: f(*(np.float64(v) for v in xs)), otypes=[np.float64])
+    def g(*arrays):
+        with np.errstate(all="ignore"): return vf(*arrays)
+    return g
+
+def _erfinv(n, y):
+    "PyTorch's: Pavlis's rational guess (|y| ≤ 0.7, and beyond), then two Newton steps on erf"
+    with np.errstate(all="ignore"):
+        a = np.abs(y)
+        z = y * y
+        central = y * _polevl(z, (-0.140543331, 0.914624893, -1.645349621, 0.886226899)) / _polevl(z, (0.012229801, -0.329097515, 1.442710462, -2.118377725, 1.0))
+        w = np.sqrt(-np.log((1.0 - a) / 2.0))
+        tail = np.copysign(_polevl(w, (1.641345311, 3.429567803, -1.624906493, -1.970840454)), y) / _polevl(w, (1.637067800, 3.543889200, 1.0))
+        x = np.where(a <= 0.7, central, tail)
+        for _ in range(2): x = x - (_erf(x) - y) / (_2_SQRTPI * np.exp(-x * x))
+        return np.where(a > 1, np.nan, np.where(a == 1, np.copysign(np.inf, y), x))
+
+# %% ../../nbs/03_elementwise.ipynb #bc1f7a2d
+_PSI_ROOT_HI = float(np.float32(_PSI_ROOT)); _PSI_ROOT_LO = _PSI_ROOT - _PSI_ROOT_HI   # (float: x − HI is exact near x₀)
+VGAMMA = glsl_function("vgamma", f"""
+{{T}} vdigamma_pos({{T}} x) {{                       // x > 0 or NaN
+    {{T}} d = (x - {_PSI_ROOT_HI!r}) - {_PSI_ROOT_LO!r};      // x − x₀ (exact where it matters: x₀ in two parts)
+    if (abs(d) < 0.3) return {_PSI_ROOT_VALUE!r} + {_polevl("d", _PSI_ROOT_SERIES)};
+    {{T}} result = 0.0;
+    while (x < 10.0) {{ result -= 1.0 / x; x += 1.0; }}
+    if (x == 10.0) return result + 2.25175258906672110764;
+    {{T}} y = 0.0;
+    if (x < 1.0e17) {{ {{T}} z = 1.0 / (x * x); y = z * {_polevl("z", _PSI_A)}; }}
+    return result + (isinf(x) ? x : vlog(x)) - 0.5 / x - y;
+}}
+{{T}} vdigamma({{T}} x) {{
+    if (x == 0.0) return 1.0 / x < 0.0 ? {{INF}} : -{{INF}};                    // copysign(inf, −x)
+    if (x < 0.0) {{
+        if (x == trunc(x)) return {{NAN}};
+        {{T}} pr = 3.14159265358979323846 * (x - trunc(x));                       // π·(x's fractional part)
+        return vdigamma_pos(1.0 - x) - 3.14159265358979323846 * vsincos(pr, true) / vsincos(pr, false);
+    }}
+    return vdigamma_pos(x);
+}}
+{{T}} vzeta({{T}} x, {{T}} q) {{                     // Cephes: Σ_(k<N) (k+q)^-x, then Euler–Maclaurin
+    const {{T}} MACHEP = 1.11022302462515654042e-16;
+    const {{T}} A[12] = {{T}}[12]({", ".join(repr(c) for c in _ZETA_A)});
+    if (x == 1.0) return {{INF}};
+    if (x < 1.0) return {{NAN}};
+    if (q <= 0.0) {{
+        if (q == floor(q)) return {{INF}};
+        if (x != floor(x)) return {{NAN}};
+    }}
+    {{T}} s = vpow(q, -x), a = q, b = 0.0;
+    int i = 0;
+    while (i < 9 || a <= 9.0) {{
+        i += 1; a += 1.0; b = vpow(a, -x); s += b;
+        if ((-MACHEP * s < b && b < MACHEP * s) || (b == 0.0 && !isinf(x) && !isinf(q))) return s;
+    }}
+    {{T}} w = a, k = 0.0, t;
+    s += b * w / (x - 1.0); s -= 0.5 * b;
+    a = 1.0;
+    for (i = 0; i < 12; i++) {{
+        a *= x + k; b /= w;
+        t = a * b / A[i]; s = s + t;
+        if (abs(t / s) < MACHEP) return s;
+        k += 1.0; a *= x + k; b /= w; k += 1.0;
+    }}
+    return s;
+}}
+{{T}} verfinv({{T}} y) {{                            // PyTorch's calc_erfinv
+    {{T}} a = abs(y), x;
+    if (a > 1.0) return {{NAN}};
+    if (a == 1.0) return y * {{INF}};
+    if (a <= 0.7) {{ {{T}} z = y * y; x = y * {_polevl("z", (-0.140543331, 0.914624893, -1.645349621, 0.886226899))}
+                                      / {_polevl("z", (0.012229801, -0.329097515, 1.442710462, -2.118377725, 1.0))}; }}
+    else {{ {{T}} z = sqrt(-vlog((1.0 - a) / 2.0));
+           x = (y < 0.0 ? -1.0 : 1.0) * {_polevl("z", (1.641345311, 3.429567803, -1.624906493, -1.970840454))}
+               / {_polevl("z", (1.637067800, 3.543889200, 1.0))}; }}
+    x = x - (verf(x) - y) / (1.1283791670955125739 * vexp(-x * x));
+    x = x - (verf(x) - y) / (1.1283791670955125739 * vexp(-x * x));
+    return x;
+}}""")
+
+def _full_like(x, v): return x.where(x > x, v)   # v shaped as x (the mask is false everywhere, NaN included)
+
+_gm = dict(helpers=needs(VGAMMA))
+elementwise("DIGAMMA", 1, lambda n, x: _scalar(_digamma1)(x), "vdigamma({a})",
+            vjp=lambda g, y, x: (g * x._apply(Op.ZETA, _full_like(x, 2.0), x),),             # ψ′(x) = ζ(2, x)
+            domain=_POSITIVE, tol=(1e-4, 1e-6), **_gm)   # float32 near ψ's roots below 0: ψ(1−x) and π/tan(πr) cancel
+NO_HIGHER_ORDER[Op.DIGAMMA] = (Category.NOT_YET, "its rule emits ZETA, which has no rule yet: a second derivative says so")
+elementwise("ZETA", 2, lambda n, x, q: _scalar(_zeta1)(x, q), "vzeta({a}, {b})", domain=(1.1, 4.0),
+            no_grad=(Category.NOT_YET, "PyTorch differentiates it in q alone (−x·ζ(x+1, q)); not yet here"), **_gm)
+elementwise("ERFINV", 1, _erfinv, "verfinv({a})", vjp=lambda g, y, x: (g * (y * y).exp() * (math.sqrt(math.pi) / 2),),
+            domain=(-0.95, 0.95), **_gm)
 
 # %% ../../nbs/03_elementwise.ipynb #707cd9d0
 def rows(kind: str | None = None) -> list:

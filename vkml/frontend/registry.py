@@ -329,6 +329,10 @@ def _spherical_j0_ref(x):
     from scipy import special   # the tests' dependency: only a reference check calls it
     return special.spherical_jn(0, x)
 
+def _polygamma_ref(n, x):
+    from scipy import special   # the tests' dependency: only a reference check calls it
+    return special.polygamma(n, x)
+
 def _special(category, rows):
     "Rows of vkml.special from (name, reference[, domain]): the example applies it to (2, 3) tensors of the domain (and a (3,) one)."
     def op(name, ref, domain="any"):
@@ -348,12 +352,17 @@ _SPECIAL_OPERATORS: list = [
         ("special.log_ndtr", "scipy.special.log_ndtr"), ("special.erfcx", "scipy.special.erfcx"), ("sinc", np.sinc),
         ("special.spherical_bessel_j0", _spherical_j0_ref), ("i0", np.i0), ("special.i0e", "scipy.special.i0e"),
         ("special.i1", "scipy.special.i1"), ("special.i1e", "scipy.special.i1e"),
-        ("special.modified_bessel_i0", np.i0), ("special.modified_bessel_i1", "scipy.special.i1")]),
+        ("special.modified_bessel_i0", np.i0), ("special.modified_bessel_i1", "scipy.special.i1"),
+        ("digamma", "scipy.special.digamma", "pos"), ("special.psi", "scipy.special.digamma", "pos"),
+        ("erfinv", "scipy.special.erfinv", "unit")]),
     *_special("binary", [
         ("special.xlog1py", "scipy.special.xlog1py", "pos"), ("heaviside", np.heaviside), ("nextafter", np.nextafter),
         ("ldexp", lambda a, b: a * np.exp2(b)), ("float_power", np.float_power, "pos"), ("true_divide", np.true_divide, "nz"),
         ("rsub", lambda a, b: b - a)]),
     *[_integer_pair(n) for n in ("gcd", "lcm", "bitwise_left_shift", "bitwise_right_shift")],
+    Operator("special.zeta", "binary", _SP.zeta, lambda: _SP.zeta(_in("ge1", 2, 3), _in("pos", 3)), "scipy.special.zeta", "ge1"),
+    *[Operator(n, "unary math", _SP.polygamma, lambda: _SP.polygamma(2, _pos(2, 3)), lambda x: _polygamma_ref(2, x), "pos")
+      for n in ("polygamma", "special.polygamma")],
 ]
 _register(_SPECIAL_OPERATORS)
 

@@ -12,7 +12,8 @@ from .frontend.functions import div, sub
 # %% auto #0
 __all__ = ['entr', 'ndtr', 'log_ndtr', 'erfcx', 'sinc', 'spherical_bessel_j0', 'i0', 'i0e', 'i1', 'i1e', 'modified_bessel_i0',
            'modified_bessel_i1', 'xlog1py', 'gcd', 'lcm', 'bitwise_left_shift', 'bitwise_right_shift', 'heaviside',
-           'nextafter', 'digamma', 'psi', 'erfinv', 'zeta', 'polygamma', 'ldexp', 'float_power', 'true_divide', 'rsub']
+           'nextafter', 'digamma', 'psi', 'erfinv', 'zeta', 'polygamma', 'lgamma', 'gammaln', 'mvlgamma', 'ldexp',
+           'float_power', 'true_divide', 'rsub']
 
 # %% ../nbs/18a_special.ipynb #7a5550ac
 def _one(op: Op, name: str, doc: str):
@@ -70,6 +71,22 @@ def _polygamma(n, input):
     return elementwise_op(Op.ZETA, "polygamma", float(n + 1), input) * ((-1) ** (n + 1) * float(math.factorial(n)))
 polygamma = with_out(_polygamma)
 polygamma.__name__ = polygamma.__qualname__ = "polygamma"
+
+# %% ../nbs/18a_special.ipynb #35428c58
+lgamma = _one(Op.LGAMMA, "lgamma", "log |Γ(x)|.")
+gammaln = _one(Op.LGAMMA, "gammaln", "log |Γ(x)| (torch.special's other name for lgamma).")
+
+def _mvlgamma(input, p: int):
+    "log of the multivariate gamma function of dimension p."
+    need_tensor("mvlgamma", input)
+    if not isinstance(p, int) or isinstance(p, bool) or p < 1: raise ArgumentError(f"mvlgamma's p must be an int >= 1, got {p!r}")
+    if bool((input <= 0.5 * (p - 1)).any().item()):      # PyTorch checks this too, reading the values back
+        raise ArgumentError(f"mvlgamma: all elements must be greater than (p-1)/2 = {0.5 * (p - 1)}")
+    out = lgamma(input - 0.5 * (p - 1))
+    for j in range(p - 2, -1, -1): out = out + lgamma(input - 0.5 * j)     # PyTorch's order: x − (p−1)/2 first
+    return out + p * (p - 1) / 4 * math.log(math.pi)
+mvlgamma = with_out(_mvlgamma)
+mvlgamma.__name__ = mvlgamma.__qualname__ = "mvlgamma"
 
 # %% ../nbs/18a_special.ipynb #ceff8bc6
 def _floating(x):

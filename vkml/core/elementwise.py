@@ -15,7 +15,7 @@ from .ops import (Op, ARG_DOC, ACCEPTED_DTYPES, NO_GRAD_REASONS, NO_HIGHER_ORDER
 
 # %% auto #0
 __all__ = ['ELEMENTWISE', 'VATAN', 'VATAN2', 'VHYPERBOLIC', 'VFMOD', 'VHYPOT', 'VLOGADDEXP', 'VGCD', 'VNEXTAFTER', 'VSPECIAL',
-           'VBESSEL_I', 'VGAMMA', 'COMPARE_OPS', 'FLOAT_UNARY_OPS', 'UNARY_OPS', 'BINARY_OPS', 'SOURCE_OPS',
+           'VBESSEL_I', 'VGAMMA', 'VLGAMMA', 'COMPARE_OPS', 'FLOAT_UNARY_OPS', 'UNARY_OPS', 'BINARY_OPS', 'SOURCE_OPS',
            'Elementwise', 'elementwise', 'remove_elementwise', 'lowbias32', 'rand_keys', 'rand_bits', 'glsl_function',
            'needs', 'rows', 'table']
 
@@ -1098,6 +1098,79 @@ elementwise("ZETA", 2, lambda n, x, q: _scalar(_zeta1)(x, q), "vzeta({a}, {b})",
             no_grad=(Category.NOT_YET, "PyTorch differentiates it in q alone (−x·ζ(x+1, q)); not yet here"), **_gm)
 elementwise("ERFINV", 1, _erfinv, "verfinv({a})", vjp=lambda g, y, x: (g * (y * y).exp() * (math.sqrt(math.pi) / 2),),
             domain=(-0.95, 0.95), **_gm)
+
+# %% ../../nbs/03_elementwise.ipynb #fabbd621
+_LGAM_A = (8.11614167470508450300e-4, -5.95061904284301438324e-4, 7.93650340457716943945e-4, -2.77777777730099687205e-3,
+           8.33333333333331927722e-2)                                    # Stirling's series, in 1/x²
+_LGAM_B = (-1.37825152569120859100e3, -3.88016315134637840924e4, -3.31612992738871184744e5, -1.16237097492762307383e6,
+           -1.72173700820839662146e6, -8.53555664245765465627e5)             # log Γ on [2, 3): x·B(x)/C(x), x − 2
+_LGAM_C = (1.0, -3.51815701436523470549e2, -1.70642106651881159223e4, -2.20528590553854454839e5, -1.13933444367982507207e6,
+           -2.53252307177582951285e6, -2.01889141433532773231e6)
+_LS2PI, _LOGPI = 0.91893853320467274178, 1.14472988584940017414
+
+def _lgamma1(x: np.float64, big: float = 2.556348e305) -> np.float64:
+    "Cephes' lgam"
+    if np.isnan(x): return x
+    if np.isinf(x): return np.inf
+    if x < -34.0:
+        q = -x
+        w, p = _lgamma1(q), np.floor(q)
+        if p == q: return np.inf
+        z = q - p
+        if z > 0.5: p += 1.0; z = p - q
+        z = q * np.sin(np.pi * z)
+        return np.inf if z == 0 else _LOGPI - np.log(z) - w
+    if x < 13.0:
+        z, p, u = np.float64(1.0), 0.0, x
+        while u >= 3.0: p -= 1.0; u = x + p; z *= u
+        while u < 2.0:
+            if u == 0.0: return np.inf
+            z /= u; p += 1.0; u = x + p
+        z = abs(z)
+        if u == 2.0: return np.log(z)
+        x = x + (p - 2.0)
+        return np.log(z) + x * _polevl(x, _LGAM_B) / _polevl(x, _LGAM_C)
+    if x > big: return np.inf
+    q = x * (np.log(x) - 1.0) - 0.5 * np.log(x) + _LS2PI      # (x − ½)ln x − x, without overflowing first in float32
+    if x > 1.0e8: return q
+    p = 1.0 / (x * x)
+    if x >= 1000.0: return q + ((7.9365079365079365079365e-4 * p - 2.7777777777777777777778e-3) * p + 0.0833333333333333333333) / x
+    return q + _polevl(p, _LGAM_A) / x
+
+_LGAMMA = """
+{T} vlgamma_pos({T} x) {                         // −34 ≤ x (Cephes lgam without its reflection)
+    if (x < 13.0) {
+        {T} z = 1.0, p = 0.0, u = x;
+        while (u >= 3.0) { p -= 1.0; u = x + p; z *= u; }
+        while (u < 2.0) { if (u == 0.0) return {INF}; z /= u; p += 1.0; u = x + p; }
+        z = abs(z);
+        if (u == 2.0) return vlog(z);
+        x = x + (p - 2.0);
+        return vlog(z) + x * BX / CX;
+    }
+    if (x > {BIG}) return {INF};
+    {T} q = x * (vlog(x) - 1.0) - 0.5 * vlog(x) + 0.91893853320467274178;
+    if (x > 1.0e8) return q;
+    {T} p = 1.0 / (x * x);
+    if (x >= 1000.0) return q + ((7.9365079365079365079365e-4 * p - 2.7777777777777777777778e-3) * p + 0.0833333333333333333333) / x;
+    return q + AP / x;
+}
+{T} vlgamma({T} x) {
+    if (isnan(x)) return x;
+    if (isinf(x)) return {INF};
+    if (x >= -34.0) return vlgamma_pos(x);
+    {T} q = -x, p = floor(q);
+    if (p == q) return {INF};
+    {T} z = q - p;
+    if (z > 0.5) { p += 1.0; z = p - q; }
+    z = q * vsincos(3.14159265358979323846 * z, false);
+    return z == 0.0 ? {INF} : 1.14472988584940017414 - vlog(z) - vlgamma_pos(q);
+}"""
+_LGAMMA = _LGAMMA.replace("BX", _polevl("x", _LGAM_B)).replace("CX", _polevl("x", _LGAM_C)).replace("AP", _polevl("p", _LGAM_A))
+VLGAMMA = glsl_function("vlgamma", _LGAMMA.replace("{BIG}", "3.0e38"), _LGAMMA.replace("{BIG}", "2.556348e305"))
+
+elementwise("LGAMMA", 1, lambda n, x: _scalar(_lgamma1)(x), "vlgamma({a})", vjp=lambda g, y, x: (g * x._apply(Op.DIGAMMA, x),),
+            domain=_POSITIVE, helpers=needs(VLGAMMA))
 
 # %% ../../nbs/03_elementwise.ipynb #707cd9d0
 def rows(kind: str | None = None) -> list:

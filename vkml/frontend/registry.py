@@ -354,7 +354,8 @@ _SPECIAL_OPERATORS: list = [
         ("special.i1", "scipy.special.i1"), ("special.i1e", "scipy.special.i1e"),
         ("special.modified_bessel_i0", np.i0), ("special.modified_bessel_i1", "scipy.special.i1"),
         ("digamma", "scipy.special.digamma", "pos"), ("special.psi", "scipy.special.digamma", "pos"),
-        ("erfinv", "scipy.special.erfinv", "unit")]),
+        ("erfinv", "scipy.special.erfinv", "unit"), ("lgamma", "scipy.special.gammaln", "pos"),
+        ("special.gammaln", "scipy.special.gammaln", "pos")]),
     *_special("binary", [
         ("special.xlog1py", "scipy.special.xlog1py", "pos"), ("heaviside", np.heaviside), ("nextafter", np.nextafter),
         ("ldexp", lambda a, b: a * np.exp2(b)), ("float_power", np.float_power, "pos"), ("true_divide", np.true_divide, "nz"),
@@ -363,6 +364,7 @@ _SPECIAL_OPERATORS: list = [
     Operator("special.zeta", "binary", _SP.zeta, lambda: _SP.zeta(_in("ge1", 2, 3), _in("pos", 3)), "scipy.special.zeta", "ge1"),
     *[Operator(n, "unary math", _SP.polygamma, lambda: _SP.polygamma(2, _pos(2, 3)), lambda x: _polygamma_ref(2, x), "pos")
       for n in ("polygamma", "special.polygamma")],
+    Operator("mvlgamma", "unary math", _SP.mvlgamma, lambda: _SP.mvlgamma(_in("ge1", 2, 3), 2), None, "ge1"),
 ]
 _register(_SPECIAL_OPERATORS)
 

@@ -11,9 +11,10 @@ from .frontend.functions import div, sub
 
 # %% auto #0
 __all__ = ['entr', 'ndtr', 'log_ndtr', 'erfcx', 'sinc', 'spherical_bessel_j0', 'i0', 'i0e', 'i1', 'i1e', 'modified_bessel_i0',
-           'modified_bessel_i1', 'xlog1py', 'gcd', 'lcm', 'bitwise_left_shift', 'bitwise_right_shift', 'heaviside',
-           'nextafter', 'digamma', 'psi', 'erfinv', 'zeta', 'polygamma', 'lgamma', 'gammaln', 'mvlgamma', 'ldexp',
-           'float_power', 'true_divide', 'rsub']
+           'modified_bessel_i1', 'modified_bessel_k0', 'modified_bessel_k1', 'scaled_modified_bessel_k0',
+           'scaled_modified_bessel_k1', 'xlog1py', 'gcd', 'lcm', 'bitwise_left_shift', 'bitwise_right_shift',
+           'heaviside', 'nextafter', 'digamma', 'psi', 'erfinv', 'zeta', 'polygamma', 'lgamma', 'gammaln', 'mvlgamma',
+           'ldexp', 'float_power', 'true_divide', 'rsub']
 
 # %% ../nbs/18a_special.ipynb #7a5550ac
 def _one(op: Op, name: str, doc: str):
@@ -47,6 +48,10 @@ i1 = _one(Op.I1, "i1", "The modified Bessel function of the first kind, order 1.
 i1e = _one(Op.I1E, "i1e", "e^(−|x|)·I1(x).")
 modified_bessel_i0 = _one(Op.I0, "modified_bessel_i0", "I0(x) (torch.special's other name for i0).")
 modified_bessel_i1 = _one(Op.I1, "modified_bessel_i1", "I1(x) (torch.special's other name for i1).")
+modified_bessel_k0 = _one(Op.K0, "modified_bessel_k0", "The modified Bessel function of the second kind, order 0 (x > 0).")
+modified_bessel_k1 = _one(Op.K1, "modified_bessel_k1", "The modified Bessel function of the second kind, order 1 (x > 0).")
+scaled_modified_bessel_k0 = _one(Op.K0E, "scaled_modified_bessel_k0", "eˣ·K0(x).")
+scaled_modified_bessel_k1 = _one(Op.K1E, "scaled_modified_bessel_k1", "eˣ·K1(x).")
 xlog1py = _two(Op.XLOG1PY, "xlog1py", "x·log1p(y), 0 where x = 0 (unless y is NaN).")
 gcd = _two(Op.GCD, "gcd", "The greatest common divisor of |x| and |y| (integers).")
 lcm = _two(Op.LCM, "lcm", "The least common multiple of |x| and |y| (integers; 0 where either is 0).")

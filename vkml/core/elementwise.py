@@ -15,9 +15,9 @@ from .ops import (Op, ARG_DOC, ACCEPTED_DTYPES, NO_GRAD_REASONS, NO_HIGHER_ORDER
 
 # %% auto #0
 __all__ = ['ELEMENTWISE', 'VATAN', 'VATAN2', 'VHYPERBOLIC', 'VFMOD', 'VHYPOT', 'VLOGADDEXP', 'VGCD', 'VNEXTAFTER', 'VSPECIAL',
-           'VBESSEL_I', 'VGAMMA', 'VLGAMMA', 'COMPARE_OPS', 'FLOAT_UNARY_OPS', 'UNARY_OPS', 'BINARY_OPS', 'SOURCE_OPS',
-           'Elementwise', 'elementwise', 'remove_elementwise', 'lowbias32', 'rand_keys', 'rand_bits', 'glsl_function',
-           'needs', 'rows', 'table']
+           'VBESSEL_I', 'VGAMMA', 'VLGAMMA', 'VBESSEL_K', 'COMPARE_OPS', 'FLOAT_UNARY_OPS', 'UNARY_OPS', 'BINARY_OPS',
+           'SOURCE_OPS', 'Elementwise', 'elementwise', 'remove_elementwise', 'lowbias32', 'rand_keys', 'rand_bits',
+           'glsl_function', 'needs', 'rows', 'table']
 
 # %% ../../nbs/03_elementwise.ipynb #90a600a8
 @dataclass(eq=False)
@@ -1171,6 +1171,69 @@ VLGAMMA = glsl_function("vlgamma", _LGAMMA.replace("{BIG}", "3.0e38"), _LGAMMA.r
 
 elementwise("LGAMMA", 1, lambda n, x: _scalar(_lgamma1)(x), "vlgamma({a})", vjp=lambda g, y, x: (g * x._apply(Op.DIGAMMA, x),),
             domain=_POSITIVE, helpers=needs(VLGAMMA))
+
+# %% ../../nbs/03_elementwise.ipynb #f717c2e3
+_K0_A = (1.374465435613523e-16, 4.25981614279661e-14, 1.0349695257633842e-11, 1.904516377220209e-09,
+         2.5347910790261494e-07, 2.286212103119452e-05, 0.001264615411446926, 0.0359799365153615, 0.3442898999246285,
+         -0.5353273932339028)   # K0 − (−log(x/2) I0) on (0, 2], in x² − 2
+_K0_B = (5.300433772686263e-18, -1.6475804301524212e-17, 5.2103915050390274e-17, -1.678231096805412e-16,
+         5.512055978524319e-16, -1.848593377343779e-15, 6.3400764774050706e-15, -2.2275133269916698e-14,
+         8.032890775363575e-14, -2.9800969231727303e-13, 1.140340588208475e-12, -4.514597883373944e-12,
+         1.8559491149547177e-11, -7.957489244477107e-11, 3.577397281400301e-10, -1.69753450938906e-09,
+         8.574034017414225e-09, -4.660489897687948e-08, 2.766813639445015e-07, -1.8317555227191195e-06,
+         1.39498137188765e-05, -0.00012849549581627802, 0.0015698838857300533, -0.0314481013119645, 2.4403030820659555)   # √x eˣ K0(x) on (2, ∞), in 8/x − 2
+_K1_A = (-7.023863479386288e-18, -2.427449850519366e-15, -6.666901694199329e-13, -1.4114883926335278e-10,
+         -2.213387630734726e-08, -2.4334061415659684e-06, -0.0001730288957513052, -0.006975723859639864,
+         -0.12261118082265715, -0.3531559607765449, 1.5253002273389478)   # x K1 − x log(x/2) I1 on (0, 2]
+_K1_B = (-5.756744483665017e-18, 1.7940508731475592e-17, -5.689462558442859e-17, 1.838093544366639e-16,
+         -6.057047248373319e-16, 2.038703165624334e-15, -7.019837090418314e-15, 2.4771544244813043e-14,
+         -8.976705182324994e-14, 3.3484196660784293e-13, -1.2891739609510289e-12, 5.13963967348173e-12,
+         -2.1299678384275683e-11, 9.218315187605006e-11, -4.1903547593418965e-10, 2.015049755197033e-09,
+         -1.0345762465678097e-08, 5.7410841254500495e-08, -3.5019606030878126e-07, 2.406484947837217e-06,
+         -1.936197974166083e-05, 0.00019521551847135162, -0.002857816859622779, 0.10392373657681724, 2.7206261904844427)   # √x eˣ K1(x) on (2, ∞)
+
+def _bessel_k(x, order: int, scaled: bool):
+    "Cephes' k0, k1, k0e, k1e"
+    with np.errstate(all="ignore"):
+        A, B = (_K0_A, _K0_B) if order == 0 else (_K1_A, _K1_B)
+        s = np.where(x > 0, np.minimum(x, 2.0), 1.0)                         # (the lanes of the other branch see safe values)
+        near = _chbevl(s * s - 2.0, A)
+        log_half = np.log(s) - _LN2                                          # log(x/2), where x/2 may underflow
+        near = (near - log_half * _bessel(s, 0)) if order == 0 else (log_half * _bessel(s, 1) + near / s)
+        near = near * np.exp(s) if scaled else near
+        far = _chbevl(8.0 / np.maximum(x, 2.0) - 2.0, B) / np.sqrt(np.maximum(x, 2.0))
+        far = far if scaled else np.exp(-x) * far
+        y = np.where(x <= 2.0, near, far)
+        return np.where(x == 0, np.inf, np.where(x < 0, np.nan, y))
+
+def _bessel_k_glsl(name, A, B, order, scaled):
+    near = "0.5 * (b0 - b2)"
+    i = f"(vi{order}e(x) * vexp(x))"
+    log_half = "(vlog(x) - 0.69314718055994530942)"           # log(x/2): x/2 underflows for the smallest subnormals
+    near = f"({near} - {log_half} * {i})" if order == 0 else f"({log_half} * {i} + {near} / x)"
+    return f"""
+{{T}} {name}({{T}} x) {{                                     // Cephes
+    if (x == 0.0) return {{INF}};
+    if (x < 0.0) return {{NAN}};
+    if (x <= 2.0) {{ {{T}} t = x * x - 2.0; {_chbevl("t", A)}return {near}{' * vexp(x)' if scaled else ''}; }}
+    {{T}} t = 8.0 / x - 2.0; {_chbevl("t", B)}
+    return {'' if scaled else 'vexp(-x) * '}(0.5 * (b0 - b2)) / sqrt(x);
+}}"""
+VBESSEL_K = glsl_function("vbessel_k", "".join(_bessel_k_glsl(f"vk{o}{'e' if s else ''}", *((_K0_A, _K0_B) if o == 0 else (_K1_A, _K1_B)), o, s)
+                                            for o in (0, 1) for s in (False, True)))
+
+def _k_vjp(op_other, order, scaled):
+    def vjp(g, y, x):
+        other = x._apply(op_other, x)               # K1 for K0, K0 for K1 (or their scaled forms)
+        if order == 0: return (g * ((y - other) if scaled else -other),)
+        return (g * ((y * (1.0 - 1.0 / x) - other) if scaled else (-other - y / x)),)
+    return vjp
+
+_bk = dict(helpers=needs(VBESSEL_I, VBESSEL_K), domain=(0.2, 6.0))   # both branches
+elementwise("K0", 1, lambda n, x: _bessel_k(x, 0, False), "vk0({a})", vjp=lambda g, y, x: _k_vjp(Op.K1, 0, False)(g, y, x), **_bk)
+elementwise("K1", 1, lambda n, x: _bessel_k(x, 1, False), "vk1({a})", vjp=lambda g, y, x: _k_vjp(Op.K0, 1, False)(g, y, x), **_bk)
+elementwise("K0E", 1, lambda n, x: _bessel_k(x, 0, True), "vk0e({a})", vjp=lambda g, y, x: _k_vjp(Op.K1E, 0, True)(g, y, x), **_bk)
+elementwise("K1E", 1, lambda n, x: _bessel_k(x, 1, True), "vk1e({a})", vjp=lambda g, y, x: _k_vjp(Op.K0E, 1, True)(g, y, x), **_bk)
 
 # %% ../../nbs/03_elementwise.ipynb #707cd9d0
 def rows(kind: str | None = None) -> list:

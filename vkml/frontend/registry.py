@@ -355,7 +355,9 @@ _SPECIAL_OPERATORS: list = [
         ("special.modified_bessel_i0", np.i0), ("special.modified_bessel_i1", "scipy.special.i1"),
         ("digamma", "scipy.special.digamma", "pos"), ("special.psi", "scipy.special.digamma", "pos"),
         ("erfinv", "scipy.special.erfinv", "unit"), ("lgamma", "scipy.special.gammaln", "pos"),
-        ("special.gammaln", "scipy.special.gammaln", "pos")]),
+        ("special.gammaln", "scipy.special.gammaln", "pos"), ("special.modified_bessel_k0", "scipy.special.k0", "pos"),
+        ("special.modified_bessel_k1", "scipy.special.k1", "pos"), ("special.scaled_modified_bessel_k0", "scipy.special.k0e", "pos"),
+        ("special.scaled_modified_bessel_k1", "scipy.special.k1e", "pos")]),
     *_special("binary", [
         ("special.xlog1py", "scipy.special.xlog1py", "pos"), ("heaviside", np.heaviside), ("nextafter", np.nextafter),
         ("ldexp", lambda a, b: a * np.exp2(b)), ("float_power", np.float_power, "pos"), ("true_divide", np.true_divide, "nz"),

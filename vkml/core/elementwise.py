@@ -1230,10 +1230,10 @@ def _k_vjp(op_other, order, scaled):
     return vjp
 
 _bk = dict(helpers=needs(VBESSEL_I, VBESSEL_K), domain=(0.2, 6.0))   # both branches
-elementwise("K0", 1, lambda n, x: _bessel_k(x, 0, False), "vk0({a})", vjp=lambda g, y, x: _k_vjp(Op.K1, 0, False)(g, y, x), **_bk)
-elementwise("K1", 1, lambda n, x: _bessel_k(x, 1, False), "vk1({a})", vjp=lambda g, y, x: _k_vjp(Op.K0, 1, False)(g, y, x), **_bk)
-elementwise("K0E", 1, lambda n, x: _bessel_k(x, 0, True), "vk0e({a})", vjp=lambda g, y, x: _k_vjp(Op.K1E, 0, True)(g, y, x), **_bk)
-elementwise("K1E", 1, lambda n, x: _bessel_k(x, 1, True), "vk1e({a})", vjp=lambda g, y, x: _k_vjp(Op.K0E, 1, True)(g, y, x), **_bk)
+elementwise("MODIFIED_BESSEL_K0", 1, lambda n, x: _bessel_k(x, 0, False), "vk0({a})", vjp=lambda g, y, x: _k_vjp(Op.MODIFIED_BESSEL_K1, 0, False)(g, y, x), **_bk)
+elementwise("MODIFIED_BESSEL_K1", 1, lambda n, x: _bessel_k(x, 1, False), "vk1({a})", vjp=lambda g, y, x: _k_vjp(Op.MODIFIED_BESSEL_K0, 1, False)(g, y, x), **_bk)
+elementwise("SCALED_MODIFIED_BESSEL_K0", 1, lambda n, x: _bessel_k(x, 0, True), "vk0e({a})", vjp=lambda g, y, x: _k_vjp(Op.SCALED_MODIFIED_BESSEL_K1, 0, True)(g, y, x), **_bk)
+elementwise("SCALED_MODIFIED_BESSEL_K1", 1, lambda n, x: _bessel_k(x, 1, True), "vk1e({a})", vjp=lambda g, y, x: _k_vjp(Op.SCALED_MODIFIED_BESSEL_K0, 1, True)(g, y, x), **_bk)
 
 # %% ../../nbs/03_elementwise.ipynb #707cd9d0
 def rows(kind: str | None = None) -> list:

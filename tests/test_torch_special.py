@@ -121,3 +121,18 @@ def test_zeta_gradient_is_a_typed_error(name):
     ts = inputs(name, "cpu", np.float64, requires_grad=True)
     with pytest.raises(vkml.GradError, match="cannot differentiate through ZETA"):
         run(name, ts).sum().backward()
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_chebyshev_closed_forms(device):
+    "Past n = 8 (4 to 6 for the shifted forms) and inside (-1, 1) the Chebyshev families are cos(n·acos x)...: against "
+    "SciPy's values in float64, away from the polynomials' zeros (where cos(n·acos x) is ill-conditioned, PyTorch's too)."
+    from scipy import special as S
+    x, n = np.linspace(-0.95, 0.95, 39), 13
+    for name, ref in (("chebyshev_polynomial_t", S.eval_chebyt(n, x)), ("chebyshev_polynomial_u", S.eval_chebyu(n, x)),
+                      ("chebyshev_polynomial_v", S.eval_chebyt(2 * n + 1, np.sqrt((1 + x) / 2)) / np.sqrt((1 + x) / 2)),
+                      ("shifted_chebyshev_polynomial_t", S.eval_chebyt(n, x))):
+        arg = (x + 1) / 2 if name.startswith("shifted") else x
+        got = getattr(SP, name)(vkml.tensor(arg, device=device), float(n)).numpy()
+        far = np.abs(ref) > 0.05 * np.abs(ref).max()
+        oracle.assert_close(got[far], ref[far], what=f"{name} on {device}")

@@ -14,7 +14,7 @@ __all__ = ['entr', 'ndtr', 'log_ndtr', 'erfcx', 'sinc', 'spherical_bessel_j0', '
            'modified_bessel_i1', 'modified_bessel_k0', 'modified_bessel_k1', 'scaled_modified_bessel_k0',
            'scaled_modified_bessel_k1', 'xlog1py', 'gcd', 'lcm', 'bitwise_left_shift', 'bitwise_right_shift',
            'heaviside', 'nextafter', 'digamma', 'psi', 'erfinv', 'zeta', 'polygamma', 'lgamma', 'gammaln', 'mvlgamma',
-           'ldexp', 'float_power', 'true_divide', 'rsub']
+           'POLYNOMIALS', 'ldexp', 'float_power', 'true_divide', 'rsub']
 
 # %% ../nbs/18a_special.ipynb #7a5550ac
 def _one(op: Op, name: str, doc: str):
@@ -92,6 +92,26 @@ def _mvlgamma(input, p: int):
     return out + p * (p - 1) / 4 * math.log(math.pi)
 mvlgamma = with_out(_mvlgamma)
 mvlgamma.__name__ = mvlgamma.__qualname__ = "mvlgamma"
+
+# %% ../nbs/18a_special.ipynb #6299b364
+POLYNOMIALS = ("chebyshev_polynomial_t", "chebyshev_polynomial_u", "chebyshev_polynomial_v", "chebyshev_polynomial_w",
+               "shifted_chebyshev_polynomial_t", "shifted_chebyshev_polynomial_u", "shifted_chebyshev_polynomial_v",
+               "shifted_chebyshev_polynomial_w", "hermite_polynomial_h", "hermite_polynomial_he", "laguerre_polynomial_l",
+               "legendre_polynomial_p")
+"torch.special's polynomial families, each a row named as the function, upper-case."
+
+def _polynomial(name: str):
+    op = Op[name.upper()]
+    def f(input, n):
+        need_tensor(name, input)
+        if isinstance(n, TensorBase) and not n.dtype.is_float: n = n.cast(input.dtype)
+        return elementwise_op(op, name, input, n)
+    f.__name__ = f.__qualname__ = name
+    f.__doc__ = f"PyTorch's `special.{name}`: the polynomial of degree n (truncated to an int) at input."
+    return with_out(f)
+
+globals().update({_n: _polynomial(_n) for _n in POLYNOMIALS})
+globals().setdefault("__all__", []).extend(POLYNOMIALS)   # (nbdev writes the module's list; a notebook has none)
 
 # %% ../nbs/18a_special.ipynb #ceff8bc6
 def _floating(x):

@@ -15,9 +15,9 @@ from .ops import (Op, ARG_DOC, ACCEPTED_DTYPES, NO_GRAD_REASONS, NO_HIGHER_ORDER
 
 # %% auto #0
 __all__ = ['ELEMENTWISE', 'VATAN', 'VATAN2', 'VHYPERBOLIC', 'VFMOD', 'VHYPOT', 'VLOGADDEXP', 'VGCD', 'VNEXTAFTER', 'VSPECIAL',
-           'VBESSEL_I', 'VGAMMA', 'VLGAMMA', 'VBESSEL_K', 'COMPARE_OPS', 'FLOAT_UNARY_OPS', 'UNARY_OPS', 'BINARY_OPS',
-           'SOURCE_OPS', 'Elementwise', 'elementwise', 'remove_elementwise', 'lowbias32', 'rand_keys', 'rand_bits',
-           'glsl_function', 'needs', 'rows', 'table']
+           'VBESSEL_I', 'VGAMMA', 'VLGAMMA', 'VBESSEL_K', 'VPOLY', 'COMPARE_OPS', 'FLOAT_UNARY_OPS', 'UNARY_OPS',
+           'BINARY_OPS', 'SOURCE_OPS', 'Elementwise', 'elementwise', 'remove_elementwise', 'lowbias32', 'rand_keys',
+           'rand_bits', 'glsl_function', 'needs', 'rows', 'table']
 
 # %% ../../nbs/03_elementwise.ipynb #90a600a8
 @dataclass(eq=False)
@@ -1234,6 +1234,136 @@ elementwise("MODIFIED_BESSEL_K0", 1, lambda n, x: _bessel_k(x, 0, False), "vk0({
 elementwise("MODIFIED_BESSEL_K1", 1, lambda n, x: _bessel_k(x, 1, False), "vk1({a})", vjp=lambda g, y, x: _k_vjp(Op.MODIFIED_BESSEL_K0, 1, False)(g, y, x), **_bk)
 elementwise("SCALED_MODIFIED_BESSEL_K0", 1, lambda n, x: _bessel_k(x, 0, True), "vk0e({a})", vjp=lambda g, y, x: _k_vjp(Op.SCALED_MODIFIED_BESSEL_K1, 0, True)(g, y, x), **_bk)
 elementwise("SCALED_MODIFIED_BESSEL_K1", 1, lambda n, x: _bessel_k(x, 1, True), "vk1e({a})", vjp=lambda g, y, x: _k_vjp(Op.SCALED_MODIFIED_BESSEL_K0, 1, True)(g, y, x), **_bk)
+
+# %% ../../nbs/03_elementwise.ipynb #3d53c7f9
+_POLY_N = """
+int64_t vpoly_n({T} n) { return (isnan(n) || isinf(n) || abs(n) >= 9.2e18) ? int64_t(-1) : int64_t(n); }   // PyTorch's cast
+{T} vacos_({T} x) { return vatan2(sqrt((1.0 - x) * (1.0 + x)), x); }
+{T} vcheb({T} x, {T} nf, int kind, int64_t closed_after) {  // kind 0..3: T, U, V, W (x already shifted for the shifted forms)
+    int64_t n = vpoly_n(nf);
+    if (n < 0) return 0.0;
+    {T} m = {T}(n), odd = (n % 2 == 0) ? 1.0 : -1.0;
+    if (abs(x) == 1.0) {
+        if (kind == 0) return x > 0.0 ? 1.0 : odd;
+        if (kind == 1) return x > 0.0 ? m + 1.0 : odd * (m + 1.0);
+        if (kind == 2) return x > 0.0 ? 1.0 : odd * (m + m + 1.0);
+        return x > 0.0 ? m + m + 1.0 : odd;
+    }
+    if (n > closed_after && abs(x) < 1.0) {
+        {T} t = vacos_(x);
+        if (kind == 0) return vsincos(m * t, true);
+        if (kind == 1) { {T} s = vsincos(t, false); return s != 0.0 ? vsincos((m + 1.0) * t, false) / s : (m + 1.0) * vsincos((m + 1.0) * t, true) / x; }
+        if (kind == 2) return vsincos(t / 2.0, false) != 1.0 ? vsincos((m + 0.5) * t, true) / vsincos(t / 2.0, true) : odd * (m + m + 1.0);
+        return vsincos(t / 2.0, true) != 1.0 ? vsincos((m + 0.5) * t, false) / vsincos(t / 2.0, false) : (x > 0.0 ? m + m + 1.0 : odd);
+    }
+    {T} first = kind == 0 ? x : (kind == 1 ? x + x : (kind == 2 ? x + x - 1.0 : x + x + 1.0));
+    if (n == 0) return 1.0;
+    if (n == 1) return first;
+    {T} p = 1.0, q = first, r = first;
+    for (int64_t k = 2; k <= n && !isnan(q); k++) { r = (x + x) * q - p; p = q; q = r; }
+    return r;
+}
+{T} vhermite({T} x, {T} nf, bool physicists, int64_t limit) {
+    int64_t n = vpoly_n(nf);
+    if (n < 0) return 0.0;
+    if (n == 0) return 1.0;
+    if (n == 1) return physicists ? x + x : x;
+    if (n > limit) return {NAN};
+    {T} p = 1.0, q = physicists ? x + x : x, r = 0.0;
+    if (physicists) { for (int64_t k = 2; k < n + n; k += 2) { r = (x + x) * q - {T}(k) * p; p = q; q = r; } }
+    else { for (int64_t k = 1; k < n; k++) { r = x * q - {T}(k) * p; p = q; q = r; } }
+    return r;
+}
+{T} vlaguerre({T} x, {T} nf) {
+    int64_t n = vpoly_n(nf);
+    if (n < 0) return 0.0;
+    if (abs(x) == 0.0 || n == 0) return 1.0;
+    if (n == 1) return 1.0 - x;
+    {T} p = 1.0, q = 1.0 - x, r = q;
+    for (int64_t k = 1; k < n && !isnan(q); k++) { {T} kf = {T}(k); r = (((kf + kf) + (1.0 - x)) * q - kf * p) / (kf + 1.0); p = q; q = r; }
+    return r;
+}
+{T} vlegendre({T} x, {T} nf) {
+    int64_t n = vpoly_n(nf);
+    if (n < 0) return 0.0;
+    if (abs(x) == 1.0) return (x > 0.0 || n % 2 == 0) ? 1.0 : -1.0;
+    if (n == 0) return 1.0;
+    if (n == 1) return x;
+    {T} p = 1.0, q = x, r = q;
+    for (int64_t k = 1; k < n && !isnan(q); k++) { {T} kf = {T}(k); r = ((kf + kf + 1.0) * x * q - kf * p) / (kf + 1.0); p = q; q = r; }
+    return r;
+}"""
+VPOLY = glsl_function("vpoly", _POLY_N)
+
+def _poly_n(nf: np.float64) -> int:
+    return -1 if (np.isnan(nf) or np.isinf(nf) or abs(nf) >= 9.2e18) else int(nf)
+
+def _cheb1(x: np.float64, nf: np.float64, kind: int, closed_after: int) -> np.float64:
+    n = _poly_n(nf)
+    if n < 0: return np.float64(0.0)
+    m, odd = np.float64(n), (1.0 if n % 2 == 0 else -1.0)
+    if abs(x) == 1.0:
+        return [lambda: 1.0 if x > 0 else odd, lambda: m + 1 if x > 0 else odd * (m + 1),
+                lambda: 1.0 if x > 0 else odd * (m + m + 1), lambda: m + m + 1 if x > 0 else odd][kind]()
+    if n > closed_after and abs(x) < 1.0:
+        t = np.arccos(x)
+        if kind == 0: return np.cos(m * t)
+        if kind == 1: s = np.sin(t); return np.sin((m + 1) * t) / s if s != 0 else (m + 1) * np.cos((m + 1) * t) / x
+        if kind == 2: return np.cos((m + 0.5) * t) / np.cos(t / 2) if np.sin(t / 2) != 1 else odd * (m + m + 1)
+        return np.sin((m + 0.5) * t) / np.sin(t / 2) if np.cos(t / 2) != 1 else (m + m + 1 if x > 0 else odd)
+    first = [x, x + x, x + x - 1.0, x + x + 1.0][kind]
+    if n == 0: return np.float64(1.0)
+    if n == 1: return first
+    p, q, r, k = np.float64(1.0), first, first, 2
+    while k <= n and not np.isnan(q): r = (x + x) * q - p; p = q; q = r; k += 1
+    return r
+
+def _hermite1(x: np.float64, nf: np.float64, physicists: bool, limit: int) -> np.float64:
+    n = _poly_n(nf)
+    if n < 0: return np.float64(0.0)
+    if n == 0: return np.float64(1.0)
+    if n == 1: return x + x if physicists else x
+    if n > limit: return np.float64(np.nan)
+    p, q, r = np.float64(1.0), (x + x if physicists else x), np.float64(0.0)
+    for k in (range(2, n + n, 2) if physicists else range(1, n)): r = ((x + x) if physicists else x) * q - k * p; p = q; q = r
+    return r
+
+def _laguerre1(x: np.float64, nf: np.float64) -> np.float64:
+    n = _poly_n(nf)
+    if n < 0: return np.float64(0.0)
+    if abs(x) == 0.0 or n == 0: return np.float64(1.0)
+    if n == 1: return 1.0 - x
+    p, q, r, k = np.float64(1.0), 1.0 - x, 1.0 - x, 1
+    while k < n and not np.isnan(q): r = (((k + k) + (1.0 - x)) * q - k * p) / (k + 1); p = q; q = r; k += 1
+    return r
+
+def _legendre1(x: np.float64, nf: np.float64) -> np.float64:
+    n = _poly_n(nf)
+    if n < 0: return np.float64(0.0)
+    if abs(x) == 1.0: return np.float64(1.0 if (x > 0 or n % 2 == 0) else -1.0)
+    if n == 0: return np.float64(1.0)
+    if n == 1: return x
+    p, q, r, k = np.float64(1.0), x, x, 1
+    while k < n and not np.isnan(q): r = ((k + k + 1) * x * q - k * p) / (k + 1); p = q; q = r; k += 1
+    return r
+
+# %% ../../nbs/03_elementwise.ipynb #c395041c
+_NO_POLY_GRAD = (Category.BY_DESIGN, "PyTorch defines no derivative for it")
+_poly = dict(helpers=needs(VATAN, VATAN2, VPOLY), no_grad=_NO_POLY_GRAD, domain=(-1.5, 6.0),   # (n: truncated to 0..6)
+             dtypes=(float32, float64))   # PyTorch's: no float16 (where cos(n·acos x) at n ~ 3e4 would keep no digit)
+for _kind, _k in enumerate("TUVW"):
+    for _shifted, _after in ((False, (6, 8, 8, 8)[_kind]), (True, (6, 6, 6, 4)[_kind])):
+        _x = "({a} + {a} - 1.0)" if _shifted else "{a}"
+        elementwise(f"{'SHIFTED_' if _shifted else ''}CHEBYSHEV_POLYNOMIAL_{_k}", 2,
+                    lambda n, x, m, _kind=_kind, _after=_after, _shifted=_shifted:
+                        _scalar(lambda a, b: _cheb1(a + a - 1.0 if _shifted else a, b, _kind, _after))(x, m),
+                    f"vcheb({_x}, {{b}}, {_kind}, {_after})", **_poly)
+_HERMITE_LIMIT = lambda dtype: 512 if dtype is float64 else 128          # PyTorch's
+for _name, _phys in (("HERMITE_POLYNOMIAL_H", True), ("HERMITE_POLYNOMIAL_HE", False)):
+    elementwise(_name, 2, lambda n, x, m, _phys=_phys: _scalar(lambda a, b: _hermite1(a, b, _phys, _HERMITE_LIMIT(n.dtype)))(x, m),
+                lambda arg, ins, out, _phys=_phys: f"vhermite({{a}}, {{b}}, {str(_phys).lower()}, {_HERMITE_LIMIT(out)})", **_poly)
+elementwise("LAGUERRE_POLYNOMIAL_L", 2, lambda n, x, m: _scalar(_laguerre1)(x, m), "vlaguerre({a}, {b})", **_poly)
+elementwise("LEGENDRE_POLYNOMIAL_P", 2, lambda n, x, m: _scalar(_legendre1)(x, m), "vlegendre({a}, {b})", **_poly)
 
 # %% ../../nbs/03_elementwise.ipynb #707cd9d0
 def rows(kind: str | None = None) -> list:

@@ -956,6 +956,7 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                        'vkml.core.elementwise._logit_vjp': ('elementwise.html#_logit_vjp', 'vkml/core/elementwise.py'),
                                        'vkml.core.elementwise._nan_to_num': ('elementwise.html#_nan_to_num', 'vkml/core/elementwise.py'),
                                        'vkml.core.elementwise._ndtr': ('elementwise.html#_ndtr', 'vkml/core/elementwise.py'),
+                                       'vkml.core.elementwise._ndtri': ('elementwise.html#_ndtri', 'vkml/core/elementwise.py'),
                                        'vkml.core.elementwise._nextafter': ('elementwise.html#_nextafter', 'vkml/core/elementwise.py'),
                                        'vkml.core.elementwise._polevl': ('elementwise.html#_polevl', 'vkml/core/elementwise.py'),
                                        'vkml.core.elementwise._poly_n': ('elementwise.html#_poly_n', 'vkml/core/elementwise.py'),

@@ -15,9 +15,9 @@ from .ops import (Op, ARG_DOC, ACCEPTED_DTYPES, NO_GRAD_REASONS, NO_HIGHER_ORDER
 
 # %% auto #0
 __all__ = ['ELEMENTWISE', 'VATAN', 'VATAN2', 'VHYPERBOLIC', 'VFMOD', 'VHYPOT', 'VLOGADDEXP', 'VGCD', 'VNEXTAFTER', 'VSPECIAL',
-           'VBESSEL_I', 'VGAMMA', 'VLGAMMA', 'VBESSEL_K', 'VPOLY', 'COMPARE_OPS', 'FLOAT_UNARY_OPS', 'UNARY_OPS',
-           'BINARY_OPS', 'SOURCE_OPS', 'Elementwise', 'elementwise', 'remove_elementwise', 'lowbias32', 'rand_keys',
-           'rand_bits', 'glsl_function', 'needs', 'rows', 'table']
+           'VBESSEL_I', 'VGAMMA', 'VLGAMMA', 'VBESSEL_K', 'VPOLY', 'VNDTRI', 'COMPARE_OPS', 'FLOAT_UNARY_OPS',
+           'UNARY_OPS', 'BINARY_OPS', 'SOURCE_OPS', 'Elementwise', 'elementwise', 'remove_elementwise', 'lowbias32',
+           'rand_keys', 'rand_bits', 'glsl_function', 'needs', 'rows', 'table']
 
 # %% ../../nbs/03_elementwise.ipynb #90a600a8
 @dataclass(eq=False)
@@ -1364,6 +1364,56 @@ for _name, _phys in (("HERMITE_POLYNOMIAL_H", True), ("HERMITE_POLYNOMIAL_HE", F
                 lambda arg, ins, out, _phys=_phys: f"vhermite({{a}}, {{b}}, {str(_phys).lower()}, {_HERMITE_LIMIT(out)})", **_poly)
 elementwise("LAGUERRE_POLYNOMIAL_L", 2, lambda n, x, m: _scalar(_laguerre1)(x, m), "vlaguerre({a}, {b})", **_poly)
 elementwise("LEGENDRE_POLYNOMIAL_P", 2, lambda n, x, m: _scalar(_legendre1)(x, m), "vlegendre({a}, {b})", **_poly)
+
+# %% ../../nbs/03_elementwise.ipynb #2ae8b31f
+_NDTRI_P0 = (-59.96335010141079, 98.00107541859997, -56.67628574690703, 13.931260938727968, -1.2391658386738125)
+_NDTRI_Q0 = (1.0, 1.9544885833814176, 4.676279128988815, 86.36024213908905, -225.46268785411937, 200.26021238006066,
+             -82.03722561683334, 15.90562251262117, -1.1833162112133)
+_NDTRI_P1 = (4.0554489230596245, 31.525109459989388, 57.16281922464213, 44.08050738932008, 14.684956192885803,
+             2.1866330685079025, -0.1402560791713545, -0.03504246268278482, -0.0008574567851546854)
+_NDTRI_Q1 = (1.0, 15.779988325646675, 45.39076351288792, 41.3172038254672, 15.04253856929075, 2.504649462083094,
+             -0.14218292285478779, -0.03808064076915783, -0.0009332594808954574)
+_NDTRI_P2 = (3.2377489177694603, 6.915228890689842, 3.9388102529247444, 1.3330346081580755, 0.20148538954917908,
+             0.012371663481782003, 0.00030158155350823543, 2.6580697468673755e-06, 6.239745391849833e-09)
+_NDTRI_Q2 = (1.0, 6.02427039364742, 3.6798356385616087, 1.3770209948908132, 0.21623699359449663, 0.013420400608854318,
+             0.00032801446468212774, 2.8924786474538068e-06, 6.790194080099813e-09)
+
+def _ndtri(n, y0):
+    "Cephes' ndtri (PyTorch's calc_ndtri)"
+    with np.errstate(all="ignore"):
+        tail_hi = y0 > 1.0 - 0.13533528323661269189                         # y near 1: work with 1 − y, and negate
+        y = np.where(tail_hi, 1.0 - y0, y0)
+        c = y - 0.5; c2 = c * c
+        central = (c + c * (c2 * _polevl(c2, _NDTRI_P0) / _polevl(c2, _NDTRI_Q0))) * 2.50662827463100050242
+        x = np.sqrt(-2.0 * np.log(y))
+        z = 1.0 / x
+        x1 = np.where(x < 8.0, z * _polevl(z, _NDTRI_P1) / _polevl(z, _NDTRI_Q1), z * _polevl(z, _NDTRI_P2) / _polevl(z, _NDTRI_Q2))
+        tail = x - np.log(x) / x - x1
+        out = np.where(y > 0.13533528323661269189, central, np.where(tail_hi, tail, -tail))
+        return np.where(y0 == 0, -np.inf, np.where(y0 == 1, np.inf, np.where((y0 < 0) | (y0 > 1), np.nan, out)))
+
+VNDTRI = glsl_function("vndtri", f"""
+{{T}} vndtri({{T}} y0) {{                             // Cephes
+    if (y0 == 0.0) return -{{INF}};
+    if (y0 == 1.0) return {{INF}};
+    if (y0 < 0.0 || y0 > 1.0) return {{NAN}};
+    bool negate = true;
+    {{T}} y = y0;
+    if (y > 1.0 - 0.13533528323661269189) {{ y = 1.0 - y; negate = false; }}
+    if (y > 0.13533528323661269189) {{
+        y = y - 0.5;
+        {{T}} y2 = y * y;
+        return (y + y * (y2 * {_polevl("y2", _NDTRI_P0)} / {_polevl("y2", _NDTRI_Q0)})) * 2.50662827463100050242;
+    }}
+    {{T}} x = sqrt(-2.0 * vlog(y)), z = 1.0 / x;
+    {{T}} x1 = x < 8.0 ? z * {_polevl("z", _NDTRI_P1)} / {_polevl("z", _NDTRI_Q1)}
+                     : z * {_polevl("z", _NDTRI_P2)} / {_polevl("z", _NDTRI_Q2)};
+    x = (x - vlog(x) / x) - x1;
+    return negate ? -x : x;
+}}""")
+
+elementwise("NDTRI", 1, _ndtri, "vndtri({a})", vjp=lambda g, y, x: (g * (y * y * 0.5).exp() * math.sqrt(2 * math.pi),),
+            domain=(0.02, 0.98), helpers=needs(VNDTRI))
 
 # %% ../../nbs/03_elementwise.ipynb #707cd9d0
 def rows(kind: str | None = None) -> list:

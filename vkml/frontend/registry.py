@@ -355,6 +355,7 @@ _SPECIAL_OPERATORS: list = [
         ("special.modified_bessel_i0", np.i0), ("special.modified_bessel_i1", "scipy.special.i1"),
         ("digamma", "scipy.special.digamma", "pos"), ("special.psi", "scipy.special.digamma", "pos"),
         ("erfinv", "scipy.special.erfinv", "unit"), ("lgamma", "scipy.special.gammaln", "pos"),
+        ("special.ndtri", "scipy.special.ndtri", "prob"),
         ("special.gammaln", "scipy.special.gammaln", "pos"), ("special.modified_bessel_k0", "scipy.special.k0", "pos"),
         ("special.modified_bessel_k1", "scipy.special.k1", "pos"), ("special.scaled_modified_bessel_k0", "scipy.special.k0e", "pos"),
         ("special.scaled_modified_bessel_k1", "scipy.special.k1e", "pos")]),

@@ -899,6 +899,7 @@ _I1_B = (7.51729631084210481353e-18, 4.41434832307170791151e-18, -4.650305368489
          -2.51223623787020892529e-7, -3.88256480887769039346e-6, -1.10588938762623716291e-4, -9.76109749136146840777e-3,
          7.78576235018280120474e-1)                                          # √x e^-x I1(x) on (8, ∞)
 
+# %% ../../nbs/03_elementwise.ipynb #cb7ca4fd
 def _chbevl(t, coefficients):
     "Cephes' chbevl: Σ' c_k T_k(t/2), by the recurrence b = t·b₁ − b₂ + c (numpy arrays, or GLSL when t is a string)"
     if isinstance(t, str):
@@ -1087,7 +1088,7 @@ VGAMMA = glsl_function("vgamma", f"""
     return x;
 }}""")
 
-def _full_like(x, v): return x.where(x > x, v)   # v shaped as x (the mask is false everywhere, NaN included)
+def _full_like(x, v): return x.where(x > x, v)   # noqa: PLR0124 (v shaped as x: the mask is false everywhere, NaN included)
 
 _gm = dict(helpers=needs(VGAMMA))
 elementwise("DIGAMMA", 1, lambda n, x: _scalar(_digamma1)(x), "vdigamma({a})",
@@ -1295,6 +1296,7 @@ int64_t vpoly_n({T} n) { return (isnan(n) || isinf(n) || abs(n) >= 9.2e18) ? int
 }"""
 VPOLY = glsl_function("vpoly", _POLY_N)
 
+# %% ../../nbs/03_elementwise.ipynb #17e8c9b5
 def _poly_n(nf: np.float64) -> int:
     return -1 if (np.isnan(nf) or np.isinf(nf) or abs(nf) >= 9.2e18) else int(nf)
 

@@ -14,7 +14,7 @@ __all__ = ['entr', 'ndtr', 'log_ndtr', 'erfcx', 'sinc', 'spherical_bessel_j0', '
            'modified_bessel_i1', 'modified_bessel_k0', 'modified_bessel_k1', 'scaled_modified_bessel_k0',
            'scaled_modified_bessel_k1', 'xlog1py', 'gcd', 'lcm', 'bitwise_left_shift', 'bitwise_right_shift',
            'heaviside', 'nextafter', 'digamma', 'psi', 'erfinv', 'ndtri', 'zeta', 'polygamma', 'lgamma', 'gammaln',
-           'mvlgamma', 'POLYNOMIALS', 'ldexp', 'float_power', 'true_divide', 'rsub']
+           'mvlgamma', 'POLYNOMIALS', 'ldexp', 'float_power', 'true_divide', 'frexp', 'rsub']
 
 # %% ../nbs/18a_special.ipynb #7a5550ac
 def _one(op: Op, name: str, doc: str):
@@ -66,6 +66,11 @@ digamma = _one(Op.DIGAMMA, "digamma", "ψ(x) = Γ′(x)/Γ(x).")
 psi = _one(Op.DIGAMMA, "psi", "ψ(x) (torch.special's other name for digamma).")
 erfinv = _one(Op.ERFINV, "erfinv", "The inverse error function (NaN outside [−1, 1]).")
 ndtri = _one(Op.NDTRI, "ndtri", "The standard normal quantile, Φ⁻¹(p) (NaN outside [0, 1]).")
+
+def frexp(input):
+    "(mantissa, exponent): input = mantissa·2^exponent, mantissa in [½, 1) and an int32 exponent (PyTorch's frexp)."
+    need_tensor("frexp", input)
+    return elementwise_op(Op.FREXP_MANTISSA, "frexp", input), elementwise_op(Op.FREXP_EXPONENT, "frexp", input)
 zeta = _two(Op.ZETA, "zeta", "The Hurwitz zeta function Σ_k (k + other)^(−input).")
 
 def _polygamma(n, input):

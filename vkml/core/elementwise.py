@@ -15,7 +15,7 @@ from .ops import (Op, ARG_DOC, ACCEPTED_DTYPES, NO_GRAD_REASONS, NO_HIGHER_ORDER
 
 # %% auto #0
 __all__ = ['ELEMENTWISE', 'VATAN', 'VATAN2', 'VHYPERBOLIC', 'VFMOD', 'VHYPOT', 'VLOGADDEXP', 'VGCD', 'VNEXTAFTER', 'VSPECIAL',
-           'VBESSEL_I', 'VGAMMA', 'VLGAMMA', 'VBESSEL_K', 'VPOLY', 'VNDTRI', 'COMPARE_OPS', 'FLOAT_UNARY_OPS',
+           'VBESSEL_I', 'VGAMMA', 'VLGAMMA', 'VBESSEL_K', 'VPOLY', 'VNDTRI', 'VFREXP', 'COMPARE_OPS', 'FLOAT_UNARY_OPS',
            'UNARY_OPS', 'BINARY_OPS', 'SOURCE_OPS', 'Elementwise', 'elementwise', 'remove_elementwise', 'lowbias32',
            'rand_keys', 'rand_bits', 'glsl_function', 'needs', 'rows', 'table']
 
@@ -1417,6 +1417,32 @@ VNDTRI = glsl_function("vndtri", f"""
 elementwise("NDTRI", 1, _ndtri, "vndtri({a})", vjp=lambda g, y, x: (g * (y * y * 0.5).exp() * math.sqrt(2 * math.pi),),
             domain=(0.02, 0.98), helpers=needs(VNDTRI))
 
+# %% ../../nbs/03_elementwise.ipynb #0d5f374b
+_FREXP = """
+{T} vfrexp_m({T} x) {                          // (a subnormal x is scaled by 2^64 first: drivers' frexp skips them)
+    if (isnan(x) || isinf(x) || x == 0.0) return x;
+    int e;
+    return frexp(abs(x) < {TINY} ? x * 18446744073709551616.0 : x, e);
+}
+int vfrexp_e({T} x) {
+    if (isnan(x) || isinf(x) || x == 0.0) return 0;
+    int e;
+    bool sub = abs(x) < {TINY};
+    frexp(sub ? x * 18446744073709551616.0 : x, e);
+    return sub ? e - 64 : e;
+}"""
+VFREXP = glsl_function("vfrexp", _FREXP.replace("{TINY}", "1.17549435082228750797e-38"), _FREXP.replace("{TINY}", "2.2250738585072014e-308"))
+
+def _frexp_vjp(g, y, x):
+    "g·2^−e"
+    return (g / x._apply(Op.FREXP_EXPONENT, x).cast(g.dtype).exp2(),)
+
+_POW2 = tuple(s * 2.0 ** k for s in (-1, 1) for k in range(-1, 2))   # where the mantissa jumps
+elementwise("FREXP_MANTISSA", 1, lambda n, x: np.frexp(x)[0], "vfrexp_m({a})", vjp=_frexp_vjp, kinks=(0.0, *_POW2),
+            helpers=needs(VFREXP))
+elementwise("FREXP_EXPONENT", 1, lambda n, x: np.frexp(x)[1].astype(np.int32), "vfrexp_e({a})", out_dtype=int32,
+            no_grad=(Category.BY_DESIGN, "an integer result: no derivative"), helpers=needs(VFREXP))
+
 # %% ../../nbs/03_elementwise.ipynb #707cd9d0
 def rows(kind: str | None = None) -> list:
     "The rows of the table (only sources or only elementwise ops when `kind` says so)."
@@ -1432,7 +1458,7 @@ def table() -> str:
 
 # %% ../../nbs/03_elementwise.ipynb #7d8e7499
 COMPARE_OPS = frozenset(r.op for r in rows("elementwise") if r.out_dtype is bool_ and r.arity == 2)
-FLOAT_UNARY_OPS = frozenset(r.op for r in rows("elementwise") if r.arity == 1 and r.dtypes == FLOATS)
+FLOAT_UNARY_OPS = frozenset(r.op for r in rows("elementwise") if r.arity == 1 and r.dtypes == FLOATS and r.out_dtype is None)   # float to float
 UNARY_OPS = frozenset(r.op for r in rows("elementwise") if r.arity == 1)
 BINARY_OPS = frozenset(r.op for r in rows("elementwise") if r.arity == 2 and r.op.name != "ASSIGN")
 SOURCE_OPS = frozenset(r.op for r in rows("source")) | {Op.INPUT}

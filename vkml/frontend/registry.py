@@ -368,6 +368,7 @@ _SPECIAL_OPERATORS: list = [
     *[Operator(n, "unary math", _SP.polygamma, lambda: _SP.polygamma(2, _pos(2, 3)), lambda x: _polygamma_ref(2, x), "pos")
       for n in ("polygamma", "special.polygamma")],
     Operator("mvlgamma", "unary math", _SP.mvlgamma, lambda: _SP.mvlgamma(_in("ge1", 2, 3), 2), None, "ge1"),
+    Operator("frexp", "unary math", _SP.frexp, lambda: tuple(_SP.frexp(_x(2, 3, lo=-3.0, hi=5.0))), np.frexp),
     *[Operator(f"special.{n}", "binary", getattr(_SP, n), lambda n=n: getattr(_SP, n)(_x(2, 3), 3)) for n in (
         "chebyshev_polynomial_t", "chebyshev_polynomial_u", "chebyshev_polynomial_v", "chebyshev_polynomial_w",
         "shifted_chebyshev_polynomial_t", "shifted_chebyshev_polynomial_u", "shifted_chebyshev_polynomial_v",

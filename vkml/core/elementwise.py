@@ -942,13 +942,13 @@ def _i1_vjp(g, y, x):
 def _i1e_vjp(g, y, x):
     "g·(I0E − I1E·(sign x + 1/x)), ½ at 0"
     xs = x.where(x != 0, 1.0)
-    return (g * (x._apply(Op.I0E, x) - y * (x.sign() + 1.0 / xs)).where(x != 0, 0.5),)
+    return (g * (x._apply(Op.I0E, x) - y * (x.sign().detach() + 1.0 / xs)).where(x != 0, 0.5),)   # (sign: piecewise constant)
 
 _bi = dict(helpers=needs(VBESSEL_I), domain=(-10.0, 10.0))   # both expansions
 elementwise("I0", 1, lambda n, x: _bessel(x, 0), "(vi0e({a}) * vexp(0.5 * abs({a}))) * vexp(0.5 * abs({a}))",
             vjp=lambda g, y, x: (g * x._apply(Op.I1, x),), **_bi)
 elementwise("I0E", 1, lambda n, x: _bessel_scaled(x, 0), "vi0e({a})",
-            vjp=lambda g, y, x: (g * (x._apply(Op.I1E, x) - x.sign() * y),), kinks=(0.0,), **_bi)
+            vjp=lambda g, y, x: (g * (x._apply(Op.I1E, x) - x.sign().detach() * y),), kinks=(0.0,), **_bi)
 elementwise("I1", 1, lambda n, x: _bessel(x, 1), "(vi1e({a}) * vexp(0.5 * abs({a}))) * vexp(0.5 * abs({a}))", vjp=_i1_vjp, **_bi)
 elementwise("I1E", 1, lambda n, x: _bessel_scaled(x, 1), "vi1e({a})", vjp=_i1e_vjp, kinks=(0.0,), **_bi)
 

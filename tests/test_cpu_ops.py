@@ -129,7 +129,9 @@ def _from_operator_table() -> dict:
     import vkml.frontend.registry as R
     from vkml.core.elementwise import ELEMENTWISE as EW
     ops = {n: getattr(Op, n.upper(), None) for n in R.names(form="unary")}
-    return {op: (None, R.OPERATORS[n].reference_fn()) for n, op in ops.items()
+    ops |= {n: getattr(Op, n.removeprefix("special.").upper(), None) for n in R.names(module="vkml.special")}   # vkml.special's rows
+    ops["frexp"] = Op.FREXP_MANTISSA                                                 # (frexp's first output)
+    return {op: (None, (lambda x: np.frexp(x)[0]) if n == "frexp" else R.OPERATORS[n].reference_fn()) for n, op in ops.items()
             if op in FLOAT_UNARY_OPS and EW[op].example_arg is None and EW[op].params is None}
 
 UNARY_REF = {**_from_operator_table(), **UNARY_REF}   # a new op's case comes from its row; the hand-written ones add parameters

@@ -5,6 +5,148 @@
 # %% ../nbs/18a_special.ipynb #7695e3b9
 from __future__ import annotations
 from .core.dtypes import *
+from .core.ops import Op
+from .core.operands import TensorBase, ArgumentError, elementwise_op, need_tensor, with_out
+from .frontend.functions import div, sub
 
 # %% auto #0
-__all__ = []
+__all__ = ['entr', 'ndtr', 'log_ndtr', 'erfcx', 'sinc', 'spherical_bessel_j0', 'i0', 'i0e', 'i1', 'i1e', 'modified_bessel_i0',
+           'modified_bessel_i1', 'modified_bessel_k0', 'modified_bessel_k1', 'scaled_modified_bessel_k0',
+           'scaled_modified_bessel_k1', 'xlog1py', 'gcd', 'lcm', 'bitwise_left_shift', 'bitwise_right_shift',
+           'heaviside', 'nextafter', 'digamma', 'psi', 'erfinv', 'ndtri', 'zeta', 'polygamma', 'lgamma', 'gammaln',
+           'mvlgamma', 'POLYNOMIALS', 'ldexp', 'float_power', 'true_divide', 'frexp', 'rsub']
+
+# %% ../nbs/18a_special.ipynb #7a5550ac
+def _one(op: Op, name: str, doc: str):
+    "The function `name`(input) that applies `op`'s row."
+    def f(input):
+        need_tensor(name, input)
+        return elementwise_op(op, name, input)
+    f.__name__ = f.__qualname__ = name
+    f.__doc__ = doc
+    return with_out(f)
+
+def _two(op: Op, name: str, doc: str, second: str = "other"):
+    "The function `name`(input, `second`) that applies `op`'s row to the broadcast operands."
+    def f(input, other):
+        if not isinstance(input, TensorBase) and not isinstance(other, TensorBase):
+            raise ArgumentError(f"{name} needs at least one vkml Tensor among input and {second}: wrap one with `vkml.tensor(...)`")
+        return elementwise_op(op, name, input, other)
+    f.__name__ = f.__qualname__ = name
+    f.__doc__ = doc
+    return with_out(f)
+
+entr = _one(Op.ENTR, "entr", "−x·ln x elementwise: 0 at 0, −inf below.")
+ndtr = _one(Op.NDTR, "ndtr", "The standard normal CDF, Φ(x).")
+log_ndtr = _one(Op.LOG_NDTR, "log_ndtr", "log Φ(x), without underflow for x ≪ 0.")
+erfcx = _one(Op.ERFCX, "erfcx", "The scaled complementary error function e^(x²)·erfc(x).")
+sinc = _one(Op.SINC, "sinc", "The normalized sinc, sin(πx)/(πx) (1 at 0).")
+spherical_bessel_j0 = _one(Op.SPHERICAL_BESSEL_J0, "spherical_bessel_j0", "The spherical Bessel function j0(x) = sin(x)/x.")
+i0 = _one(Op.I0, "i0", "The modified Bessel function of the first kind, order 0.")
+i0e = _one(Op.I0E, "i0e", "e^(−|x|)·I0(x).")
+i1 = _one(Op.I1, "i1", "The modified Bessel function of the first kind, order 1.")
+i1e = _one(Op.I1E, "i1e", "e^(−|x|)·I1(x).")
+modified_bessel_i0 = _one(Op.I0, "modified_bessel_i0", "I0(x) (torch.special's other name for i0).")
+modified_bessel_i1 = _one(Op.I1, "modified_bessel_i1", "I1(x) (torch.special's other name for i1).")
+modified_bessel_k0 = _one(Op.MODIFIED_BESSEL_K0, "modified_bessel_k0", "The modified Bessel function of the second kind, order 0 (x > 0).")
+modified_bessel_k1 = _one(Op.MODIFIED_BESSEL_K1, "modified_bessel_k1", "The modified Bessel function of the second kind, order 1 (x > 0).")
+scaled_modified_bessel_k0 = _one(Op.SCALED_MODIFIED_BESSEL_K0, "scaled_modified_bessel_k0", "eˣ·K0(x).")
+scaled_modified_bessel_k1 = _one(Op.SCALED_MODIFIED_BESSEL_K1, "scaled_modified_bessel_k1", "eˣ·K1(x).")
+xlog1py = _two(Op.XLOG1PY, "xlog1py", "x·log1p(y), 0 where x = 0 (unless y is NaN).")
+gcd = _two(Op.GCD, "gcd", "The greatest common divisor of |x| and |y| (integers).")
+lcm = _two(Op.LCM, "lcm", "The least common multiple of |x| and |y| (integers; 0 where either is 0).")
+bitwise_left_shift = _two(Op.BITWISE_LEFT_SHIFT, "bitwise_left_shift", "x << y (integers; 0 for a shift outside [0, bits)).")
+bitwise_right_shift = _two(Op.BITWISE_RIGHT_SHIFT, "bitwise_right_shift", "x >> y, arithmetic (the sign for a shift outside [0, bits)).")
+heaviside = _two(Op.HEAVISIDE, "heaviside", "0 where x < 0 (or NaN), 1 where x > 0, values where x = 0.", "values")
+nextafter = _two(Op.NEXTAFTER, "nextafter", "The next representable value after x towards y.")
+
+# %% ../nbs/18a_special.ipynb #c64d36cf
+import math
+digamma = _one(Op.DIGAMMA, "digamma", "ψ(x) = Γ′(x)/Γ(x).")
+psi = _one(Op.DIGAMMA, "psi", "ψ(x) (torch.special's other name for digamma).")
+erfinv = _one(Op.ERFINV, "erfinv", "The inverse error function (NaN outside [−1, 1]).")
+ndtri = _one(Op.NDTRI, "ndtri", "The standard normal quantile, Φ⁻¹(p) (NaN outside [0, 1]).")
+
+def frexp(input):
+    "(mantissa, exponent): input = mantissa·2^exponent, mantissa in [½, 1) and an int32 exponent (PyTorch's frexp)."
+    need_tensor("frexp", input)
+    return elementwise_op(Op.FREXP_MANTISSA, "frexp", input), elementwise_op(Op.FREXP_EXPONENT, "frexp", input)
+zeta = _two(Op.ZETA, "zeta", "The Hurwitz zeta function Σ_k (k + other)^(−input).")
+
+def _polygamma(n, input):
+    "The n-th derivative of ψ at input."
+    if not isinstance(n, int) or isinstance(n, bool) or n < 0:
+        raise ArgumentError(f"polygamma's n must be a non-negative int, got {n!r}")
+    need_tensor("polygamma", input)
+    if n == 0: return digamma(input)
+    return elementwise_op(Op.ZETA, "polygamma", float(n + 1), input) * ((-1) ** (n + 1) * float(math.factorial(n)))
+polygamma = with_out(_polygamma)
+polygamma.__name__ = polygamma.__qualname__ = "polygamma"
+
+# %% ../nbs/18a_special.ipynb #35428c58
+lgamma = _one(Op.LGAMMA, "lgamma", "log |Γ(x)|.")
+gammaln = _one(Op.LGAMMA, "gammaln", "log |Γ(x)| (torch.special's other name for lgamma).")
+
+def _mvlgamma(input, p: int):
+    "log of the multivariate gamma function of dimension p."
+    need_tensor("mvlgamma", input)
+    if not isinstance(p, int) or isinstance(p, bool) or p < 1: raise ArgumentError(f"mvlgamma's p must be an int >= 1, got {p!r}")
+    if bool((input <= 0.5 * (p - 1)).any().item()):      # PyTorch checks this too, reading the values back
+        raise ArgumentError(f"mvlgamma: all elements must be greater than (p-1)/2 = {0.5 * (p - 1)}")
+    out = lgamma(input - 0.5 * (p - 1))
+    for j in range(p - 2, -1, -1): out = out + lgamma(input - 0.5 * j)     # PyTorch's order: x − (p−1)/2 first
+    return out + p * (p - 1) / 4 * math.log(math.pi)
+mvlgamma = with_out(_mvlgamma)
+mvlgamma.__name__ = mvlgamma.__qualname__ = "mvlgamma"
+
+# %% ../nbs/18a_special.ipynb #6299b364
+POLYNOMIALS = ("chebyshev_polynomial_t", "chebyshev_polynomial_u", "chebyshev_polynomial_v", "chebyshev_polynomial_w",
+               "shifted_chebyshev_polynomial_t", "shifted_chebyshev_polynomial_u", "shifted_chebyshev_polynomial_v",
+               "shifted_chebyshev_polynomial_w", "hermite_polynomial_h", "hermite_polynomial_he", "laguerre_polynomial_l",
+               "legendre_polynomial_p")
+"torch.special's polynomial families, each a row named as the function, upper-case."
+
+def _polynomial(name: str):
+    op = Op[name.upper()]
+    def f(input, n):
+        need_tensor(name, input)
+        if isinstance(n, TensorBase) and not n.dtype.is_float: n = n.cast(input.dtype)
+        return elementwise_op(op, name, input, n)
+    f.__name__ = f.__qualname__ = name
+    f.__doc__ = f"PyTorch's `special.{name}`: the polynomial of degree n (truncated to an int) at input."
+    return with_out(f)
+
+globals().update({_n: _polynomial(_n) for _n in POLYNOMIALS})
+globals().setdefault("__all__", []).extend(POLYNOMIALS)   # (nbdev writes the module's list; a notebook has none)
+
+# %% ../nbs/18a_special.ipynb #ceff8bc6
+def _floating(x):
+    "x as a float tensor (float32 for integers and bools, as PyTorch's integer-to-float promotion), or a float number"
+    if isinstance(x, TensorBase): return x if x.dtype.is_float else x.cast(float32)
+    return float(x)
+
+def _ldexp(input, other):
+    "input·2^other, in floats."
+    if not isinstance(input, TensorBase): need_tensor("ldexp", other)
+    x, e = _floating(input), _floating(other)
+    if isinstance(x, TensorBase) and isinstance(e, TensorBase) and e.dtype is not x.dtype: e = e.cast(x.dtype)
+    scale = e.exp2() if isinstance(e, TensorBase) else 2.0 ** e
+    return x * scale if isinstance(x, TensorBase) else scale * x
+
+def _float_power(input, exponent):
+    "input^exponent in float64 (both operands made float64 first)."
+    if not isinstance(input, TensorBase): need_tensor("float_power", exponent)
+    wide = lambda v: v.cast(float64) if isinstance(v, TensorBase) else float(v)
+    return elementwise_op(Op.POW, "float_power", wide(input), wide(exponent))
+
+def _true_divide(dividend, divisor):
+    "dividend / divisor (`div`)."
+    return div(dividend, divisor)
+
+def rsub(input, other, *, alpha=1):
+    "other − alpha·input (PyTorch's reflected subtraction)."
+    need_tensor("rsub", input)
+    return sub(other, input, alpha=alpha)
+
+ldexp, float_power, true_divide = with_out(_ldexp), with_out(_float_power), with_out(_true_divide)
+for _f, _n in ((ldexp, "ldexp"), (float_power, "float_power"), (true_divide, "true_divide")): _f.__name__ = _f.__qualname__ = _n

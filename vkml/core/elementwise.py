@@ -10,11 +10,12 @@ from collections.abc import Callable
 import numpy as np
 from .dtypes import *
 from .dtypes import FLOATS
-from .ops import (Op, ARG_DOC, ACCEPTED_DTYPES, NO_GRAD_REASONS, SHAPE_RULES, CALLER_SHAPED, Category,
+from .ops import (Op, ARG_DOC, ACCEPTED_DTYPES, NO_GRAD_REASONS, NO_HIGHER_ORDER, SHAPE_RULES, CALLER_SHAPED, Category,
                       NUMERIC, ALL, same_shape_dtype)
 
 # %% auto #0
-__all__ = ['ELEMENTWISE', 'VATAN', 'VATAN2', 'VHYPERBOLIC', 'VFMOD', 'VHYPOT', 'VLOGADDEXP', 'COMPARE_OPS', 'FLOAT_UNARY_OPS',
+__all__ = ['ELEMENTWISE', 'VATAN', 'VATAN2', 'VHYPERBOLIC', 'VFMOD', 'VHYPOT', 'VLOGADDEXP', 'VGCD', 'VNEXTAFTER', 'VSPECIAL',
+           'VBESSEL_I', 'VGAMMA', 'VLGAMMA', 'VBESSEL_K', 'VPOLY', 'VNDTRI', 'VFREXP', 'COMPARE_OPS', 'FLOAT_UNARY_OPS',
            'UNARY_OPS', 'BINARY_OPS', 'SOURCE_OPS', 'Elementwise', 'elementwise', 'remove_elementwise', 'lowbias32',
            'rand_keys', 'rand_bits', 'glsl_function', 'needs', 'rows', 'table']
 
@@ -685,6 +686,763 @@ elementwise("SIGNBIT", 1, lambda n, x: np.signbit(x),
 elementwise("ISFINITE", 1, lambda n, x: np.isfinite(x), {"f": "uint(!(isnan({a}) || isinf({a})))", "i": "1u", "b": "1u"},
             dtypes=ALL, out_dtype=bool_, no_grad=_INTEGRAL)
 
+# %% ../../nbs/03_elementwise.ipynb #6a6b085a
+VGCD = glsl_function("vgcd", None, int_src="""
+{T} vgcd({T} a, {T} b) {
+    a = abs(a); b = abs(b);
+    while (b != {T}(0)) { {T} t = a % b; a = b; b = t; }      // Euclid: about 1.44 steps per bit at most
+    return a;
+}
+{T} vlcm({T} a, {T} b) { {T} g = vgcd(a, b); return g == {T}(0) ? {T}(0) : abs((a / g) * b); }""")
+VNEXTAFTER = glsl_function("vnextafter", """
+float vnextafter(float a, float b) {
+    if (isnan(a) || isnan(b)) return a + b;
+    if (a == b) return b;
+    if (a == 0.0) return uintBitsToFloat(b > 0.0 ? 1u : 0x80000001u);   // the smallest subnormal of b's sign
+    uint u = floatBitsToUint(a);
+    return uintBitsToFloat((b > a) == (a > 0.0) ? u + 1u : u - 1u);        // away from zero: one more in the bits
+}
+float vnextafter_half(float a, float b) {                                 // a and b hold float16 values
+    if (isnan(a) || isnan(b)) return a + b;
+    if (a == b) return b;
+    if (a == 0.0) return unpackHalf2x16(b > 0.0 ? 1u : 0x8001u).x;
+    uint u = packHalf2x16(vec2(a, 0.0)) & 0xffffu;
+    return unpackHalf2x16((b > a) == (a > 0.0) ? u + 1u : u - 1u).x;
+}""", """
+double vnextafter(double a, double b) {
+    if (isnan(a) || isnan(b)) return a + b;
+    if (a == b) return b;
+    if (a == 0.0) return packDouble2x32(uvec2(1u, b > 0.0 ? 0u : 0x80000000u));
+    uvec2 w = unpackDouble2x32(a);                                          // (low word, high word): carry by hand
+    if ((b > a) == (a > 0.0)) { w.x += 1u; if (w.x == 0u) w.y += 1u; }
+    else { if (w.x == 0u) w.y -= 1u; w.x -= 1u; }
+    return packDouble2x32(w);
+}""")
+
+def _shift(n, a, b, left: bool):
+    "PyTorch's shifts: a shift outside [0, bits) gives 0 (left) or the sign (right)"
+    bits = 8 * a.dtype.itemsize
+    inside = (b >= 0) & (b < bits)
+    s = np.where(inside, b, 0).astype(a.dtype)
+    if left: return np.where(inside, np.left_shift(a, s), 0).astype(a.dtype)
+    return np.where(inside, np.right_shift(a, s), np.right_shift(a, bits - 1)).astype(a.dtype)
+
+def _shift_glsl(left: bool):
+    def glsl(arg, ins, out):
+        bits = 64 if out is int64 else 32
+        outside = f"({{b}} < {{T}}(0) || {{b}} >= {{T}}({bits}))"
+        return f"({outside} ? {'{T}(0)' if left else f'({{a}} >> {bits - 1})'} : ({{a}} {'<<' if left else '>>'} int({{b}})))"
+    return glsl
+
+def _heaviside(n, a, b): return np.where(a == 0, b, np.where(a > 0, 1, 0)).astype(b.dtype)
+
+def _nextafter(n, a, b):
+    """in the node's own width (the CPU holds floats as float64); b where a == b, as C's (numpy's float16 gives a).
+    A value that width cannot hold is held wider (gradcheck's float64 mode): there the step is float64's"""
+    w = n.dtype.np
+    with np.errstate(all="ignore"):
+        narrow = (a.astype(w) == a) & (b.astype(w) == b)
+        step = np.where(narrow, np.nextafter(a.astype(w), b.astype(w)).astype(np.float64), np.nextafter(a, b))
+    return np.where(a == b, b, step)
+
+_INTS, _NO_DERIVATIVE = (int32, int64), (Category.BY_DESIGN, "PyTorch defines no derivative for it")
+elementwise("GCD", 2, lambda n, a, b: np.gcd(a, b), "vgcd({a}, {b})", dtypes=_INTS, no_grad=_INTEGRAL, helpers=needs(VGCD))
+elementwise("LCM", 2, lambda n, a, b: np.lcm(a, b), "vlcm({a}, {b})", dtypes=_INTS, no_grad=_INTEGRAL, helpers=needs(VGCD))
+elementwise("BITWISE_LEFT_SHIFT", 2, lambda n, a, b: _shift(n, a, b, True), _shift_glsl(True), dtypes=_INTS, no_grad=_INTEGRAL)
+elementwise("BITWISE_RIGHT_SHIFT", 2, lambda n, a, b: _shift(n, a, b, False), _shift_glsl(False), dtypes=_INTS, no_grad=_INTEGRAL)
+elementwise("HEAVISIDE", 2, _heaviside, {"f": "({a} == 0.0 ? {b} : ({a} > 0.0 ? 1.0 : 0.0))",
+            "i": "({a} == {T}(0) ? {b} : ({a} > {T}(0) ? {T}(1) : {T}(0)))"}, dtypes=NUMERIC, no_grad=_NO_DERIVATIVE)
+elementwise("NEXTAFTER", 2, _nextafter,
+            lambda arg, ins, out: "vnextafter_half({a}, {b})" if out is float16 else "vnextafter({a}, {b})",
+            vjp=lambda g, y, a, b: (g, _zero_vjp(g, y, b)[0]), helpers=needs(VNEXTAFTER))   # PyTorch's: a step of one ulp
+
+# %% ../../nbs/03_elementwise.ipynb #18991238
+def _high_half(x):
+    "float64 `x` with the low 32 bits of its significand cleared: its square is exact"
+    return (np.ascontiguousarray(x, np.float64).view(np.uint64) & np.uint64(0xFFFFFFFF00000000)).view(np.float64)
+
+def _erfcx(n, x):
+    "e^(x²)·erfc(x): e^(x²) from an exact split of x², the asymptotic series where erfc underflows"
+    with np.errstate(all="ignore"):
+        a = np.abs(x)
+        z = _high_half(a)
+        e2 = np.exp(z * z) * np.exp((a - z) * (a + z))
+        r, t, s = 1 / (2 * a * a), np.ones_like(a), np.ones_like(a)
+        for k in range(1, 11): t = t * -(2 * k - 1) * r; s = s + t
+        pos = np.where(a < 26, e2 * _erfc(a), s / (a * math.sqrt(math.pi)))
+        return np.where(np.isnan(x), x, np.where(x >= 0, pos, np.where(np.isinf(x), np.inf, 2 * e2 - pos)))
+
+_ERFCX = """
+{T} vexpx2({T} x) {                                 // e^(x²): x² = z² + (x−z)(x+z), z² exact
+    {T} z = {HIGH_HALF};
+    precise {T} zz = z * z, d = (x - z) * (x + z);
+    return vexp(zz) * vexp(d);
+}
+{T} verfcx_pos({T} x) {
+    if (x < {ERFC_LIVES}) return vexpx2(x) * verfc(x);
+    {T} r = 1.0 / (2.0 * x * x), t = 1.0, s = 1.0;     // Σ (−1)^k (2k−1)!! / (2x²)^k
+    for (int k = 1; k <= 10; k++) { t *= -{T}(2 * k - 1) * r; s += t; }
+    return s / (x * 1.7724538509055160273);
+}
+{T} verfcx({T} x) {
+    if (isnan(x) || x >= 0.0) return isnan(x) ? x : verfcx_pos(x);
+    return isinf(x) ? {INF} : 2.0 * vexpx2(x) - verfcx_pos(-x);
+}
+{T} vlog_ndtr({T} x) {
+    {T} t = x * 0.70710678118654752440;
+    return x < -1.0 ? vlog(verfcx(-t) * 0.5) - t * t : vlog1p(-0.5 * verfc(t));
+}
+{T} vndtr({T} x) {
+    {T} z = x * 0.70710678118654752440, a = abs(z);
+    if (a < 0.70710678118654752440) return 0.5 + 0.5 * verf(z);
+    {T} y = 0.5 * verfc(a);
+    return z > 0.0 ? 1.0 - y : y;
+}
+{T} vlog1p_all({T} x) { return x == {INF} ? x : (x == -1.0 ? -{INF} : (x < -1.0 ? {NAN} : vlog1p(x))); }"""
+VSPECIAL = glsl_function("vspecial",
+    _ERFCX.replace("{HIGH_HALF}", "uintBitsToFloat(floatBitsToUint(x) & 0xfffff000u)").replace("{ERFC_LIVES}", "9.0"),
+    _ERFCX.replace("{HIGH_HALF}", "packDouble2x32(uvec2(0u, unpackDouble2x32(x).y))").replace("{ERFC_LIVES}", "26.0"))
+
+# %% ../../nbs/03_elementwise.ipynb #0f77642c
+def _entr(n, x):
+    with np.errstate(all="ignore"): return np.where(np.isnan(x), x, np.where(x > 0, -x * np.log(x), np.where(x == 0, 0.0, -np.inf)))
+
+def _xlog1py(n, a, b):
+    with np.errstate(all="ignore"): return np.where(np.isnan(b), np.nan, np.where(a == 0, 0.0, a * np.log1p(b)))
+
+def _ndtr(n, x):
+    "Cephes' ndtr: ½ + ½ erf(x/√2) near 0, ½ erfc(|x|/√2) (or 1 minus it) beyond"
+    z = x * _SQRT1_2
+    y = 0.5 * _erfc(np.abs(z))
+    return np.where(np.abs(z) < _SQRT1_2, 0.5 + 0.5 * _erf(z), np.where(z > 0, 1 - y, y))
+
+def _log_ndtr(n, x):
+    with np.errstate(all="ignore"):
+        t = x * _SQRT1_2
+        return np.where(x < -1, np.log(_erfcx(n, -t) * 0.5) - t * t, np.log1p(-0.5 * _erfc(t)))
+
+def _sinc(n, x):
+    "sin(πx)/(πx), 1 at 0 and exactly 0 at the other integers (π·k rounded is not a zero of sin; every float past 2^23 is an integer)"
+    with np.errstate(all="ignore"):
+        return np.where(x == 0, 1.0, np.where((x == np.trunc(x)) & ~np.isinf(x), 0.0, np.sin(x * math.pi) / (x * math.pi)))
+
+_J0_SERIES = (1.0, -1 / 6, 1 / 120, -1 / 5040, 1 / 362880, -1 / 39916800, 1 / 6227020800)   # sin(x)/x = Σ (−x²)^k/(2k+1)!
+def _in_x2(coefficients, x2):
+    "Horner's form of Σ c_k·x2^k, as numpy (x2 an array) or as GLSL (x2 a string)"
+    out = coefficients[-1]
+    if isinstance(x2, str): return "".join(f"({c!r} + {x2} * " for c in coefficients[:-1]) + repr(out) + ")" * (len(coefficients) - 1)
+    for c in coefficients[-2::-1]: out = c + x2 * out
+    return out
+
+def _spherical_j0(n, x):
+    with np.errstate(all="ignore"):
+        return np.where(np.isinf(x), 0.0, np.where(np.abs(x) < 0.5, _in_x2(_J0_SERIES, x * x), np.sin(x) / x))
+
+def _sinc_vjp(g, y, x):
+    "g·(cos πx − sinc x)/x, 0 at 0 (the masked-off lane sees x = 1)"
+    xs = x.where(x != 0, 1.0)
+    return ((g * ((xs * math.pi).cos() - y) / xs).where(x != 0, 0.0),)
+
+_DJ0_SERIES = (-1 / 3, 1 / 30, -1 / 840, 1 / 45360, -1 / 3991680)   # d/dx sin(x)/x = x·Σ c_k x^(2k) near 0
+def _spherical_j0_vjp(g, y, x):
+    "g·(cos x − j0(x))/x, by its series below ½"
+    small = x.abs() < 0.5
+    xs = x.where(small == False, 1.0)
+    x2 = x * x
+    series = x * _in_x2(_DJ0_SERIES, x2)
+    return (g * series.where(small, (xs.cos() - y) / xs),)
+
+_xlog1py_vjp = lambda g, y, a, b: ((g * b.where(a != 0, 0.0).log1p()).where(a != 0, 0.0), g * a / (b + 1.0))
+_sp = dict(helpers=needs(VSPECIAL))
+elementwise("ENTR", 1, _entr, "(isnan({a}) ? {a} : ({a} > 0.0 ? -{a} * vlog({a}) : ({a} == 0.0 ? 0.0 : -F_INF)))",
+            vjp=lambda g, y, x: (-(g * (x.log() + 1.0)),), domain=_POSITIVE)
+elementwise("XLOG1PY", 2, _xlog1py, "(isnan({b}) ? {b} : ({a} == 0.0 ? 0.0 : {a} * vlog1p_all({b})))", vjp=_xlog1py_vjp,
+            domain=_POSITIVE, **_sp)
+elementwise("NDTR", 1, _ndtr, "vndtr({a})", vjp=lambda g, y, x: (g * (x * x * -0.5).exp() * _1_SQRT2PI,), **_sp)
+elementwise("LOG_NDTR", 1, _log_ndtr, "vlog_ndtr({a})", vjp=lambda g, y, x: (g * (x * x * -0.5 - y).exp() * _1_SQRT2PI,), **_sp)
+elementwise("ERFCX", 1, _erfcx, "verfcx({a})", vjp=lambda g, y, x: (g * (x * y * 2.0 - _2_SQRTPI),), **_sp)
+elementwise("SINC", 1, _sinc, "({a} == 0.0 ? 1.0 : ({a} == trunc({a}) ? (isinf({a}) ? F_NAN : 0.0) : vsincos({a} * 3.14159265358979323846, false) / ({a} * 3.14159265358979323846)))",
+            vjp=_sinc_vjp)
+elementwise("SPHERICAL_BESSEL_J0", 1, _spherical_j0,
+            f"(isinf({{a}}) ? 0.0 : (abs({{a}}) < 0.5 ? {_in_x2(_J0_SERIES, '({a} * {a})')} : vsincos({{a}}, false) / {{a}}))",
+            vjp=_spherical_j0_vjp, domain=(-6.0, 6.0))
+
+# %% ../../nbs/03_elementwise.ipynb #72281451
+_I0_A = (-4.41534164647933937950e-18, 3.33079451882223809783e-17, -2.43127984654795469359e-16, 1.71539128555513303061e-15,
+         -1.16853328779934516808e-14, 7.67618549860493561688e-14, -4.85644678311192946090e-13, 2.95505266312963983461e-12,
+         -1.72682629144155570723e-11, 9.67580903537323691224e-11, -5.18979560163526290666e-10, 2.65982372468238665035e-9,
+         -1.30002500998624804212e-8, 6.04699502254191894932e-8, -2.67079385394061173391e-7, 1.11738753912010371815e-6,
+         -4.41673835845875056359e-6, 1.64484480707288970893e-5, -5.75419501008210370398e-5, 1.88502885095841655729e-4,
+         -5.76375574538582365885e-4, 1.63947561694133579842e-3, -4.32430999505057594430e-3, 1.05464603945949983183e-2,
+         -2.37374148058994688156e-2, 4.93052842396707084878e-2, -9.49010970480476444210e-2, 1.71620901522208775349e-1,
+         -3.04682672343198398683e-1, 6.76795274409476084995e-1)            # e^-x I0(x) on [0, 8], in x/2 − 2
+_I0_B = (-7.23318048787475395456e-18, -4.83050448594418207126e-18, 4.46562142029675999901e-17, 3.46122286769746109310e-17,
+         -2.82762398051658348494e-16, -3.42548561967721913462e-16, 1.77256013305652638360e-15, 3.81168066935262242075e-15,
+         -9.55484669882830764870e-15, -4.15056934728722208663e-14, 1.54008621752140982691e-14, 3.85277838274214270114e-13,
+         7.18012445138366623367e-13, -1.79417853150680611778e-12, -1.32158118404477131188e-11, -3.14991652796324136454e-11,
+         1.18891471078464383424e-11, 4.94060238822496958910e-10, 3.39623202570838634515e-9, 2.26666899049817806459e-8,
+         2.04891858946906374183e-7, 2.89137052083475648297e-6, 6.88975834691682398426e-5, 3.36911647825569408990e-3,
+         8.04490411014108831608e-1)                                          # √x e^-x I0(x) on (8, ∞), in 32/x − 2
+_I1_A = (2.77791411276104639959e-18, -2.11142121435816608115e-17, 1.55363195773620046921e-16, -1.10559694773538630805e-15,
+         7.60068429473540693410e-15, -5.04218550472791168711e-14, 3.22379336594557470981e-13, -1.98397439776494371520e-12,
+         1.17361862988909016308e-11, -6.66348972350202774223e-11, 3.62559028155211703701e-10, -1.88724975172282928790e-9,
+         9.38153738649577178388e-9, -4.44505912879632808065e-8, 2.00329475355213526229e-7, -8.56872026469545474066e-7,
+         3.47025130813767847674e-6, -1.32731636560394358279e-5, 4.78156510755005422638e-5, -1.61760815825896745588e-4,
+         5.12285956168575772895e-4, -1.51357245063125314899e-3, 4.15642294431288815669e-3, -1.05640848946261981558e-2,
+         2.47264490306265168283e-2, -5.29459812080949914269e-2, 1.02643658689847095384e-1, -1.76416518357834055153e-1,
+         2.52587186443633654823e-1)                                          # e^-x I1(x)/x on [0, 8]
+_I1_B = (7.51729631084210481353e-18, 4.41434832307170791151e-18, -4.65030536848935832153e-17, -3.20952592199342395980e-17,
+         2.96262899764595013876e-16, 3.30820231092092828324e-16, -1.88035477551078244854e-15, -3.81440307243700780478e-15,
+         1.04202769841288027642e-14, 4.27244001671195135429e-14, -2.10154184277266431302e-14, -4.08355111109219731823e-13,
+         -7.19855177624590851209e-13, 2.03562854414708950722e-12, 1.41258074366137813316e-11, 3.25260358301548823856e-11,
+         -1.89749581235054123450e-11, -5.58974346219658380687e-10, -3.83538038596423702205e-9, -2.63146884688951950684e-8,
+         -2.51223623787020892529e-7, -3.88256480887769039346e-6, -1.10588938762623716291e-4, -9.76109749136146840777e-3,
+         7.78576235018280120474e-1)                                          # √x e^-x I1(x) on (8, ∞)
+
+# %% ../../nbs/03_elementwise.ipynb #cb7ca4fd
+def _chbevl(t, coefficients):
+    "Cephes' chbevl: Σ' c_k T_k(t/2), by the recurrence b = t·b₁ − b₂ + c (numpy arrays, or GLSL when t is a string)"
+    if isinstance(t, str):
+        steps = " ".join(f"b2 = b1; b1 = b0; b0 = {t} * b1 - b2 + {c!r};" for c in coefficients[1:])
+        return f"{{T}} b0 = {coefficients[0]!r}, b1 = 0.0, b2 = 0.0; {steps} "
+    b0, b1, b2 = np.full_like(t, coefficients[0]), np.zeros_like(t), np.zeros_like(t)
+    for c in coefficients[1:]: b2, b1, b0 = b1, b0, t * b0 - b1 + c
+    return 0.5 * (b0 - b2)
+
+def _bessel_scaled(x, order: int):
+    "e^-|x|·I_order(x) (Cephes' i0e, i1e)"
+    with np.errstate(all="ignore"):
+        a = np.abs(x)
+        A, B = (_I0_A, _I0_B) if order == 0 else (_I1_A, _I1_B)
+        near = _chbevl(a / 2 - 2, A) * (a if order else 1)
+        far = _chbevl(32 / np.maximum(a, 8) - 2, B) / np.sqrt(np.maximum(a, 8))
+        y = np.where(np.isinf(a), 0.0, np.where(a <= 8, near, far))
+        return np.where(x < 0, -y, y) if order else y
+
+def _bessel(x, order: int):
+    "e^|x|·(e^-|x| I(x)): NaN at ±inf, as PyTorch's and SciPy's (Cephes multiplies e^∞ by 0)"
+    with np.errstate(all="ignore"): return _bessel_scaled(x, order) * np.exp(np.abs(x))
+
+def _bessel_glsl(name, A, B, odd):
+    return f"""
+{{T}} {name}({{T}} x) {{                 // e^-|x| I(x), Cephes
+    {{T}} a = abs(x), y;
+    if (isnan(x) || isinf(x)) return isnan(x) ? x : {'(x < 0.0 ? -0.0 : 0.0)' if odd else '0.0'};
+    if (a <= 8.0) {{ {{T}} t = a * 0.5 - 2.0; {_chbevl("t", A)}y = 0.5 * (b0 - b2){' * a' if odd else ''}; }}
+    else {{ {{T}} t = 32.0 / a - 2.0; {_chbevl("t", B)}y = 0.5 * (b0 - b2) / sqrt(a); }}
+    return {'x < 0.0 ? -y : y' if odd else 'y'};
+}}"""
+VBESSEL_I = glsl_function("vbessel_i", _bessel_glsl("vi0e", _I0_A, _I0_B, False) + _bessel_glsl("vi1e", _I1_A, _I1_B, True))
+
+def _i1_vjp(g, y, x):
+    "g·(I0 − I1/x), ½ at 0"
+    xs = x.where(x != 0, 1.0)
+    return (g * (x._apply(Op.I0, x) - y / xs).where(x != 0, 0.5),)
+
+def _i1e_vjp(g, y, x):
+    "g·(I0E − I1E·(sign x + 1/x)), ½ at 0"
+    xs = x.where(x != 0, 1.0)
+    return (g * (x._apply(Op.I0E, x) - y * (x.sign().detach() + 1.0 / xs)).where(x != 0, 0.5),)   # (sign: piecewise constant)
+
+_bi = dict(helpers=needs(VBESSEL_I), domain=(-10.0, 10.0))   # both expansions
+elementwise("I0", 1, lambda n, x: _bessel(x, 0), "(vi0e({a}) * vexp(0.5 * abs({a}))) * vexp(0.5 * abs({a}))",
+            vjp=lambda g, y, x: (g * x._apply(Op.I1, x),), **_bi)
+elementwise("I0E", 1, lambda n, x: _bessel_scaled(x, 0), "vi0e({a})",
+            vjp=lambda g, y, x: (g * (x._apply(Op.I1E, x) - x.sign().detach() * y),), kinks=(0.0,), **_bi)
+elementwise("I1", 1, lambda n, x: _bessel(x, 1), "(vi1e({a}) * vexp(0.5 * abs({a}))) * vexp(0.5 * abs({a}))", vjp=_i1_vjp, **_bi)
+elementwise("I1E", 1, lambda n, x: _bessel_scaled(x, 1), "vi1e({a})", vjp=_i1e_vjp, kinks=(0.0,), **_bi)
+
+# %% ../../nbs/03_elementwise.ipynb #2613e033
+_PSI_A = (8.33333333333333333333e-2, -2.10927960927960927961e-2, 7.57575757575757575758e-3, -4.16666666666666666667e-3,
+          3.96825396825396825397e-3, -8.33333333333333333333e-3, 8.33333333333333333333e-2)   # Cephes psi, highest first
+_ZETA_A = (12.0, -720.0, 30240.0, -1209600.0, 47900160.0, -1.8924375803183791606e9, 7.47242496e10, -2.950130727918164224e12,
+           1.1646782814350067249e14, -4.5979787224074726105e15, 1.8152105401943546773e17, -7.1661652561756670113e18)
+
+def _polevl(z, coefficients):
+    "Horner's rule, highest degree first (a float, or GLSL when z is a string)"
+    if isinstance(z, str): return "(" * (len(coefficients) - 1) + f"{coefficients[0]!r}" + "".join(f" * {z} + {c!r})" for c in coefficients[1:])
+    out = coefficients[0]
+    for c in coefficients[1:]: out = out * z + c
+    return out
+
+def _digamma1(x: np.float64) -> np.float64:
+    "(numpy scalars throughout: a division by zero gives inf, as C's, not ZeroDivisionError)"
+    if x == 0: return np.copysign(np.inf, -x)
+    if x < 0:
+        if x == np.trunc(x): return np.nan
+        return _digamma1(1 - x) - np.pi / np.tan(np.pi * (x - np.trunc(x)))
+    if abs(x - _PSI_ROOT) < 0.3: return _PSI_ROOT_VALUE + _polevl(x - _PSI_ROOT, _PSI_ROOT_SERIES)
+    result = 0.0
+    while x < 10: result -= 1 / x; x += 1
+    if x == 10: return result + 2.25175258906672110764
+    y = 0.0
+    if x < 1e17: z = 1 / (x * x); y = z * _polevl(z, _PSI_A)
+    return result + np.log(x) - 0.5 / x - y
+
+def _zeta1(x: np.float64, q: np.float64) -> np.float64:
+    "Cephes' Hurwitz zeta, as PyTorch's"
+    if x == 1: return np.inf
+    if x < 1: return np.nan
+    if q <= 0:
+        if q == np.floor(q): return np.inf
+        if x != np.floor(x): return np.nan
+    s, a, i, b = _pow(q, -x), q, 0, np.float64(0.0)
+    while i < 9 or a <= 9:
+        i += 1; a += 1; b = _pow(a, -x); s += b
+        if -_MACHEP * s < b < _MACHEP * s or (b == 0 and np.isfinite(x) and np.isfinite(q)): return s   # (b = 0: so are the rest)
+    w = a
+    s += b * w / (x - 1); s -= 0.5 * b
+    a, k = 1.0, 0.0
+    for i in range(12):
+        a *= x + k; b /= w
+        t = a * b / _ZETA_A[i]; s = s + t
+        if abs(t / s) < _MACHEP: return s
+        k += 1; a *= x + k; b /= w; k += 1
+    return s
+
+_MACHEP = 1.11022302462515654042e-16
+def _pow(a, b): return np.power(np.float64(a), np.float64(b))
+
+# Near ψ's positive root x₀ the recurrence cancels; there ψ(x) = ψ(x₀) + Σₙ (−1)ⁿ⁺¹ ζ(n+1, x₀)(x − x₀)ⁿ (SciPy's way),
+# whose coefficients are computed here once. x₀ and ψ(x₀) (x₀ rounded to a double) are SciPy's.
+_PSI_ROOT, _PSI_ROOT_VALUE = 1.4616321449683623, -9.2412655217294275e-17
+_PSI_ROOT_SERIES = tuple(float((-1) ** (n + 1) * _zeta1(np.float64(n + 1), np.float64(_PSI_ROOT))) for n in range(30, 0, -1)) + (0.0,)
+def _scalar(f):
+    "`f` of numpy float64 scalars over arrays, with C's silent infinities and NaN"
+    vf = np.vectorize(lambda *xs: f(*(np.float64(v) for v in xs)), otypes=[np.float64])
+    def g(*arrays):
+        with np.errstate(all="ignore"): return vf(*arrays)
+    return g
+
+def _erfinv(n, y):
+    "PyTorch's: Pavlis's rational guess (|y| ≤ 0.7, and beyond), then two Newton steps on erf"
+    with np.errstate(all="ignore"):
+        a = np.abs(y)
+        z = y * y
+        central = y * _polevl(z, (-0.140543331, 0.914624893, -1.645349621, 0.886226899)) / _polevl(z, (0.012229801, -0.329097515, 1.442710462, -2.118377725, 1.0))
+        w = np.sqrt(-np.log((1.0 - a) / 2.0))
+        tail = np.copysign(_polevl(w, (1.641345311, 3.429567803, -1.624906493, -1.970840454)), y) / _polevl(w, (1.637067800, 3.543889200, 1.0))
+        x = np.where(a <= 0.7, central, tail)
+        for _ in range(2): x = x - (_erf(x) - y) / (_2_SQRTPI * np.exp(-x * x))
+        return np.where(a > 1, np.nan, np.where(a == 1, np.copysign(np.inf, y), x))
+
+# %% ../../nbs/03_elementwise.ipynb #bc1f7a2d
+_PSI_ROOT_HI = float(np.float32(_PSI_ROOT)); _PSI_ROOT_LO = _PSI_ROOT - _PSI_ROOT_HI   # (float: x − HI is exact near x₀)
+VGAMMA = glsl_function("vgamma", f"""
+{{T}} vdigamma_pos({{T}} x) {{                       // x > 0 or NaN
+    {{T}} d = (x - {_PSI_ROOT_HI!r}) - {_PSI_ROOT_LO!r};      // x − x₀ (exact where it matters: x₀ in two parts)
+    if (abs(d) < 0.3) return {_PSI_ROOT_VALUE!r} + {_polevl("d", _PSI_ROOT_SERIES)};
+    {{T}} result = 0.0;
+    while (x < 10.0) {{ result -= 1.0 / x; x += 1.0; }}
+    if (x == 10.0) return result + 2.25175258906672110764;
+    {{T}} y = 0.0;
+    if (x < 1.0e17) {{ {{T}} z = 1.0 / (x * x); y = z * {_polevl("z", _PSI_A)}; }}
+    return result + (isinf(x) ? x : vlog(x)) - 0.5 / x - y;
+}}
+{{T}} vdigamma({{T}} x) {{
+    if (x == 0.0) return 1.0 / x < 0.0 ? {{INF}} : -{{INF}};                    // copysign(inf, −x)
+    if (x < 0.0) {{
+        if (x == trunc(x)) return {{NAN}};
+        {{T}} pr = 3.14159265358979323846 * (x - trunc(x));                       // π·(x's fractional part)
+        return vdigamma_pos(1.0 - x) - 3.14159265358979323846 * vsincos(pr, true) / vsincos(pr, false);
+    }}
+    return vdigamma_pos(x);
+}}
+{{T}} vzeta({{T}} x, {{T}} q) {{                     // Cephes: Σ_(k<N) (k+q)^-x, then Euler–Maclaurin
+    const {{T}} MACHEP = 1.11022302462515654042e-16;
+    const {{T}} A[12] = {{T}}[12]({", ".join(repr(c) for c in _ZETA_A)});
+    if (x == 1.0) return {{INF}};
+    if (x < 1.0) return {{NAN}};
+    if (q <= 0.0) {{
+        if (q == floor(q)) return {{INF}};
+        if (x != floor(x)) return {{NAN}};
+    }}
+    {{T}} s = vpow(q, -x), a = q, b = 0.0;
+    int i = 0;
+    while (i < 9 || a <= 9.0) {{
+        i += 1; a += 1.0; b = vpow(a, -x); s += b;
+        if ((-MACHEP * s < b && b < MACHEP * s) || (b == 0.0 && !isinf(x) && !isinf(q))) return s;
+    }}
+    {{T}} w = a, k = 0.0, t;
+    s += b * w / (x - 1.0); s -= 0.5 * b;
+    a = 1.0;
+    for (i = 0; i < 12; i++) {{
+        a *= x + k; b /= w;
+        t = a * b / A[i]; s = s + t;
+        if (abs(t / s) < MACHEP) return s;
+        k += 1.0; a *= x + k; b /= w; k += 1.0;
+    }}
+    return s;
+}}
+{{T}} verfinv({{T}} y) {{                            // PyTorch's calc_erfinv
+    {{T}} a = abs(y), x;
+    if (a > 1.0) return {{NAN}};
+    if (a == 1.0) return y * {{INF}};
+    if (a <= 0.7) {{ {{T}} z = y * y; x = y * {_polevl("z", (-0.140543331, 0.914624893, -1.645349621, 0.886226899))}
+                                      / {_polevl("z", (0.012229801, -0.329097515, 1.442710462, -2.118377725, 1.0))}; }}
+    else {{ {{T}} z = sqrt(-vlog((1.0 - a) / 2.0));
+           x = (y < 0.0 ? -1.0 : 1.0) * {_polevl("z", (1.641345311, 3.429567803, -1.624906493, -1.970840454))}
+               / {_polevl("z", (1.637067800, 3.543889200, 1.0))}; }}
+    x = x - (verf(x) - y) / (1.1283791670955125739 * vexp(-x * x));
+    x = x - (verf(x) - y) / (1.1283791670955125739 * vexp(-x * x));
+    return x;
+}}""")
+
+def _full_like(x, v): return x.where(x > x, v)   # noqa: PLR0124 (v shaped as x: the mask is false everywhere, NaN included)
+
+_gm = dict(helpers=needs(VGAMMA))
+elementwise("DIGAMMA", 1, lambda n, x: _scalar(_digamma1)(x), "vdigamma({a})",
+            vjp=lambda g, y, x: (g * x._apply(Op.ZETA, _full_like(x, 2.0), x),),             # ψ′(x) = ζ(2, x)
+            domain=_POSITIVE, tol=(1e-4, 1e-6), **_gm)   # float32 near ψ's roots below 0: ψ(1−x) and π/tan(πr) cancel
+NO_HIGHER_ORDER[Op.DIGAMMA] = (Category.NOT_YET, "its rule emits ZETA, which has no rule yet: a second derivative says so")
+elementwise("ZETA", 2, lambda n, x, q: _scalar(_zeta1)(x, q), "vzeta({a}, {b})", domain=(1.1, 4.0),
+            no_grad=(Category.NOT_YET, "PyTorch differentiates it in q alone (−x·ζ(x+1, q)); not yet here"), **_gm)
+elementwise("ERFINV", 1, _erfinv, "verfinv({a})", vjp=lambda g, y, x: (g * (y * y).exp() * (math.sqrt(math.pi) / 2),),
+            domain=(-0.95, 0.95), **_gm)
+
+# %% ../../nbs/03_elementwise.ipynb #fabbd621
+_LGAM_A = (8.11614167470508450300e-4, -5.95061904284301438324e-4, 7.93650340457716943945e-4, -2.77777777730099687205e-3,
+           8.33333333333331927722e-2)                                    # Stirling's series, in 1/x²
+_LGAM_B = (-1.37825152569120859100e3, -3.88016315134637840924e4, -3.31612992738871184744e5, -1.16237097492762307383e6,
+           -1.72173700820839662146e6, -8.53555664245765465627e5)             # log Γ on [2, 3): x·B(x)/C(x), x − 2
+_LGAM_C = (1.0, -3.51815701436523470549e2, -1.70642106651881159223e4, -2.20528590553854454839e5, -1.13933444367982507207e6,
+           -2.53252307177582951285e6, -2.01889141433532773231e6)
+_LS2PI, _LOGPI = 0.91893853320467274178, 1.14472988584940017414
+
+def _lgamma1(x: np.float64, big: float = 2.556348e305) -> np.float64:
+    "Cephes' lgam"
+    if np.isnan(x): return x
+    if np.isinf(x): return np.inf
+    if x < -34.0:
+        q = -x
+        w, p = _lgamma1(q), np.floor(q)
+        if p == q: return np.inf
+        z = q - p
+        if z > 0.5: p += 1.0; z = p - q
+        z = q * np.sin(np.pi * z)
+        return np.inf if z == 0 else _LOGPI - np.log(z) - w
+    if x < 13.0:
+        z, p, u = np.float64(1.0), 0.0, x
+        while u >= 3.0: p -= 1.0; u = x + p; z *= u
+        while u < 2.0:
+            if u == 0.0: return np.inf
+            z /= u; p += 1.0; u = x + p
+        z = abs(z)
+        if u == 2.0: return np.log(z)
+        x = x + (p - 2.0)
+        return np.log(z) + x * _polevl(x, _LGAM_B) / _polevl(x, _LGAM_C)
+    if x > big: return np.inf
+    q = x * (np.log(x) - 1.0) - 0.5 * np.log(x) + _LS2PI      # (x − ½)ln x − x, without overflowing first in float32
+    if x > 1.0e8: return q
+    p = 1.0 / (x * x)
+    if x >= 1000.0: return q + ((7.9365079365079365079365e-4 * p - 2.7777777777777777777778e-3) * p + 0.0833333333333333333333) / x
+    return q + _polevl(p, _LGAM_A) / x
+
+_LGAMMA = """
+{T} vlgamma_pos({T} x) {                         // −34 ≤ x (Cephes lgam without its reflection)
+    if (x < 13.0) {
+        {T} z = 1.0, p = 0.0, u = x;
+        while (u >= 3.0) { p -= 1.0; u = x + p; z *= u; }
+        while (u < 2.0) { if (u == 0.0) return {INF}; z /= u; p += 1.0; u = x + p; }
+        z = abs(z);
+        if (u == 2.0) return vlog(z);
+        x = x + (p - 2.0);
+        return vlog(z) + x * BX / CX;
+    }
+    if (x > {BIG}) return {INF};
+    {T} q = x * (vlog(x) - 1.0) - 0.5 * vlog(x) + 0.91893853320467274178;
+    if (x > 1.0e8) return q;
+    {T} p = 1.0 / (x * x);
+    if (x >= 1000.0) return q + ((7.9365079365079365079365e-4 * p - 2.7777777777777777777778e-3) * p + 0.0833333333333333333333) / x;
+    return q + AP / x;
+}
+{T} vlgamma({T} x) {
+    if (isnan(x)) return x;
+    if (isinf(x)) return {INF};
+    if (x >= -34.0) return vlgamma_pos(x);
+    {T} q = -x, p = floor(q);
+    if (p == q) return {INF};
+    {T} z = q - p;
+    if (z > 0.5) { p += 1.0; z = p - q; }
+    z = q * vsincos(3.14159265358979323846 * z, false);
+    return z == 0.0 ? {INF} : 1.14472988584940017414 - vlog(z) - vlgamma_pos(q);
+}"""
+_LGAMMA = _LGAMMA.replace("BX", _polevl("x", _LGAM_B)).replace("CX", _polevl("x", _LGAM_C)).replace("AP", _polevl("p", _LGAM_A))
+VLGAMMA = glsl_function("vlgamma", _LGAMMA.replace("{BIG}", "3.0e38"), _LGAMMA.replace("{BIG}", "2.556348e305"))
+
+elementwise("LGAMMA", 1, lambda n, x: _scalar(_lgamma1)(x), "vlgamma({a})", vjp=lambda g, y, x: (g * x._apply(Op.DIGAMMA, x),),
+            domain=_POSITIVE, helpers=needs(VLGAMMA))
+
+# %% ../../nbs/03_elementwise.ipynb #f717c2e3
+_K0_A = (1.374465435613523e-16, 4.25981614279661e-14, 1.0349695257633842e-11, 1.904516377220209e-09,
+         2.5347910790261494e-07, 2.286212103119452e-05, 0.001264615411446926, 0.0359799365153615, 0.3442898999246285,
+         -0.5353273932339028)   # K0 − (−log(x/2) I0) on (0, 2], in x² − 2
+_K0_B = (5.300433772686263e-18, -1.6475804301524212e-17, 5.2103915050390274e-17, -1.678231096805412e-16,
+         5.512055978524319e-16, -1.848593377343779e-15, 6.3400764774050706e-15, -2.2275133269916698e-14,
+         8.032890775363575e-14, -2.9800969231727303e-13, 1.140340588208475e-12, -4.514597883373944e-12,
+         1.8559491149547177e-11, -7.957489244477107e-11, 3.577397281400301e-10, -1.69753450938906e-09,
+         8.574034017414225e-09, -4.660489897687948e-08, 2.766813639445015e-07, -1.8317555227191195e-06,
+         1.39498137188765e-05, -0.00012849549581627802, 0.0015698838857300533, -0.0314481013119645, 2.4403030820659555)   # √x eˣ K0(x) on (2, ∞), in 8/x − 2
+_K1_A = (-7.023863479386288e-18, -2.427449850519366e-15, -6.666901694199329e-13, -1.4114883926335278e-10,
+         -2.213387630734726e-08, -2.4334061415659684e-06, -0.0001730288957513052, -0.006975723859639864,
+         -0.12261118082265715, -0.3531559607765449, 1.5253002273389478)   # x K1 − x log(x/2) I1 on (0, 2]
+_K1_B = (-5.756744483665017e-18, 1.7940508731475592e-17, -5.689462558442859e-17, 1.838093544366639e-16,
+         -6.057047248373319e-16, 2.038703165624334e-15, -7.019837090418314e-15, 2.4771544244813043e-14,
+         -8.976705182324994e-14, 3.3484196660784293e-13, -1.2891739609510289e-12, 5.13963967348173e-12,
+         -2.1299678384275683e-11, 9.218315187605006e-11, -4.1903547593418965e-10, 2.015049755197033e-09,
+         -1.0345762465678097e-08, 5.7410841254500495e-08, -3.5019606030878126e-07, 2.406484947837217e-06,
+         -1.936197974166083e-05, 0.00019521551847135162, -0.002857816859622779, 0.10392373657681724, 2.7206261904844427)   # √x eˣ K1(x) on (2, ∞)
+
+def _bessel_k(x, order: int, scaled: bool):
+    "Cephes' k0, k1, k0e, k1e"
+    with np.errstate(all="ignore"):
+        A, B = (_K0_A, _K0_B) if order == 0 else (_K1_A, _K1_B)
+        s = np.where(x > 0, np.minimum(x, 2.0), 1.0)                         # (the lanes of the other branch see safe values)
+        near = _chbevl(s * s - 2.0, A)
+        log_half = np.log(s) - _LN2                                          # log(x/2), where x/2 may underflow
+        near = (near - log_half * _bessel(s, 0)) if order == 0 else (log_half * _bessel(s, 1) + near / s)
+        near = near * np.exp(s) if scaled else near
+        far = _chbevl(8.0 / np.maximum(x, 2.0) - 2.0, B) / np.sqrt(np.maximum(x, 2.0))
+        far = far if scaled else np.exp(-x) * far
+        y = np.where(x <= 2.0, near, far)
+        return np.where(x == 0, np.inf, np.where(x < 0, np.nan, y))
+
+def _bessel_k_glsl(name, A, B, order, scaled):
+    near = "0.5 * (b0 - b2)"
+    i = f"(vi{order}e(x) * vexp(x))"
+    log_half = "(vlog(x) - 0.69314718055994530942)"           # log(x/2): x/2 underflows for the smallest subnormals
+    near = f"({near} - {log_half} * {i})" if order == 0 else f"({log_half} * {i} + {near} / x)"
+    return f"""
+{{T}} {name}({{T}} x) {{                                     // Cephes
+    if (x == 0.0) return {{INF}};
+    if (x < 0.0) return {{NAN}};
+    if (x <= 2.0) {{ {{T}} t = x * x - 2.0; {_chbevl("t", A)}return {near}{' * vexp(x)' if scaled else ''}; }}
+    {{T}} t = 8.0 / x - 2.0; {_chbevl("t", B)}
+    return {'' if scaled else 'vexp(-x) * '}(0.5 * (b0 - b2)) / sqrt(x);
+}}"""
+VBESSEL_K = glsl_function("vbessel_k", "".join(_bessel_k_glsl(f"vk{o}{'e' if s else ''}", *((_K0_A, _K0_B) if o == 0 else (_K1_A, _K1_B)), o, s)
+                                            for o in (0, 1) for s in (False, True)))
+
+def _k_vjp(op_other, order, scaled):
+    def vjp(g, y, x):
+        other = x._apply(op_other, x)               # K1 for K0, K0 for K1 (or their scaled forms)
+        if order == 0: return (g * ((y - other) if scaled else -other),)
+        return (g * ((y * (1.0 - 1.0 / x) - other) if scaled else (-other - y / x)),)
+    return vjp
+
+_bk = dict(helpers=needs(VBESSEL_I, VBESSEL_K), domain=(0.2, 6.0))   # both branches
+elementwise("MODIFIED_BESSEL_K0", 1, lambda n, x: _bessel_k(x, 0, False), "vk0({a})", vjp=lambda g, y, x: _k_vjp(Op.MODIFIED_BESSEL_K1, 0, False)(g, y, x), **_bk)
+elementwise("MODIFIED_BESSEL_K1", 1, lambda n, x: _bessel_k(x, 1, False), "vk1({a})", vjp=lambda g, y, x: _k_vjp(Op.MODIFIED_BESSEL_K0, 1, False)(g, y, x), **_bk)
+elementwise("SCALED_MODIFIED_BESSEL_K0", 1, lambda n, x: _bessel_k(x, 0, True), "vk0e({a})", vjp=lambda g, y, x: _k_vjp(Op.SCALED_MODIFIED_BESSEL_K1, 0, True)(g, y, x), **_bk)
+elementwise("SCALED_MODIFIED_BESSEL_K1", 1, lambda n, x: _bessel_k(x, 1, True), "vk1e({a})", vjp=lambda g, y, x: _k_vjp(Op.SCALED_MODIFIED_BESSEL_K0, 1, True)(g, y, x), **_bk)
+
+# %% ../../nbs/03_elementwise.ipynb #3d53c7f9
+_POLY_N = """
+int64_t vpoly_n({T} n) { return (isnan(n) || isinf(n) || abs(n) >= 9.2e18) ? int64_t(-1) : int64_t(n); }   // PyTorch's cast
+{T} vacos_({T} x) { return vatan2(sqrt((1.0 - x) * (1.0 + x)), x); }
+{T} vcheb({T} x, {T} nf, int kind, int64_t closed_after) {  // kind 0..3: T, U, V, W (x already shifted for the shifted forms)
+    int64_t n = vpoly_n(nf);
+    if (n < 0) return 0.0;
+    {T} m = {T}(n), odd = (n % 2 == 0) ? 1.0 : -1.0;
+    if (abs(x) == 1.0) {
+        if (kind == 0) return x > 0.0 ? 1.0 : odd;
+        if (kind == 1) return x > 0.0 ? m + 1.0 : odd * (m + 1.0);
+        if (kind == 2) return x > 0.0 ? 1.0 : odd * (m + m + 1.0);
+        return x > 0.0 ? m + m + 1.0 : odd;
+    }
+    if (n > closed_after && abs(x) < 1.0) {
+        {T} t = vacos_(x);
+        if (kind == 0) return vsincos(m * t, true);
+        if (kind == 1) { {T} s = vsincos(t, false); return s != 0.0 ? vsincos((m + 1.0) * t, false) / s : (m + 1.0) * vsincos((m + 1.0) * t, true) / x; }
+        if (kind == 2) return vsincos(t / 2.0, false) != 1.0 ? vsincos((m + 0.5) * t, true) / vsincos(t / 2.0, true) : odd * (m + m + 1.0);
+        return vsincos(t / 2.0, true) != 1.0 ? vsincos((m + 0.5) * t, false) / vsincos(t / 2.0, false) : (x > 0.0 ? m + m + 1.0 : odd);
+    }
+    {T} first = kind == 0 ? x : (kind == 1 ? x + x : (kind == 2 ? x + x - 1.0 : x + x + 1.0));
+    if (n == 0) return 1.0;
+    if (n == 1) return first;
+    {T} p = 1.0, q = first, r = first;
+    for (int64_t k = 2; k <= n && !isnan(q); k++) { r = (x + x) * q - p; p = q; q = r; }
+    return r;
+}
+{T} vhermite({T} x, {T} nf, bool physicists, int64_t limit) {
+    int64_t n = vpoly_n(nf);
+    if (n < 0) return 0.0;
+    if (n == 0) return 1.0;
+    if (n == 1) return physicists ? x + x : x;
+    if (n > limit) return {NAN};
+    {T} p = 1.0, q = physicists ? x + x : x, r = 0.0;
+    if (physicists) { for (int64_t k = 2; k < n + n; k += 2) { r = (x + x) * q - {T}(k) * p; p = q; q = r; } }
+    else { for (int64_t k = 1; k < n; k++) { r = x * q - {T}(k) * p; p = q; q = r; } }
+    return r;
+}
+{T} vlaguerre({T} x, {T} nf) {
+    int64_t n = vpoly_n(nf);
+    if (n < 0) return 0.0;
+    if (abs(x) == 0.0 || n == 0) return 1.0;
+    if (n == 1) return 1.0 - x;
+    {T} p = 1.0, q = 1.0 - x, r = q;
+    for (int64_t k = 1; k < n && !isnan(q); k++) { {T} kf = {T}(k); r = (((kf + kf) + (1.0 - x)) * q - kf * p) / (kf + 1.0); p = q; q = r; }
+    return r;
+}
+{T} vlegendre({T} x, {T} nf) {
+    int64_t n = vpoly_n(nf);
+    if (n < 0) return 0.0;
+    if (abs(x) == 1.0) return (x > 0.0 || n % 2 == 0) ? 1.0 : -1.0;
+    if (n == 0) return 1.0;
+    if (n == 1) return x;
+    {T} p = 1.0, q = x, r = q;
+    for (int64_t k = 1; k < n && !isnan(q); k++) { {T} kf = {T}(k); r = ((kf + kf + 1.0) * x * q - kf * p) / (kf + 1.0); p = q; q = r; }
+    return r;
+}"""
+VPOLY = glsl_function("vpoly", _POLY_N)
+
+# %% ../../nbs/03_elementwise.ipynb #17e8c9b5
+def _poly_n(nf: np.float64) -> int:
+    return -1 if (np.isnan(nf) or np.isinf(nf) or abs(nf) >= 9.2e18) else int(nf)
+
+def _cheb1(x: np.float64, nf: np.float64, kind: int, closed_after: int) -> np.float64:
+    n = _poly_n(nf)
+    if n < 0: return np.float64(0.0)
+    m, odd = np.float64(n), (1.0 if n % 2 == 0 else -1.0)
+    if abs(x) == 1.0:
+        return [lambda: 1.0 if x > 0 else odd, lambda: m + 1 if x > 0 else odd * (m + 1),
+                lambda: 1.0 if x > 0 else odd * (m + m + 1), lambda: m + m + 1 if x > 0 else odd][kind]()
+    if n > closed_after and abs(x) < 1.0:
+        t = np.arccos(x)
+        if kind == 0: return np.cos(m * t)
+        if kind == 1: s = np.sin(t); return np.sin((m + 1) * t) / s if s != 0 else (m + 1) * np.cos((m + 1) * t) / x
+        if kind == 2: return np.cos((m + 0.5) * t) / np.cos(t / 2) if np.sin(t / 2) != 1 else odd * (m + m + 1)
+        return np.sin((m + 0.5) * t) / np.sin(t / 2) if np.cos(t / 2) != 1 else (m + m + 1 if x > 0 else odd)
+    first = [x, x + x, x + x - 1.0, x + x + 1.0][kind]
+    if n == 0: return np.float64(1.0)
+    if n == 1: return first
+    p, q, r, k = np.float64(1.0), first, first, 2
+    while k <= n and not np.isnan(q): r = (x + x) * q - p; p = q; q = r; k += 1
+    return r
+
+def _hermite1(x: np.float64, nf: np.float64, physicists: bool, limit: int) -> np.float64:
+    n = _poly_n(nf)
+    if n < 0: return np.float64(0.0)
+    if n == 0: return np.float64(1.0)
+    if n == 1: return x + x if physicists else x
+    if n > limit: return np.float64(np.nan)
+    p, q, r = np.float64(1.0), (x + x if physicists else x), np.float64(0.0)
+    for k in (range(2, n + n, 2) if physicists else range(1, n)): r = ((x + x) if physicists else x) * q - k * p; p = q; q = r
+    return r
+
+def _laguerre1(x: np.float64, nf: np.float64) -> np.float64:
+    n = _poly_n(nf)
+    if n < 0: return np.float64(0.0)
+    if abs(x) == 0.0 or n == 0: return np.float64(1.0)
+    if n == 1: return 1.0 - x
+    p, q, r, k = np.float64(1.0), 1.0 - x, 1.0 - x, 1
+    while k < n and not np.isnan(q): r = (((k + k) + (1.0 - x)) * q - k * p) / (k + 1); p = q; q = r; k += 1
+    return r
+
+def _legendre1(x: np.float64, nf: np.float64) -> np.float64:
+    n = _poly_n(nf)
+    if n < 0: return np.float64(0.0)
+    if abs(x) == 1.0: return np.float64(1.0 if (x > 0 or n % 2 == 0) else -1.0)
+    if n == 0: return np.float64(1.0)
+    if n == 1: return x
+    p, q, r, k = np.float64(1.0), x, x, 1
+    while k < n and not np.isnan(q): r = ((k + k + 1) * x * q - k * p) / (k + 1); p = q; q = r; k += 1
+    return r
+
+# %% ../../nbs/03_elementwise.ipynb #c395041c
+_NO_POLY_GRAD = (Category.BY_DESIGN, "PyTorch defines no derivative for it")
+_poly = dict(helpers=needs(VATAN, VATAN2, VPOLY), no_grad=_NO_POLY_GRAD, domain=(-1.5, 6.0),   # (n: truncated to 0..6)
+             dtypes=(float32, float64))   # PyTorch's: no float16 (where cos(n·acos x) at n ~ 3e4 would keep no digit)
+for _kind, _k in enumerate("TUVW"):
+    for _shifted, _after in ((False, (6, 8, 8, 8)[_kind]), (True, (6, 6, 6, 4)[_kind])):
+        _x = "({a} + {a} - 1.0)" if _shifted else "{a}"
+        elementwise(f"{'SHIFTED_' if _shifted else ''}CHEBYSHEV_POLYNOMIAL_{_k}", 2,
+                    lambda n, x, m, _kind=_kind, _after=_after, _shifted=_shifted:
+                        _scalar(lambda a, b: _cheb1(a + a - 1.0 if _shifted else a, b, _kind, _after))(x, m),
+                    f"vcheb({_x}, {{b}}, {_kind}, {_after})", **_poly)
+_HERMITE_LIMIT = lambda dtype: 512 if dtype is float64 else 128          # PyTorch's
+for _name, _phys in (("HERMITE_POLYNOMIAL_H", True), ("HERMITE_POLYNOMIAL_HE", False)):
+    elementwise(_name, 2, lambda n, x, m, _phys=_phys: _scalar(lambda a, b: _hermite1(a, b, _phys, _HERMITE_LIMIT(n.dtype)))(x, m),
+                lambda arg, ins, out, _phys=_phys: f"vhermite({{a}}, {{b}}, {str(_phys).lower()}, {_HERMITE_LIMIT(out)})", **_poly)
+elementwise("LAGUERRE_POLYNOMIAL_L", 2, lambda n, x, m: _scalar(_laguerre1)(x, m), "vlaguerre({a}, {b})", **_poly)
+elementwise("LEGENDRE_POLYNOMIAL_P", 2, lambda n, x, m: _scalar(_legendre1)(x, m), "vlegendre({a}, {b})", **_poly)
+
+# %% ../../nbs/03_elementwise.ipynb #2ae8b31f
+_NDTRI_P0 = (-59.96335010141079, 98.00107541859997, -56.67628574690703, 13.931260938727968, -1.2391658386738125)
+_NDTRI_Q0 = (1.0, 1.9544885833814176, 4.676279128988815, 86.36024213908905, -225.46268785411937, 200.26021238006066,
+             -82.03722561683334, 15.90562251262117, -1.1833162112133)
+_NDTRI_P1 = (4.0554489230596245, 31.525109459989388, 57.16281922464213, 44.08050738932008, 14.684956192885803,
+             2.1866330685079025, -0.1402560791713545, -0.03504246268278482, -0.0008574567851546854)
+_NDTRI_Q1 = (1.0, 15.779988325646675, 45.39076351288792, 41.3172038254672, 15.04253856929075, 2.504649462083094,
+             -0.14218292285478779, -0.03808064076915783, -0.0009332594808954574)
+_NDTRI_P2 = (3.2377489177694603, 6.915228890689842, 3.9388102529247444, 1.3330346081580755, 0.20148538954917908,
+             0.012371663481782003, 0.00030158155350823543, 2.6580697468673755e-06, 6.239745391849833e-09)
+_NDTRI_Q2 = (1.0, 6.02427039364742, 3.6798356385616087, 1.3770209948908132, 0.21623699359449663, 0.013420400608854318,
+             0.00032801446468212774, 2.8924786474538068e-06, 6.790194080099813e-09)
+
+def _ndtri(n, y0):
+    "Cephes' ndtri (PyTorch's calc_ndtri)"
+    with np.errstate(all="ignore"):
+        tail_hi = y0 > 1.0 - 0.13533528323661269189                         # y near 1: work with 1 − y, and negate
+        y = np.where(tail_hi, 1.0 - y0, y0)
+        c = y - 0.5; c2 = c * c
+        central = (c + c * (c2 * _polevl(c2, _NDTRI_P0) / _polevl(c2, _NDTRI_Q0))) * 2.50662827463100050242
+        x = np.sqrt(-2.0 * np.log(y))
+        z = 1.0 / x
+        x1 = np.where(x < 8.0, z * _polevl(z, _NDTRI_P1) / _polevl(z, _NDTRI_Q1), z * _polevl(z, _NDTRI_P2) / _polevl(z, _NDTRI_Q2))
+        tail = x - np.log(x) / x - x1
+        out = np.where(y > 0.13533528323661269189, central, np.where(tail_hi, tail, -tail))
+        return np.where(y0 == 0, -np.inf, np.where(y0 == 1, np.inf, np.where((y0 < 0) | (y0 > 1), np.nan, out)))
+
+VNDTRI = glsl_function("vndtri", f"""
+{{T}} vndtri({{T}} y0) {{                             // Cephes
+    if (y0 == 0.0) return -{{INF}};
+    if (y0 == 1.0) return {{INF}};
+    if (y0 < 0.0 || y0 > 1.0) return {{NAN}};
+    bool negate = true;
+    {{T}} y = y0;
+    if (y > 1.0 - 0.13533528323661269189) {{ y = 1.0 - y; negate = false; }}
+    if (y > 0.13533528323661269189) {{
+        y = y - 0.5;
+        {{T}} y2 = y * y;
+        return (y + y * (y2 * {_polevl("y2", _NDTRI_P0)} / {_polevl("y2", _NDTRI_Q0)})) * 2.50662827463100050242;
+    }}
+    {{T}} x = sqrt(-2.0 * vlog(y)), z = 1.0 / x;
+    {{T}} x1 = x < 8.0 ? z * {_polevl("z", _NDTRI_P1)} / {_polevl("z", _NDTRI_Q1)}
+                     : z * {_polevl("z", _NDTRI_P2)} / {_polevl("z", _NDTRI_Q2)};
+    x = (x - vlog(x) / x) - x1;
+    return negate ? -x : x;
+}}""")
+
+elementwise("NDTRI", 1, _ndtri, "vndtri({a})", vjp=lambda g, y, x: (g * (y * y * 0.5).exp() * math.sqrt(2 * math.pi),),
+            domain=(0.02, 0.98), helpers=needs(VNDTRI))
+
+# %% ../../nbs/03_elementwise.ipynb #0d5f374b
+_FREXP = """
+{T} vfrexp_m({T} x) {                          // (a subnormal x is scaled by 2^64 first: drivers' frexp skips them)
+    if (isnan(x) || isinf(x) || x == 0.0) return x;
+    int e;
+    return frexp(abs(x) < {TINY} ? x * 18446744073709551616.0 : x, e);
+}
+int vfrexp_e({T} x) {
+    if (isnan(x) || isinf(x) || x == 0.0) return 0;
+    int e;
+    bool sub = abs(x) < {TINY};
+    frexp(sub ? x * 18446744073709551616.0 : x, e);
+    return sub ? e - 64 : e;
+}"""
+VFREXP = glsl_function("vfrexp", _FREXP.replace("{TINY}", "1.17549435082228750797e-38"), _FREXP.replace("{TINY}", "2.2250738585072014e-308"))
+
+def _frexp_vjp(g, y, x):
+    "g·2^−e"
+    return (g / x._apply(Op.FREXP_EXPONENT, x).cast(g.dtype).exp2(),)
+
+_POW2 = tuple(s * 2.0 ** k for s in (-1, 1) for k in range(-1, 2))   # where the mantissa jumps
+elementwise("FREXP_MANTISSA", 1, lambda n, x: np.frexp(x)[0], "vfrexp_m({a})", vjp=_frexp_vjp, kinks=(0.0, *_POW2),
+            helpers=needs(VFREXP))
+elementwise("FREXP_EXPONENT", 1, lambda n, x: np.frexp(x)[1].astype(np.int32), "vfrexp_e({a})", out_dtype=int32,
+            no_grad=(Category.BY_DESIGN, "an integer result: no derivative"), helpers=needs(VFREXP))
+
 # %% ../../nbs/03_elementwise.ipynb #707cd9d0
 def rows(kind: str | None = None) -> list:
     "The rows of the table (only sources or only elementwise ops when `kind` says so)."
@@ -700,7 +1458,7 @@ def table() -> str:
 
 # %% ../../nbs/03_elementwise.ipynb #7d8e7499
 COMPARE_OPS = frozenset(r.op for r in rows("elementwise") if r.out_dtype is bool_ and r.arity == 2)
-FLOAT_UNARY_OPS = frozenset(r.op for r in rows("elementwise") if r.arity == 1 and r.dtypes == FLOATS)
+FLOAT_UNARY_OPS = frozenset(r.op for r in rows("elementwise") if r.arity == 1 and r.dtypes == FLOATS and r.out_dtype is None)   # float to float
 UNARY_OPS = frozenset(r.op for r in rows("elementwise") if r.arity == 1)
 BINARY_OPS = frozenset(r.op for r in rows("elementwise") if r.arity == 2 and r.op.name != "ASSIGN")
 SOURCE_OPS = frozenset(r.op for r in rows("source")) | {Op.INPUT}

@@ -380,7 +380,55 @@ _FORMS_OPERATORS: list = [
 _register(_FORMS_OPERATORS)
 
 # %% ../../nbs/16_registry.ipynb #f20a45ea
-_SPECIAL_OPERATORS: list = []
+def _spherical_j0_ref(x):
+    from scipy import special   # the tests' dependency: only a reference check calls it
+    return special.spherical_jn(0, x)
+
+def _polygamma_ref(n, x):
+    from scipy import special   # the tests' dependency: only a reference check calls it
+    return special.polygamma(n, x)
+
+def _special(category, rows):
+    "Rows of vkml.special from (name, reference[, domain]): the example applies it to (2, 3) tensors of the domain (and a (3,) one)."
+    def op(name, ref, domain="any"):
+        fn = getattr(_SP, name.removeprefix("special."))
+        args = (lambda: (_in(domain, 2, 3),)) if category == "unary math" else (lambda: (_in(domain, 2, 3), _in(domain, 3)))
+        return Operator(name, category, fn, lambda: fn(*args()), ref, domain)
+    return [op(*r) for r in rows]
+
+def _integer_pair(name):
+    fn = getattr(_SP, name)
+    return Operator(name, "binary", fn, lambda: fn(_idx([[12, -18, 5]]), _idx([8, 4, 3])), getattr(np, {"bitwise_left_shift": "left_shift",
+                    "bitwise_right_shift": "right_shift"}.get(name, name)), "int")
+
+_SPECIAL_OPERATORS: list = [
+    *_special("unary math", [
+        ("special.entr", "scipy.special.entr", "pos"), ("special.ndtr", "scipy.special.ndtr"),
+        ("special.log_ndtr", "scipy.special.log_ndtr"), ("special.erfcx", "scipy.special.erfcx"), ("sinc", np.sinc),
+        ("special.spherical_bessel_j0", _spherical_j0_ref), ("i0", np.i0), ("special.i0e", "scipy.special.i0e"),
+        ("special.i1", "scipy.special.i1"), ("special.i1e", "scipy.special.i1e"),
+        ("special.modified_bessel_i0", np.i0), ("special.modified_bessel_i1", "scipy.special.i1"),
+        ("digamma", "scipy.special.digamma", "pos"), ("special.psi", "scipy.special.digamma", "pos"),
+        ("erfinv", "scipy.special.erfinv", "unit"), ("lgamma", "scipy.special.gammaln", "pos"),
+        ("special.ndtri", "scipy.special.ndtri", "prob"),
+        ("special.gammaln", "scipy.special.gammaln", "pos"), ("special.modified_bessel_k0", "scipy.special.k0", "pos"),
+        ("special.modified_bessel_k1", "scipy.special.k1", "pos"), ("special.scaled_modified_bessel_k0", "scipy.special.k0e", "pos"),
+        ("special.scaled_modified_bessel_k1", "scipy.special.k1e", "pos")]),
+    *_special("binary", [
+        ("special.xlog1py", "scipy.special.xlog1py", "pos"), ("heaviside", np.heaviside), ("nextafter", np.nextafter),
+        ("ldexp", lambda a, b: a * np.exp2(b)), ("float_power", np.float_power, "pos"), ("true_divide", np.true_divide, "nz")]),   # (rsub: a forms row)
+    *[_integer_pair(n) for n in ("gcd", "lcm", "bitwise_left_shift", "bitwise_right_shift")],
+    Operator("special.zeta", "binary", _SP.zeta, lambda: _SP.zeta(_in("ge1", 2, 3), _in("pos", 3)), "scipy.special.zeta", "ge1"),
+    *[Operator(n, "unary math", _SP.polygamma, lambda: _SP.polygamma(2, _pos(2, 3)), lambda x: _polygamma_ref(2, x), "pos")
+      for n in ("polygamma", "special.polygamma")],
+    Operator("mvlgamma", "unary math", _SP.mvlgamma, lambda: _SP.mvlgamma(_in("ge1", 2, 3), 2), None, "ge1"),
+    Operator("frexp", "unary math", _SP.frexp, lambda: tuple(_SP.frexp(_x(2, 3, lo=-3.0, hi=5.0))), np.frexp),
+    *[Operator(f"special.{n}", "binary", getattr(_SP, n), lambda n=n: getattr(_SP, n)(_x(2, 3), 3)) for n in (
+        "chebyshev_polynomial_t", "chebyshev_polynomial_u", "chebyshev_polynomial_v", "chebyshev_polynomial_w",
+        "shifted_chebyshev_polynomial_t", "shifted_chebyshev_polynomial_u", "shifted_chebyshev_polynomial_v",
+        "shifted_chebyshev_polynomial_w", "hermite_polynomial_h", "hermite_polynomial_he", "laguerre_polynomial_l",
+        "legendre_polynomial_p")],
+]
 _register(_SPECIAL_OPERATORS)
 
 # %% ../../nbs/16_registry.ipynb #2a0fb6ef

@@ -29,3 +29,51 @@ def test_cross_entropy_of_one_class_on_vulkan():
     t = np.zeros(5, np.int64)
     got = F.cross_entropy(vkml.tensor(x, device="vulkan"), vkml.tensor(t, device="vulkan")).item()
     assert got == pytest.approx(F.cross_entropy(vkml.tensor(x), vkml.tensor(t)).item(), abs=1e-6) and abs(got) < 1e-6
+
+
+def _unstored_reads(y) -> list:
+    "The nodes a kernel of y's schedule reads that no earlier kernel stored (nor memory, views or constants hold)."
+    from vkml.engine.schedule import constant_value
+    from vkml.core.ops import VIEW_OPS
+    have, bad = set(), []
+    for k in schedule(y).kernels:
+        bad += [s for s in k.inputs() if s.buf is None and id(s) not in have and constant_value(s) is None and s.op not in VIEW_OPS]
+        have |= {id(n) for n in (k.nodes if k.kind == "view" else k.stores)}
+    return bad
+
+
+@pytest.mark.parametrize("links", [20, 39])
+def test_a_value_recomputed_in_two_kernels_has_its_sources_stored(links):
+    """Two interleaved chains (term *= q; total += term) past the fusion limit: a small `term` is recomputed in the
+    kernel that ends and in the next one, and the next one read the MUL before it from memory that was never
+    written (the store rule looked only at readers outside the kernel, not at a reader computed in two):
+    `BackendError: <MUL> was not computed before it was read`."""
+    out = {}
+    for device in ("cpu", "vulkan"):
+        x = vkml.arange(6, dtype=vkml.float32, device=device)
+        q, term, total = x * 0.25, x, x
+        for _ in range(links): term = term * q; total = total + term
+        if device == "vulkan": assert _unstored_reads(total) == []
+        out[device] = total.numpy()
+    np.testing.assert_allclose(out["vulkan"], out["cpu"], rtol=1e-5)
+
+
+@pytest.mark.parametrize("steps", [30, 33])
+def test_a_kernel_binds_at_most_what_push_descriptors_hold(steps):
+    """A row sum read by thirty comparisons, each used by its own `where` between matrix products (matrix_exp's
+    squarings once had this shape): the row kernel folded the sum and every comparison, and stored all 30 masks,
+    32 buffers in one kernel: with 32 it gave wrong values on lavapipe, with 33 and more it crashed the driver
+    (Vulkan guarantees 32 push descriptors). A kernel now binds at most MAX_BINDINGS buffers, reads and writes."""
+    from vkml.engine.schedule import MAX_BINDINGS
+    out = {}
+    for device in ("cpu", "vulkan"):
+        rng = np.random.default_rng(0)
+        a = vkml.tensor(rng.standard_normal((3, 3)).astype(np.float32) * 0.3, device=device)
+        s = a.abs().sum(-1, keepdim=True)               # held, as a user's variable: its value is asked for too
+        e = a
+        for i in range(steps): e = vkml.where(s > i * 0.01, e @ e, e)
+        if device == "vulkan":
+            for k in schedule(e).kernels:
+                assert len({id(n) for n in k.inputs()}) + len(k.stores) <= MAX_BINDINGS, k
+        out[device] = e.numpy()
+    np.testing.assert_allclose(out["vulkan"], out["cpu"], rtol=1e-5, atol=1e-7)

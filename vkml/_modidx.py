@@ -1400,6 +1400,7 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                       'vkml.engine.schedule._stored_constants': ( 'schedule.html#_stored_constants',
                                                                                   'vkml/engine/schedule.py'),
                                       'vkml.engine.schedule._unrealized': ('schedule.html#_unrealized', 'vkml/engine/schedule.py'),
+                                      'vkml.engine.schedule._writes': ('schedule.html#_writes', 'vkml/engine/schedule.py'),
                                       'vkml.engine.schedule.constant_value': ('schedule.html#constant_value', 'vkml/engine/schedule.py'),
                                       'vkml.engine.schedule.fusion_default': ('schedule.html#fusion_default', 'vkml/engine/schedule.py'),
                                       'vkml.engine.schedule.order': ('schedule.html#order', 'vkml/engine/schedule.py'),

@@ -12,9 +12,9 @@ from ..core.elementwise import ELEMENTWISE
 from ..core.graph import Node
 
 # %% auto #0
-__all__ = ['FUSED_REDUCE', 'MAX_FUSED_OPS', 'MAX_FUSED_BUFFERS', 'RECOMPUTE_OPS', 'ROW_VIEWS', 'ROW_MIN_ROWS', 'ROW_LONG',
-           'PLACEABLE_OPS', 'PLAN_CACHE_SIZE', 'READBACK_BYTES', 'ScheduleError', 'order', 'write_limits', 'Kernel',
-           'constant_value', 'plan_cache_enabled', 'signature', 'fusion_default', 'Schedule', 'schedule']
+__all__ = ['FUSED_REDUCE', 'MAX_FUSED_OPS', 'MAX_FUSED_BUFFERS', 'MAX_BINDINGS', 'RECOMPUTE_OPS', 'ROW_VIEWS', 'ROW_MIN_ROWS',
+           'ROW_LONG', 'PLACEABLE_OPS', 'PLAN_CACHE_SIZE', 'READBACK_BYTES', 'ScheduleError', 'order', 'write_limits',
+           'Kernel', 'constant_value', 'plan_cache_enabled', 'signature', 'fusion_default', 'Schedule', 'schedule']
 
 # %% ../../nbs/05_schedule.ipynb #22db6109
 class ScheduleError(VkmlError, RuntimeError):
@@ -142,7 +142,8 @@ class Kernel:
 
 FUSED_REDUCE = frozenset({Op.SUM, Op.MEAN, Op.MAX, Op.MIN})
 MAX_FUSED_OPS = 64        # nodes in one fused kernel: bounds the generated source and its compile time
-MAX_FUSED_BUFFERS = 12    # buffers one fused kernel reads or writes: bounds its bindings
+MAX_FUSED_BUFFERS = 12    # buffers one fused kernel reads: bounds its bindings
+MAX_BINDINGS = 24         # buffers one kernel reads and writes, in all: under the 32 push descriptors Vulkan guarantees
 
 # %% ../../nbs/05_schedule.ipynb #892d2199
 def constant_value(n: Node):
@@ -264,15 +265,26 @@ def _cut(nodes, consumers, needed, fuse, limits=None) -> list:
             region = _region_nodes(n, inlined)
             ks.append(Kernel(_kind(region), region)); continue
         ks.append(Kernel("op", [n]))
-    return _merge(ks)
+    return _merge(ks, consumers, needed)
 
 # %% ../../nbs/05_schedule.ipynb #bb18c8ba
 def _reads(nodes, inside) -> set:
     "ids of the buffers the nodes read from outside the set `inside` (constants are values, not buffers)."
     return {id(s) for n in nodes for s in n.srcs if id(s) not in inside and constant_value(s) is None}
 
-def _merge(ks) -> list:
-    "Merge each fused kernel into the fused kernel before it when both have one shape and it reads none of it through a view."
+def _writes(nodes, inside, consumers, needed) -> set:
+    """ids of the nodes whose values leave the set `inside` (a buffer written each): asked for, or read outside it,
+    themselves or through views of them inside it. (An ASSIGN writes the memory it reads: no buffer of its own.)"""
+    def leaves(n):
+        for c in consumers.get(id(n), ()):
+            if c.op in VIEW_OPS and id(c) in inside and id(c) not in needed: yield from leaves(c)
+            else: yield c
+    return {id(n) for n in nodes if n.op not in VIEW_OPS and n.op is not Op.ASSIGN
+            and (id(n) in needed or any(id(c) not in inside or id(c) in needed for c in leaves(n)))}
+
+def _merge(ks, consumers=None, needed=frozenset()) -> list:
+    """Merge each fused kernel into the fused kernel before it when both have one shape and it reads none of it through
+    a view, and the merged kernel reads fewer than MAX_FUSED_BUFFERS buffers and binds at most MAX_BINDINGS."""
     out, p = [], None                                         # p: where the last kernel that is not a view is in out
     inside, reads = None, None                                # out[p]'s node ids, and the buffers it reads
     for k in ks:
@@ -284,7 +296,8 @@ def _merge(ks) -> list:
             views = out[p + 1:]                                   # recorded since prev: they cost nothing
             written = inside | {id(_base(n)) for n in prev.nodes if n.op is Op.ASSIGN}   # (memory prev writes in place)
             def mine(x, inside=inside, written=written): return id(_base(x, through_assign=False)) in inside or id(_base(x)) in written
-            if (len(both) < MAX_FUSED_BUFFERS and not any(mine(v.nodes[0]) for v in views)
+            outs = _writes(prev.nodes + k.nodes, inside | k_inside, consumers, needed) if consumers is not None else ()
+            if (len(both) < MAX_FUSED_BUFFERS and len(both) + len(outs) <= MAX_BINDINGS and not any(mine(v.nodes[0]) for v in views)
                     and not any(mine(s) and s.op in VIEW_OPS for n in k.nodes for s in n.srcs)
                     and not _overwrites_read(k, prev)):
                 prev.nodes = prev.nodes + [n for n in k.nodes if id(n) not in inside]
@@ -363,7 +376,9 @@ def _row_group(ks, i, consumers, homes, needed=frozenset()):
         for n in k.nodes:
             if id(n) not in seen: seen.add(id(n)); nodes.append(n)
     if (any(n.op is Op.ASSIGN for n in nodes) or any(id(s) in late for n in nodes for s in n.srcs)
-            or len(nodes) > 2 * MAX_FUSED_OPS or len(_reads(nodes, ids)) >= MAX_FUSED_BUFFERS
+            or len(nodes) > 2 * MAX_FUSED_OPS
+            or len(_reads(nodes, ids)) >= MAX_FUSED_BUFFERS
+            or len(_reads(nodes, ids)) + len(_writes(nodes, ids, consumers, needed)) > MAX_BINDINGS
             or any(n.shape not in per_row + (shape,) for n in nodes)):
         return None
     after = [v for v in views if id(v.nodes[0]) in late or (v in mine and id(v.nodes[0]) in again)]
@@ -397,9 +412,11 @@ def _plan(ks, consumers, needed) -> dict:
     for k in ks:
         if k.kind == "view": continue
         inside = {id(n) for n in k.nodes}
+        # stored when a reader needs it from memory: a reader outside (a view of a row kernel counts as outside),
+        # or one computed here AND recomputed in another kernel that lacks `n` (a small region read by several)
         k.stores = [n for n in k.nodes if n.op is Op.ASSIGN or id(n) in needed
-                    or any((id(c) not in inside or k.kind == "row" and c.op in VIEW_OPS) and not _inlines(c, n, where)
-                           for c in consumers[id(n)])]
+                    or any((id(c) not in inside or k.kind == "row" and c.op in VIEW_OPS or len(where.get(id(c), ())) > 1)
+                           and not _inlines(c, n, where) for c in consumers[id(n)])]
         if k.kind == "row": k.stores = [n for n in k.stores if n.op not in VIEW_OPS]   # (views are made again after it)
         if k.kind in ("reduce", "op") and k.nodes[-1] not in k.stores: k.stores.append(k.nodes[-1])
     owner, aliases = {}, {}                           # id(node) -> the stored node whose memory it is; its views

@@ -36,3 +36,10 @@ half, float, double, int, long, bool = float16, float32, float64, int32, int64, 
 def __getattr__(name):   # `vkml.bfloat16`: a typed error that says what to use (vkML has no bfloat16)
     if name == "bfloat16": raise amp.bfloat16_error("vkml.bfloat16")
     raise AttributeError(f"module 'vkml' has no attribute {name!r}")
+
+# %% ../nbs/99_api.ipynb #306465f5
+_TOP_SPECIAL = ("sinc", "i0", "gcd", "lcm", "bitwise_left_shift", "bitwise_right_shift", "heaviside", "nextafter", "digamma",
+                "erfinv", "polygamma", "lgamma", "mvlgamma", "ldexp", "float_power", "true_divide", "frexp")
+globals().update({_n: getattr(special, _n) for _n in _TOP_SPECIAL})
+for _n in _TOP_SPECIAL: setattr(Tensor, _n, getattr(special, _n))       # x.lgamma() is special.lgamma(x)
+Tensor.polygamma = lambda self, n: special.polygamma(n, self)            # (torch's order: x.polygamma(n))

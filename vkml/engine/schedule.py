@@ -275,12 +275,16 @@ def _reads(nodes, inside) -> set:
 def _writes(nodes, inside, consumers, needed) -> set:
     """ids of the nodes whose values leave the set `inside` (a buffer written each): asked for, or read outside it,
     themselves or through views of them inside it. (An ASSIGN writes the memory it reads: no buffer of its own.)"""
-    def leaves(n):
-        for c in consumers.get(id(n), ()):
-            if c.op in VIEW_OPS and id(c) in inside and id(c) not in needed: yield from leaves(c)
-            else: yield c
-    return {id(n) for n in nodes if n.op not in VIEW_OPS and n.op is not Op.ASSIGN
-            and (id(n) in needed or any(id(c) not in inside or id(c) in needed for c in leaves(n)))}
+    out = set()
+    for n in nodes:
+        if n.op in VIEW_OPS or n.op is Op.ASSIGN: continue
+        stack, leaves = [n], False                # (a loop, not a recursive closure: no cycle keeps the nodes alive)
+        while stack and not leaves:
+            for c in consumers.get(id(stack.pop()), ()):
+                if c.op in VIEW_OPS and id(c) in inside and id(c) not in needed: stack.append(c)
+                elif id(c) not in inside or id(c) in needed: leaves = True; break
+        if leaves or id(n) in needed: out.add(id(n))
+    return out
 
 def _merge(ks, consumers=None, needed=frozenset()) -> list:
     """Merge each fused kernel into the fused kernel before it when both have one shape and it reads none of it through

@@ -174,7 +174,18 @@ def _sample_dispatches():
     ds += k.reduce_kernel(N(Op.SUM, ((1,), False), (4,)), F((4,)), F((4, 1001)))       # rows, not 4-aligned
     ds += k.reduce_kernel(N(Op.SUM, ((0,), False), ()), F(()), F((10**6,), view=View((10**6,), (2,), 0)))   # split rows, strided
     ds += k.argreduce_kernel(N(Op.ARGMAX, (0, False), (64,), int64), F((64,), int64), F((1000, 64)))
+    ds += k.argsort_kernel(N(Op.ARGSORT, (1, True), (4, 5), int64), F((4, 5), int64), F((4, 5)))
     return ds
+
+
+def test_argsort_declares_the_binding_it_writes():
+    """Regression: argsort's last dispatch writes its output, binding 1, and said binding 0 (the default): the barrier
+    planner saw no write, and a gather of the positions (topk) read them with no barrier (a sync hazard the
+    validation layer reported on the discrete paths, in the GPT demo's sampler)."""
+    ds = [d for d in _sample_dispatches() if d.shader.startswith("argsort")]
+    assert [d.shader for d in (ds[0], ds[-1])] == ["argsort_init_f32", "argsort_out"]
+    assert ds[0].writes == (0,) and all(d.writes == (0,) for d in ds if d.shader == "argsort_step")
+    assert ds[-1].writes == (1,)
 
 
 def test_host_push_words_match_the_shader_blocks():

@@ -322,7 +322,7 @@ def argsort_kernel(node, out, x):
     pairs = Scratch(rows * P * 16)
     ds = [Dispatch(f"argsort_init_{sfx(x.dtype)}", (pairs, x), head(0, 0), groups_1d(rows * P))]
     ds += [Dispatch("argsort_step", (pairs,), head(k, j), groups_1d(rows * P // 2)) for k, j in bitonic_stages(P)]
-    return ds + [Dispatch("argsort_out", (pairs, out), head(0, 0), groups_1d(rows * n))]
+    return ds + [Dispatch("argsort_out", (pairs, out), head(0, 0), groups_1d(rows * n), writes=(1,))]   # (out is binding 1)
 
 # %% ../../../nbs/25_kernels.ipynb #a80bf062
 NO_KERNEL = {Op.INPUT: "a leaf: its buffer is uploaded", Op.PROD: "CPU only: its result depends on the order of products",

@@ -109,15 +109,16 @@ class _PoolLists:
             self.live -= 1
             if rec and use[0] == rec and born == rec:        # made and used by this recording only
                 bisect.insort(self.recycled, (size, bid, off)); self.in_use -= size
+            elif use[0] > done: self.deferred.append((bid, off, size, use))   # in flight: a pool closes only once none is
             elif self.private: self.held.append((bid, off, size))   # a captured step's: its replays bind it
-            elif use[0] <= done: self._release(bid, off, size)
-            else: self.deferred.append((bid, off, size, use))
+            else: self._release(bid, off, size)
         if self.deferred and done != self._scan_at:
             self._scan_at = done
             keep = []
             for r in self.deferred:
-                if r[3][0] <= done: self._release(*r[:3])
-                else: keep.append(r)
+                if r[3][0] > done: keep.append(r)
+                elif self.private: self.held.append(r[:3])
+                else: self._release(*r[:3])
             self.deferred = keep
 
 # %% ../../../nbs/22_allocator.ipynb #6d2f8504

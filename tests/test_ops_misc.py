@@ -4,8 +4,6 @@ recorded in tests/fixtures/torch_misc.npz by tests/fixtures/make_torch_misc.py (
 missing), forward on the CPU and on Vulkan (or, for the CPU-only operators, the typed error naming the transfer) and
 gradients (float64 on the CPU, float32 on Vulkan); gradcheck in float64; Vulkan against the CPU; the random samplers'
 distributions, seeds and devices; the typed errors."""
-import importlib.util, math
-from pathlib import Path
 import numpy as np
 import pytest
 
@@ -16,33 +14,15 @@ import vkml.frontend.functions as VF
 import vkml.frontend.registry as R
 from vkml.frontend.gradcheck import gradcheck
 import oracle
+from torch_fixture import TorchFixture
 
-HERE = Path(__file__).resolve().parent
 DEVICES = ["cpu", pytest.param("vulkan", marks=pytest.mark.vulkan)]
 
 
-def _load_make():
-    "tests/fixtures/make_torch_misc.py (importing it needs numpy alone): the cases, the same here and in torch."
-    spec = importlib.util.spec_from_file_location("make_torch_misc", HERE / "fixtures" / "make_torch_misc.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-MAKE = _load_make()
+FX = TorchFixture("misc")
+MAKE = FX.make
+npz, arrays, outputs = FX.npz, FX.arrays, FX.outputs
 CASES = MAKE.CASES
-NPZ = HERE / "fixtures" / "torch_misc.npz"
-_CACHE = {}
-
-
-def npz() -> dict:
-    "The npz's arrays by name; a missing npz FAILS the test that asks (the comparison must run)."
-    if not NPZ.exists():
-        pytest.fail(f"{NPZ} is missing: run tests/fixtures/make_torch_misc.py where torch is installed and commit the npz",
-                    pytrace=False)
-    if not _CACHE:
-        with np.load(NPZ) as z: _CACHE.update({k: z[k] for k in z.files})
-    return _CACHE
 
 
 def operator(c) -> str:
@@ -52,19 +32,6 @@ def operator(c) -> str:
 
 TESTED_OPERATORS = {operator(c) for c in CASES.values() if c["kind"] == "F"}
 "The nn.functional operators this file checks against PyTorch (the table's other new rows are in tests/test_reference.py)."
-
-
-def arrays(name) -> list:
-    d, out, i = npz(), [], 0
-    while f"{name}/in{i}" in d: out.append(d[f"{name}/in{i}"]); i += 1
-    return out
-
-
-def outputs(name, key="out") -> list:
-    d, out, j = npz(), [], 0
-    while f"{name}/{key}{j}" in d or (key == "w" and f"{name}/out{j}" in d):
-        out.append(d.get(f"{name}/{key}{j}")); j += 1
-    return out
 
 
 def build(name, device, dtype, requires_grad=False):

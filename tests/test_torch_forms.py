@@ -4,8 +4,7 @@ tests/fixtures/make_torch_forms.py (the fixture tests FAIL while it is missing),
 through the row's own function, gradients (float64 on the CPU, float32 on Vulkan), gradcheck in float64; then
 what the forms promise beyond values: `view` refuses what PyTorch refuses, copies own their storage, the in-place
 forms keep vkML's in-place rules, and bad input gets a typed error."""
-import importlib.util
-from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -16,49 +15,19 @@ from vkml.core.ops import Op
 from vkml.frontend.gradcheck import gradcheck
 from vkml.frontend.tensor_forms import tensor_methods as TM
 import oracle
+from torch_fixture import TorchFixture
 
-HERE = Path(__file__).resolve().parent
 DEVICES = ["cpu", pytest.param("vulkan", marks=pytest.mark.vulkan)]
 
 
-def _load_make():
-    "tests/fixtures/make_torch_forms.py (importing it needs numpy alone): the cases, the same here and in torch."
-    spec = importlib.util.spec_from_file_location("make_torch_forms", HERE / "fixtures" / "make_torch_forms.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-MAKE = _load_make()
+FX = TorchFixture("forms")
+MAKE = FX.make
+npz, arrays, outputs = FX.npz, FX.arrays, FX.outputs
 CASES = MAKE.CASES
-NPZ = HERE / "fixtures" / "torch_forms.npz"
-_CACHE = {}
 FORMS = {o.name for o in R._FORMS_OPERATORS}
 
 TESTED_OPERATORS = {c["op"] for c in CASES.values()}
 "The operator table's rows this file checks against PyTorch: every row of the forms family."
-
-
-def npz() -> dict:
-    "The npz's arrays by name; a missing npz FAILS the test that asks (the comparison must run)."
-    if not NPZ.exists():
-        pytest.fail(f"{NPZ} is missing: run tests/fixtures/make_torch_forms.py where torch is installed and commit the npz",
-                    pytrace=False)
-    if not _CACHE:
-        with np.load(NPZ) as z: _CACHE.update({k: z[k] for k in z.files})
-    return _CACHE
-
-
-def arrays(name) -> list:
-    d, out, i = npz(), [], 0
-    while f"{name}/in{i}" in d: out.append(d[f"{name}/in{i}"]); i += 1
-    return out
-
-
-def outputs(name) -> list:
-    d, out, j = npz(), [], 0
-    while f"{name}/out{j}" in d: out.append(d[f"{name}/out{j}"]); j += 1
-    return out
 
 
 def build(name, device, dtype, requires_grad=False) -> list:

@@ -3,8 +3,7 @@ nbs/18c_signal.ipynb and nbs/17_nn_functional.ipynb's additions): PyTorch's own 
 tests/fixtures/torch_library.npz by tests/fixtures/make_torch_library.py (the fixture tests FAIL while it is missing),
 forward on the CPU and on Vulkan (or, for the CPU-only calls, the typed error naming the transfer), gradients
 (float64 on the CPU, float32 on Vulkan), gradcheck in float64, Vulkan against the CPU, and the typed errors."""
-import importlib.util, math
-from pathlib import Path
+import math
 import numpy as np
 import pytest
 
@@ -12,51 +11,21 @@ import vkml
 import vkml.frontend.registry as R
 from vkml.frontend.gradcheck import gradcheck
 import oracle
+from torch_fixture import TorchFixture
 
-HERE = Path(__file__).resolve().parent
 DEVICES = ["cpu", pytest.param("vulkan", marks=pytest.mark.vulkan)]
 
 
-def _load_make():
-    "tests/fixtures/make_torch_library.py (importing it needs numpy alone): the cases, the same here and in torch."
-    spec = importlib.util.spec_from_file_location("make_torch_library", HERE / "fixtures" / "make_torch_library.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-MAKE = _load_make()
+FX = TorchFixture("library")
+MAKE = FX.make
+npz, arrays, outputs = FX.npz, FX.arrays, FX.outputs
 CASES = MAKE.CASES
-NPZ = HERE / "fixtures" / "torch_library.npz"
-_CACHE = {}
 
 F = vkml.nn.functional
 TESTED_OPERATORS = {c["op"] for c in CASES.values()}
 "The operator table's rows this file checks against PyTorch."
 FAMILY = {o.name for o in R._LIBRARY_OPERATORS}
 "The rows of the library family (16_registry's `_LIBRARY_OPERATORS`)."
-
-
-def npz() -> dict:
-    "The npz's arrays by name; a missing npz FAILS the test that asks (the comparison must run)."
-    if not NPZ.exists():
-        pytest.fail(f"{NPZ} is missing: run tests/fixtures/make_torch_library.py where torch is installed and commit the npz",
-                    pytrace=False)
-    if not _CACHE:
-        with np.load(NPZ) as z: _CACHE.update({k: z[k] for k in z.files})
-    return _CACHE
-
-
-def arrays(name) -> list:
-    d, out, i = npz(), [], 0
-    while f"{name}/in{i}" in d: out.append(d[f"{name}/in{i}"]); i += 1
-    return out
-
-
-def outputs(name, key="out") -> list:
-    d, out, j = npz(), [], 0
-    while f"{name}/out{j}" in d: out.append(d.get(f"{name}/{key}{j}")); j += 1
-    return out
 
 
 def build(name, device, dtype, requires_grad=False) -> list:

@@ -3,8 +3,7 @@ in tests/fixtures/torch_stats.npz by tests/fixtures/make_torch_stats.py (the fix
 each case runs the table's function (`vkml.frontend.registry.OPERATORS[name].fn`) forward on the CPU and on Vulkan
 (or, for the CPU-only operators, checks the typed error naming the transfer) and compares its gradients (float64 on
 the CPU, float32 on Vulkan); gradcheck in float64 on a selection; the typed errors."""
-import importlib.util
-from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -13,48 +12,18 @@ import vkml.frontend.functions as VF
 import vkml.frontend.registry as R
 from vkml.frontend.gradcheck import gradcheck
 import oracle
+from torch_fixture import TorchFixture
 
-HERE = Path(__file__).resolve().parent
 DEVICES = ["cpu", pytest.param("vulkan", marks=pytest.mark.vulkan)]
 
 
-def _load_make():
-    "tests/fixtures/make_torch_stats.py (importing it needs numpy alone): the cases, the same here and in torch."
-    spec = importlib.util.spec_from_file_location("make_torch_stats", HERE / "fixtures" / "make_torch_stats.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-MAKE = _load_make()
+FX = TorchFixture("stats")
+MAKE = FX.make
+npz, arrays, outputs = FX.npz, FX.arrays, FX.outputs
 CASES = MAKE.CASES
-NPZ = HERE / "fixtures" / "torch_stats.npz"
-_CACHE = {}
 
 TESTED_OPERATORS = {c["op"] for c in CASES.values()}
 "The operator-table rows this file checks against PyTorch."
-
-
-def npz() -> dict:
-    "The npz's arrays by name; a missing npz FAILS the test that asks (the comparison must run)."
-    if not NPZ.exists():
-        pytest.fail(f"{NPZ} is missing: run tests/fixtures/make_torch_stats.py where torch is installed and commit the npz",
-                    pytrace=False)
-    if not _CACHE:
-        with np.load(NPZ) as z: _CACHE.update({k: z[k] for k in z.files})
-    return _CACHE
-
-
-def arrays(name) -> list:
-    d, out, i = npz(), [], 0
-    while f"{name}/in{i}" in d: out.append(d[f"{name}/in{i}"]); i += 1
-    return out
-
-
-def outputs(name, key="out") -> list:
-    d, out, j = npz(), [], 0
-    while f"{name}/out{j}" in d: out.append(d.get(f"{name}/{key}{j}")); j += 1
-    return out
 
 
 def build(name, device, dtype, requires_grad=False) -> list:

@@ -300,10 +300,10 @@ def _merge(ks, consumers=None, needed=frozenset()) -> list:
             views = out[p + 1:]                                   # recorded since prev: they cost nothing
             written = inside | {id(_base(n)) for n in prev.nodes if n.op is Op.ASSIGN}   # (memory prev writes in place)
             def mine(x, inside=inside, written=written): return id(_base(x, through_assign=False)) in inside or id(_base(x)) in written
-            outs = _writes(prev.nodes + k.nodes, inside | k_inside, consumers, needed) if consumers is not None else ()
-            if (len(both) < MAX_FUSED_BUFFERS and len(both) + len(outs) <= MAX_BINDINGS and not any(mine(v.nodes[0]) for v in views)
+            if (len(both) < MAX_FUSED_BUFFERS and not any(mine(v.nodes[0]) for v in views)
                     and not any(mine(s) and s.op in VIEW_OPS for n in k.nodes for s in n.srcs)
-                    and not _overwrites_read(k, prev)):
+                    and not _overwrites_read(k, prev)      # (last: the bindings' count walks both kernels' readers)
+                    and (consumers is None or len(both) + len(_writes(prev.nodes + k.nodes, inside | k_inside, consumers, needed)) <= MAX_BINDINGS)):
                 prev.nodes = prev.nodes + [n for n in k.nodes if id(n) not in inside]
                 inside, reads = inside | k_inside, both
                 out[p:] = views + [prev]                          # the views k reads now come before the merged kernel

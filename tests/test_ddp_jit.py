@@ -4,7 +4,9 @@ exchanges again, giving the eager data-parallel step's parameters and losses bit
 BatchNorm, whose buffers' broadcast is a second host point), on both readback paths; ranks whose replayed exchanges
 disagree (one skips a bucket) both raise CollectiveMismatchError and the group goes on; an exchange planted wrong on
 every rank (a bucket never summed) is caught by the comparison with the eager run and by the ranks' disagreement.
-These runs force the host-staged exchange (VKML_DDP_EXCHANGE=mpi); the shared-memory one: tests/test_ddp_shared.py."""
+These runs force the host-staged exchange (VKML_DDP_EXCHANGE=mpi); the shared-memory one: tests/test_ddp_shared.py.
+Each runs with the buckets exchanged one at a time while backward computes the next (overlap, the default: a host
+point per bucket and one for the averages) and all at once after backward (VKML_DDP_OVERLAP=0: one host point)."""
 import pytest
 
 import vkml.distributed as dist
@@ -13,9 +15,10 @@ pytestmark = [pytest.mark.skipif(not dist.is_available(), reason="mpi4py is not 
               pytest.mark.vulkan]
 
 RANK_SCRIPT = r"""
-import sys, numpy as np, vkml, vkml.nn as nn, vkml.optim as optim, vkml.distributed as dist
+import os, sys, numpy as np, vkml, vkml.nn as nn, vkml.optim as optim, vkml.distributed as dist
 import vkml.backends.vulkan as V
 mode, model = sys.argv[1], sys.argv[2]
+OVERLAP = os.environ.get("VKML_DDP_OVERLAP", "1") != "0"   # a host point per bucket, then one for the averages
 dist.init_process_group(timeout=60)
 r = dist.get_rank()
 dev = f"vulkan:{dist.get_node_local_rank() % len(vkml.devices())}"
@@ -67,10 +70,10 @@ if mode == "equal":
     out = [same(eager, jitted), agree(jitted["params"]), f.captured, ddp.timings["reductions"], len(ddp.buckets),
            len(points(f)), jitted["subs"][-1], points(f)[-1].runs]
 elif mode == "mismatch":                              # rank 1's replay sums every bucket but the last
-    def plant(ps):
+    def plant(ps):                                    # (overlapped: its last bucket one element short)
         if r == 1:
-            p = ps[-1]; exchange = p.fn
-            p.fn = lambda host: exchange(host[:-1]) + host[-1:]
+            p = [q for q in ps if q.gets][-1] if OVERLAP else ps[-1]; exchange = p.fn
+            p.fn = (lambda arrays: exchange([arrays[0][:-1]])) if OVERLAP else (lambda host: exchange(host[:-1]) + host[-1:])
             planted.append((p, exchange))
     planted = []
     jitted = run(True, plant)
@@ -101,24 +104,31 @@ def two_ranks(tmp_path, *args, env=None) -> list:
     return sorted(r.stdout.splitlines())
 
 
+OVERLAP = pytest.mark.parametrize("overlap", ["1", "0"], ids=["overlap", "at_once"])
+
+
+@OVERLAP
 @pytest.mark.parametrize("model, paths", [("sgd", "direct"), ("sgd", "discrete"), ("bn", "direct"), ("bn", "discrete")])
-def test_a_jitted_data_parallel_step_equals_the_eager_one_bit_for_bit(tmp_path, model, paths):
+def test_a_jitted_data_parallel_step_equals_the_eager_one_bit_for_bit(tmp_path, model, paths, overlap):
     "Captured once, replayed with an exchange each call: the eager step's parameters and losses exactly, on every rank."
-    lines = two_ranks(tmp_path, "equal", model, env={"VKML_DISCRETE_PATHS": "1"} if paths == "discrete" else None)
-    n_points = 2 if model == "bn" else 1              # the buffers' broadcast before the forward, the gradients' average
+    env = {"VKML_DDP_OVERLAP": overlap, **({"VKML_DISCRETE_PATHS": "1"} if paths == "discrete" else {})}
+    lines = two_ranks(tmp_path, "equal", model, env=env)
+    # the buffers' broadcast before the forward; the gradients' average: one point, or one per bucket (4) and the averages
+    n_points = (model == "bn") + (1 if overlap == "0" else 4 + 1)
     for r, line in enumerate(lines):
         # bitwise equal to eager; the ranks agree; one capture; an exchange per call; 4 buckets;
         # a replay is one submission per segment; the last replay went through the exchange (calls 3, 4, 5 replay)
         assert line == f"{r} [True, True, 1, 5, 4, {n_points}, {n_points + 1}, 3]", line
 
 
-def test_ranks_whose_replayed_exchanges_disagree_all_raise_and_the_group_goes_on(tmp_path):
+@OVERLAP
+def test_ranks_whose_replayed_exchanges_disagree_all_raise_and_the_group_goes_on(tmp_path, overlap):
     "Rank 1's replays skip a bucket: both ranks raise CollectiveMismatchError from each; the group and the capture go on."
-    lines = two_ranks(tmp_path, "mismatch", "sgd")
+    lines = two_ranks(tmp_path, "mismatch", "sgd", env={"VKML_DDP_OVERLAP": overlap})
     assert lines == ["0 [2, True, [2.0, 2.0], 1, True]", "1 [2, True, [2.0, 2.0], 1, True]"], lines
 
 
 def test_an_exchange_planted_wrong_on_every_rank_is_caught(tmp_path):
     "Every rank's replay leaves a bucket unsummed (the headers agree): the run differs from eager, the ranks diverge."
-    lines = two_ranks(tmp_path, "skip", "sgd")
+    lines = two_ranks(tmp_path, "skip", "sgd", env={"VKML_DDP_OVERLAP": "0"})   # (the exchange of all buckets at once)
     assert lines == ["0 [False, False, 0]", "1 [False, False, 0]"], lines

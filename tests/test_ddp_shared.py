@@ -3,7 +3,8 @@ two ranks on one host, each on its own logical Vulkan device, write their bucket
 both devices and sum it on the device in rank order. Eager and jitted steps through it give the host-staged MPI path's
 parameters and losses bit for bit (SGD; and Adam with BatchNorm, whose buffers still go through MPI), the backward moves
 no byte between host and device (the backend's upload/readback counters), a replay's two barriers read and write
-nothing, "auto" picks it here; forcing it where it cannot work is a typed error saying why."""
+nothing, "auto" picks it here; forcing it where it cannot work is a typed error saying why. Exchanged a bucket at a time
+while backward computes the next (the default) or all at once after it (`overlap=False`): the same bits."""
 import json, os, subprocess, sys
 from types import SimpleNamespace
 import pytest
@@ -21,11 +22,12 @@ dist.init_process_group(timeout=60)
 r = dist.get_rank()
 dev = f"vulkan:{dist.get_node_local_rank() % len(vkml.devices())}"
 
-def run(exchange, jit, steps=5):
+def run(exchange, jit, steps=5, overlap=True):
     vkml.manual_seed(r)                               # different seeds: the broadcast makes the copies equal
     mid = [nn.BatchNorm1d(16)] if model == "bn" else []
     net = nn.Sequential(nn.Linear(6, 16), *mid, nn.ReLU(), nn.Linear(16, 3)).to(dev)
     ddp = dist.DistributedDataParallel(net, bucket_cap_mb=200 / 2**20, exchange=exchange)   # several buckets
+    ddp.overlap = overlap
     opt = optim.SGD(ddp.parameters(), lr=0.1) if model == "sgd" else optim.Adam(ddp.parameters(), lr=1e-2)
     moved = []
     def step(x, y):
@@ -59,10 +61,12 @@ def agree(arrays) -> bool:
     return bool((lo == hi).all())
 
 mpi, eager, jitted = run("mpi", False), run(None, False), run("shared", True)
+at_once, at_once_jit = run("shared", False, overlap=False), run("shared", True, overlap=False)
 same = lambda a, b: all(np.array_equal(u, v) for u, v in zip(a["values"], b["values"]))
 out = dict(rank=r, eager_equal=same(mpi, eager), jit_equal=same(mpi, jitted), agree=agree(jitted["params"]),
+           at_once_equal=[same(mpi, at_once), same(mpi, at_once_jit)],
            **{k: {f: d[f] for f in ("exchange", "moved", "subs", "points", "reductions", "buckets")}
-              for k, d in (("mpi", mpi), ("eager", eager), ("jit", jitted))})
+              for k, d in (("mpi", mpi), ("eager", eager), ("jit", jitted), ("at_once_jit", at_once_jit))})
 sys.stdout.write(json.dumps(out) + "\n")              # one write: the ranks' lines meet in mpiexec
 """
 
@@ -83,17 +87,20 @@ def test_the_shared_exchange_equals_the_mpi_path_bit_for_bit_and_stages_nothing(
     assert [d["rank"] for d in ranks] == [0, 1]
     for d in ranks:
         assert (d["eager_equal"], d["jit_equal"], d["agree"]) == (True, True, True), d
+        assert d["at_once_equal"] == [True, True], d          # overlapped or all buckets at once: the same bits
         assert d["mpi"]["exchange"] == "mpi" and d["eager"]["exchange"] == d["jit"]["exchange"] == "shared"  # auto: shared
         assert all(n > 0 for n in d["mpi"]["moved"]), d["mpi"]            # the host-staged path reads back and uploads
         if model == "sgd":                                               # (BatchNorm's buffers still go through MPI)
             assert d["eager"]["moved"] == [0] * 5 and d["jit"]["moved"] == [0, 0], d   # (calls 3-5 replay: no backward)
         assert d["eager"]["reductions"] == d["jit"]["reductions"] == 5 and d["eager"]["buckets"] > 1
         # a replay: the guard and the ready barriers are host points that read and write nothing (the buffers'
-        # broadcast, with BatchNorm, is the host-staged one), and the step three segments (four with the broadcast)
-        n_seg = 4 if model == "bn" else 3
-        assert d["jit"]["points"][-2:] == [[0, 0, 3], [0, 0, 3]], d["jit"]
-        assert d["jit"]["subs"][2:] == [n_seg] * 3, d["jit"]
-        assert d["eager"]["subs"][1:] == d["mpi"]["subs"][1:], (d["eager"], d["mpi"])   # eager: as many as MPI's
+        # broadcast, with BatchNorm, is the host-staged one): overlapped, a barrier per bucket, the step cut after
+        # each; all at once, one barrier and three segments (one more with the broadcast)
+        bn, k = model == "bn", d["jit"]["buckets"]
+        assert d["jit"]["points"][-(k + 1):] == [[0, 0, 3]] * (k + 1), d["jit"]
+        assert d["jit"]["subs"][2:] == [k + 2 + bn] * 3, d["jit"]
+        assert d["at_once_jit"]["points"][-2:] == [[0, 0, 3], [0, 0, 3]], d["at_once_jit"]
+        assert d["at_once_jit"]["subs"][2:] == [3 + bn] * 3, d["at_once_jit"]
 
 
 CHOICE = r"""

@@ -12,7 +12,7 @@ from .core.dtypes import VkmlError, DTypeError
 from .core.graph import Node, get_backend, make_node, no_grad
 from .core.ops import Op
 from .engine.capture import capture_in_progress
-from .engine.jit import host_call, note_guard
+from .engine.jit import host_call, note_guard, _over
 from .frontend.tensor import Tensor, realize, tensor
 import vkml.frontend.autograd  # noqa: F401 (Tensor.backward and its post-accumulate hooks)
 import vkml.frontend.functions as VF
@@ -359,6 +359,7 @@ class DistributedDataParallel(Module):
         self._params, self._ready = params, set()
         self.timings = dict(reductions=0, compute_readback_s=0.0, allreduce_s=0.0, upload_s=0.0, bytes=0, guard_s=0.0)
         self._shared = None
+        self.overlap = os.environ.get("VKML_DDP_OVERLAP", "1") != "0"   # a bucket exchanged as backward produces it
         if g.size > 1: self._check_same_model(g)
         self.exchange = _choose_exchange(g, self._device, exchange)   # "shared" or "mpi" (see below)
         if g.size > 1:
@@ -384,7 +385,7 @@ class DistributedDataParallel(Module):
         if self._ready: self._unused()
         if _g("forward").size > 1 and capture_in_progress() is not None:   # a replay averages if the capture did
             me = weakref.proxy(self)
-            note_guard(("DistributedDataParallel", id(self)), lambda: me.require_backward_grad_sync)
+            note_guard(("DistributedDataParallel", id(self)), lambda: (me.require_backward_grad_sync, me.overlap))
         if self.broadcast_buffers and self.module.training and _g("forward").size > 1: self._broadcast_buffers()
         return self.module(*args, **kwargs)
 
@@ -438,6 +439,7 @@ def _average(self: DistributedDataParallel):
     divided, uploaded, every `.grad` a view of its slice. Inside a capture a host point: every replay exchanges.
     (Through shared memory instead where the ranks chose it: see below.)"""
     if self._shared is not None: return self._average_shared()
+    if _overlaps(self): return self._average_overlapped()
     t0 = time.perf_counter()
     averages = host_call(self._exchange, _flats(self), _KINDS[3])
     t3 = time.perf_counter()
@@ -461,6 +463,58 @@ def _exchange(self: DistributedDataParallel, host: list) -> list:
 
 DistributedDataParallel._broadcast_buffers, DistributedDataParallel._average, DistributedDataParallel._exchange = \
     _broadcast_buffers, _average, _exchange
+
+# %% ../nbs/37_distributed.ipynb #0f3a9c02
+def _overlaps(self: DistributedDataParallel) -> bool:
+    "Is each bucket exchanged as backward produces it? Where the device's backend can cut a submission, unless `overlap` is off."
+    return self.overlap and get_backend(self._device).submits_at_cuts
+
+def _bucket_by_bucket(self: DistributedDataParallel, outs: list, reads: bool, work, last_ahead: bool = True) -> None:
+    """Compute `outs` (one tensor or node per bucket) in one schedule, its submission cut after each bucket, then
+    `work(i, arrays)` for each bucket in order (`arrays`: bucket i's values where `reads`, else none). Inside a capture
+    each is a host point that lets the next piece go first (`ahead`; the last one only if `last_ahead`); eagerly
+    every piece is submitted, then each bucket's work runs once its own piece is done."""
+    notes = capture_in_progress()
+    capturing = notes is not None and notes.device == self._device
+    dev, T, pending, n = get_backend(self._device).device, self.timings, [], len(outs)
+    node = lambda t: t if isinstance(t, Node) else t.node
+    def cut(i: int):
+        def then(serial):
+            if not capturing: pending.append(serial); return
+            notes.recording.host_point([node(outs[i]).buf] if reads else [], lambda arrays: work(i, arrays) or [],
+                                       f"{_KINDS[3]} (bucket {i + 1} of {n})", ahead=last_ahead or i < n - 1)
+        return then
+    realize(*outs, cuts=[([o], cut(i)) for i, o in enumerate(outs)])
+    for i, serial in enumerate(pending):
+        t = time.perf_counter(); dev.wait(serial); T["compute_readback_s"] += time.perf_counter() - t
+        work(i, [outs[i].numpy()] if reads else [])
+
+def _average_overlapped(self: DistributedDataParallel):
+    """The host-staged exchange a bucket at a time: each bucket read back, all-reduced and divided while the device
+    computes the next ones; then one upload of every average (a host point that waits, inside a capture)."""
+    g, T, flats = _group, self.timings, _flats(self)
+    host = [None] * len(flats)
+    def exchange(i: int, arrays: list):             # (each replay runs it again, on the new values)
+        t = time.perf_counter()
+        _agree(g, _KINDS[3], _header(_KINDS[3], dtype=np.float32, count=arrays[0].size))   # (each bucket: checked alone)
+        h = host[i] = np.array(arrays[0], copy=True)
+        _wait(g, g.comm.Iallreduce(g.MPI.IN_PLACE, h, op=g.MPI.SUM), f"the gradient all_reduce (bucket {i + 1} of {len(host)})")
+        np.divide(h, g.size, out=h)
+        T["allreduce_s"] += time.perf_counter() - t
+    def averages(arrays: list) -> list:
+        T["reductions"] += 1; T["bytes"] += sum(h.nbytes for h in host)
+        return host
+    self._bucket_by_bucket(flats, True, exchange)
+    notes = capture_in_progress()
+    if notes is not None and notes.device == self._device:
+        outs = [_over(b, self._device) for b in notes.recording.host_point([], averages, _KINDS[3] + ": the averages")]
+    else:
+        t = time.perf_counter()
+        outs = [tensor(a, device=self._device) for a in averages([])]
+        T["upload_s"] += time.perf_counter() - t
+    _set_grads(self, outs)
+
+DistributedDataParallel._bucket_by_bucket, DistributedDataParallel._average_overlapped = _bucket_by_bucket, _average_overlapped
 
 # %% ../nbs/37_distributed.ipynb #ea94e8af
 class SharedExchangeUnavailableError(DistributedError):
@@ -542,11 +596,14 @@ class _SharedBuckets:
             get_backend(self.device).device.wait()
             fn()
 
+    def writes(self, rank: int, flats: list) -> list:
+        "The writes (lazy ASSIGN nodes) of rank `rank`'s buckets into its slot: copies by the device into the shared memory."
+        return [make_node(Op.ASSIGN, (Node(Op.INPUT, (), None, s.shape, s.dtype, self.device, buf=s.node.buf), f.node))
+                for s, f in zip(self.slots[rank], flats)]
+
     def write(self, rank: int, flats: list) -> None:
-        "Rank `rank`'s buckets into its slot: one submission (copies by the device into the shared memory)."
-        slot = self.slots[rank]
-        realize(*[make_node(Op.ASSIGN, (Node(Op.INPUT, (), None, s.shape, s.dtype, self.device, buf=s.node.buf), f.node))
-                  for s, f in zip(slot, flats)])
+        "Rank `rank`'s buckets into its slot, in one submission."
+        realize(*self.writes(rank, flats))
 
     def averages(self) -> list:
         "Every bucket summed over the ranks in rank order, divided by their number (lazy: realized with the update)."
@@ -578,12 +635,20 @@ def _average_shared(self: DistributedDataParallel):
     def ready():
         written_at[0] = t = time.perf_counter(); _agree(g, _KINDS[3], header); T["allreduce_s"] += time.perf_counter() - t
         T["reductions"] += 1; T["bytes"] += X.bytes
+    def bucket_ready(i: int, arrays: list):                 # overlapped: every rank has written bucket i
+        t = time.perf_counter()
+        _agree(g, _KINDS[3], _header(_KINDS[3], dtype=np.float32, count=flats[i].numel()))
+        T["allreduce_s"] += time.perf_counter() - t
+        if i == len(flats) - 1: T["reductions"] += 1; T["bytes"] += X.bytes
     X.settle()                              # (usually the optimiser computed them, or zero_grad dropped them)
     X.sync(guard, _KINDS[3] + ": every rank has read the last step's buckets")
-    t1 = time.perf_counter()
-    X.write(g.rank, flats)
-    X.sync(ready, _KINDS[3] + ": every rank has written its buckets")
-    if capture_in_progress() is None: T["compute_readback_s"] += written_at[0] - t1   # (compute and write, eagerly)
+    if _overlaps(self):                     # each bucket's barrier while the device computes the next (the last waits)
+        self._bucket_by_bucket(X.writes(g.rank, flats), False, bucket_ready, last_ahead=False)
+    else:
+        t1 = time.perf_counter()
+        X.write(g.rank, flats)
+        X.sync(ready, _KINDS[3] + ": every rank has written its buckets")
+        if capture_in_progress() is None: T["compute_readback_s"] += written_at[0] - t1   # (compute and write, eagerly)
     _set_grads(self, X.averages())
 
 DistributedDataParallel._average_shared = _average_shared

@@ -107,6 +107,7 @@ class Backend:
     impl: ClassVar[dict] = {}
     fuses: bool = False      # does it run fused kernels (the schedule fuses only for backends that do)
     can_capture: bool = False  # can it record a step and replay it (`capture`, for vkml.jit)
+    submits_at_cuts: bool = False  # does `run` submit at a schedule's cuts (else `realize` calls them when it is done)
     def from_numpy(self, arr: np.ndarray): raise NotImplementedError
     def to_numpy(self, node: Node) -> np.ndarray: raise NotImplementedError
     def peek(self, node: Node):

@@ -520,6 +520,7 @@ def fusion_default() -> bool:
 class Schedule:
     "The kernels that realize `outputs`, in order, with their memory plan."
     explain = None      # the backend's `explain(kernel)`, set by `vkml.schedule`: what each kernel runs as
+    cuts = ()           # [(ids of output nodes, then(serial))]: where a backend that submits may end a submission
     def __init__(self, outputs, read=False, fuse=None, memory_of=None):
         self.outputs = list(dict.fromkeys(outputs))
         self.fuse = fusion_default() if fuse is None else fuse

@@ -12,7 +12,7 @@ from ..core.graph import (Node, make_node, canonical_device, get_backend, take_d
                         check_same_device, toposort, _grad_mode)
 from ..engine.schedule import Schedule, fusion_default, _unrealized
 from ..core.ops import VIEW_OPS
-from ..core.operands import TensorBase, scalar_as, expand_to
+from ..core.operands import TensorBase, ArgumentError, scalar_as, expand_to
 from .tensor_math import MathOps
 from .tensor_reduce import ReduceOps, Statistics
 from .tensor_shape import ShapeOps
@@ -35,9 +35,13 @@ def schedule(*tensors, read=False) -> Schedule:
     s.explain = backend.explain          # (its printout names the shader or form each kernel runs as)
     return s
 
-def realize(*tensors, read=False, deferred=True) -> None:
-    "Compute every tensor in `tensors` together, and the work deferred on their devices: one schedule (and one submission on Vulkan) per device."
+def realize(*tensors, read=False, deferred=True, cuts=None) -> None:
+    """Compute every tensor in `tensors` together, and the work deferred on their devices: one schedule (and one
+    submission on Vulkan) per device. `cuts`, `[(tensors, then), ...]` on one device: the submission ends as soon as
+    each group of `tensors` (taken in order, all among `tensors`) is computed, then `then(serial)` runs (the host's work
+    on them while the device computes on; a backend that does not submit calls every `then(None)` at the end)."""
     nodes = [t.node if isinstance(t, TensorBase) else t for t in tensors]
+    if cuts: return _realize_cut(nodes, cuts, read, deferred)
     deferred = computable([n for d in {n.device for n in nodes} for n in take_deferred(d)]) if deferred else []
     by_device: dict = {}
     for n in nodes + deferred:
@@ -48,7 +52,25 @@ def realize(*tensors, read=False, deferred=True) -> None:
             outs = [n for n in outs if not n.realized]   # another thread may have realized them meanwhile
             if outs: _run(backend, outs, read)
 
-def _run(backend, outs, read):
+def _realize_cut(nodes, cuts, read, deferred):
+    "`realize` with cuts: one device, every cut's nodes among those computed."
+    node = lambda t: t.node if isinstance(t, TensorBase) else t
+    groups = [([node(t) for t in ts], then) for ts, then in cuts]
+    asked = {id(n) for n in nodes}
+    if any(id(n) not in asked for ns, _ in groups for n in ns):
+        raise ArgumentError("realize(cuts=...): every tensor of a cut is also one of the tensors to realize")
+    devices = {n.device for n in nodes}
+    if len(devices) != 1: raise ArgumentError(f"realize(cuts=...) computes on one device, got {sorted(devices)}")
+    backend = get_backend(devices.pop())
+    extra = computable(take_deferred(nodes[0].device)) if deferred else []
+    with backend.lock:
+        outs = [n for n in extra + nodes if not n.realized]   # (deferred work first: no submission after the last cut)
+        if not outs:                          # (computed already: every cut's host work at once)
+            for _, then in groups: then(None)
+            return
+        _run(backend, outs, read, [(frozenset(id(n) for n in ns), then) for ns, then in groups])
+
+def _run(backend, outs, read, cuts=()):
     fuse = fusion_default() and backend.fuses
     s = Schedule(outs, read=read, fuse=fuse, memory_of=backend.memory_of)
     written = _written(s.nodes, backend.memory_of)
@@ -57,7 +79,10 @@ def _run(backend, outs, read):
         late = [t.node for t in computable(readers_of(set(written), skip=ids))]   # (one that cannot be computed raises when read)
         if late: s = Schedule(outs + late, read=read, fuse=fuse, memory_of=backend.memory_of)
     if _stale: _check_fresh(s.nodes)
+    s.cuts = cuts
     backend.run(s)
+    if cuts and not backend.submits_at_cuts:
+        for _, then in cuts: then(None)
     for olds in written.values():
         for o in olds: stale(o)
     for n in s.nodes:

@@ -276,7 +276,8 @@ class _Running:
         launchers = self._check(dev, schedule)
         rec = Recorder(rt)
         self._placed = schedule.placed
-        done = []
+        cuts = list(schedule.cuts)                  # [(ids of nodes, then(serial))]: submit once they are computed
+        done, ids = [], set()
         try:
             for k, launch in zip(schedule.kernels, launchers):
                 if k.kind == "view": self._view(rec, k.nodes[0])
@@ -285,20 +286,29 @@ class _Running:
                 else: self._fused(rec, k)
                 done.extend(k.stores or k.nodes)
                 for n in k.frees: n.buf = None      # the memory plan: the range is this recording's to reuse
+                if cuts:
+                    ids.update(id(n) for n in (k.stores or k.nodes))
+                    while cuts and cuts[0][0] <= ids:   # a cut: what is recorded so far goes now, then `then`
+                        s = rec.submit() if rec.n else (rec.abort() or dev.submitted)
+                        done, rec = [], None
+                        cuts.pop(0)[1](s)
+                        rec = Recorder(rt)
             keep = schedule.keep
             for n in schedule.nodes:                # constants the schedule folded away that a tensor holds
                 if n.buf is None and n.op in VIEW_OPS and id(n) in keep: self._source(rec, n)
             gets = [(n, rec.readback(n.buf)) for n in schedule.readback if n.buf is not None] \
                 if not rt.mem.direct_readback else []
         except BaseException:
-            rec.abort()
+            if rec is not None: rec.abort()
             for n in done: n.buf = None
             raise
         if not rec.n:                     # only views: nothing to submit
-            rec.abort(); return
-        s = rec.submit()
-        for n, get in gets: n.buf.fetch = (s, get)
-        if rt.capture is not None: rt.capture.fetches += [(n.buf, get) for n, get in gets]
+            rec.abort(); s = dev.submitted
+        else:
+            s = rec.submit()
+            for n, get in gets: n.buf.fetch = (s, get)
+            if rt.capture is not None: rt.capture.fetches += [(n.buf, get) for n, get in gets]
+        for _, then in cuts: then(s)      # (cuts whose nodes were computed before this schedule)
 
 # %% ../../../nbs/27c_backend.ipynb #52e7e877
 class _Sources:
@@ -509,7 +519,7 @@ class VulkanBackend(_OtherKernels, _LargeReductions, _FusedKernels, _Operands, _
                     _MemoryViews, _Reads, _Uploads, Backend):
     "Runs schedules on one Vulkan device."
     name = "vulkan"
-    can_capture = True
+    can_capture = submits_at_cuts = True
     def __init__(self, index: int):
         self.index = index
         self._dev = None

@@ -43,6 +43,7 @@ class Captured:
         self.to_lend = []        # (source, copy): a replay's copies of what the step wrote, to take its checks and readback
         self.lent = []           # weak references to the last replay's copies that read back through its staging
         self.points = []         # HostPoint: host work between the kept command buffers (the step cut in segments)
+        self.trace = None        # a list: each replay appends its submissions and host points, timed (see below)
         self.released = False
 
     def recorded(self, rec: Recorder):
@@ -172,15 +173,18 @@ def _replay(self, inputs: list, before=None, after=None) -> int:
         if before is not None: before(rec)
     except BaseException: rec.abort(); raise
     cuts = [0, *(p.at for p in self.points), len(self.cbs)]
-    for k, point in enumerate([None, *self.points]):
-        if point is not None:                   # the host's work between two segments, then a head for the next
-            point.run(self, self.last)
-            rec = self._head()
+    def segment(k: int, rec: Recorder) -> int:  # submit segment k (behind `rec`): its serial
         then = tuple(self.cbs[cuts[k]:cuts[k + 1]])
-        if k == len(cuts) - 2: s = self._last_segment(rec, then, after)
-        else: s = rec.submit(then)
+        s = self._last_segment(rec, then, after) if k == len(cuts) - 2 else rec.submit(then)
         self.last = s
         for a in self.touched: a.use[0] = s     # (a failed host point leaves them in flight until this serial)
+        if self.trace is not None: self.trace.append(("submit", k, s, time.perf_counter()))
+        return s
+    s = segment(0, rec)
+    for k, point in enumerate(self.points, 1):  # the host's work between two segments, then a head for the next
+        early = segment(k, self._head()) if point.ahead else None   # (it needs nothing of the point: it goes first)
+        point.run(self, s, k)
+        s = early if early is not None else segment(k, self._head())
     for a, ix in self.tainted: a.checks = frozenset((s, i) for i in ix)
     for t, get in self.fetches: t.fetch = (s, get)
     _lend(self, s)
@@ -225,8 +229,9 @@ Captured.replay, Captured._replay, Captured._last_segment, Captured._behind, Cap
 # %% ../../../nbs/28_replay.ipynb #7e3a0c02
 class HostPoint:
     "Host work between two segments of a captured step: `reads` read back, `fn(arrays)`, its arrays written into `outs`."
-    def __init__(self, at: int, gets: list, fn, what: str):
+    def __init__(self, at: int, gets: list, fn, what: str, ahead: bool = False):
         self.at, self.gets, self.fn, self.what = at, gets, fn, what   # at: the kept command buffers before it
+        self.ahead = ahead                    # the next segment is submitted before this point runs (see below)
         self.outs, self.kinds = [], None      # the uploads fn's arrays go to; their (shape, dtype) at the capture
         self.runs, self.wait_s, self.host_s, self.fn_s = 0, 0.0, 0.0, 0.0   # replays; waiting for the segment before;
                                                                               # the host's part; fn's share of it
@@ -242,7 +247,7 @@ class HostPoint:
                            f"so the host function must return arrays of the same shapes and dtypes")
         return out
 
-    def run(self, cap, serial: int) -> None:
+    def run(self, cap, serial: int, k: int = 0) -> None:
         "At a replay: wait for the segment before (submission `serial`), read, call, write the uploads."
         t0 = time.perf_counter()
         cap.dev.wait(serial)
@@ -253,13 +258,15 @@ class HostPoint:
         t3 = time.perf_counter()
         for t, a in zip(self.outs, arrays): cap._write(t, a)
         self.runs += 1; self.wait_s += t1 - t0; self.host_s += time.perf_counter() - t1; self.fn_s += t3 - t2
+        if cap.trace is not None: cap.trace.append(("point", k, self.what, t0, t1, time.perf_counter()))
 
 def _reader(t: VkTensor):
     "Read `t` straight from its memory (where device memory is cached host memory)."
     return lambda: _host_array(t.alloc.block.host, t.alloc.offset, t.view, t.dtype, 0)
 
-def host_point(self, reads: list, fn, what: str = "a host function") -> list:
-    """Inside a capture: cut the step here (see above). The buffers of `fn`'s arrays, which the rest of the step reads."""
+def host_point(self, reads: list, fn, what: str = "a host function", ahead: bool = False) -> list:
+    """Inside a capture: cut the step here (see above). The buffers of `fn`'s arrays, which the rest of the step reads.
+    `ahead=True`: the segment after the point needs nothing of it, so a replay submits that segment first (see below)."""
     rt = self.rt
     if rt.capture is not self: raise JitError(f"{what}: host_point is called inside this step's capture")
     if rt.mem.direct_readback: gets = [_reader(t) for t in reads]
@@ -269,9 +276,13 @@ def host_point(self, reads: list, fn, what: str = "a host function") -> list:
         except BaseException: rec.abort(); raise
         if rec.n: rec.submit()
         else: rec.abort()
-    point = HostPoint(len(self.cbs), gets, fn, what)
+    point = HostPoint(len(self.cbs), gets, fn, what, ahead)
     self.dev.wait(self.last)
-    point.outs = [self.backend.from_numpy(a) for a in point.call([get() for get in gets])]
+    arrays = point.call([get() for get in gets])
+    if ahead and arrays:
+        raise JitError(f"{what} returned arrays from a host point with ahead=True: the segment after it starts before "
+                       f"it runs, so nothing there may read what it returns (return them from a later point)")
+    point.outs = [self.backend.from_numpy(a) for a in arrays]
     rec = Recorder(rt)                      # the staged uploads' copies open the next segment
     if rec.n: rec.submit()
     else: rec.abort()

@@ -1,0 +1,94 @@
+"""A submission cut where a group of outputs is computed (`realize(..., cuts=...)`, nbs/12_tensor.ipynb, 27c_backend), and
+host points a replay runs while the device computes the next segment (`host_point(..., ahead=True)`, nbs/28_replay.ipynb):
+what data-parallel training uses to exchange a bucket of gradients while backward computes the next."""
+import numpy as np
+import pytest
+
+import vkml
+from vkml.core.graph import get_backend
+from vkml.core.operands import ArgumentError
+from vkml.engine.capture import JitError, capture_in_progress
+from vkml.frontend.tensor import realize
+
+pytestmark = pytest.mark.vulkan
+DEV = "vulkan:0"
+
+
+def chain(dev):
+    a = vkml.tensor(np.linspace(-1, 1, 64 * 64, dtype=np.float32).reshape(64, 64), device=dev)
+    x = a @ a
+    z = (x @ a).relu().sum(0)
+    return a, x, z
+
+
+def test_each_cut_ends_a_submission_once_its_outputs_are_computed_and_the_values_are_the_uncut_ones():
+    dev = get_backend(DEV).device
+    a, x, z = chain(DEV)
+    seen = []
+    s0 = dev.submitted
+    realize(x, z, cuts=[([x], lambda s: seen.append(("x", s, x.node.buf is not None))),
+                        ([z], lambda s: seen.append(("z", s, z.node.buf is not None)))])
+    assert seen == [("x", s0 + 1, True), ("z", s0 + 2, True)]          # one submission each, in order
+    _, x2, z2 = chain(DEV)
+    realize(x2, z2)                                                     # the same graph, not cut: one submission
+    assert dev.submitted == s0 + 3
+    np.testing.assert_array_equal(z.numpy(), z2.numpy())
+    np.testing.assert_array_equal(x.numpy(), x2.numpy())
+
+
+def test_cuts_of_computed_tensors_and_on_the_cpu_run_when_realize_is_done():
+    _, x, _ = chain(DEV)
+    realize(x)
+    seen = []
+    realize(x, cuts=[([x], seen.append)])                               # nothing to compute
+    _, xc, zc = chain("cpu")
+    realize(xc, zc, cuts=[([xc], seen.append), ([zc], seen.append)])     # the CPU does not submit
+    assert seen == [None, None, None]
+
+
+def test_a_cut_of_a_tensor_not_realized_or_on_two_devices_is_a_typed_error():
+    _, x, z = chain(DEV)
+    with pytest.raises(ArgumentError, match="every tensor of a cut"):
+        realize(z, cuts=[([x], print)])
+    _, xc, _ = chain("cpu")
+    with pytest.raises(ArgumentError, match="one device"):
+        realize(x, xc, cuts=[([x], print)])
+
+
+def step_with_a_point(ahead: bool, seen: list, returns=False):
+    "A jitted step cut after `h` by a host point that reads it."
+    def step(x):
+        h = x @ x
+        g = h * 2
+        notes = capture_in_progress()
+        if notes is not None:
+            def fn(arrays):
+                seen.append(float(arrays[0].sum()))
+                return [np.zeros(2, np.float32)] if returns else []
+            realize(h, g, cuts=[([h], lambda s: notes.recording.host_point([h.node.buf], fn, "a point", ahead=ahead))])
+        return (g + 1).sum()
+    return vkml.jit(step)
+
+
+@pytest.mark.parametrize("ahead", [True, False])
+def test_a_replay_submits_the_segment_after_an_ahead_point_before_running_it(ahead):
+    seen = []
+    f = step_with_a_point(ahead, seen)
+    x = lambda i: vkml.tensor(np.full((8, 8), i, np.float32), device=DEV)
+    for i in range(3): f(x(i)).item()                                    # eager, captured, replayed
+    cap = next(st.captured for caps in f.captures.values() for st in caps)
+    cap.trace = []
+    assert f(x(5)).item() == 2 * 8 * 8 * 8 * 25 + 64                     # the replay's values
+    assert seen[-1] == 64 * 8 * 25                                       # the point read this replay's h
+    kinds = [(e[0], e[1]) for e in cap.trace]
+    if ahead: assert kinds == [("submit", 0), ("submit", 1), ("point", 1)], cap.trace
+    else: assert kinds == [("submit", 0), ("point", 1), ("submit", 1)], cap.trace
+    point = cap.trace[-1] if ahead else cap.trace[1]
+    assert point[3] <= point[4] <= point[5]                              # waited, then ran
+
+
+def test_an_ahead_point_that_returns_arrays_is_refused_at_the_capture():
+    f = step_with_a_point(True, [], returns=True)
+    f(vkml.ones((8, 8), device=DEV))
+    with pytest.raises(JitError, match="ahead=True"):
+        f(vkml.ones((8, 8), device=DEV))

@@ -167,7 +167,7 @@ def vk_worker(spec: dict, result: str, work: str):
         # into a different step of up to LR, which no bound on the sum's rounding covers (the H200 x2 check failed so).
         net, model = build(c), None
         if world > 1:
-            model = dist.DistributedDataParallel(net, exchange=spec["exchange"])
+            model = dist.DistributedDataParallel(net, exchange=spec["exchange"], bucket_cap_mb=spec["bucket_cap_mb"])
             opt = optim.SGD(model.parameters(), lr=LR)
             step = stepper(model, opt)
             losses = [float(step(vkml.tensor(x, device=device), vkml.tensor(y, device=device)).item())
@@ -196,7 +196,7 @@ def vk_worker(spec: dict, result: str, work: str):
         del net, model, opt
         # the eager step, data-parallel (with 1 rank the wrapper exchanges nothing)
         net = build(c)
-        model = dist.DistributedDataParallel(net, exchange=spec["exchange"])
+        model = dist.DistributedDataParallel(net, exchange=spec["exchange"], bucket_cap_mb=spec["bucket_cap_mb"])
         opt = optim.Adam(model.parameters(), lr=LR)
         T0 = dict(model.timings)
         res["eager"] = timed(runner(vkml.jit(stepper(model, opt), enabled=False), mine), spec["warm"])
@@ -214,7 +214,7 @@ def vk_worker(spec: dict, result: str, work: str):
             opt = optim.Adam(net.parameters(), lr=LR)
             res["jit"] = timed(runner(vkml.jit(stepper(net, opt)), mine), max(3, spec["warm"]))
         else:
-            model = dist.DistributedDataParallel(net, exchange=spec["exchange"])
+            model = dist.DistributedDataParallel(net, exchange=spec["exchange"], bucket_cap_mb=spec["bucket_cap_mb"])
             opt = optim.Adam(model.parameters(), lr=LR)
             f = vkml.jit(stepper(model, opt))
             try: res["jit"] = timed(runner(f, mine), max(3, spec["warm"]))
@@ -391,6 +391,8 @@ def main(argv=None):
     ap.add_argument("--exchange", choices=["mpi", "shared", "auto"], default="mpi",
                     help="DistributedDataParallel's gradient exchange in the runs (default: mpi, the host-staged path)")
     ap.add_argument("--exchange-sizes", type=float, nargs="+", help="MiB of the buckets timed alone (exchange_alone)")
+    ap.add_argument("--bucket-cap-mb", type=float, default=25.0, help="DistributedDataParallel's bucket_cap_mb (several "
+                    "buckets: the exchange of one overlaps the backward of the next; VKML_DDP_OVERLAP=0 turns that off)")
     ap.add_argument("--timeout", type=float, default=900, help="seconds for each mpiexec run")
     ap.add_argument("--worker", choices=["vk", "torch"], help=argparse.SUPPRESS)
     ap.add_argument("--spec", help=argparse.SUPPRESS)
@@ -405,6 +407,7 @@ def main(argv=None):
     for k in ("steps", "rounds", "warm", "check_steps", "warm_s"):
         if getattr(a, k) is not None: spec[k] = getattr(a, k)
     if a.exchange_sizes: spec["exchange_sizes"] = a.exchange_sizes
+    spec["bucket_cap_mb"], spec["overlap"] = a.bucket_cap_mb, os.environ.get("VKML_DDP_OVERLAP", "1") != "0"
     spec.update(ranks=a.ranks, cases=a.cases, exchange=a.exchange)
     os.environ.setdefault("NCCL_NVLS_ENABLE", "0")   # NVLink multicast stays off on the lent machines
     os.environ.setdefault("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1")

@@ -6,6 +6,10 @@
 #       gpt    the GPT demo at nanoGPT's character-model size
 #       ddp    2 ranks on the one GPU: the host-staged and the shared-memory exchange, jitted (issue 24's rows)
 #       tiles  matmul / skinny products after the CPU tile policy (must not move a GPU's choice)
+#       lstm   the LSTM notebook at full size (VKML_LSTM_SIZE=full), its figures to lstm_h200.json
+#       overlap DDP jitted, 2 ranks, 2 MiB buckets, both exchanges, overlapped and all at once (VKML_DDP_OVERLAP)
+#       bk16   an experiment, not committed code: matmul128 with 16-deep slabs instead of 8 (fits 48 KiB of shared
+#              memory, not lavapipe's 32), rebuilt on the machine; 4096^3 and the GPT step before and after
 # Results go to $OUT; copy them into bench/results/ and run `python bench/render_results.py`.
 set -uo pipefail
 STEP=${1:?usage: bash bench/h200_next.sh real|vs|gpt|ddp|tiles OUTDIR}
@@ -19,5 +23,18 @@ case "$STEP" in
   ddp)   timeout 280 python3 bench/ddp.py --jit --exchange mpi --out "$OUT/ddp_mpi_h200.json"
          timeout 280 python3 bench/ddp.py --jit --exchange shared --out "$OUT/ddp_shared_h200.json" ;;
   tiles) timeout 560 python3 bench/matmul_skinny.py --out "$OUT/matmul_skinny_h200.json" ;;
+  lstm)  VKML_LSTM_SIZE=full VKML_LSTM_OUT="$OUT/lstm_h200.json" timeout 170 python3 bench/run_notebook.py nbs/38a_lstm.ipynb 2>&1 | tail -12 ;;
+  overlap) for ex in shared mpi; do for ov in 1 0; do
+             VKML_DDP_OVERLAP=$ov timeout 100 python3 bench/ddp.py --cases mlp --jit --no-torch --exchange $ex --bucket-cap-mb 2 \
+               --out "$OUT/ddp_${ex}_overlap${ov}_h200.json" 2>&1 | grep -A1 "^case     jit"; done; done ;;
+  bk16)  mm() { timeout 60 python3 bench/bench_matmul.py --sizes 4096 --dtypes float32 --reps 5 --variant matmul128 2>&1 | tail -2; }
+         gpt() { timeout 100 python3 bench/real_models.py --cases gpt --vk-modes jit --torch-modes eager --steps 15 --warm 4 \
+                   --profile-steps 0 --out "$OUT/bk16_$1.json" 2>&1 | grep "gpt vkml jit\|gpt torch"; }
+         echo "BK 8:"; mm; gpt bk8
+         sed -i 's/"matmul128": (128, 128, 8, 8, 8)/"matmul128": (128, 128, 16, 8, 8)/' shaders/variants_nn.py
+         sed -i 's/"matmul128": (128, 128, 8)/"matmul128": (128, 128, 16)/' vkml/backends/vulkan/kernels_nn.py
+         python3 shaders/build.py 2>&1 | tail -1
+         echo "BK 16:"; mm; gpt bk16
+         git checkout -q shaders/variants_nn.py vkml/backends/vulkan/kernels_nn.py ;;
   *) echo "unknown step $STEP"; exit 2 ;;
 esac

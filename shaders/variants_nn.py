@@ -17,6 +17,10 @@ F64_SFX = ("f32", "f16", "f64")   # the float kernels that have a float64 varian
 # lavapipe's 32 KiB. kernels_nn.MATMUL_TILES must list the same shapes.
 MATMUL_TILES = {"matmul": (64, 64, 16, 4, 4), "matmul128x64": (128, 64, 16, 8, 4), "matmul64x128": (64, 128, 16, 4, 8),
                 "matmul128": (128, 128, 8, 8, 8)}
+# matmul128 with slabs twice as deep, for devices with the shared memory (2 x 2 x 16 x 33 x 16 B = 33,792: the H200's
+# 48 KiB, not lavapipe's 32 KiB): +20 % on f32 4096^3 on the H200 (bench/h200_next.sh bk16). Chosen by
+# kernels_nn.deepen from the device's maxComputeSharedMemorySize, never on lavapipe.
+MATMUL_DEEP = {"matmul128d": (128, 128, 16, 8, 8)}
 
 # f16 matmul on tensor cores (matmul_cm.comp, GL_KHR_cooperative_matrix): name -> (BM, BN, BK, SGM, SGN),
 # a workgroup of SGM x SGN subgroups of 32. Compiled by glslang >= 13 (`COOPMAT` in the defines tells
@@ -40,22 +44,22 @@ def _rows():
             rows.append((f"{kname}_{sfx}", "matmul_cm.comp", {**d, **extra, "COOPMAT": "1"}))
             if kname not in NO_EMULATION:
                 rows.append((f"{kname}_emu_{sfx}", "matmul_cm.comp", {**d, **extra, "EMULATE": "1"}))
-    for kname, (bm, bn, bk, tm, tn) in MATMUL_TILES.items():
+    for kname, (bm, bn, bk, tm, tn) in {**MATMUL_TILES, **MATMUL_DEEP}.items():
         for s in FLOAT_SFX:
             rows.append((f"{kname}_{s}", "matmul.comp",
                          {_T[s]: "1", "BM": str(bm), "BN": str(bn), "BK": str(bk), "TM": str(tm), "TN": str(tn)}))
     # convolutions as implicit GEMM (matmul.comp with IMPLICIT): conv, conv128x64, ... per tile shape
-    for kname, (bm, bn, bk, tm, tn) in MATMUL_TILES.items():
+    for kname, (bm, bn, bk, tm, tn) in {**MATMUL_TILES, **MATMUL_DEEP}.items():
         for s in FLOAT_SFX:
             rows.append((f"conv{kname[len('matmul'):]}_{s}", "matmul.comp",
                          {_T[s]: "1", "IMPLICIT": "1", "BM": str(bm), "BN": str(bn), "BK": str(bk), "TM": str(tm), "TN": str(tn)}))
     # convolution weight gradients (matmul.comp with WGRAD): wgrad, wgrad128x64, ...; f16_f32 for split-K partials
-    for kname, (bm, bn, bk, tm, tn) in MATMUL_TILES.items():
+    for kname, (bm, bn, bk, tm, tn) in {**MATMUL_TILES, **MATMUL_DEEP}.items():
         for s, extra in (("f32", {"T_F32": "1"}), ("f16", {"T_F16": "1"}), ("f16_f32", {"T_F16": "1", "C_F32": "1"})):
             rows.append((f"wgrad{kname[len('matmul'):]}_{s}", "matmul.comp",
                          {**extra, "WGRAD": "1", "BM": str(bm), "BN": str(bn), "BK": str(bk), "TM": str(tm), "TN": str(tn)}))
     # f16 operands, f32 result (conv_transpose2d's columns stay unrounded until col2im)
-    for kname, (bm, bn, bk, tm, tn) in MATMUL_TILES.items():
+    for kname, (bm, bn, bk, tm, tn) in {**MATMUL_TILES, **MATMUL_DEEP}.items():
         rows.append((f"{kname}_f16_f32", "matmul.comp",
                      {"T_F16": "1", "C_F32": "1", "BM": str(bm), "BN": str(bn), "BK": str(bk), "TM": str(tm), "TN": str(tn)}))
     rows.append(("matmul_small_f16_f32", "matmul.comp", {"T_F16": "1", "C_F32": "1", "SMALL": "1", "TM": "4", "TN": "4"}))

@@ -16,12 +16,13 @@ from types import SimpleNamespace as NS
 # %% auto #0
 __all__ = ['MATMUL_TILES', 'FILL_GROUPS', 'MIN_TILE_USE', 'SMALL_MAX_MN', 'SPLIT_K_MIN', 'SPLIT_TILE', 'SPLIT_TILE_MIN',
            'FORCE_TILE', 'TILE_POLICY', 'CPU_SMALL_MACS', 'COOPMAT_TILES', 'COOPMAT_MORE', 'NO_EMULATION', 'COOPMAT',
-           'F64_TILES', 'COL_SCRATCH_BYTES', 'CT_LOWER_MIN_K', 'INDEX_ADD_CHUNK', 'tile_dims', 'matmul_variant',
-           'small_on_cpu', 'variant_for', 'split_k', 'k_chunks', 'matmul_trips', 'coopmat_layout_ok', 'coopmat_variant',
-           'matmul_dispatch', 'matmul_kernel', 'merged_stride', 'im2col_dispatch', 'im2col_kernel', 'implicit_conv',
-           'wgrad_by_images', 'conv2d_weight_kernel', 'conv2d_kernel', 'taps', 'check_trips', 'col2im_dispatch',
-           'conv_transpose2d_kernel', 'col2im_kernel', 'window_trips', 'maxpool2d_kernel', 'avgpool2d_kernel',
-           'maxpool2d_backward_kernel', 'gather_kernel', 'index_add_kernel', 'scatter_kernel', 'check_index_kernel']
+           'F64_TILES', 'DEEP_TILES', 'DEEP', 'COL_SCRATCH_BYTES', 'CT_LOWER_MIN_K', 'INDEX_ADD_CHUNK', 'tile_dims',
+           'matmul_variant', 'small_on_cpu', 'variant_for', 'split_k', 'k_chunks', 'matmul_trips', 'deepen',
+           'coopmat_layout_ok', 'coopmat_variant', 'matmul_dispatch', 'matmul_kernel', 'merged_stride',
+           'im2col_dispatch', 'im2col_kernel', 'implicit_conv', 'wgrad_by_images', 'conv2d_weight_kernel',
+           'conv2d_kernel', 'taps', 'check_trips', 'col2im_dispatch', 'conv_transpose2d_kernel', 'col2im_kernel',
+           'window_trips', 'maxpool2d_kernel', 'avgpool2d_kernel', 'maxpool2d_backward_kernel', 'gather_kernel',
+           'index_add_kernel', 'scatter_kernel', 'check_index_kernel']
 
 # %% ../../../nbs/26_kernels_nn.ipynb #c9c940c7
 MATMUL_TILES = {"matmul128": (128, 128, 8), "matmul128x64": (128, 64, 16), "matmul64x128": (64, 128, 16),
@@ -44,11 +45,17 @@ COOPMAT = os.environ.get("VKML_COOPMAT", "auto")   # auto: where the device has 
 
 F64_TILES = {"matmul": (64, 64, 8)}   # float64's one tile: slabs of 8 doubles (shared memory)
 
+# A tile -> its twin with slabs twice as deep, (BM, BN, BK), and the shared memory it takes (bytes): where a device has
+# it (the H200's 48 KiB; not lavapipe's 32), +20 % on f32 4096^3 and -9 % on the GPT step (bench/h200_next.sh bk16).
+DEEP_TILES = {"matmul128": ("matmul128d", (128, 128, 16), 2 * 2 * 16 * (128 // 4 + 1) * 16)}
+DEEP = os.environ.get("VKML_DEEP_SLABS", "auto")   # auto: where the shared memory allows; off: never
+
 def tile_dims(name: str, dtype=None) -> tuple:
     "(BM, BN, BK) of a tiled or tensor-core variant (an emulated one included); of float64's tile for `dtype` float64."
     if dtype is float64: return F64_TILES[name]
     base = name.replace("_emu", "")
-    return MATMUL_TILES.get(base) or COOPMAT_TILES.get(base) or COOPMAT_MORE[base]
+    deep = {d: dims for d, dims, _ in DEEP_TILES.values()}
+    return MATMUL_TILES.get(base) or deep.get(base) or COOPMAT_TILES.get(base) or COOPMAT_MORE[base]
 
 def _tiles(name, M, N, batch) -> int:
     bm, bn, _ = tile_dims(name)
@@ -120,6 +127,19 @@ def _features(*ts) -> dict:
         if al is not None: return al.pool.dev.info.features
     return {}
 
+def _limits(*ts) -> dict:
+    "The limits of the device the first bound tensor lives on ({} for stand-ins and scratch)."
+    for t in ts:
+        al = getattr(t, "alloc", None)
+        if al is not None: return al.pool.dev.info.limits
+    return {}
+
+def deepen(name: str, dtype, *ts) -> str:
+    "`name`'s twin with deeper slabs (DEEP_TILES) where the device of `ts` has the shared memory for it; else `name`."
+    deep = DEEP_TILES.get(name)
+    if deep is None or dtype is float64 or FORCE_TILE or DEEP == "off": return name
+    return deep[0] if _limits(*ts).get("maxComputeSharedMemorySize", 0) >= deep[2] else name
+
 def _device_type(*ts) -> str | None:
     "The type ('discrete', 'cpu', ...) of the device the first bound tensor lives on (None for stand-ins and scratch)."
     for t in ts:
@@ -166,7 +186,7 @@ def _sum_slabs(dtype, c, slabs, rows, parts, c_off, f32=False) -> Dispatch:
 def matmul_dispatch(dtype, c, a, b, M, N, K, B1, B2, A, B, C, c_f32=False) -> list:
     "The matmul dispatches; A/B/C are (offset, stride_b1, stride_b2, stride_row, stride_col) in elements."
     nb = B1 * B2
-    name = coopmat_variant(dtype, M, N, K, nb, A, B, c, a, b) or variant_for(dtype, M, N, nb, K, _device_type(c, a, b))
+    name = coopmat_variant(dtype, M, N, K, nb, A, B, c, a, b) or deepen(variant_for(dtype, M, N, nb, K, _device_type(c, a, b)), dtype, c, a, b)
     if K == 0: a = b = c   # nothing is read: bind the output so no empty buffer is ever bound
     f32 = c_f32 and dtype == float16
     suffix = sfx(dtype) + ("_f32" if f32 else "")   # f16 operands, f32 result
@@ -243,7 +263,7 @@ def implicit_conv(dt, out, wt, x, N, G, M, Cg, kh, kw, A, a_sc, OH, OW, S, P, D)
     (stride S, padding P, dilation D: pairs) gathered in the kernel. One dispatch, or None when it does not fit."""
     L, K = OH * OW, Cg * kh * kw
     H, W = x.view.shape[2:]
-    name = variant_for(dt, M, L, N * G, Cg * kh * kw, _device_type(out, wt, x), split=False)
+    name = deepen(variant_for(dt, M, L, N * G, Cg * kh * kw, _device_type(out, wt, x), split=False), dt, out, wt, x)
     if name == "matmul_small" or not all(-32768 <= v < 32768 for v in (*S, *P, *D)) or not (0 < H < 65536 and 0 < W < 65536):
         return None
     if matmul_trips(name, M, L, K, N * G, 1, dt) > LOOP_BUDGET: return None   # lavapipe's budget: the lowered path splits K
@@ -297,6 +317,7 @@ def conv2d_weight_kernel(node, out, g, x):
     else: ga, (gn, gcs), goff = g, g.view.strides[:2], g.view.offset
     name = variant_for(dt, M, NC, G)
     if name == "matmul_small": name = "matmul"          # (only tiled variants: K is long here)
+    name = deepen(name, dt, out, g, x)
     bm, bn, _ = tile_dims(name, dt)
     parts, kc = k_chunks(name, M, NC, K, G, dt)
     xn, xc, xh, xw = x.view.strides

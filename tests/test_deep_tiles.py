@@ -1,0 +1,94 @@
+"""matmul128's twin with slabs twice as deep (`matmul128d`, and its conv/wgrad forms): chosen only where the device's
+shared memory holds it (the H200's 48 KiB; lavapipe's 32 KiB does not), and on whichever kernel this device takes, big
+products, convolutions and their weight gradients agree with the CPU (here lavapipe checks the fallback; on a GPU with
+the memory the same tests check the twin: `python -m pytest tests/test_deep_tiles.py` on the H200)."""
+import importlib.util, math, re
+from types import SimpleNamespace as NS
+
+import numpy as np
+import pytest
+
+import vkml
+import vkml.backends.vulkan.kernels_nn as K
+import vkml.nn.functional as F
+from conftest import ROOT
+from vkml.backends.vulkan import profile
+from vkml.core.dtypes import float16, float32, float64
+from vkml.core.graph import get_backend
+
+DEV = "vulkan:0"
+NEED = K.DEEP_TILES["matmul128"][2]
+
+
+def on(shared: int):
+    "A stand-in tensor on a device with `shared` bytes of shared memory per workgroup."
+    return NS(alloc=NS(pool=NS(dev=NS(info=NS(limits={"maxComputeSharedMemorySize": shared})))))
+
+
+def test_the_twin_is_chosen_only_where_the_shared_memory_holds_it(monkeypatch):
+    assert K.deepen("matmul128", float32, on(48 * 1024)) == "matmul128d"
+    assert K.deepen("matmul128", float16, on(48 * 1024)) == "matmul128d"
+    assert K.deepen("matmul128", float32, on(32 * 1024)) == "matmul128"      # lavapipe
+    assert K.deepen("matmul128", float32) == "matmul128"                      # stand-ins: no device, no twin
+    assert K.deepen("matmul", float32, on(48 * 1024)) == "matmul"             # only matmul128 has one
+    assert K.deepen("matmul128", float64, on(48 * 1024)) == "matmul128"       # float64 has its own tile
+    monkeypatch.setattr(K, "DEEP", "off")
+    assert K.deepen("matmul128", float32, on(48 * 1024)) == "matmul128"
+    assert K.tile_dims("matmul128d") == (128, 128, 16) and K.tile_dims("matmul128") == (128, 128, 8)
+
+
+def test_the_shared_memory_counted_is_what_the_shader_declares():
+    "matmul.comp's two double-buffered slabs of vec4 (f16 and f32 accumulate in f32), padded by one vec4 a row."
+    src = (ROOT / "shaders" / "matmul.comp").read_text()
+    decls = re.findall(r"^shared FACC4 (\w+)\[2\]\[BK\]\[(B[MN]) / 4 \+ 1\];", src, re.M)
+    assert sorted(d[1] for d in decls) == ["BM", "BN"] and len(re.findall(r"^\s*shared ", src, re.M)) == 2
+    bm, bn, bk = K.tile_dims("matmul128d")
+    assert NEED == sum(2 * bk * (b // 4 + 1) * 16 for b in (bm, bn))
+    spec = importlib.util.spec_from_file_location("variants_nn", ROOT / "shaders" / "variants_nn.py")
+    variants = importlib.util.module_from_spec(spec); spec.loader.exec_module(variants)
+    assert variants.MATMUL_DEEP["matmul128d"][:3] == (bm, bn, bk)
+
+
+def deep_here() -> bool:
+    return get_backend(DEV).device.info.limits["maxComputeSharedMemorySize"] >= NEED
+
+
+def ran(fn) -> set:
+    "The shader names `fn()` dispatched."
+    with profile() as p: fn()
+    return set(p)
+
+
+def close(got, want, k: int, rel: float):
+    "Within `rel` x sqrt(k) of the largest value (the parity bound of a sum of k products)."
+    np.testing.assert_allclose(got.astype(np.float64), want, rtol=0, atol=rel * math.sqrt(k) * np.abs(want).max())
+
+
+@pytest.mark.vulkan
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+def test_a_big_product_agrees_with_the_cpu_on_the_kernel_this_device_takes(dtype):
+    rng = np.random.default_rng(0)
+    a, b = (rng.standard_normal(s).astype(dtype) for s in ((1536, 256), (256, 1536)))   # 144 tiles of 128 x 128
+    out = {}
+    names = ran(lambda: out.setdefault("c", (vkml.tensor(a, device=DEV) @ vkml.tensor(b, device=DEV)).numpy()))
+    assert (f"matmul128d_{'f32' if dtype == 'float32' else 'f16'}" in names) == deep_here(), names
+    close(out["c"], a.astype(np.float64) @ b.astype(np.float64), 256, 1e-5 if dtype == "float32" else 1e-3)
+
+
+@pytest.mark.vulkan
+def test_a_convolution_and_its_weight_gradient_agree_with_the_cpu_on_the_kernels_this_device_takes():
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((2, 64, 32, 32)).astype(np.float32)
+    w = (rng.standard_normal((256, 64, 3, 3)) * 0.1).astype(np.float32)
+    g = rng.standard_normal((2, 256, 32, 32)).astype(np.float32)
+    def grads(dev):
+        xt, wt = vkml.tensor(x, device=dev), vkml.tensor(w, device=dev, requires_grad=True)
+        y = F.conv2d(xt, wt, padding=1)
+        (y * vkml.tensor(g, device=dev)).sum().backward()
+        return y.numpy(), wt.grad.numpy()
+    out = {}
+    names = ran(lambda: out.setdefault("vk", grads(DEV)))
+    ref = grads("cpu")
+    assert ("conv128d_f32" in names or "wgrad128d_f32" in names) == deep_here(), names
+    close(out["vk"][0], ref[0], 64 * 9, 1e-5)
+    close(out["vk"][1], ref[1], 2 * 32 * 32, 1e-5)

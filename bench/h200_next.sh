@@ -8,6 +8,8 @@
 #       tiles  matmul / skinny products after the CPU tile policy (must not move a GPU's choice)
 #       lstm   the LSTM notebook at full size (VKML_LSTM_SIZE=full), its figures to lstm_h200.json
 #       overlap DDP jitted, 2 ranks, 2 MiB buckets, both exchanges, overlapped and all at once (VKML_DDP_OVERLAP)
+#       deep   matmul128d (the twin with 16-deep slabs, chosen where shared memory allows): its tests on the GPU,
+#              4096^3 f32/f16, and the real-model benchmark again
 #       bk16   an experiment, not committed code: matmul128 with 16-deep slabs instead of 8 (fits 48 KiB of shared
 #              memory, not lavapipe's 32), rebuilt on the machine; 4096^3 and the GPT step before and after
 # Results go to $OUT; copy them into bench/results/ and run `python bench/render_results.py`.
@@ -27,6 +29,9 @@ case "$STEP" in
   overlap) for ex in shared mpi; do for ov in 1 0; do
              VKML_DDP_OVERLAP=$ov timeout 100 python3 bench/ddp.py --cases mlp --jit --no-torch --exchange $ex --bucket-cap-mb 2 \
                --out "$OUT/ddp_${ex}_overlap${ov}_h200.json" 2>&1 | grep -A1 "^case     jit"; done; done ;;
+  deep)  timeout 150 python3 -m pytest -q -p no:cacheprovider tests/test_deep_tiles.py 2>&1 | tail -3
+         timeout 60 python3 bench/bench_matmul.py --sizes 4096 --dtypes float32,float16 --reps 5 --json "$OUT/matmul_deep_h200.json" 2>&1 | tail -3
+         timeout 400 python3 bench/real_models.py --out "$OUT/real_models_h200.json" 2>&1 | tail -14 ;;
   bk16)  mm() { timeout 60 python3 bench/bench_matmul.py --sizes 4096 --dtypes float32 --reps 5 --variant matmul128 2>&1 | tail -2; }
          gpt() { timeout 100 python3 bench/real_models.py --cases gpt --vk-modes jit --torch-modes eager --steps 15 --warm 4 \
                    --profile-steps 0 --out "$OUT/bk16_$1.json" 2>&1 | grep "gpt vkml jit\|gpt torch"; }

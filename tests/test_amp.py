@@ -474,3 +474,29 @@ def test_mixed_float16_and_float32_parameters_in_one_store(device):
     with autocast(kind(device)): loss = F.cross_entropy(mixed(xs[0].half()), y)
     loss.backward(); opt.step()
     assert np.abs(mixed[1].weight.numpy()).max() < 0.5
+
+
+@pytest.mark.vulkan
+def test_an_eager_scaled_step_computes_backward_once():
+    """GradScaler.step reads one number (inf or NaN anywhere?) before it steps: that read and the unscaled gradients the
+    optimiser then uses are one schedule, so backward runs once, as in an unscaled step (it ran twice: the read computed
+    the gradients and dropped them, the step computed them again)."""
+    import vkml.backends.vulkan as V
+    def step_dispatches(scaled: bool) -> int:
+        vkml.manual_seed(0)
+        net = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 4)).to("vulkan")
+        opt = vkml.optim.SGD(net.parameters(), lr=0.1)
+        scaler = vkml.amp.GradScaler("vulkan", enabled=scaled)
+        x, y = vkml.randn(6, 8, device="vulkan"), vkml.tensor([0, 1, 2, 3, 0, 1], device="vulkan")
+        for _ in range(2):
+            opt.zero_grad()
+            loss = nn.functional.cross_entropy(net(x), y)
+            scaler.scale(loss).backward(); scaler.step(opt); scaler.update()
+            vkml.realize(*net.parameters())
+            before = V.stats()["dispatches"]
+        opt.zero_grad()
+        scaler.scale(nn.functional.cross_entropy(net(x), y)).backward(); scaler.step(opt); scaler.update()
+        vkml.realize(*net.parameters())
+        return V.stats()["dispatches"] - before
+    plain, scaled = step_dispatches(False), step_dispatches(True)
+    assert scaled <= plain + 12, (plain, scaled)      # the scaling, the checks and the unscaling: a few kernels, not a backward

@@ -10,7 +10,7 @@ from .core.graph import set_autocast, autocast_dtype, no_grad, defer
 from .core.operands import ArgumentError
 from .engine.capture import capture_in_progress, JitError
 from .engine.jit import note_guard
-from .frontend.tensor import Tensor
+from .frontend.tensor import Tensor, realize
 import vkml.frontend.functions as VF
 from .nn import assign
 from .optim import Optimizer
@@ -170,8 +170,10 @@ def _step(self: GradScaler, optimizer, *args, **kwargs):
     if st["stage"] == _READY: self.unscale_(optimizer)
     if not st["found_inf_per_device"]: raise AmpError("No inf checks were recorded for this optimizer: it had no gradients")
     found = functools.reduce(operator.add, st["found_inf_per_device"].values())
-    if capture_in_progress() is None:
-        out = None if found.item() else optimizer.step(*args, **kwargs)    # the one number read per step
+    if capture_in_progress() is None:     # the one number read per step, in one schedule with the unscaled gradients
+        realize(found, *[p.grad for g in optimizer.param_groups for p in g["params"] if p.grad is not None])
+        out = None if found.item() else optimizer.step(*args, **kwargs)    # (alone, the read would compute backward
+                                                                           # and drop it, and the step compute it again)
     else:                                  # a vkml.jit capture: the skip goes into the update itself
         if not isinstance(optimizer, Optimizer):
             raise JitError(f"GradScaler.step inside vkml.jit skips lazily, which only vkml.optim's optimisers do, not a "

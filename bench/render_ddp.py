@@ -40,8 +40,12 @@ def render_doc(d: dict) -> str:
     "The section for one JSON document of bench/ddp.py."
     R = d["ranks"][-1]
     goal = d.get("goal_efficiency", 0.85)
-    s = [f"## Data-parallel training, 1 and {R} ranks (vkml.distributed{' beside PyTorch DDP' if d.get('torch') else ''})", "",
-         _prov(d["provenance"]), ""]
+    spec = d.get("spec") or {}
+    how = [f"exchange {spec['exchange']}"] if spec.get("exchange") else []
+    if spec.get("bucket_cap_mb") not in (None, 25.0): how.append(f"buckets of {spec['bucket_cap_mb']:g} MiB")
+    if "overlap" in spec: how.append("overlapped with backward" if spec["overlap"] else "all buckets at once")
+    s = [f"## Data-parallel training, 1 and {R} ranks (vkml.distributed{' beside PyTorch DDP' if d.get('torch') else ''}"
+         f"{': ' + ', '.join(how) if how else ''})", "", _prov(d["provenance"]), ""]
     if d.get("quick"): s += ["A `--quick` run: tiny sizes and few steps; a smoke test, not a measurement.", ""]
     ranks = d["provenance"].get("devices") or []
     if ranks:

@@ -109,21 +109,9 @@ def render() -> str:
                     [(n["kind"], f"{n['rows']}×{n['cols']}", n["dispatches"], n["barriers"], f"{n['gpu_us']:.0f}",
                       f"{n['wall_us']:.0f}", f"{n['bytes_ratio']:.1f}", f"{n.get('fused_at_same_bandwidth_us', float('nan')):.0f}")
                      for n in f["norms"]]), ""]
-    v = load("vs_torch_h200.json")
-    if v:
-        s += ["## The step path beside PyTorch (same GPU, same process)", "", prov(v), "",
-              "Ratio = PyTorch eager time ÷ vkML time (above 1: vkML is faster); times are medians after warm-up, "
-              "each step ending with the loss read on the host.", "",
-              table(["case", "what", "vkML", "PyTorch", "ratio", "goal", "met"],
-                    [(r["case"], r.get("what", ""), _num(r.get("vkml"), r.get("unit")), _num(r.get("torch"), r.get("unit")),
-                      f"{r['ratio']:.2f}" if r.get("ratio") is not None else "–", r.get("goal", ""),
-                      {True: "yes", False: "**no**", None: "–"}[r.get("met")]) for r in v["results"] if "error" not in r]), ""]
-        notes = [f"- `{r['case']}`: {r['note']}" for r in v["results"] if r.get("note")]
-        if notes: s += ["Notes:", ""] + notes + [""]
-        missed = [r for r in v["results"] if r.get("met") is False]
-        if missed:
-            s += ["What limits the rows that miss their goal, and what was tried:", ""]
-            s += [f"- `{r['case']}`: {LIMITS.get(r['case'], 'not analysed yet.')}" for r in missed] + [""]
+    for name, title in (("vs_torch_h200.json", "The step path beside PyTorch (same GPU, same process)"),
+                        ("vs_torch_next_h200.json", "The step path beside PyTorch, the latest run")):
+        s += _vs_section(load(name), title)
     _ratio = lambda r: "-" if r.get("ratio") is None else f"{r['ratio']:.2f}"   # (host-only cases have no PyTorch side)
     b, a, w, tt = load("vs_torch_before_h200.json"), load("vs_torch_after_h200.json"), load("write_rule_h200.json"), \
         load("trust_tests_h200.json")
@@ -189,10 +177,31 @@ def render() -> str:
                   for c in missed] + [""]
     rm = render_real_models(RESULTS)
     if rm: s += [rm, ""]
-    for name in ("ddp_h200x2.json", "ddp_jit_h200.json"):   # two GPUs; two ranks sharing one H200, jitted steps
+    for name in ("ddp_h200x2.json", "ddp_jit_h200.json", "ddp_mpi_h200.json", "ddp_shared_h200.json",
+                 "ddp_shared_overlap1_h200.json", "ddp_shared_overlap0_h200.json", "ddp_mpi_overlap1_h200.json",
+                 "ddp_mpi_overlap0_h200.json"):   # two GPUs; two ranks sharing one H200, jitted; each exchange, overlapped or not
         ddp = render_ddp(RESULTS / name)
         if ddp: s += [ddp, ""]
     return "\n".join(s)
+
+
+def _vs_section(v, title) -> list:
+    "A section of bench/vs_torch.py's rows (none when the file is missing)."
+    if not v: return []
+    s = [f"## {title}", "", prov(v), "",
+         "Ratio = PyTorch eager time ÷ vkML time (above 1: vkML is faster); times are medians after warm-up, "
+         "each step ending with the loss read on the host.", "",
+         table(["case", "what", "vkML", "PyTorch", "ratio", "goal", "met"],
+               [(r["case"], r.get("what", ""), _num(r.get("vkml"), r.get("unit")), _num(r.get("torch"), r.get("unit")),
+                 f"{r['ratio']:.2f}" if r.get("ratio") is not None else "–", r.get("goal", ""),
+                 {True: "yes", False: "**no**", None: "–"}[r.get("met")]) for r in v["results"] if "error" not in r]), ""]
+    notes = [f"- `{r['case']}`: {r['note']}" for r in v["results"] if r.get("note")]
+    if notes: s += ["Notes:", ""] + notes + [""]
+    missed = [r for r in v["results"] if r.get("met") is False]
+    if missed:
+        s += ["What limits the rows that miss their goal, and what was tried:", ""]
+        s += [f"- `{r['case']}`: {LIMITS.get(r['case'], 'not analysed yet.')}" for r in missed] + [""]
+    return s
 
 
 def _num(x, unit):

@@ -18,8 +18,8 @@ F64_SFX = ("f32", "f16", "f64")   # the float kernels that have a float64 varian
 MATMUL_TILES = {"matmul": (64, 64, 16, 4, 4), "matmul128x64": (128, 64, 16, 8, 4), "matmul64x128": (64, 128, 16, 4, 8),
                 "matmul128": (128, 128, 8, 8, 8)}
 # matmul128 with slabs twice as deep, for devices with the shared memory (2 x 2 x 16 x 33 x 16 B = 33,792: the H200's
-# 48 KiB, not lavapipe's 32 KiB): +20 % on f32 4096^3 on the H200 (bench/h200_next.sh bk16). Chosen by
-# kernels_nn.deepen from the device's maxComputeSharedMemorySize, never on lavapipe.
+# 48 KiB, not lavapipe's 32 KiB; measured: bench/results/matmul_bk16_h200.json). Chosen by kernels_nn.deepen from
+# the device's maxComputeSharedMemorySize, never on lavapipe.
 MATMUL_DEEP = {"matmul128d": (128, 128, 16, 8, 8)}
 
 # f16 matmul on tensor cores (matmul_cm.comp, GL_KHR_cooperative_matrix): name -> (BM, BN, BK, SGM, SGN),

@@ -45,8 +45,8 @@ COOPMAT = os.environ.get("VKML_COOPMAT", "auto")   # auto: where the device has 
 
 F64_TILES = {"matmul": (64, 64, 8)}   # float64's one tile: slabs of 8 doubles (shared memory)
 
-# A tile -> its twin with slabs twice as deep, (BM, BN, BK), and the shared memory it takes (bytes): where a device has
-# it (the H200's 48 KiB; not lavapipe's 32), +20 % on f32 4096^3 and -9 % on the GPT step (bench/h200_next.sh bk16).
+# A tile -> its twin with slabs twice as deep, (BM, BN, BK), and the shared memory it takes (bytes): taken where a device
+# has it (the H200's 48 KiB; not lavapipe's 32); measured in bench/results/matmul_bk16_h200.json.
 DEEP_TILES = {"matmul128": ("matmul128d", (128, 128, 16), 2 * 2 * 16 * (128 // 4 + 1) * 16)}
 DEEP = os.environ.get("VKML_DEEP_SLABS", "auto")   # auto: where the shared memory allows; off: never
 

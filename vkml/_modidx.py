@@ -164,6 +164,8 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                                                                               'vkml/backends/vulkan/backend.py'),
                                               'vkml.backends.vulkan.backend._OtherKernels._row': ( 'backend.html#_otherkernels._row',
                                                                                                    'vkml/backends/vulkan/backend.py'),
+                                              'vkml.backends.vulkan.backend._OtherKernels._split_reduce': ( 'backend.html#_otherkernels._split_reduce',
+                                                                                                            'vkml/backends/vulkan/backend.py'),
                                               'vkml.backends.vulkan.backend._OtherKernels._unfused': ( 'backend.html#_otherkernels._unfused',
                                                                                                        'vkml/backends/vulkan/backend.py'),
                                               'vkml.backends.vulkan.backend._Planned': ( 'backend.html#_planned',

@@ -13,8 +13,8 @@ from ...engine.capture import JitError, capture_in_progress
 from ...engine.schedule import Kernel, constant_value
 from .device import Device, get_device, STATS
 from .kernel_api import Dispatch, vk_kernels, kernel_dtypes, LOOP_BUDGET, groups_1d
-from .kernels import fill_dispatch
-from . import codegen
+from .kernels import fill_dispatch, SPLIT_GROUPS, SPLIT_CHUNK
+from . import codegen, kernels_nn
 from .pipelines import _extra_spirv, register_shader
 from .recorder import Recorder, VkTensor, Window, _host_array, _span, runtime
 from . import replay
@@ -398,6 +398,10 @@ class _FusedKernels:
             rnode = k.reduce
             kk = prod(rnode.srcs[0].shape[a] for a in rnode.arg[0])
             if -(-kk // codegen.LOCAL) > LOOP_BUDGET: return self._unfused(rec, k)   # lavapipe's loop budget
+            if (prod(rnode.shape) < SPLIT_GROUPS and kk >= 2 * SPLIT_CHUNK and rnode.op in vk_kernels
+                    and (rt.dev.info.type != "cpu" or kernels_nn.TILE_POLICY == "gpu")):
+                return self._split_reduce(rec, k)    # a workgroup per output would leave a GPU idle (a CPU's few
+                                                     # cores are filled by a few: lavapipe keeps the one kernel)
         for n in k.stores:
             if n.op is not Op.ASSIGN: n.buf = self._out(rec, n)
         if prod(prog.shape) > INT32_MAX: _too_many(k, prog.shape)    # (after the allocation: 1 TiB is out of memory first)
@@ -503,6 +507,29 @@ class _OtherKernels:
         local = int(form[3:].split("x")[0])
         words = codegen.row_words(prog, [b.view for b in bufs])
         self._launch(rec, prog, form, words, bufs, groups_1d(n_rows * local, local))
+
+    def _split_reduce(self, rec, k: Kernel):
+        """A fused reduction with too few outputs to fill the device, each a long row: in one kernel a workgroup would
+        walk each row alone (a scalar sum of 10 M terms on one multiprocessor). Instead the elementwise nodes before
+        and after it run as fused kernels and the reduction as its own kernel, which splits long rows in two passes."""
+        keep, readers, group = {id(n) for n in k.stores}, {}, []
+        for i, n in enumerate(k.nodes):
+            for s in n.srcs: readers.setdefault(id(s), []).append(i)
+        def flush(upto: int):               # the run of elementwise nodes before position `upto`, as one fused kernel
+            if not group: return
+            ids = {id(n) for n in group}
+            stores = [n for n in group if id(n) in keep or any(j >= upto and id(k.nodes[j]) not in ids
+                                                               for j in readers.get(id(n), ()))]
+            self._fused(rec, Kernel("fused", list(group), stores=stores))
+            group.clear()
+        for i, n in enumerate(k.nodes):
+            if n.op in ELEMENTWISE: group.append(n); continue
+            flush(i)
+            if n.op in VIEW_OPS: self._view(rec, n)
+            else: self._op(rec, vk_kernels[n.op], n)
+        flush(len(k.nodes))
+        for n in k.nodes:
+            if id(n) not in keep and n.op is not Op.ASSIGN: n.buf = None
 
     def _unfused(self, rec, k: Kernel):
         "Run kernel `k` node by node (each elementwise node alone, a reduction by its hand-written kernel)."

@@ -10,6 +10,8 @@
 #       overlap DDP jitted, 2 ranks, 2 MiB buckets, both exchanges, overlapped and all at once (VKML_DDP_OVERLAP)
 #       deep   matmul128d (the twin with 16-deep slabs, chosen where shared memory allows): its tests on the GPU,
 #              4096^3 f32/f16, and the real-model benchmark again
+#       split  what the last session could not run: the GPU tests of matmul128d and of the split fused reductions,
+#              then the real-model benchmark after the split (GradScaler's inf check, BatchNorm's sums)
 #       bk16   an experiment, not committed code: matmul128 with 16-deep slabs instead of 8 (fits 48 KiB of shared
 #              memory, not lavapipe's 32), rebuilt on the machine; 4096^3 and the GPT step before and after
 # Results go to $OUT; copy them into bench/results/ and run `python bench/render_results.py`.
@@ -31,6 +33,9 @@ case "$STEP" in
                --out "$OUT/ddp_${ex}_overlap${ov}_h200.json" 2>&1 | grep -A1 "^case     jit"; done; done ;;
   deep)  timeout 150 python3 -m pytest -q -p no:cacheprovider tests/test_deep_tiles.py 2>&1 | tail -3
          timeout 60 python3 bench/bench_matmul.py --sizes 4096 --dtypes float32,float16 --reps 5 --json "$OUT/matmul_deep_h200.json" 2>&1 | tail -3
+         timeout 400 python3 bench/real_models.py --out "$OUT/real_models_h200.json" 2>&1 | tail -14 ;;
+  split) timeout 150 python3 -m pytest -q -p no:cacheprovider tests/test_deep_tiles.py tests/test_fusion_regressions.py \
+           tests/test_cuts.py "tests/test_amp.py::test_an_eager_scaled_step_computes_backward_once" 2>&1 | tail -4
          timeout 400 python3 bench/real_models.py --out "$OUT/real_models_h200.json" 2>&1 | tail -14 ;;
   bk16)  mm() { timeout 60 python3 bench/bench_matmul.py --sizes 4096 --dtypes float32 --reps 5 --variant matmul128 2>&1 | tail -2; }
          gpt() { timeout 100 python3 bench/real_models.py --cases gpt --vk-modes jit --torch-modes eager --steps 15 --warm 4 \

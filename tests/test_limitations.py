@@ -229,6 +229,7 @@ def test_feature_rows_probe_the_library(tmp_path, monkeypatch):
     assert {"rank > 4", "complex numbers", "sparse tensors", "threads", "out-of-range index values"} <= set(rows)
     exchange = rows["gradient exchange overlapped with backward, device to device"]
     assert exchange["category"] is Category.WAITING_ARCHITECTURE and "MPI on the host" in exchange["state"]
+    assert "while backward computes the next" in exchange["state"] and "nothing overlaps" not in exchange["state"]   # ADR 0032
 
 
 def test_provenance_names_the_version():

@@ -219,10 +219,15 @@ def gradient_exchange_row():
     how = ("on one host the ranks' devices write their buckets into shared host memory and sum them there (MPI only "
            "synchronises); across hosts " if shared else "") + ("every bucket is read back, summed with MPI on the host "
            "and uploaded")
+    overlapped = hasattr(D.DistributedDataParallel, "_bucket_by_bucket")   # a bucket exchanged as backward produces it
+    when = ("each bucket is exchanged while backward computes the next (the submission cut after each bucket; under "
+            "vkml.jit, host points a replay runs ahead of: ADR 0032), which pays with a device per rank and costs a "
+            "little where ranks share one GPU; no GPU writes into another's memory" if overlapped else
+            "either way the exchange starts once the whole backward is recorded: nothing overlaps the computation (under "
+            "vkml.jit the exchange's barriers are host points between the replay's segments)")
     return _row("gradient exchange overlapped with backward, device to device", Category.WAITING_ARCHITECTURE if staged else DONE,
-                f"{how}; either way the exchange starts once the whole backward is recorded: nothing overlaps the "
-                "computation (under vkml.jit the exchange's barriers are host points between the replay's segments)"
-                if staged else "the buckets no longer pass through the host", "nbs/37_distributed.ipynb, ADR 0024, ADR 0030")
+                f"{how}; {when}" if staged else "the buckets no longer pass through the host",
+                "nbs/37_distributed.ipynb, ADR 0024, ADR 0030, ADR 0032")
 
 # %% ../../nbs/50_limitations.ipynb #5a93bf08
 FUSION_FEATURE = "kernel fusion (elementwise chains; a reduction with its elementwise prologue and epilogue)"

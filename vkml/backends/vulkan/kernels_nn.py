@@ -49,13 +49,13 @@ F64_TILES = {"matmul": (64, 64, 8)}   # float64's one tile: slabs of 8 doubles (
 # has it (the H200's 48 KiB; not lavapipe's 32); measured in bench/results/matmul_bk16_h200.json.
 DEEP_TILES = {"matmul128": ("matmul128d", (128, 128, 16), 2 * 2 * 16 * (128 // 4 + 1) * 16)}
 DEEP = os.environ.get("VKML_DEEP_SLABS", "auto")   # auto: where the shared memory allows; off: never
+_DEEP_DIMS = {twin: dims for twin, dims, _ in DEEP_TILES.values()}   # the twins' (BM, BN, BK)
 
 def tile_dims(name: str, dtype=None) -> tuple:
     "(BM, BN, BK) of a tiled or tensor-core variant (an emulated one included); of float64's tile for `dtype` float64."
     if dtype is float64: return F64_TILES[name]
     base = name.replace("_emu", "")
-    deep = {d: dims for d, dims, _ in DEEP_TILES.values()}
-    return MATMUL_TILES.get(base) or deep.get(base) or COOPMAT_TILES.get(base) or COOPMAT_MORE[base]
+    return MATMUL_TILES.get(base) or _DEEP_DIMS.get(base) or COOPMAT_TILES.get(base) or COOPMAT_MORE[base]
 
 def _tiles(name, M, N, batch) -> int:
     bm, bn, _ = tile_dims(name)
@@ -120,19 +120,22 @@ def matmul_trips(name: str, M: int, N: int, K: int, nb: int, parts: int = 1, dty
     return z * y * x * -(-kpart // bk) + z * (1 + y * (1 + x))
 
 # %% ../../../nbs/26_kernels_nn.ipynb #62194444
-def _features(*ts) -> dict:
-    "The features of the device the first bound tensor lives on ({} for stand-ins and scratch)."
+def _info(*ts):
+    "The DeviceInfo of the device the first bound tensor lives on (None for stand-ins and scratch)."
     for t in ts:
         al = getattr(t, "alloc", None)
-        if al is not None: return al.pool.dev.info.features
-    return {}
+        if al is not None: return al.pool.dev.info
+    return None
+
+def _features(*ts) -> dict:
+    "The features of the device the first bound tensor lives on ({} for stand-ins and scratch)."
+    info = _info(*ts)
+    return info.features if info is not None else {}
 
 def _limits(*ts) -> dict:
     "The limits of the device the first bound tensor lives on ({} for stand-ins and scratch)."
-    for t in ts:
-        al = getattr(t, "alloc", None)
-        if al is not None: return al.pool.dev.info.limits
-    return {}
+    info = _info(*ts)
+    return info.limits if info is not None else {}
 
 def deepen(name: str, dtype, *ts) -> str:
     "`name`'s twin with deeper slabs (DEEP_TILES) where the device of `ts` has the shared memory for it; else `name`."
@@ -142,10 +145,8 @@ def deepen(name: str, dtype, *ts) -> str:
 
 def _device_type(*ts) -> str | None:
     "The type ('discrete', 'cpu', ...) of the device the first bound tensor lives on (None for stand-ins and scratch)."
-    for t in ts:
-        al = getattr(t, "alloc", None)
-        if al is not None: return al.pool.dev.info.type
-    return None
+    info = _info(*ts)
+    return info.type if info is not None else None
 
 def coopmat_layout_ok(M, N, K, A, B) -> bool:
     "Can the tensor-core kernel read A and B (offset, sb1, sb2, s_row, s_col) in whole 16-byte vectors of 8 halves?"

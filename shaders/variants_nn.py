@@ -32,6 +32,9 @@ COOPMAT_TILES = {"matmul_cm128x256s8": (128, 256, 32, 2, 4), "matmul_cm128x128s8
                  "matmul_cm128x128s4": (128, 128, 32, 2, 2), "matmul_cm64x64s4": (64, 64, 32, 2, 2),
                  "matmul_cm128x128s8d": (128, 128, 32, 2, 4), "matmul_cm64x64s4d": (64, 64, 32, 2, 2)}
 NO_EMULATION = {"matmul_cm128x128s8d"}
+# fused attention (attention.comp): the kernel of each mode, and the head dims a variant holds in registers
+ATTENTION_MODES = {"ATTENTION": "fwd", "STATS": "stats", "DQ": "dq", "DK": "dk", "DV": "dv"}
+ATTENTION_DMAX = (32, 64, 128)
 MATMUL_F64 = (64, 64, 8, 4, 4)   # float64's one tile (matmul_f64, conv_f64, wgrad_f64): kernels_nn.F64_TILES says the same
 
 
@@ -82,6 +85,10 @@ def _rows():
     for s in ("f32", "f16", "f64", "i32", "i64", "b8"):
         rows.append((f"scatter_{s}", "index_add.comp", {_T[s]: "1", "SET": "1"}))
     rows.append(("check_index_i64", "check_index.comp", {"T_I64": "1"}))
+    for mode, kname in ATTENTION_MODES.items():   # fused attention: one variant per largest head dim
+        for dmax in ATTENTION_DMAX:
+            for s in FLOAT_SFX:
+                rows.append((f"attention_{kname}{dmax}_{s}", "attention.comp", {_T[s]: "1", mode: "1", "DMAX": str(dmax)}))
     return rows
 
 

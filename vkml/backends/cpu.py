@@ -424,6 +424,38 @@ def _maxpool_bw(n, g, x):
     np.add.at(out, (nn[..., None], cc[..., None], where.reshape(N, C, -1)), gf.reshape(N, C, -1))
     return out.reshape(N, C, H, W)
 
+# %% ../../nbs/06_cpu.ipynb #f68d6809
+def _attention_scores(q, k, causal, scale, c):
+    "scale·q kᵀ in the accumulation dtype `c`, with the keys a causal query does not see at -inf."
+    s = np.matmul(q.astype(c), np.swapaxes(k.astype(c), -1, -2)) * c.type(scale)
+    if causal: s = np.where(np.tril(np.ones(s.shape[-2:], bool)), s, c.type(-np.inf))
+    return s
+
+@impl(Op.ATTENTION)
+def _attention(n, q, k, v):
+    c = acc_np(n.dtype)
+    s = _attention_scores(q, k, *n.arg, c)
+    p = np.exp(s - s.max(-1, keepdims=True))
+    return np.matmul(p, v.astype(c)) / p.sum(-1, keepdims=True)
+
+@impl(Op.ATTENTION_STATS)
+def _attention_stats(n, q, k, o, do):
+    c = acc_np(n.dtype)
+    s = _attention_scores(q, k, *n.arg, c)
+    m = s.max(-1, keepdims=True)
+    lse2 = (m + np.log(np.exp(s - m).sum(-1, keepdims=True))) * c.type(np.log2(np.e))
+    return np.concatenate([lse2, (do.astype(c) * o.astype(c)).sum(-1, keepdims=True)], -1)
+
+@impl(Op.ATTENTION_BACKWARD)
+def _attention_backward(n, q, k, v, do, st):
+    causal, scale, which = n.arg
+    c = acc_np(n.dtype)
+    p = np.exp2(_attention_scores(q, k, causal, scale, c) * c.type(np.log2(np.e)) - st[..., :1].astype(c))
+    do = do.astype(c)
+    if which == 2: return np.matmul(np.swapaxes(p, -1, -2), do)
+    ds = p * (np.matmul(do, np.swapaxes(v.astype(c), -1, -2)) - st[..., 1:].astype(c))
+    return (np.matmul(ds, k.astype(c)) if which == 0 else np.matmul(np.swapaxes(ds, -1, -2), q.astype(c))) * c.type(scale)
+
 # %% ../../nbs/06_cpu.ipynb #37cd7af9
 def _avg_divisor(n_in, k, s, p, n_out, include_pad):
     "PyTorch's per-output divisor along one axis."

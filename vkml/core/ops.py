@@ -12,8 +12,8 @@ from .dtypes import DTYPES, FLOATS
 
 # %% auto #0
 __all__ = ['KINDS', 'REDUCE_OPS', 'VIEW_OPS', 'MOVEMENT_OPS', 'ARG_DOC', 'NUMERIC', 'ALL', 'ACCEPTED_DTYPES', 'NO_GRAD_REASONS',
-           'NO_HIGHER_ORDER', 'SHAPE_RULES', 'LINALG_DTYPES', 'CALLER_SHAPED', 'Op', 'ops_of', 'Category',
-           'same_shape_dtype', 'conv_out', 'shape_rule']
+           'NO_HIGHER_ORDER', 'SHAPE_RULES', 'LINALG_DTYPES', 'ATTENTION_OPS', 'ATTENTION_MAX_HEAD', 'CALLER_SHAPED',
+           'Op', 'ops_of', 'Category', 'same_shape_dtype', 'conv_out', 'shape_rule']
 
 # %% ../../nbs/02_ops.ipynb #b8b574bd
 KINDS = ("input", "source", "elementwise", "reduce", "movement", "indexing", "contraction", "linalg", "autograd")
@@ -351,6 +351,49 @@ def _svd(arg, x):
     _matrices("svd", x)
     k = min(m, n)
     return x.shape[:-2] + ((m, m if full else k), (k,), (n if full else k, n))[which], x.dtype
+
+# %% ../../nbs/02_ops.ipynb #c03ca36c
+_define("contraction", "ATTENTION ATTENTION_STATS ATTENTION_BACKWARD")
+ATTENTION_OPS = (Op.ATTENTION, Op.ATTENTION_STATS, Op.ATTENTION_BACKWARD)
+ATTENTION_MAX_HEAD = 128   # the largest head dim the fused kernels hold in registers (a larger one is composed)
+ACCEPTED_DTYPES.update({op: FLOATS for op in ATTENTION_OPS})
+ARG_DOC.update({
+    Op.ATTENTION: "(causal, scale): srcs q (..., L, E), k (..., S, E), v (..., S, Ev) -> softmax(scale q kᵀ) v (..., L, Ev)",
+    Op.ATTENTION_STATS: "(causal, scale): srcs (q, k, o, do) -> (..., L, 2): per query log2 Σ_j exp2(scale·log2(e)·q·k_j) "
+                        "and do·o, in float32 (float64 for float64)",
+    Op.ATTENTION_BACKWARD: "(causal, scale, which): srcs (q, k, v, do, stats) -> the gradient of q (which 0), k (1) or v (2)",
+})
+for _op in ATTENTION_OPS[1:]:
+    NO_GRAD_REASONS[_op] = (Category.NOT_YET, "fused attention's gradient op: a second derivative of attention is not "
+                                               "written for the fused kernels (with an attn_mask the composed path has one)")
+
+def _attention_check(what, q, k, v):
+    r = len(q.shape)
+    if not 2 <= r <= 4 or len(k.shape) != r or len(v.shape) != r or not (q.shape[:-2] == k.shape[:-2] == v.shape[:-2]):
+        raise ShapeError(f"{what}: q {q.shape}, k {k.shape}, v {v.shape} need one batch shape of rank 0 to 2 before (rows, dims)")
+    if k.shape[-1] != q.shape[-1] or k.shape[-2] != v.shape[-2] or k.shape[-2] == 0:
+        raise ShapeError(f"{what}: q {q.shape}, k {k.shape}, v {v.shape} do not fit (..., L, E), (..., S, E), (..., S, Ev) with S > 0")
+    if not q.dtype == k.dtype == v.dtype:
+        raise DTypeError(f"{what}: q, k and v must share a dtype, got {q.dtype.name}, {k.dtype.name}, {v.dtype.name}: cast with `.to(dtype)`")
+
+@shape_rule(Op.ATTENTION)
+def _attention(arg, q, k, v):
+    _attention_check("attention", q, k, v)
+    return q.shape[:-1] + (v.shape[-1],), q.dtype
+
+@shape_rule(Op.ATTENTION_STATS)
+def _attention_stats(arg, q, k, o, do):
+    _attention_check("attention stats", q, k, o)   # o stands in for v: it has v's last dim
+    if do.shape != q.shape[:-1] + (o.shape[-1],) or o.shape != do.shape:
+        raise ShapeError(f"attention stats: o {o.shape} and do {do.shape} must both be {q.shape[:-1] + (o.shape[-1],)}")
+    return q.shape[:-1] + (2,), float64 if q.dtype is float64 else float32
+
+@shape_rule(Op.ATTENTION_BACKWARD)
+def _attention_backward(arg, q, k, v, do, stats):
+    _attention_check("attention backward", q, k, v)
+    if do.shape != q.shape[:-1] + (v.shape[-1],) or stats.shape != q.shape[:-1] + (2,):
+        raise ShapeError(f"attention backward: do {do.shape} and stats {stats.shape} do not fit q {q.shape}, v {v.shape}")
+    return (q, k, v)[arg[2]].shape, q.dtype
 
 # %% ../../nbs/02_ops.ipynb #5b90737a
 _define("indexing", "ARGSORT NONZERO")

@@ -283,6 +283,16 @@ vjp_rules[Op.MAXPOOL2D] = _maxpool2d_vjp
 NO_HIGHER_ORDER[Op.MAXPOOL2D] = (Category.NOT_YET, ("its rule emits MAXPOOL2D_BACKWARD, which has no rule yet: "
                                                     "a second derivative of max_pool2d stops there"))
 
+# %% ../../nbs/13_autograd.ipynb #acf4dfa3
+def _attention_vjp(node, g, srcs):
+    "AttentionBackward(q, k, v, g, AttentionStats(q, k, o, g)), one node for each of q, k and v"
+    q, k, v = srcs
+    stats = _apply(Op.ATTENTION_STATS, q, k, g._wrap(node), g, arg=node.arg)
+    return tuple(_apply(Op.ATTENTION_BACKWARD, q, k, v, g, stats, arg=(*node.arg, which)) for which in range(3))
+vjp_rules[Op.ATTENTION] = _attention_vjp
+NO_HIGHER_ORDER[Op.ATTENTION] = (Category.NOT_YET, ("its rule emits ATTENTION_STATS and ATTENTION_BACKWARD, which have no "
+                                                    "rule yet: a second derivative of fused attention stops there"))
+
 # %% ../../nbs/13_autograd.ipynb #6cfc9d9a
 def _avgpool2d_vjp(node, g, srcs):
     "Col2Im(Expand(g/divisor)), the divisor map from Im2Col of ones"

@@ -8,7 +8,7 @@ import functools, math
 import numpy as np
 from ..core.dtypes import *
 from ..core.dtypes import FLOATS, prod
-from ..core.ops import Op, conv_out
+from ..core.ops import Op, conv_out, ATTENTION_MAX_HEAD
 from ..core.graph import no_grad
 from ..frontend.tensor import Tensor, apply
 from ..frontend.tensor_shape import host_values, check_index_values, checked_index
@@ -567,6 +567,12 @@ def _causal_mask(L, S, device):
     "Bool (L, S): key j is visible to query i when j <= i."
     return VF.reshape(VF.arange(S, device=device), (1, S)) <= VF.reshape(VF.arange(L, device=device), (L, 1))
 
+def _fused_attention(q, k, v, attn_mask, dropout_p) -> bool:
+    "Whether the fused kernel takes this call: no mask or dropout, float32/16, one batch shape, head dims it holds."
+    return (attn_mask is None and not dropout_p and q.dtype in (float32, float16) and q.dtype == k.dtype == v.dtype
+            and 2 <= q.ndim <= 4 and q.ndim == k.ndim == v.ndim and q.shape[:-2] == k.shape[:-2] == v.shape[:-2]
+            and k.shape[-2] > 0 and max(q.shape[-1], v.shape[-1]) <= ATTENTION_MAX_HEAD)
+
 @_autocast("lower")
 def scaled_dot_product_attention(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None) -> Tensor:
     "softmax(q @ k.T * scale + mask) @ v over the last two dims (PyTorch's argument order)."
@@ -574,10 +580,11 @@ def scaled_dot_product_attention(q, k, v, attn_mask=None, dropout_p=0.0, is_caus
     if q.ndim < 2 or k.shape[-1] != q.shape[-1] or k.shape[-2] != v.shape[-2]:
         raise ShapeError(f"scaled_dot_product_attention: q {q.shape}, k {k.shape}, v {v.shape} do not fit (..., L, E), (..., S, E), (..., S, Ev)")
     L, S = q.shape[-2], k.shape[-2]
+    if is_causal and attn_mask is not None: raise ArgumentError("pass either attn_mask or is_causal=True, not both (as PyTorch)")
+    if _fused_attention(q, k, v, attn_mask, dropout_p):   # one kernel forward, three backward: no L x S matrix in memory
+        return apply(Op.ATTENTION, q, k, v, arg=(bool(is_causal), 1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale)))
     s = matmul(q, VF.transpose(k, -2, -1)) * (1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale))
-    if is_causal:
-        if attn_mask is not None: raise ArgumentError("pass either attn_mask or is_causal=True, not both (as PyTorch)")
-        s = VF.where(_causal_mask(L, S, q.device), s, -math.inf)
+    if is_causal: s = VF.where(_causal_mask(L, S, q.device), s, -math.inf)
     if attn_mask is not None:
         s = VF.where(attn_mask, s, -math.inf) if attn_mask.dtype == bool_ else s + attn_mask
     return matmul(dropout(softmax(s, -1), dropout_p, training=dropout_p > 0), v)

@@ -7,8 +7,8 @@ from __future__ import annotations
 import math, os
 from ...core.dtypes import *
 from ...core.dtypes import contiguous_strides
-from ...core.ops import Op, conv_out
-from .kernel_api import (Dispatch, Scratch, Flag, kernel, sfx, pad4, groups_1d, MAX_GROUPS, LOOP_BUDGET, LOOP_LIMIT,
+from ...core.ops import Op, conv_out, ATTENTION_MAX_HEAD
+from .kernel_api import (Dispatch, Scratch, Flag, kernel, sfx, f32_bits, pad4, groups_1d, MAX_GROUPS, LOOP_BUDGET, LOOP_LIMIT,
                                    kernel_dtypes)
 from .kernels import fill_dispatch, copy_dispatch
 from types import SimpleNamespace as NS
@@ -16,13 +16,14 @@ from types import SimpleNamespace as NS
 # %% auto #0
 __all__ = ['MATMUL_TILES', 'FILL_GROUPS', 'MIN_TILE_USE', 'SMALL_MAX_MN', 'SPLIT_K_MIN', 'SPLIT_TILE', 'SPLIT_TILE_MIN',
            'FORCE_TILE', 'TILE_POLICY', 'CPU_SMALL_MACS', 'COOPMAT_TILES', 'COOPMAT_MORE', 'NO_EMULATION', 'COOPMAT',
-           'F64_TILES', 'DEEP_TILES', 'DEEP', 'COL_SCRATCH_BYTES', 'CT_LOWER_MIN_K', 'INDEX_ADD_CHUNK', 'tile_dims',
-           'matmul_variant', 'small_on_cpu', 'variant_for', 'split_k', 'k_chunks', 'matmul_trips', 'deepen',
-           'coopmat_layout_ok', 'coopmat_variant', 'matmul_dispatch', 'matmul_kernel', 'merged_stride',
-           'im2col_dispatch', 'im2col_kernel', 'implicit_conv', 'wgrad_by_images', 'conv2d_weight_kernel',
-           'conv2d_kernel', 'taps', 'check_trips', 'col2im_dispatch', 'conv_transpose2d_kernel', 'col2im_kernel',
-           'window_trips', 'maxpool2d_kernel', 'avgpool2d_kernel', 'maxpool2d_backward_kernel', 'gather_kernel',
-           'index_add_kernel', 'scatter_kernel', 'check_index_kernel']
+           'F64_TILES', 'DEEP_TILES', 'DEEP', 'COL_SCRATCH_BYTES', 'CT_LOWER_MIN_K', 'INDEX_ADD_CHUNK',
+           'ATTENTION_DMAX', 'ATTENTION_WG', 'ATTENTION_KERNEL', 'tile_dims', 'matmul_variant', 'small_on_cpu',
+           'variant_for', 'split_k', 'k_chunks', 'matmul_trips', 'deepen', 'coopmat_layout_ok', 'coopmat_variant',
+           'matmul_dispatch', 'matmul_kernel', 'merged_stride', 'im2col_dispatch', 'im2col_kernel', 'implicit_conv',
+           'wgrad_by_images', 'conv2d_weight_kernel', 'conv2d_kernel', 'taps', 'check_trips', 'col2im_dispatch',
+           'conv_transpose2d_kernel', 'col2im_kernel', 'window_trips', 'maxpool2d_kernel', 'avgpool2d_kernel',
+           'maxpool2d_backward_kernel', 'gather_kernel', 'index_add_kernel', 'scatter_kernel', 'check_index_kernel',
+           'attention_kernel', 'attention_backward_kernel']
 
 # %% ../../../nbs/26_kernels_nn.ipynb #c9c940c7
 MATMUL_TILES = {"matmul128": (128, 128, 8), "matmul128x64": (128, 64, 16), "matmul64x128": (64, 128, 16),
@@ -580,3 +581,47 @@ def check_index_kernel(node, out, idx):
 
 # %% ../../../nbs/26_kernels_nn.ipynb #2f2bef62
 kernel_dtypes.update({op: (float32, float16) for op in (Op.MAXPOOL2D, Op.AVGPOOL2D, Op.MAXPOOL2D_BACKWARD)})
+
+# %% ../../../nbs/26_kernels_nn.ipynb #f558f578
+ATTENTION_DMAX = (32, 64, ATTENTION_MAX_HEAD)   # head dims a variant holds: shaders/variants_nn.py builds the same
+ATTENTION_WG = 64                # rows a workgroup owns (WG in the shader)
+ATTENTION_KERNEL = {Op.ATTENTION: "fwd", Op.ATTENTION_STATS: "stats"}
+_LOG2E = 1.4426950408889634
+
+def _rows4(t):
+    "Offset, the two batch strides, the row and element strides of a (..., rows, dims) view of rank 2 to 4."
+    return (t.view.offset, *pad4(t.view.shape, t.view.strides)[1])
+
+def _attention_dispatch(mode, node, out, srcs, owned):
+    q, k, c = srcs[:3]
+    B0, B1, L, E = pad4(q.view.shape)
+    S, Ev = c.view.shape[-2], c.view.shape[-1]
+    causal, scale = node.arg[:2]
+    dmax = next((d for d in ATTENTION_DMAX if d >= max(E, Ev)), None)
+    if dmax is None: raise ShapeError(f"fused attention holds head dims up to {ATTENTION_DMAX[-1]}, got {max(E, Ev)}: "
+                                      "scaled_dot_product_attention takes the composed path for such heads")
+    if B0 * B1 > MAX_GROUPS: raise ShapeError(f"fused attention: {B0 * B1} (batch x heads) is more than {MAX_GROUPS}: split the batch")
+    other = L if mode in ("dk", "dv") else S   # the rows each thread walks
+    check_trips(other + -(-other // (2048 // dmax)) + 2, f"attention over {other} rows", "a shorter sequence")
+    d = _rows4(srcs[3]) if len(srcs) > 3 else (0,) * 5
+    st = srcs[4] if len(srcs) > 4 else None
+    if st is not None and st.view.strides != contiguous_strides(st.view.shape):
+        raise ShapeError("attention backward reads its stats contiguous: realize them with `.contiguous()`")
+    push = (B1, L, S, E, Ev, int(bool(causal)), f32_bits(scale * _LOG2E), f32_bits(scale),
+            *_rows4(q), *_rows4(k), *_rows4(c), *d, 0 if st is None else st.view.offset, out.view.offset)
+    return [Dispatch(f"attention_{mode}{dmax}_{sfx(q.dtype)}", (out, *srcs), push, (-(-owned // ATTENTION_WG), B0 * B1, 1))]
+
+@kernel(Op.ATTENTION, Op.ATTENTION_STATS)
+def attention_kernel(node, out, *srcs):
+    "softmax(scale q kᵀ) v, or its per-query statistics, one thread per query row."
+    if out.view.numel == 0: return []
+    return _attention_dispatch(ATTENTION_KERNEL[node.op], node, out, srcs, srcs[0].view.shape[-2])
+
+@kernel(Op.ATTENTION_BACKWARD)
+def attention_backward_kernel(node, out, *srcs):
+    "The gradient of q (a thread per query row), k or v (a thread per key row)."
+    if out.view.numel == 0: return []
+    which = node.arg[2]
+    return _attention_dispatch(("dq", "dk", "dv")[which], node, out, srcs, srcs[which].view.shape[-2])
+
+kernel_dtypes.update({op: (float32, float16) for op in ATTENTION_KERNEL.keys() | {Op.ATTENTION_BACKWARD}})

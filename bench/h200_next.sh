@@ -46,5 +46,8 @@ case "$STEP" in
          python3 shaders/build.py 2>&1 | tail -1
          echo "BK 16:"; mm; gpt bk16
          git checkout -q shaders/variants_nn.py vkml/backends/vulkan/kernels_nn.py ;;
+  attn)  timeout 150 python3 -m pytest -q -p no:cacheprovider tests/test_attention.py tests/test_deep_tiles.py 2>&1 | tail -3
+         timeout 200 python3 bench/attention.py --out "$OUT/attention_h200.json" 2>&1 | tail -6
+         timeout 220 python3 bench/real_models.py --cases gpt --out "$OUT/real_models_gpt_h200.json" 2>&1 | tail -10 ;;
   *) echo "unknown step $STEP"; exit 2 ;;
 esac

@@ -27,6 +27,7 @@ def u(op, arg=None): return lambda x: apply(op, x, arg=arg)
 def b(op, arg=None): return lambda x, y: apply(op, x, y, arg=arg)
 def cast(dt): return lambda x: apply(Op.CAST, x, shape=x.shape, dtype=dt)
 def conv(arg): return lambda x, w: apply(Op.CONV2D, x, w, arg=arg)
+def attn(causal, scale): return lambda q, k, v: apply(Op.ATTENTION, q, k, v, arg=(causal, scale))
 def convt(arg): return lambda x, w: apply(Op.CONV_TRANSPOSE2D, x, w, arg=arg)
 def const(a, device="cpu"): return tensor(np.asarray(a, np.float32), device=device)  # a float input gradcheck leaves alone
 
@@ -115,6 +116,9 @@ CASES = {
                 (u(Op.IM2COL, ((2, 2), (2, 1), (1, 1), (1, 2))), [r(2, 1, 4, 4)])],
     Op.COL2IM: [(u(Op.COL2IM, ((3, 3), (2, 2), (1, 1), (0, 0), (1, 1))), [r(1, 4, 4)]),
                 (u(Op.COL2IM, ((4, 5), (2, 2), (1, 1), (1, 1), (2, 2))), [r(1, 8, 9)])],
+    Op.ATTENTION: [(attn(False, 0.5), [r(2, 3, 4), r(2, 5, 4, seed=1), r(2, 5, 3, seed=2)]),
+                   (attn(True, 0.7), [r(1, 2, 4, 2), r(1, 2, 6, 2, seed=1), r(1, 2, 6, 3, seed=2)]),   # L < S: the last keys unseen
+                   (attn(True, 1.0), [r(5, 3), r(3, 3, seed=1), r(3, 2, seed=2)])],                    # L > S
     Op.MAXPOOL2D: [(u(Op.MAXPOOL2D, ((2, 2), (2, 2), (0, 0), (1, 1), False)), [r(1, 2, 4, 4)]),
                    (u(Op.MAXPOOL2D, ((2, 2), (2, 2), (1, 1), (1, 1), True)), [r(1, 1, 4, 3)]),
                    (u(Op.MAXPOOL2D, ((3, 2), (1, 2), (1, 0), (2, 1), False)), [r(1, 1, 6, 5)])],

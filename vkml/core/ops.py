@@ -383,8 +383,8 @@ def _attention(arg, q, k, v):
 
 @shape_rule(Op.ATTENTION_STATS)
 def _attention_stats(arg, q, k, o, do):
-    _attention_check("attention stats", q, k, o)   # o stands in for v: it has v's last dim
-    if do.shape != q.shape[:-1] + (o.shape[-1],) or o.shape != do.shape:
+    _attention_check("attention stats", q, k, k)   # (no v here)
+    if o.shape != q.shape[:-1] + (o.shape[-1],) or do.shape != o.shape:
         raise ShapeError(f"attention stats: o {o.shape} and do {do.shape} must both be {q.shape[:-1] + (o.shape[-1],)}")
     return q.shape[:-1] + (2,), float64 if q.dtype is float64 else float32
 

@@ -1343,12 +1343,16 @@ def multi_head_attention_forward(query, key, value, embed_dim_to_check, num_head
         if mask is not None: mask = VF.pad(mask, (0, 1))
         if kpm is not None: kpm = VF.pad(kpm, (0, 1))
     S = k.shape[1]
-    scores = (q * (1.0 / math.sqrt(hd))) @ VF.transpose(k, 1, 2)                      # (N·H, L, S)
-    if mask is not None: scores = scores + (mask if mask.ndim == 3 else VF.unsqueeze(mask, 0))
-    if kpm is not None: scores = VF.reshape(VF.reshape(scores, (N, H, L, S)) + VF.reshape(kpm, (N, 1, 1, S)), (N * H, L, S))
-    w = softmax(scores, -1)
-    if training and dropout_p > 0: w = dropout(w, dropout_p)
-    out = VF.reshape(VF.transpose(w @ v, 0, 1), (L * N, E))
+    if not need_weights and mask is None and kpm is None and not (training and dropout_p > 0):
+        o = scaled_dot_product_attention(q, k, v)   # no weights wanted: the fused kernel, where it fits
+    else:
+        scores = (q * (1.0 / math.sqrt(hd))) @ VF.transpose(k, 1, 2)                  # (N·H, L, S)
+        if mask is not None: scores = scores + (mask if mask.ndim == 3 else VF.unsqueeze(mask, 0))
+        if kpm is not None: scores = VF.reshape(VF.reshape(scores, (N, H, L, S)) + VF.reshape(kpm, (N, 1, 1, S)), (N * H, L, S))
+        w = softmax(scores, -1)
+        if training and dropout_p > 0: w = dropout(w, dropout_p)
+        o = w @ v
+    out = VF.reshape(VF.transpose(o, 0, 1), (L * N, E))
     out = VF.reshape(linear(out, out_proj_weight, out_proj_bias), (L, N, E))
     weights = None
     if need_weights:

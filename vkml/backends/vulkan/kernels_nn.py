@@ -595,7 +595,7 @@ def _rows4(t):
 def _attention_dispatch(mode, node, out, srcs, owned):
     q, k, c = srcs[:3]
     B0, B1, L, E = pad4(q.view.shape)
-    S, Ev = c.view.shape[-2], c.view.shape[-1]
+    S, Ev = k.view.shape[-2], c.view.shape[-1]   # c: v, or o for the stats
     causal, scale = node.arg[:2]
     dmax = next((d for d in ATTENTION_DMAX if d >= max(E, Ev)), None)
     if dmax is None: raise ShapeError(f"fused attention holds head dims up to {ATTENTION_DMAX[-1]}, got {max(E, Ev)}: "

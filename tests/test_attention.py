@@ -1,0 +1,143 @@
+"""Fused attention (Op.ATTENTION, its stats and backward ops): the numpy oracle against the composed softmax path
+in float64, the Vulkan kernels against the oracle (forward and the three gradients, causal or not, L above and below S,
+head dims of each register variant, strided heads, float16), NaN, which calls take the fused path, and that no
+L x S matrix is ever part of the graph."""
+import math
+
+import numpy as np
+import pytest
+
+import vkml
+import vkml.nn.functional as F
+from oracle import assert_close
+from vkml.core.dtypes import DTypeError, ShapeError, float16, float32
+from vkml.core.graph import toposort
+from vkml.core.ops import Op, ATTENTION_MAX_HEAD
+from vkml.frontend.autograd import grad
+from vkml.frontend.tensor import apply
+
+
+def arrays(qs, ks, ev, seed=0, dtype=np.float32):
+    rng = np.random.default_rng(seed)
+    q, k = rng.standard_normal(qs), rng.standard_normal(ks)
+    v = rng.standard_normal(ks[:-1] + (ev,))
+    g = rng.standard_normal(qs[:-1] + (ev,))
+    return [a.astype(dtype) for a in (q, k, v, g)]
+
+
+def fwd_bwd(q0, k0, v0, g0, device, causal, mask=None, scale=None):
+    "o and the gradients of q, k, v for the upstream gradient g0, as numpy."
+    q, k, v = (vkml.tensor(a, device=device, requires_grad=True) for a in (q0, k0, v0))
+    o = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal, scale=scale)
+    (o * vkml.tensor(g0, device=device)).sum().backward()
+    return [t.numpy() for t in (o, q.grad, k.grad, v.grad)]
+
+
+def bounds(q, k, v, g, causal, scale):
+    "Σ|terms| of each result (o, dq, dk, dv) in float64: what each output sums, for the parity bound."
+    q, k, v, g = (a.astype(np.float64) for a in (q, k, v, g))
+    s = q @ np.swapaxes(k, -1, -2) * scale
+    if causal: s = np.where(np.tril(np.ones(s.shape[-2:], bool)), s, -np.inf)
+    p = np.exp(s - s.max(-1, keepdims=True)); p /= p.sum(-1, keepdims=True)
+    o = p @ v
+    D = np.abs((g * o).sum(-1, keepdims=True))
+    ds = p * (np.abs(g) @ np.swapaxes(np.abs(v), -1, -2) + D)
+    return [p @ np.abs(v), scale * ds @ np.abs(k), scale * np.swapaxes(ds, -1, -2) @ np.abs(q), np.swapaxes(p, -1, -2) @ np.abs(g)]
+
+
+# (q shape, k shape, Ev, causal): rank 2 to 4, L below and above S, each register variant (E <= 32, 64, 128)
+CASES = [((9, 8), (9, 8), 8, True), ((2, 70, 16), (2, 45, 16), 8, False), ((2, 3, 70, 16), (2, 3, 90, 16), 24, True),
+         ((1, 2, 130, 64), (1, 2, 130, 64), 64, True), ((1, 2, 33, 100), (1, 2, 47, 100), 72, False),
+         ((2, 65, 4), (2, 3, 4), 4, True)]
+
+
+@pytest.mark.parametrize("qs,ks,ev,causal", CASES)
+def test_the_oracle_is_the_composed_softmax(qs, ks, ev, causal):
+    q, k, v, g = arrays(qs, ks, ev)
+    fused = fwd_bwd(q, k, v, g, "cpu", causal)
+    # float64 takes the composed path (matmul, masked softmax, matmul) and its autograd rules
+    want = fwd_bwd(*(a.astype(np.float64) for a in (q, k, v, g)), "cpu", causal)
+    for what, a, w, t in zip(("o", "dq", "dk", "dv"), fused, want, bounds(q, k, v, g, causal, 1 / math.sqrt(qs[-1]))):
+        assert_close(a, w, terms=t, k=max(ks[-2], qs[-2]), what=what, same_dtype=False)
+
+
+@pytest.mark.vulkan
+@pytest.mark.parametrize("qs,ks,ev,causal", CASES)
+def test_vulkan_agrees_with_the_oracle(qs, ks, ev, causal):
+    q, k, v, g = arrays(qs, ks, ev, seed=1)
+    cpu, vk = fwd_bwd(q, k, v, g, "cpu", causal, scale=0.3), fwd_bwd(q, k, v, g, "vulkan", causal, scale=0.3)
+    for what, a, w, t in zip(("o", "dq", "dk", "dv"), vk, cpu, bounds(q, k, v, g, causal, 0.3)):
+        assert_close(a, w, terms=t, k=ks[-2] + qs[-1], what=what)
+
+
+@pytest.mark.vulkan
+def test_float16_storage_sums_in_float32():
+    q, k, v, g = arrays((2, 2, 80, 32), (2, 2, 80, 32), 32, seed=2, dtype=np.float16)
+    cpu, vk = fwd_bwd(q, k, v, g, "cpu", True), fwd_bwd(q, k, v, g, "vulkan", True)
+    for what, a, w, t in zip(("o", "dq", "dk", "dv"), vk, cpu, bounds(q, k, v, g, True, 1 / math.sqrt(32))):
+        assert a.dtype == np.float16
+        assert_close(a, w, terms=t, k=80, what=what)
+
+
+@pytest.mark.vulkan
+def test_heads_read_through_strides():
+    "GPT's layout: q, k, v are head views of one (B, T, 3C) projection, transposed; nothing is copied first."
+    B, T, H, hd = 2, 40, 3, 16
+    qkv0 = np.random.default_rng(3).standard_normal((B, T, 3 * H * hd)).astype(np.float32)
+    g0 = np.random.default_rng(4).standard_normal((B, H, T, hd)).astype(np.float32)
+    res = {}
+    for d in ("cpu", "vulkan"):
+        qkv = vkml.tensor(qkv0, device=d, requires_grad=True)
+        q, k, v = (t.view(B, T, H, hd).transpose(1, 2) for t in qkv.split(H * hd, dim=2))
+        o = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        assert o.node.op is Op.ATTENTION and o.node.srcs[0].op is Op.PERMUTE   # a view of qkv
+        (o * vkml.tensor(g0, device=d)).sum().backward()
+        res[d] = (o.numpy(), qkv.grad.numpy())
+    assert_close(res["vulkan"][0], res["cpu"][0], k=T, rtol=1e-5 * 4, what="o")
+    assert_close(res["vulkan"][1], res["cpu"][1], k=T + hd, atol=1e-5, what="dqkv")
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("vulkan", marks=pytest.mark.vulkan)])
+def test_nan_reaches_only_the_queries_that_see_it(device):
+    q, k, v, _ = arrays((6, 8), (6, 8), 4, seed=5)
+    k[3, 2] = np.nan   # key 3: a causal query i sees it when i >= 3
+    o = F.scaled_dot_product_attention(vkml.tensor(q, device=device), vkml.tensor(k, device=device),
+                                       vkml.tensor(v, device=device), is_causal=True).numpy()
+    assert np.isfinite(o[:3]).all() and np.isnan(o[3:]).all()
+
+
+def graph_shapes(*ts):
+    return {n.shape for n in toposort([t.node for t in ts])}
+
+
+def test_no_scores_matrix_in_the_graph():
+    "Forward and backward hold nothing of shape (..., L, S): the fused ops never form the scores."
+    L, S = 48, 56
+    q, k, v = (vkml.tensor(a, requires_grad=True) for a in arrays((2, L, 8), (2, S, 8), 8)[:3])
+    o = F.scaled_dot_product_attention(q, k, v)
+    dq, dk, dv = grad(o.sum(), (q, k, v))
+    shapes = graph_shapes(o, dq, dk, dv)
+    assert not any(s[-2:] == (L, S) or s[-2:] == (S, L) for s in shapes), shapes
+    ops = {n.op for n in toposort([t.node for t in (dq, dk, dv)])}
+    assert {Op.ATTENTION, Op.ATTENTION_STATS, Op.ATTENTION_BACKWARD} <= ops and Op.MATMUL not in ops
+
+
+@pytest.mark.parametrize("kw,fused", [({}, True), ({"is_causal": True}, True), ({"dropout_p": 0.1}, False),
+                                      ({"attn_mask": "bool"}, False), ({"dtype": np.float64}, False),
+                                      ({"head": ATTENTION_MAX_HEAD + 1}, False), ({"S": 0}, False)])
+def test_which_calls_take_the_fused_kernel(kw, fused):
+    dt, hd, S = kw.pop("dtype", np.float32), kw.pop("head", 8), kw.pop("S", 5)
+    q, k, v = (vkml.tensor(a) for a in arrays((2, 4, hd), (2, S, hd), hd, dtype=dt)[:3])
+    if kw.get("attn_mask") == "bool": kw["attn_mask"] = vkml.tensor(np.tril(np.ones((4, S), bool)))
+    o = F.scaled_dot_product_attention(q, k, v, **kw)
+    assert (o.node.op is Op.ATTENTION) == fused
+    assert o.shape == (2, 4, hd)
+
+
+def test_typed_errors():
+    q, k, v = (vkml.tensor(a) for a in arrays((2, 4, 8), (2, 5, 8), 8)[:3])
+    with pytest.raises(ShapeError, match="one batch shape"): apply(Op.ATTENTION, q, k[:1], v[:1], arg=(False, 1.0))
+    with pytest.raises(ShapeError, match="do not fit"): apply(Op.ATTENTION, q, k, v[:, :4], arg=(False, 1.0))
+    with pytest.raises(DTypeError, match="share a dtype"): apply(Op.ATTENTION, q, k.half(), v, arg=(False, 1.0))
+    with pytest.raises(ShapeError, match="attention backward"):
+        apply(Op.ATTENTION_BACKWARD, q, k, v, q, q, arg=(False, 1.0, 0))

@@ -14,6 +14,7 @@
 #              then the real-model benchmark after the split (GradScaler's inf check, BatchNorm's sums)
 #       bk16   an experiment, not committed code: matmul128 with 16-deep slabs instead of 8 (fits 48 KiB of shared
 #              memory, not lavapipe's 32), rebuilt on the machine; 4096^3 and the GPT step before and after
+#       attn   fused attention: its GPU tests, bench/attention.py beside PyTorch's SDPA, the GPT benchmark with it
 # Results go to $OUT; copy them into bench/results/ and run `python bench/render_results.py`.
 set -uo pipefail
 STEP=${1:?usage: bash bench/h200_next.sh real|vs|gpt|ddp|tiles OUTDIR}

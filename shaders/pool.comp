@@ -4,6 +4,9 @@
 //   AVGPOOL2D           x -> mean over each window (count_include_pad, ceil_mode as torch)
 //   MAXPOOL2D_BACKWARD  (g, x) -> dx: each input pixel sums the gradients of the windows whose
 //                       FIRST maximum it is (a gather: it re-scans each window that covers it)
+//     with CELLS        the same where windows do not overlap (stride >= the dilated kernel): one thread per
+//                       WINDOW scans it once and writes its cell of dx (the rows and columns from its start to
+//                       the next window's, the last ones to the image's edge): g at the first maximum, 0 elsewhere
 // The window of output (oy, ox) reads rows oy*sh - ph + i*dh, i < kh (columns alike).
 // "First maximum": the first element in row-major window order that is >= every other, or the
 // first NaN when the window holds one (the value is NaN either way).
@@ -62,7 +65,25 @@ int window_argmax(int xbase, int oy, int ox, out float best) {
 void main() {
     const uint gid = GID;
     if (gid >= p.total) return;
-#if defined(MAXPOOL2D_BACKWARD)
+#if defined(MAXPOOL2D_BACKWARD) && defined(CELLS)
+    // gid enumerates the WINDOWS (n, c, oy, ox); the cells of all windows tile the image
+    const int ox = int(gid % uint(p.OW)), oy = int((gid / uint(p.OW)) % uint(p.OH));
+    const int nc = int(gid / uint(p.OW * p.OH)), c = nc % p.C, n = nc / p.C;
+    const int xbase = p.x_off + n * p.x_sn + c * p.x_sc;
+    float best;
+    const int at = window_argmax(xbase, oy, ox, best);
+    const float gv = float(g[p.g_off + n * p.g_sn + c * p.g_sc + oy * p.g_sh + ox * p.g_sw]);
+    const int r0 = oy == 0 ? 0 : oy * p.sh - p.ph, r1 = oy == p.OH - 1 ? p.H : min(p.H, (oy + 1) * p.sh - p.ph);
+    const int c0 = ox == 0 ? 0 : ox * p.sw - p.pw, c1 = ox == p.OW - 1 ? p.W : min(p.W, (ox + 1) * p.sw - p.pw);
+    const int ybase = nc * p.H * p.W;
+    for (int iy = r0; iy < r1; ++iy)       // 8 columns per trip (lavapipe's loop budget)
+        for (int x8 = c0; x8 < c1; x8 += 8) {
+            [[unroll]] for (int u = 0; u < 8; ++u) {
+                const int ix = x8 + u;
+                if (ix < c1) y[ybase + iy * p.W + ix] = T(iy * p.W + ix == at ? gv : 0.0);
+            }
+        }
+#elif defined(MAXPOOL2D_BACKWARD)
     // gid enumerates the INPUT pixels (n, c, iy, ix)
     const int ix = int(gid % uint(p.W)), iy = int((gid / uint(p.W)) % uint(p.H));
     const int nc = int(gid / uint(p.W * p.H)), c = nc % p.C, n = nc / p.C;

@@ -12,7 +12,7 @@ same bits when realized twice (no atomics anywhere). Kept to about a minute on l
 import numpy as np
 import pytest
 from vkml.frontend.tensor import tensor, apply
-from vkml.core.ops import Op
+from vkml.core.ops import Op, SHAPE_RULES
 import vkml.core.dtypes as D
 import oracle
 
@@ -384,7 +384,11 @@ def test_col2im_strided():
 POOL_CASES = [(2, 3, 7, 7, (3, 3), (2, 2), (1, 1), (1, 1), False), (1, 2, 8, 9, (2, 3), (2, 2), (1, 1), (2, 1), True),
               (1, 1, 5, 5, (3, 3), (3, 3), (0, 0), (1, 1), True), (1, 1, 1, 1, (1, 1), (1, 1), (0, 0), (1, 1), False),
               (2, 2, 6, 7, (2, 2), (1, 1), (0, 1), (1, 1), True), (1, 1, 10, 10, (3, 2), (3, 2), (1, 1), (2, 3), True),
-              (0, 2, 4, 4, (2, 2), (2, 2), (0, 0), (1, 1), False)]
+              (0, 2, 4, 4, (2, 2), (2, 2), (0, 0), (1, 1), False),
+              # windows apart (a thread per window, maxpool2d_backward_cells): the demo's, gaps between windows with
+              # padding and ceil_mode, leftover rows and columns past the last window
+              (2, 3, 8, 8, (2, 2), (2, 2), (0, 0), (1, 1), False), (1, 2, 9, 7, (2, 2), (3, 3), (1, 1), (1, 1), True),
+              (1, 1, 7, 5, (2, 3), (2, 3), (1, 1), (1, 1), False), (2, 1, 9, 10, (2, 2), (4, 3), (0, 0), (2, 1), False)]
 
 
 def pool_input(shape, dtype):
@@ -403,6 +407,17 @@ def test_maxpool2d_and_backward(case, dtype):
     g = rnd(*cpu.shape, dtype=dtype)
     # sum|terms| of dx is the backward of |g|: the same routing, absolute values
     check_sum(lambda g, x: apply(Op.MAXPOOL2D_BACKWARD, g, x, arg=arg), [g, x], k[0] * k[1], abs_arrays=[np.abs(g), x])
+
+
+@pytest.mark.vulkan
+def test_windows_apart_take_a_thread_per_window():
+    from vkml.backends.vulkan import profile
+    x = tensor(pool_input((2, 3, 8, 8), np.float32), device="vulkan")
+    for arg, kernel in ((((2, 2), (2, 2), (0, 0), (1, 1), False), "maxpool2d_backward_cells_f32"),
+                        (((3, 3), (2, 2), (1, 1), (1, 1), False), "maxpool2d_backward_f32")):   # overlapping: the gather
+        g = tensor(np.ones(SHAPE_RULES[Op.MAXPOOL2D](arg, x)[0], np.float32), device="vulkan")
+        with profile() as prof: apply(Op.MAXPOOL2D_BACKWARD, g, x, arg=arg).numpy()
+        assert [k for k in prof if k.startswith("maxpool")] == [kernel]
 
 
 def test_maxpool2d_strided():

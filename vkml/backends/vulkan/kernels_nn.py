@@ -498,6 +498,13 @@ def maxpool2d_backward_kernel(node, out, g, x):
     OH, OW = g.view.shape[2:]
     total = out.view.numel
     if total == 0: return []
+    if g.view.numel and (kh - 1) * dh < sh and (kw - 1) * dw < sw:   # windows apart: a thread per window writes its cell
+        cell = lambda s, k, d, p, n, o: max(s, n + p - (o - 1) * s)     # the largest cell: the last one runs to the edge
+        check_trips(window_trips(kh, kw, H, W) + cell(sh, kh, dh, ph, H, OH) * (1 + -(-cell(sw, kw, dw, pw, W, OW) // 8)) + 2,
+                    f"max_pool2d backward with stride {(sh, sw)}", "a smaller stride")
+        return [Dispatch(f"maxpool2d_backward_cells_{sfx(node.dtype)}", (out, g, x),
+                         (g.view.numel, C, H, W, OH, OW, kh, kw, sh, sw, ph, pw, dh, dw, *_xs(x), *_xs(g), 0, 0),
+                         groups_1d(g.view.numel))]
     if g.view.numel == 0: g = x   # no windows: every pixel gets 0 and g is never read
     gs = _xs(g) if g is not x else (0,) * 5
     (qh, vi), (qw, vj) = taps(kh, sh, dh, OH), taps(kw, sw, dw, OW)

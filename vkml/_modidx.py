@@ -2779,6 +2779,7 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                       'vkml.lab.limitations._row': ('limitations.html#_row', 'vkml/lab/limitations.py'),
                                       'vkml.lab.limitations._short': ('limitations.html#_short', 'vkml/lab/limitations.py'),
                                       'vkml.lab.limitations._steps': ('limitations.html#_steps', 'vkml/lab/limitations.py'),
+                                      'vkml.lab.limitations.attention_row': ('limitations.html#attention_row', 'vkml/lab/limitations.py'),
                                       'vkml.lab.limitations.backend_gap': ('limitations.html#backend_gap', 'vkml/lab/limitations.py'),
                                       'vkml.lab.limitations.breakdown': ('limitations.html#breakdown', 'vkml/lab/limitations.py'),
                                       'vkml.lab.limitations.complex_row': ('limitations.html#complex_row', 'vkml/lab/limitations.py'),

@@ -14,13 +14,14 @@ from ..core.ops import Op, Category, NO_GRAD_REASONS
 from ..frontend.registry import OPERATORS, BACKENDS, backend_impl, vjp_rules, try_trace, counts
 
 # %% auto #0
-__all__ = ['MEANING', 'DONE', 'BACKEND_GAPS', 'RESULTS', 'FUSION_FEATURE', 'FUSION_LIVE', 'GPU_ROW', 'EINSUM_CASES', 'LINALG',
-           'label', 'md_table', 'legend', 'headline', 'no_grad_rows', 'breakdown', 'no_grad_table', 'backend_gap',
-           'off_backend_rows', 'off_backend_table', 'vulkan_reason', 'vulkan_device', 'results', 'mixed_devices_row',
-           'rank_row', 'float64_row', 'float64_vulkan_row', 'multi_gpu_row', 'gradient_exchange_row', 'fusion_row',
-           'lazy_detach_row', 'gpu_wins_row', 'higher_order_row', 'nonleaf_grad_row', 'einsum_row', 'mask_index_row',
-           'inplace_row', 'linalg_row', 'threading_row', 'index_check_row', 'complex_row', 'sparse_row', 'feature_rows',
-           'feature_table', 'summary', 'provenance']
+__all__ = ['MEANING', 'DONE', 'BACKEND_GAPS', 'RESULTS', 'FUSION_FEATURE', 'FUSION_LIVE', 'GPU_ROW', 'EINSUM_CASES',
+           'ATTENTION_CALLS', 'LINALG', 'label', 'md_table', 'legend', 'headline', 'no_grad_rows', 'breakdown',
+           'no_grad_table', 'backend_gap', 'off_backend_rows', 'off_backend_table', 'vulkan_reason', 'vulkan_device',
+           'results', 'mixed_devices_row', 'rank_row', 'float64_row', 'float64_vulkan_row', 'multi_gpu_row',
+           'gradient_exchange_row', 'fusion_row', 'lazy_detach_row', 'gpu_wins_row', 'higher_order_row',
+           'nonleaf_grad_row', 'einsum_row', 'mask_index_row', 'inplace_row', 'attention_row', 'linalg_row',
+           'threading_row', 'index_check_row', 'complex_row', 'sparse_row', 'feature_rows', 'feature_table', 'summary',
+           'provenance']
 
 # %% ../../nbs/50_limitations.ipynb #884355cd
 MEANING = {
@@ -415,6 +416,25 @@ def inplace_row():
                 f"{'keeps the old one (the write is functional then)' if kept else 'does NOT keep it'}; a write into a region "
                 f"of a tensor still costs a pass over the whole tensor", "ADR 0022, nbs/12_tensor.ipynb")
 
+ATTENTION_CALLS = {"causal": {"is_causal": True}, "no mask": {}, "a boolean mask": {"attn_mask": "bool"},
+                   "a float mask": {"attn_mask": "float"}, "dropout": {"dropout_p": 0.1}, "float64": {"dtype": np.float64},
+                   "head dim 160": {"head": 160}}
+
+def attention_row():
+    "Which scaled_dot_product_attention calls run as the fused kernels: probed by building each and reading its op."
+    import vkml.nn.functional as F
+    def fused(kw):
+        kw = dict(kw); dt, hd = kw.pop("dtype", np.float32), kw.pop("head", 8)
+        q = vkml.tensor(np.ones((1, 2, 4, hd), dt))
+        if kw.get("attn_mask") == "bool": kw["attn_mask"] = vkml.tensor(np.ones((4, 4), bool))
+        if kw.get("attn_mask") == "float": kw["attn_mask"] = vkml.tensor(np.zeros((4, 4), dt))
+        return F.scaled_dot_product_attention(q, q, q, **kw).node.op is Op.ATTENTION
+    yes = [n for n, kw in ATTENTION_CALLS.items() if fused(kw)]
+    no = [n for n in ATTENTION_CALLS if n not in yes]
+    return _row("scaled_dot_product_attention as fused kernels (no L x S matrix in memory)", Category.NOT_YET if no else DONE,
+                f"fused: {', '.join(yes)}; composed (softmax of the full scores): {', '.join(no) or 'none'}",
+                "nbs/17_nn_functional.ipynb, nbs/26_kernels_nn.ipynb")
+
 LINALG = tuple(o.name.rsplit(".", 1)[-1] for o in OPERATORS.values() if o.category == "linear algebra")   # from the registry
 
 def linalg_row():
@@ -487,7 +507,7 @@ def sparse_row():
 def feature_rows(vk_why=None) -> list:
     "Every feature row, probed now (`vk_why`: why Vulkan is unavailable, or None)."
     return [mixed_devices_row(), rank_row(), float64_row(vk_why), float64_vulkan_row(), multi_gpu_row(vk_why), gradient_exchange_row(),
-            fusion_row(), lazy_detach_row(vk_why), higher_order_row(), nonleaf_grad_row(), einsum_row(), mask_index_row(), inplace_row(),
+            fusion_row(), attention_row(), lazy_detach_row(vk_why), higher_order_row(), nonleaf_grad_row(), einsum_row(), mask_index_row(), inplace_row(),
             linalg_row(), threading_row(vk_why), index_check_row(vk_why), complex_row(), sparse_row(),
             gpu_wins_row(vk_why)]
 

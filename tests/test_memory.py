@@ -149,3 +149,21 @@ def test_a_step_reuses_the_memory_it_drops(jit):
     link's range to a later one, and a captured step keeps the plan (its recordings bind only what they reuse)."""
     peak, link = chain_peak(jit)
     assert peak <= 3 * link, f"{'captured' if jit else 'eager'} chain of 8 links took {peak:,} bytes ({peak / link:.1f} links)"
+
+
+def test_the_peak_counts_every_pool_together():
+    """A captured step's private pools and the shared one (its weights) are one device: the peak is of their sum, never
+    below what is in use (it was the largest single pool's, so a jit step's peak left its weights out)."""
+    settle()
+    w = tensor(np.ones((512, 512), np.float32), device="vulkan")        # the shared pool
+    f = vkml.jit(lambda x, w: ((x @ w).relu() @ w).sum())
+    x = tensor(np.ones((512, 512), np.float32), device="vulkan")
+    with vkml.no_grad():
+        f(x, w).item(); f(x, w).item()
+        vkml.reset_peak_memory_stats()
+        f(x, w).item()
+    s = vkml.memory_stats()
+    (st,) = next(iter(f.captures.values()))
+    private = sum(p.in_use for p in st.captured.pools.values())
+    assert private > 0 and s["bytes_in_use"] - private >= 512 * 512 * 4   # both pools hold memory
+    assert s["peak_bytes_in_use"] >= s["bytes_in_use"]

@@ -10,8 +10,8 @@ from ...core.dtypes import *
 from .device import Device, get_device, check_index, vk_module
 
 # %% auto #0
-__all__ = ['BLOCK_SIZE', 'PRIVATE_BLOCK_SIZE', 'ALIGN', 'pick_memory_type', 'memory_flags', 'Block', 'Alloc', 'align_up', 'Pool',
-           'Memory', 'memory', 'memory_stats', 'reset_peak_memory_stats', 'empty_cache']
+__all__ = ['BLOCK_SIZE', 'PRIVATE_BLOCK_SIZE', 'ALIGN', 'pick_memory_type', 'memory_flags', 'Block', 'Alloc', 'align_up', 'Meter',
+           'Pool', 'Memory', 'memory', 'memory_stats', 'reset_peak_memory_stats', 'empty_cache']
 
 # %% ../../../nbs/22_allocator.ipynb #aa1c611f
 def pick_memory_type(info, kind: str):
@@ -89,7 +89,7 @@ class _PoolLists:
 
     def _release(self, bid, off, size):
         "Return a range to the free list, merged with free neighbours."
-        self.in_use -= size
+        self._count(-size)
         if bid not in self.blocks: return
         prev = self.ends.get((bid, off))
         if prev is not None:
@@ -108,7 +108,7 @@ class _PoolLists:
             bid, off, size, use, born = dropped.pop()
             self.live -= 1
             if rec and use[0] == rec and born == rec:        # made and used by this recording only
-                bisect.insort(self.recycled, (size, bid, off)); self.in_use -= size
+                bisect.insort(self.recycled, (size, bid, off)); self._count(-size)
             elif use[0] > done: self.deferred.append((bid, off, size, use))   # in flight: a pool closes only once none is
             elif self.private: self.held.append((bid, off, size))   # a captured step's: its replays bind it
             else: self._release(bid, off, size)
@@ -198,7 +198,7 @@ class _PoolRecording:
         "The recording is submitted (or thrown away): what it recycled waits for its fence."
         if self.dropped: self.collect()
         for size, bid, off in self.recycled:
-            self.in_use += size
+            self._count(size)
             if self.private: self.held.append((bid, off, size))   # a captured step binds it again at every replay
             else: self.deferred.append((bid, off, size, [serial]))
         self.recycled.clear()
@@ -213,6 +213,11 @@ class _PoolRecording:
         return bid, off
 
 # %% ../../../nbs/22_allocator.ipynb #8ebc4749
+class Meter:
+    "Bytes in use in all the pools of one device, and their peak: the pools together, as PyTorch counts a device."
+    __slots__ = ("in_use", "peak")
+    def __init__(self): self.in_use = self.peak = 0
+
 class Pool(_PoolRecording, _PoolBlocks, _PoolLists):
     "Sub-allocator over blocks of one memory type."
     def __init__(self, device: Device, kind: str = "device", block_size: int = BLOCK_SIZE, private: bool = False):
@@ -238,6 +243,7 @@ class Pool(_PoolRecording, _PoolBlocks, _PoolLists):
         self.closed = False
         self.refusal = None        # why the last new block was refused (for the OutOfMemoryError's message)
         self.on_full = None        # the device's memory sets it: empty every pool's cache
+        self.meter = Meter()       # the device's memory gives all its pools one
 
     def alloc(self, nbytes: int, host: bool = False) -> Alloc:
         "An aligned range of at least `nbytes` (one alignment unit when `nbytes` is 0); `host`: the host writes it first."
@@ -264,9 +270,16 @@ class Pool(_PoolRecording, _PoolBlocks, _PoolLists):
         bid, off = got
         a = Alloc(self.blocks[bid], off, size, self)
         self.live += 1
-        self.in_use += size
+        self._count(size)
         self.peak = max(self.peak, self.in_use)
         return a
+
+    def _count(self, delta: int):
+        "Bytes in use change by `delta`, here and on the device's meter (the peak of all its pools together)."
+        self.in_use += delta
+        m = self.meter
+        m.in_use += delta
+        if m.in_use > m.peak: m.peak = m.in_use
 
     def _oom(self, nbytes):
         raise OutOfMemoryError(
@@ -282,6 +295,7 @@ class Pool(_PoolRecording, _PoolBlocks, _PoolLists):
         for b in list(self.blocks.values()): self._free_block(b)
         self.free, self.starts, self.ends = [], {}, {}
         self.dropped.clear(); self.deferred.clear(); self.recycled.clear(); self.held.clear()
+        self._count(-self.in_use)
         self.closed = True
 
 # %% ../../../nbs/22_allocator.ipynb #eabbfd6e
@@ -291,6 +305,7 @@ class Memory:
         self.dev = device
         self.pools = {}
         self.private, self.retired = [], []   # the pools of captured steps (vkml.jit); those whose capture is gone
+        self.meter = Meter()                  # every pool's bytes together: the device's peak
         self.tensors = self.pool("device")
         # uploads are plain memcpys into the tensor's memory when it is host-visible
         self.direct_upload = self.tensors.host_visible
@@ -304,7 +319,7 @@ class Memory:
         p = self.pools.get(kind)
         if p is None:
             p = self.pools[kind] = Pool(self.dev, kind, PRIVATE_BLOCK_SIZE if self.capturing else BLOCK_SIZE, self.capturing)
-            p.on_full = self._empty_all
+            p.on_full, p.meter = self._empty_all, self.meter
         return p
 
     def _empty_all(self):
@@ -353,13 +368,14 @@ class Memory:
             ps = self.all_pools()
             for p in ps: p.collect()
         return dict(bytes_in_use=sum(p.in_use for p in ps), bytes_reserved=sum(p.reserved for p in ps),
-                    peak_bytes_in_use=max((p.peak for p in ps), default=0), allocations=sum(p.allocations for p in ps),
+                    peak_bytes_in_use=self.meter.peak, allocations=sum(p.allocations for p in ps),
                     buffers=sum(p.live for p in ps), blocks=sum(len(p.blocks) for p in ps))
 
     def reset_peak(self):
         "Start measuring the peak again from what is in use now."
         with self.dev.lock:
             for p in self.all_pools(): p.collect(); p.peak = p.in_use
+            self.meter.peak = self.meter.in_use
 
     def empty_cache(self):
         with self.dev.lock:

@@ -364,8 +364,8 @@ ARG_DOC.update({
     Op.ATTENTION_BACKWARD: "(causal, scale, which): srcs (q, k, v, do, stats) -> the gradient of q (which 0), k (1) or v (2)",
 })
 for _op in ATTENTION_OPS[1:]:
-    NO_GRAD_REASONS[_op] = (Category.NOT_YET, "fused attention's gradient op: a second derivative of attention is not "
-                                               "written for the fused kernels (with an attn_mask the composed path has one)")
+    NO_GRAD_REASONS[_op] = (Category.NOT_YET, ("fused attention's gradient op: a second derivative of attention is not "
+                                                "written for the fused kernels (with an attn_mask the composed path has one)"))
 
 def _attention_check(what, q, k, v):
     r = len(q.shape)

@@ -279,7 +279,7 @@ class Pool(_PoolRecording, _PoolBlocks, _PoolLists):
         self.in_use += delta
         m = self.meter
         m.in_use += delta
-        if m.in_use > m.peak: m.peak = m.in_use
+        m.peak = max(m.peak, m.in_use)
 
     def _oom(self, nbytes):
         raise OutOfMemoryError(

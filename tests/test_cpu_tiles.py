@@ -53,6 +53,8 @@ def test_conv_weight_gradient_by_images(cpu_policy, dtype, monkeypatch):
         with vkv.profile() as prof:
             check_sum(wg(arg), [rnd(N, O, Ho, Wo, dtype=dtype), rnd(N, C, H, W, dtype=dtype)], N * Ho * Wo)
         assert not any(n.startswith("wgrad") for n in prof) and any(n.startswith("im2col") for n in prof), sorted(prof)
+        # the slabs are summed by a thread per output (float32), not by the cols kernel's barrier-bound workgroups
+        assert ("reduce_f32" in prof) == (dtype == np.float32) and any(n.startswith("reduce_cols") for n in prof) == (dtype != np.float32), sorted(prof)
     monkeypatch.setattr(kn, "TILE_POLICY", "gpu")   # the test can tell: the GPU's path is the tiled kernel
     with vkv.profile() as prof:
         (N, O, Ho, Wo), (C, H, W), arg = cases[0]

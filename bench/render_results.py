@@ -177,12 +177,32 @@ def render() -> str:
                   for c in missed] + [""]
     rm = render_real_models(RESULTS)
     if rm: s += [rm, ""]
+    for name, where in (("attention_h200.json", "the H200"), ("attention_lavapipe.json", "lavapipe")):
+        s += _attention_section(load(name), where)
     for name in ("ddp_h200x2.json", "ddp_jit_h200.json", "ddp_mpi_h200.json", "ddp_shared_h200.json",
                  "ddp_shared_overlap1_h200.json", "ddp_shared_overlap0_h200.json", "ddp_mpi_overlap1_h200.json",
                  "ddp_mpi_overlap0_h200.json"):   # two GPUs; two ranks sharing one H200, jitted; each exchange, overlapped or not
         ddp = render_ddp(RESULTS / name)
         if ddp: s += [ddp, ""]
     return "\n".join(s)
+
+
+def _attention_section(a, where) -> list:
+    "bench/attention.py's rows: causal attention, vkML's fused and composed paths beside PyTorch's SDPA (none without the file)."
+    if not a: return []
+    ms = lambda r, k: f"{r[k]:.3f}" if r.get(k) is not None else "–"
+    rt = lambda r, k: f"{r[k]:.2f}" if r.get(k) is not None else "–"
+    mib = lambda r, k: f"{r[k] / 2**20:,.0f}" if r.get(k) else "–"
+    return [f"## Causal attention on {where}", "", prov(a), "",
+            "GPU ms per call (forward; forward + backward). ratio = PyTorch ÷ vkML fused; speedup = composed ÷ fused; "
+            "peak: device MiB of a forward + backward.", "",
+            table(["shape (B, H, T, d)", "dtype", "fused", "fused fwd+bwd", "TFLOP/s", "composed", "composed fwd+bwd",
+                   "speedup", "PyTorch", "PyTorch fwd+bwd", "ratio", "ratio fwd+bwd", "peak fused / composed / PyTorch"],
+                  [(tuple(r["shape"]), r["dtype"], ms(r, "fused_fwd_ms"), ms(r, "fused_fwd_bwd_ms"), f"{r['fused_fwd_bwd_tflops']:.1f}",
+                    ms(r, "composed_fwd_ms"), ms(r, "composed_fwd_bwd_ms"), rt(r, "speedup_fwd_bwd"), ms(r, "torch_fwd_ms"),
+                    ms(r, "torch_fwd_bwd_ms"), rt(r, "ratio_fwd"), rt(r, "ratio_fwd_bwd"),
+                    f"{mib(r, 'fused_peak_bytes')} / {mib(r, 'composed_peak_bytes')} / {mib(r, 'torch_peak_bytes')}")
+                   for r in a["rows"]]), ""]
 
 
 def _vs_section(v, title) -> list:

@@ -141,3 +141,20 @@ def test_typed_errors():
     with pytest.raises(DTypeError, match="share a dtype"): apply(Op.ATTENTION, q, k.half(), v, arg=(False, 1.0))
     with pytest.raises(ShapeError, match="attention backward"):
         apply(Op.ATTENTION_BACKWARD, q, k, v, q, q, arg=(False, 1.0, 0))
+
+
+@pytest.mark.vulkan
+def test_a_jitted_step_replays_the_eager_numbers():
+    "Under vkml.jit the fused kernels are captured and replayed: every replay gives the eager step's bits."
+    q0, k0, v0, g0 = arrays((2, 3, 40, 16), (2, 3, 40, 16), 16, seed=6)
+    q, k, v = (vkml.tensor(a, device="vulkan", requires_grad=True) for a in (q0, k0, v0))
+    g = vkml.tensor(g0, device="vulkan")
+    def step(g):   # q, k, v: state the step reaches (as a model's parameters)
+        o = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return (o, *grad((o * g).sum(), (q, k, v)))
+    eager = [t.numpy() for t in step(g)]
+    f = vkml.jit(step)
+    for _ in range(3):
+        got = [t.numpy() for t in f(g)]
+        assert all(np.array_equal(a, b) for a, b in zip(got, eager))
+    assert f.captures, "the step was captured"

@@ -396,7 +396,8 @@ def main(argv=None):
         except Exception as e: r = dict(case=name, error=f"{type(e).__name__}: {e}")
         r["seconds"] = round(time.perf_counter() - t0, 1)
         rows.append(r)
-        out.write_text(json.dumps(dict(provenance=provenance(argv), small=a.small, steps=steps, warm=warm, results=rows), indent=1))
+        out.write_text(json.dumps(dict(provenance=provenance(argv), small=a.small, steps=steps, warm=warm, results=rows,
+                                       peak_of_all_pools=True), indent=1))   # (see render_real_models: older files' peaks)
     print(f"\n{'case':<10}{'ratio':<22}{'vkML ms':>10}{'PyTorch ms':>12}{'ratio':>8}")
     for r in rows:
         if "error" in r: print(f"{r['case']:<10} ERROR {r['error']}"); continue

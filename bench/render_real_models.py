@@ -54,6 +54,10 @@ def render_section(d: dict) -> str:
         for lib in ("vkml", "torch"):
             errors += [f"- `{r['case']}` {lib} {mode}: {m['error']}" for mode, m in r[lib].items() if "error" in m]
     s += [_table(["case", "modes", "vkML ms", "PyTorch ms", "ratio", "vkML peak", "PyTorch peak"], rows), ""]
+    if not d.get("peak_of_all_pools"):
+        s += ["This file's vkML peaks are the largest memory pool's, not the device's: a jit step's capture has pools of "
+              "its own, so its peak left out the weights and optimiser state (memory_stats counts every pool together "
+              "since commit 10275c4; the eager peaks are whole). Measure again for the device's peak.", ""]
     detail = []
     for r in d.get("results", []):
         if "error" in r: continue

@@ -11,7 +11,9 @@
 //   DK           (q, k, v, do, stats) -> dk = scale Σ_i ds_ij q_i
 //   DV           (q, k, v, do, stats) -> dv = Σ_i p_ij do_i
 // with p_ij = 2^(s2_ij - lse2_i) and ds_ij = p_ij (do_i·v_j - D_i). Causal: key j is seen by query i when
-// j <= i (PyTorch's is_causal, aligned top-left). Every sum runs in f32 (f16 storage too).
+// j <= i (PyTorch's is_causal, aligned top-left). An optional float mask (..., L, S), any strides, is added to
+// each score (a boolean mask arrives as 0 / -inf). A query that sees no key at all (every score -inf) gets
+// o = 0 and no gradient, as PyTorch's safe softmax. Every sum runs in f32 (f16 storage too).
 #include "nn_common.glsl"
 #define WG 64                     // rows a workgroup owns: one per thread
 #define DV4 (DMAX / 4)            // head dims in vec4s (DMAX: the largest head dim of this variant)
@@ -31,17 +33,29 @@ layout(std430, set = 0, binding = 4) readonly buffer InD { T db[]; };    // do
 #endif
 #if defined(DQ) || defined(DK) || defined(DV)
 layout(std430, set = 0, binding = 5) readonly buffer InS { float st[]; }; // (lse2, D) per query row
+layout(std430, set = 0, binding = 6) readonly buffer InM { T mb[]; };     // the mask (q, unread, when there is none)
+#elif defined(STATS)
+layout(std430, set = 0, binding = 5) readonly buffer InM { T mb[]; };
+#else
+layout(std430, set = 0, binding = 4) readonly buffer InM { T mb[]; };
 #endif
 
-// Each tensor is (B0, B1, rows, dims) with any strides: offset, batch strides, row stride, element stride.
+// Each tensor is (B0, B1, rows, dims): offset, batch strides and row stride; its elements are contiguous. The
+// mask (B0, B1, L, S) has an element stride too (m_se, 0 for a mask broadcast along the keys); m_off < 0: none.
 layout(push_constant) uniform PC {
     int B1, L, S, E, EV, causal; float sl2, scale;
-    int q_off, q_s0, q_s1, q_sl, q_se;
-    int k_off, k_s0, k_s1, k_sl, k_se;
-    int c_off, c_s0, c_s1, c_sl, c_se;
-    int d_off, d_s0, d_s1, d_sl, d_se;
+    int q_off, q_s0, q_s1, q_sl;
+    int k_off, k_s0, k_s1, k_sl;
+    int c_off, c_s0, c_s1, c_sl;
+    int d_off, d_s0, d_s1, d_sl;
+    int m_off, m_s0, m_s1, m_sl, m_se;
     int st_off, y_off;
 } p;
+#define q_se 1
+#define k_se 1
+#define c_se 1
+#define d_se 1
+#define LOG2E 1.4426950408889634
 
 shared vec4 tileA[BC][DV4];   // k (query-owning kernels) or q (key-owning kernels)
 shared vec4 tileB[BC][DV4];   // v or do
@@ -82,11 +96,12 @@ void main() {
     const int row0 = int(gl_WorkGroupID.x) * WG, me = row0 + int(gl_LocalInvocationID.x);
     const int qbase = p.q_off + b0 * p.q_s0 + b1 * p.q_s1, kbase = p.k_off + b0 * p.k_s0 + b1 * p.k_s1;
     const int cbase = p.c_off + b0 * p.c_s0 + b1 * p.c_s1, dbase = p.d_off + b0 * p.d_s0 + b1 * p.d_s1;
+    const int mbase = p.m_off + b0 * p.m_s0 + b1 * p.m_s1;   // mask[b0, b1, i, j] = mb[mbase + i*m_sl + j*m_se]
 #if defined(ATTENTION) || defined(STATS) || defined(DQ)
     // ---- this thread owns query row `me`; the tiles walk the keys it can see ----
     const bool live = me < p.L;
     vec4 q[DV4];
-    load_row(q, qbase, p.q_sl, p.q_se, me, p.E, live, 0);
+    load_row(q, qbase, p.q_sl, q_se, me, p.E, live, 0);
     [[unroll]] for (int c = 0; c < DV4; ++c) q[c] *= p.sl2;
     const int kend = p.causal != 0 ? min(p.S, row0 + WG) : p.S;
 #if defined(ATTENTION)
@@ -97,22 +112,23 @@ void main() {
     float m = NEG_INF, l = 0.0;
 #else
     vec4 dO[DV4], dq[DV4];
-    load_row(dO, dbase, p.d_sl, p.d_se, me, p.EV, live, 3);
+    load_row(dO, dbase, p.d_sl, d_se, me, p.EV, live, 3);
     [[unroll]] for (int c = 0; c < DV4; ++c) dq[c] = vec4(0.0);
     const int srow = p.st_off + 2 * (bb * p.L + me);
     const float lse = live ? st[srow] : 0.0, Dm = live ? st[srow + 1] : 0.0;
 #endif
     for (int j0 = 0; j0 < kend; j0 += BC) {
         barrier();
-        STAGE(tileA, kb, kbase, p.k_sl, p.k_se, p.E, j0, p.S)
+        STAGE(tileA, kb, kbase, p.k_sl, k_se, p.E, j0, p.S)
 #if !defined(STATS)
-        STAGE(tileB, cb, cbase, p.c_sl, p.c_se, p.EV, j0, p.S)
+        STAGE(tileB, cb, cbase, p.c_sl, c_se, p.EV, j0, p.S)
 #endif
         barrier();
         const int jn = min(BC, (p.causal != 0 ? min(kend, me + 1) : kend) - j0);
         for (int jj = 0; jj < jn; ++jj) {
             float s = 0.0;
             [[unroll]] for (int c = 0; c < DV4; ++c) s += dot(q[c], tileA[jj][c]);
+            if (p.m_off >= 0) s += LOG2E * float(mb[mbase + me * p.m_sl + (j0 + jj) * p.m_se]);
 #if defined(ATTENTION)
             if (s > m) {   // a new running max: rescale what is summed so far (exp2(-inf) = 0 at the first key)
                 const float a = exp2(m - s);
@@ -127,7 +143,7 @@ void main() {
             if (s > m) { l *= exp2(m - s); m = s; }
             l += s == NEG_INF ? 0.0 : exp2(s - m);
 #else
-            const float pj = exp2(s - lse);
+            const float pj = lse == NEG_INF ? 0.0 : exp2(s - lse);   // a query that sees no key: no gradient
             float dp = 0.0;
             [[unroll]] for (int c = 0; c < DV4; ++c) dp += dot(dO[c], tileB[jj][c]);
             const float ds = pj * (dp - Dm);
@@ -139,13 +155,13 @@ void main() {
 #if defined(ATTENTION)
     const int yb = p.y_off + (bb * p.L + me) * p.EV;
     [[unroll]] for (int c = 0; c < DV4; ++c) {
-        const vec4 w = o[c] / l;
+        const vec4 w = l == 0.0 ? vec4(0.0) : o[c] / l;   // no key seen: 0 (PyTorch's safe softmax)
         [[unroll]] for (int u = 0; u < 4; ++u) if (4 * c + u < p.EV) y[yb + 4 * c + u] = T(w[u]);
     }
 #elif defined(STATS)
     vec4 oo[DV4], dd[DV4];
-    load_row(oo, cbase, p.c_sl, p.c_se, me, p.EV, true, 2);
-    load_row(dd, dbase, p.d_sl, p.d_se, me, p.EV, true, 3);
+    load_row(oo, cbase, p.c_sl, c_se, me, p.EV, true, 2);
+    load_row(dd, dbase, p.d_sl, d_se, me, p.EV, true, 3);
     float D = 0.0;
     [[unroll]] for (int c = 0; c < DV4; ++c) D += dot(oo[c], dd[c]);
     const int yb = p.y_off + 2 * (bb * p.L + me);
@@ -162,16 +178,16 @@ void main() {
     // ---- DK and DV: this thread owns key row `me`; the tiles walk the queries that see it ----
     const bool live = me < p.S;
     vec4 kr[DV4], acc[DV4];
-    load_row(kr, kbase, p.k_sl, p.k_se, me, p.E, live, 1);
+    load_row(kr, kbase, p.k_sl, k_se, me, p.E, live, 1);
     [[unroll]] for (int c = 0; c < DV4; ++c) { kr[c] *= p.sl2; acc[c] = vec4(0.0); }
 #if defined(DK)
     vec4 vr[DV4];
-    load_row(vr, cbase, p.c_sl, p.c_se, me, p.EV, live, 2);
+    load_row(vr, cbase, p.c_sl, c_se, me, p.EV, live, 2);
 #endif
     for (int i0 = p.causal != 0 ? row0 : 0; i0 < p.L; i0 += BC) {   // causal: no query before row0 sees these keys
         barrier();
-        STAGE(tileA, qb, qbase, p.q_sl, p.q_se, p.E, i0, p.L)
-        STAGE(tileB, db, dbase, p.d_sl, p.d_se, p.EV, i0, p.L)
+        STAGE(tileA, qb, qbase, p.q_sl, q_se, p.E, i0, p.L)
+        STAGE(tileB, db, dbase, p.d_sl, d_se, p.EV, i0, p.L)
         if (gl_LocalInvocationID.x < BC) {
             const int i = i0 + int(gl_LocalInvocationID.x), sr = p.st_off + 2 * (bb * p.L + i);
             tileL[gl_LocalInvocationID.x] = i < p.L ? st[sr] : 0.0;
@@ -182,7 +198,8 @@ void main() {
         for (int ii = ilo; ii < in_; ++ii) {
             float s = 0.0;
             [[unroll]] for (int c = 0; c < DV4; ++c) s += dot(kr[c], tileA[ii][c]);
-            const float pj = exp2(s - tileL[ii]);
+            if (p.m_off >= 0) s += LOG2E * float(mb[mbase + (i0 + ii) * p.m_sl + me * p.m_se]);
+            const float pj = tileL[ii] == NEG_INF ? 0.0 : exp2(s - tileL[ii]);   // a query that sees no key: no gradient
 #if defined(DV)
             [[unroll]] for (int c = 0; c < DV4; ++c) acc[c] += pj * tileB[ii][c];
 #else

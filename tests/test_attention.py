@@ -26,19 +26,22 @@ def arrays(qs, ks, ev, seed=0, dtype=np.float32):
 
 
 def fwd_bwd(q0, k0, v0, g0, device, causal, mask=None, scale=None):
-    "o and the gradients of q, k, v for the upstream gradient g0, as numpy."
+    "o and the gradients of q, k, v for the upstream gradient g0, as numpy (`mask`: a numpy attn_mask)."
     q, k, v = (vkml.tensor(a, device=device, requires_grad=True) for a in (q0, k0, v0))
+    if mask is not None: mask = vkml.tensor(mask, device=device)
     o = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal, scale=scale)
     (o * vkml.tensor(g0, device=device)).sum().backward()
     return [t.numpy() for t in (o, q.grad, k.grad, v.grad)]
 
 
-def bounds(q, k, v, g, causal, scale):
+def bounds(q, k, v, g, causal, scale, mask=None):
     "Σ|terms| of each result (o, dq, dk, dv) in float64: what each output sums, for the parity bound."
     q, k, v, g = (a.astype(np.float64) for a in (q, k, v, g))
     s = q @ np.swapaxes(k, -1, -2) * scale
+    if mask is not None: s = s + mask
     if causal: s = np.where(np.tril(np.ones(s.shape[-2:], bool)), s, -np.inf)
-    p = np.exp(s - s.max(-1, keepdims=True)); p /= p.sum(-1, keepdims=True)
+    m = s.max(-1, keepdims=True)
+    p = np.exp(s - np.where(m == -np.inf, 0, m)); p /= np.maximum(p.sum(-1, keepdims=True), 1e-300)
     o = p @ v
     D = np.abs((g * o).sum(-1, keepdims=True))
     ds = p * (np.abs(g) @ np.swapaxes(np.abs(v), -1, -2) + D)
@@ -123,12 +126,21 @@ def test_no_scores_matrix_in_the_graph():
 
 
 @pytest.mark.parametrize("kw,fused", [({}, True), ({"is_causal": True}, True), ({"dropout_p": 0.1}, False),
-                                      ({"attn_mask": "bool"}, False), ({"dtype": np.float64}, False),
+                                      ({"attn_mask": "bool"}, True), ({"attn_mask": "float"}, True),
+                                      ({"attn_mask": "float, with a gradient"}, False), ({"attn_mask": "float64"}, DTypeError),
+                                      ({"attn_mask": "too many rows"}, ShapeError), ({"dtype": np.float64}, False),
                                       ({"head": ATTENTION_MAX_HEAD + 1}, False), ({"S": 0}, False)])
 def test_which_calls_take_the_fused_kernel(kw, fused):
     dt, hd, S = kw.pop("dtype", np.float32), kw.pop("head", 8), kw.pop("S", 5)
     q, k, v = (vkml.tensor(a) for a in arrays((2, 4, hd), (2, S, hd), hd, dtype=dt)[:3])
-    if kw.get("attn_mask") == "bool": kw["attn_mask"] = vkml.tensor(np.tril(np.ones((4, S), bool)))
+    masks = {"bool": lambda: vkml.tensor(np.tril(np.ones((4, S), bool))),
+             "float": lambda: vkml.tensor(np.zeros((2, 1, S), np.float32)),
+             "float, with a gradient": lambda: vkml.tensor(np.zeros((4, S), np.float32), requires_grad=True),
+             "float64": lambda: vkml.tensor(np.zeros((4, S))), "too many rows": lambda: vkml.tensor(np.zeros((5, S), np.float32))}
+    if "attn_mask" in kw: kw["attn_mask"] = masks[kw["attn_mask"]]()
+    if fused in (DTypeError, ShapeError):   # neither path takes it: the composed one's typed error, as PyTorch errs
+        with pytest.raises(fused): F.scaled_dot_product_attention(q, k, v, **kw)
+        return
     o = F.scaled_dot_product_attention(q, k, v, **kw)
     assert (o.node.op is Op.ATTENTION) == fused
     assert o.shape == (2, 4, hd)
@@ -158,3 +170,81 @@ def test_a_jitted_step_replays_the_eager_numbers():
         got = [t.numpy() for t in f(g)]
         assert all(np.array_equal(a, b) for a, b in zip(got, eager))
     assert f.captures, "the step was captured"
+
+
+def mask_for(kind, qs, S, seed=7):
+    "An attn_mask of `kind` for queries qs and S keys: boolean with a query that sees nothing, or float, broadcast."
+    rng = np.random.default_rng(seed)
+    L, batch = qs[-2], qs[:-2]
+    if kind == "bool":
+        m = rng.random(batch + (L, S)) < 0.7
+        m[..., 1, :] = False                       # query 1 sees no key: 0 out, no gradient (PyTorch's safe softmax)
+        return m, np.where(m, 0.0, -np.inf)
+    if kind == "float, over the batch":            # (L, S), broadcast over batch and heads
+        m = rng.standard_normal((L, S)); m[0, ::2] = -np.inf
+        return m.astype(np.float32), m
+    m = np.where(rng.random(batch[:1] + (1,) * (len(batch) - 1) + (1, S)) < 0.2, -np.inf, 0.0)   # key padding (B, 1, 1, S)
+    m[..., 0] = 0.0
+    return m.astype(np.float32), m
+
+
+MASKED = [((2, 3, 20, 16), (2, 3, 33, 16), 8, "bool"), ((2, 40, 8), (2, 70, 8), 16, "float, over the batch"),
+          ((2, 2, 70, 64), (2, 2, 70, 64), 64, "key padding"), ((30, 8), (25, 8), 8, "bool")]
+
+
+@pytest.mark.parametrize("qs,ks,ev,kind", MASKED)
+@pytest.mark.parametrize("causal", [False])   # (PyTorch refuses a mask with is_causal; the op takes both: below)
+def test_masks_the_oracle_is_the_composed_softmax(qs, ks, ev, kind, causal):
+    q, k, v, g = arrays(qs, ks, ev, seed=8)
+    m, additive = mask_for(kind, qs, ks[-2])
+    fused = fwd_bwd(q, k, v, g, "cpu", causal, mask=m)
+    want = fwd_bwd(*(a.astype(np.float64) for a in (q, k, v, g)), "cpu", causal, mask=m if m.dtype == bool else m.astype(np.float64))
+    for what, a, w, t in zip(("o", "dq", "dk", "dv"), fused, want, bounds(q, k, v, g, causal, 1 / math.sqrt(qs[-1]), additive)):
+        assert np.isfinite(a).all(), what
+        assert_close(a, w, terms=t, k=max(ks[-2], qs[-2]), what=what, same_dtype=False)
+
+
+@pytest.mark.vulkan
+@pytest.mark.parametrize("qs,ks,ev,kind", MASKED)
+@pytest.mark.parametrize("causal", [False])
+def test_masks_vulkan_agrees_with_the_oracle(qs, ks, ev, kind, causal):
+    q, k, v, g = arrays(qs, ks, ev, seed=9)
+    m, additive = mask_for(kind, qs, ks[-2])
+    cpu, vk = fwd_bwd(q, k, v, g, "cpu", causal, mask=m), fwd_bwd(q, k, v, g, "vulkan", causal, mask=m)
+    for what, a, w, t in zip(("o", "dq", "dk", "dv"), vk, cpu, bounds(q, k, v, g, causal, 1 / math.sqrt(qs[-1]), additive)):
+        assert_close(a, w, terms=t, k=ks[-2] + qs[-1], what=what)
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("vulkan", marks=pytest.mark.vulkan)])
+def test_a_query_that_sees_no_key_gets_zero_as_in_pytorch(device):
+    "PyTorch's safe softmax (torch 2.14, CPU): every key masked -> o = 0 and no gradient; fused and composed alike."
+    for dt in (np.float32, np.float64):   # float64: the composed path
+        q = vkml.tensor(np.ones((2, 4), dt), device=device, requires_grad=True)
+        o = F.scaled_dot_product_attention(q, q, q, attn_mask=vkml.tensor(np.array([[False, False], [True, False]]), device=device))
+        o.sum().backward()
+        assert (o.node.op is Op.ATTENTION) == (dt == np.float32)
+        assert o.numpy().tolist() == [[0.0] * 4, [1.0] * 4] and q.grad.numpy().tolist() == [[1.0] * 4, [0.0] * 4]
+
+
+def test_a_mask_that_requires_grad_is_refused_by_the_fused_op():
+    from vkml.core.dtypes import GradError
+    q, k, v = (vkml.tensor(a, requires_grad=True) for a in arrays((4, 8), (5, 8), 8)[:3])
+    m = vkml.tensor(np.zeros((4, 5), np.float32), requires_grad=True)
+    with pytest.raises(GradError, match="no gradient for its mask"):
+        apply(Op.ATTENTION, q, k, v, m, arg=(False, 1.0)).sum().backward()
+
+
+@pytest.mark.vulkan
+def test_the_op_takes_a_mask_and_causal_together():
+    "The kernels apply both (the frontend never passes both, as PyTorch): Vulkan agrees with the oracle."
+    q0, k0, v0, g0 = arrays((2, 50, 16), (2, 50, 16), 8, seed=10)
+    m0 = mask_for("float, over the batch", (2, 50, 16), 50)[0]
+    res = {}
+    for d in ("cpu", "vulkan"):
+        q, k, v = (vkml.tensor(a, device=d, requires_grad=True) for a in (q0, k0, v0))
+        m = vkml.tensor(np.broadcast_to(m0, (2, 50, 50)).copy(), device=d)
+        o = apply(Op.ATTENTION, q, k, v, m, arg=(True, 0.25))
+        res[d] = [o.numpy(), *(t.numpy() for t in grad((o * vkml.tensor(g0, device=d)).sum(), (q, k, v)))]
+    for what, a, w in zip(("o", "dq", "dk", "dv"), res["vulkan"], res["cpu"]):
+        assert np.isfinite(w).all()
+        assert_close(a, w, k=66, atol=1e-5, what=what)

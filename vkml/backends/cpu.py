@@ -425,32 +425,43 @@ def _maxpool_bw(n, g, x):
     return out.reshape(N, C, H, W)
 
 # %% ../../nbs/06_cpu.ipynb #f68d6809
-def _attention_scores(q, k, causal, scale, c):
-    "scale·q kᵀ in the accumulation dtype `c`, with the keys a causal query does not see at -inf."
+def _attention_scores(q, k, causal, scale, c, mask=None):
+    "scale·q kᵀ (+ mask) in the accumulation dtype `c`, with the keys a causal query does not see at -inf."
     s = np.matmul(q.astype(c), np.swapaxes(k.astype(c), -1, -2)) * c.type(scale)
+    if mask is not None: s = s + mask.astype(c)
     if causal: s = np.where(np.tril(np.ones(s.shape[-2:], bool)), s, c.type(-np.inf))
     return s
 
+def _row_exp(s):
+    "(exp(s - rowmax), rowmax, seen): a row whose every score is -inf sees no key and gets zeros, not NaN."
+    m = s.max(-1, keepdims=True)
+    seen = m != -np.inf
+    p = np.exp(s - np.where(seen, m, 0))
+    return p, m, seen
+
 @impl(Op.ATTENTION)
-def _attention(n, q, k, v):
+def _attention(n, q, k, v, mask=None):
     c = acc_np(n.dtype)
-    s = _attention_scores(q, k, *n.arg, c)
-    p = np.exp(s - s.max(-1, keepdims=True))
-    return np.matmul(p, v.astype(c)) / p.sum(-1, keepdims=True)
+    p, _, seen = _row_exp(_attention_scores(q, k, *n.arg, c, mask))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(seen, np.matmul(p, v.astype(c)) / p.sum(-1, keepdims=True), c.type(0))
 
 @impl(Op.ATTENTION_STATS)
-def _attention_stats(n, q, k, o, do):
+def _attention_stats(n, q, k, o, do, mask=None):
     c = acc_np(n.dtype)
-    s = _attention_scores(q, k, *n.arg, c)
-    m = s.max(-1, keepdims=True)
-    lse2 = (m + np.log(np.exp(s - m).sum(-1, keepdims=True))) * c.type(np.log2(np.e))
+    p, m, seen = _row_exp(_attention_scores(q, k, *n.arg, c, mask))
+    with np.errstate(divide="ignore"):
+        lse2 = np.where(seen, (m + np.log(p.sum(-1, keepdims=True))) * c.type(np.log2(np.e)), c.type(-np.inf))
     return np.concatenate([lse2, (do.astype(c) * o.astype(c)).sum(-1, keepdims=True)], -1)
 
 @impl(Op.ATTENTION_BACKWARD)
-def _attention_backward(n, q, k, v, do, st):
+def _attention_backward(n, q, k, v, do, st, mask=None):
     causal, scale, which = n.arg
     c = acc_np(n.dtype)
-    p = np.exp2(_attention_scores(q, k, causal, scale, c) * c.type(np.log2(np.e)) - st[..., :1].astype(c))
+    lse2 = st[..., :1].astype(c)
+    with np.errstate(invalid="ignore"):
+        p = np.exp2(_attention_scores(q, k, causal, scale, c, mask) * c.type(np.log2(np.e)) - lse2)
+    p = np.where(lse2 == -np.inf, c.type(0), p)   # a query that sees no key: no gradient
     do = do.astype(c)
     if which == 2: return np.matmul(np.swapaxes(p, -1, -2), do)
     ds = p * (np.matmul(do, np.swapaxes(v.astype(c), -1, -2)) - st[..., 1:].astype(c))

@@ -358,10 +358,11 @@ ATTENTION_OPS = (Op.ATTENTION, Op.ATTENTION_STATS, Op.ATTENTION_BACKWARD)
 ATTENTION_MAX_HEAD = 128   # the largest head dim the fused kernels hold in registers (a larger one is composed)
 ACCEPTED_DTYPES.update({op: FLOATS for op in ATTENTION_OPS})
 ARG_DOC.update({
-    Op.ATTENTION: "(causal, scale): srcs q (..., L, E), k (..., S, E), v (..., S, Ev) -> softmax(scale q kᵀ) v (..., L, Ev)",
-    Op.ATTENTION_STATS: "(causal, scale): srcs (q, k, o, do) -> (..., L, 2): per query log2 Σ_j exp2(scale·log2(e)·q·k_j) "
+    Op.ATTENTION: "(causal, scale): srcs q (..., L, E), k (..., S, E), v (..., S, Ev)[, mask (..., L, S)] -> "
+                  "softmax(scale q kᵀ + mask) v (..., L, Ev); a query that sees no key gets 0",
+    Op.ATTENTION_STATS: "(causal, scale): srcs (q, k, o, do[, mask]) -> (..., L, 2): per query log2 Σ_j exp2(log2(e)·s_ij) "
                         "and do·o, in float32 (float64 for float64)",
-    Op.ATTENTION_BACKWARD: "(causal, scale, which): srcs (q, k, v, do, stats) -> the gradient of q (which 0), k (1) or v (2)",
+    Op.ATTENTION_BACKWARD: "(causal, scale, which): srcs (q, k, v, do, stats[, mask]) -> the gradient of q (which 0), k (1) or v (2)",
 })
 for _op in ATTENTION_OPS[1:]:
     NO_GRAD_REASONS[_op] = (Category.NOT_YET, ("fused attention's gradient op: a second derivative of attention is not "
@@ -376,21 +377,29 @@ def _attention_check(what, q, k, v):
     if not q.dtype == k.dtype == v.dtype:
         raise DTypeError(f"{what}: q, k and v must share a dtype, got {q.dtype.name}, {k.dtype.name}, {v.dtype.name}: cast with `.to(dtype)`")
 
+def _attention_mask(what, q, k, mask):
+    if mask is not None and (mask.shape != q.shape[:-1] + (k.shape[-2],) or mask.dtype != q.dtype):
+        raise ShapeError(f"{what}: the mask must be q's dtype and of shape {q.shape[:-1] + (k.shape[-2],)}, got "
+                         f"{mask.dtype.name} {mask.shape}")
+
 @shape_rule(Op.ATTENTION)
-def _attention(arg, q, k, v):
+def _attention(arg, q, k, v, mask=None):
     _attention_check("attention", q, k, v)
+    _attention_mask("attention", q, k, mask)
     return q.shape[:-1] + (v.shape[-1],), q.dtype
 
 @shape_rule(Op.ATTENTION_STATS)
-def _attention_stats(arg, q, k, o, do):
+def _attention_stats(arg, q, k, o, do, mask=None):
     _attention_check("attention stats", q, k, k)   # (no v here)
+    _attention_mask("attention stats", q, k, mask)
     if o.shape != q.shape[:-1] + (o.shape[-1],) or do.shape != o.shape:
         raise ShapeError(f"attention stats: o {o.shape} and do {do.shape} must both be {q.shape[:-1] + (o.shape[-1],)}")
     return q.shape[:-1] + (2,), float64 if q.dtype is float64 else float32
 
 @shape_rule(Op.ATTENTION_BACKWARD)
-def _attention_backward(arg, q, k, v, do, stats):
+def _attention_backward(arg, q, k, v, do, stats, mask=None):
     _attention_check("attention backward", q, k, v)
+    _attention_mask("attention backward", q, k, mask)
     if do.shape != q.shape[:-1] + (v.shape[-1],) or stats.shape != q.shape[:-1] + (2,):
         raise ShapeError(f"attention backward: do {do.shape} and stats {stats.shape} do not fit q {q.shape}, v {v.shape}")
     return (q, k, v)[arg[2]].shape, q.dtype

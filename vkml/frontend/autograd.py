@@ -285,10 +285,14 @@ NO_HIGHER_ORDER[Op.MAXPOOL2D] = (Category.NOT_YET, ("its rule emits MAXPOOL2D_BA
 
 # %% ../../nbs/13_autograd.ipynb #acf4dfa3
 def _attention_vjp(node, g, srcs):
-    "AttentionBackward(q, k, v, g, AttentionStats(q, k, o, g)), one node for each of q, k and v"
-    q, k, v = srcs
-    stats = _apply(Op.ATTENTION_STATS, q, k, g._wrap(node), g, arg=node.arg)
-    return tuple(_apply(Op.ATTENTION_BACKWARD, q, k, v, g, stats, arg=(*node.arg, which)) for which in range(3))
+    "AttentionBackward(q, k, v, g, AttentionStats(q, k, o, g, [mask]), [mask]), one node for each of q, k and v; none for the mask"
+    q, k, v, *mask = srcs
+    if mask and mask[0].requires_grad:
+        raise GradError("fused attention has no gradient for its mask: scaled_dot_product_attention takes the composed "
+                        "path for a mask that requires grad")
+    stats = _apply(Op.ATTENTION_STATS, q, k, g._wrap(node), g, *mask, arg=node.arg)
+    grads = tuple(_apply(Op.ATTENTION_BACKWARD, q, k, v, g, stats, *mask, arg=(*node.arg, which)) for which in range(3))
+    return grads + (None,) * len(mask)
 vjp_rules[Op.ATTENTION] = _attention_vjp
 NO_HIGHER_ORDER[Op.ATTENTION] = (Category.NOT_YET, ("its rule emits ATTENTION_STATS and ATTENTION_BACKWARD, which have no "
                                                     "rule yet: a second derivative of fused attention stops there"))

@@ -568,10 +568,20 @@ def _causal_mask(L, S, device):
     return VF.reshape(VF.arange(S, device=device), (1, S)) <= VF.reshape(VF.arange(L, device=device), (L, 1))
 
 def _fused_attention(q, k, v, attn_mask, dropout_p) -> bool:
-    "Whether the fused kernel takes this call: no mask or dropout, float32/16, one batch shape, head dims it holds."
-    return (attn_mask is None and not dropout_p and q.dtype in (float32, float16) and q.dtype == k.dtype == v.dtype
+    """Whether the fused kernel takes this call: no dropout, float32/16, one batch shape, head dims it holds, and a mask
+    (if any) boolean or of q's dtype, without a gradient, that broadcasts to the scores."""
+    if attn_mask is not None:
+        target = q.shape[:-1] + (k.shape[-2],)
+        if (attn_mask.requires_grad or attn_mask.dtype not in (bool_, q.dtype) or attn_mask.ndim > len(target)
+                or any(m not in (1, t) for m, t in zip(attn_mask.shape[::-1], target[::-1]))): return False
+    return (not dropout_p and q.dtype in (float32, float16) and q.dtype == k.dtype == v.dtype
             and 2 <= q.ndim <= 4 and q.ndim == k.ndim == v.ndim and q.shape[:-2] == k.shape[:-2] == v.shape[:-2]
             and k.shape[-2] > 0 and max(q.shape[-1], v.shape[-1]) <= ATTENTION_MAX_HEAD)
+
+def _additive_mask(mask, q, S):
+    "A boolean mask as 0 / -inf in q's dtype, broadcast (a view) to the scores' shape."
+    if mask.dtype == bool_: mask = VF.cast(VF.where(mask, 0.0, -math.inf), q.dtype)
+    return VF.expand(mask, q.shape[:-1] + (S,))
 
 @_autocast("lower")
 def scaled_dot_product_attention(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None) -> Tensor:
@@ -581,13 +591,18 @@ def scaled_dot_product_attention(q, k, v, attn_mask=None, dropout_p=0.0, is_caus
         raise ShapeError(f"scaled_dot_product_attention: q {q.shape}, k {k.shape}, v {v.shape} do not fit (..., L, E), (..., S, E), (..., S, Ev)")
     L, S = q.shape[-2], k.shape[-2]
     if is_causal and attn_mask is not None: raise ArgumentError("pass either attn_mask or is_causal=True, not both (as PyTorch)")
-    if _fused_attention(q, k, v, attn_mask, dropout_p):   # one kernel forward, three backward: no L x S matrix in memory
-        return apply(Op.ATTENTION, q, k, v, arg=(bool(is_causal), 1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale)))
+    if _fused_attention(q, k, v, attn_mask, dropout_p):   # one kernel forward, four backward: no L x S matrix in memory
+        mask = () if attn_mask is None else (_additive_mask(attn_mask, q, S),)
+        return apply(Op.ATTENTION, q, k, v, *mask, arg=(bool(is_causal), 1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale)))
     s = matmul(q, VF.transpose(k, -2, -1)) * (1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale))
     if is_causal: s = VF.where(_causal_mask(L, S, q.device), s, -math.inf)
     if attn_mask is not None:
         s = VF.where(attn_mask, s, -math.inf) if attn_mask.dtype == bool_ else s + attn_mask
-    return matmul(dropout(softmax(s, -1), dropout_p, training=dropout_p > 0), v)
+        # PyTorch's safe softmax: a query whose every key is masked attends to nothing (0, not NaN; no gradient)
+        none = VF.amax(s, -1, keepdim=True) == -math.inf
+        p = VF.where(none, 0.0, softmax(VF.where(none, 0.0, s), -1))
+    else: p = softmax(s, -1)
+    return matmul(dropout(p, dropout_p, training=dropout_p > 0), v)
 
 # %% ../../nbs/17_nn_functional.ipynb #5b3a3e77
 def _reduce_loss(l, reduction, what):

@@ -17,13 +17,13 @@ from types import SimpleNamespace as NS
 __all__ = ['MATMUL_TILES', 'FILL_GROUPS', 'MIN_TILE_USE', 'SMALL_MAX_MN', 'SPLIT_K_MIN', 'SPLIT_TILE', 'SPLIT_TILE_MIN',
            'FORCE_TILE', 'TILE_POLICY', 'CPU_SMALL_MACS', 'COOPMAT_TILES', 'COOPMAT_MORE', 'NO_EMULATION', 'COOPMAT',
            'F64_TILES', 'DEEP_TILES', 'DEEP', 'COL_SCRATCH_BYTES', 'CT_LOWER_MIN_K', 'INDEX_ADD_CHUNK',
-           'ATTENTION_DMAX', 'ATTENTION_WG', 'ATTENTION_KERNEL', 'tile_dims', 'matmul_variant', 'small_on_cpu',
-           'variant_for', 'split_k', 'k_chunks', 'matmul_trips', 'deepen', 'coopmat_layout_ok', 'coopmat_variant',
-           'matmul_dispatch', 'matmul_kernel', 'merged_stride', 'im2col_dispatch', 'im2col_kernel', 'implicit_conv',
-           'wgrad_by_images', 'conv2d_weight_kernel', 'conv2d_kernel', 'taps', 'check_trips', 'col2im_dispatch',
-           'conv_transpose2d_kernel', 'col2im_kernel', 'window_trips', 'maxpool2d_kernel', 'avgpool2d_kernel',
-           'maxpool2d_backward_kernel', 'gather_kernel', 'index_add_kernel', 'scatter_kernel', 'check_index_kernel',
-           'attention_kernel', 'attention_backward_kernel']
+           'ATTENTION_DMAX', 'ATTENTION_WG', 'ATTENTION_KERNEL', 'ATTENTION_SRCS', 'tile_dims', 'matmul_variant',
+           'small_on_cpu', 'variant_for', 'split_k', 'k_chunks', 'matmul_trips', 'deepen', 'coopmat_layout_ok',
+           'coopmat_variant', 'matmul_dispatch', 'matmul_kernel', 'merged_stride', 'im2col_dispatch', 'im2col_kernel',
+           'implicit_conv', 'wgrad_by_images', 'conv2d_weight_kernel', 'conv2d_kernel', 'taps', 'check_trips',
+           'col2im_dispatch', 'conv_transpose2d_kernel', 'col2im_kernel', 'window_trips', 'maxpool2d_kernel',
+           'avgpool2d_kernel', 'maxpool2d_backward_kernel', 'gather_kernel', 'index_add_kernel', 'scatter_kernel',
+           'check_index_kernel', 'attention_kernel', 'attention_backward_kernel']
 
 # %% ../../../nbs/26_kernels_nn.ipynb #c9c940c7
 MATMUL_TILES = {"matmul128": (128, 128, 8), "matmul128x64": (128, 64, 16), "matmul64x128": (64, 128, 16),
@@ -599,11 +599,23 @@ ATTENTION_WG = 64                # rows a workgroup owns (WG in the shader)
 ATTENTION_KERNEL = {Op.ATTENTION: "fwd", Op.ATTENTION_STATS: "stats"}
 _LOG2E = 1.4426950408889634
 
-def _rows4(t):
-    "Offset, the two batch strides, the row and element strides of a (..., rows, dims) view of rank 2 to 4."
-    return (t.view.offset, *pad4(t.view.shape, t.view.strides)[1])
+def _rows(t, copies):
+    """(binding, offset and the batch and row strides) of a (..., rows, dims) view of rank 2 to 4, its elements
+    contiguous: a view whose are not is copied so first (a dispatch appended to `copies`)."""
+    shape, strides = t.view.shape, t.view.strides
+    if shape[-1] > 1 and strides[-1] != 1:
+        buf = Scratch(t.view.numel * t.dtype.itemsize)
+        cp = copy_dispatch(NS(dtype=t.dtype), t, shape, contiguous_strides(shape), 0)
+        cp.bindings = (buf, t)
+        copies.append(cp)
+        return buf, (0, *pad4(shape, contiguous_strides(shape))[1][:3])
+    return t, (t.view.offset, *pad4(shape, strides)[1][:3])
+
+ATTENTION_SRCS = {"fwd": 3, "stats": 4, "dq": 5, "dk": 5, "dv": 5}   # sources before the optional mask
 
 def _attention_dispatch(mode, node, out, srcs, owned):
+    n = ATTENTION_SRCS[mode]
+    srcs, mask = srcs[:n], (srcs[n] if len(srcs) > n else None)
     q, k, c = srcs[:3]
     B0, B1, L, E = pad4(q.view.shape)
     S, Ev = k.view.shape[-2], c.view.shape[-1]   # c: v, or o for the stats
@@ -614,13 +626,21 @@ def _attention_dispatch(mode, node, out, srcs, owned):
     if B0 * B1 > MAX_GROUPS: raise ShapeError(f"fused attention: {B0 * B1} (batch x heads) is more than {MAX_GROUPS}: split the batch")
     other = L if mode in ("dk", "dv") else S   # the rows each thread walks
     check_trips(other + -(-other // (2048 // dmax)) + 2, f"attention over {other} rows", "a shorter sequence")
-    d = _rows4(srcs[3]) if len(srcs) > 3 else (0,) * 5
+    copies, binds, words = [], [], []
+    for t in srcs[:4]:   # q, k, v (or o), do
+        b, w = _rows(t, copies)
+        binds.append(b); words += w
+    words += [0] * (16 - len(words))
     st = srcs[4] if len(srcs) > 4 else None
-    if st is not None and st.view.strides != contiguous_strides(st.view.shape):
-        raise ShapeError("attention backward reads its stats contiguous: realize them with `.contiguous()`")
-    push = (B1, L, S, E, Ev, int(bool(causal)), f32_bits(scale * _LOG2E), f32_bits(scale),
-            *_rows4(q), *_rows4(k), *_rows4(c), *d, 0 if st is None else st.view.offset, out.view.offset)
-    return [Dispatch(f"attention_{mode}{dmax}_{sfx(q.dtype)}", (out, *srcs), push, (-(-owned // ATTENTION_WG), B0 * B1, 1))]
+    if st is not None:
+        if st.view.strides != contiguous_strides(st.view.shape):
+            raise ShapeError("attention backward reads its stats contiguous: realize them with `.contiguous()`")
+        binds.append(st)
+    m = (mask.view.offset, *pad4(mask.view.shape, mask.view.strides)[1]) if mask is not None else (-1, 0, 0, 0, 0)
+    push = (B1, L, S, E, Ev, int(bool(causal)), f32_bits(scale * _LOG2E), f32_bits(scale), *words, *m,
+            0 if st is None else st.view.offset, out.view.offset)
+    return copies + [Dispatch(f"attention_{mode}{dmax}_{sfx(q.dtype)}", (out, *binds, mask if mask is not None else q), push,
+                              (-(-owned // ATTENTION_WG), B0 * B1, 1))]
 
 @kernel(Op.ATTENTION, Op.ATTENTION_STATS)
 def attention_kernel(node, out, *srcs):

@@ -248,3 +248,19 @@ def test_the_op_takes_a_mask_and_causal_together():
     for what, a, w in zip(("o", "dq", "dk", "dv"), res["vulkan"], res["cpu"]):
         assert np.isfinite(w).all()
         assert_close(a, w, k=66, atol=1e-5, what=what)
+
+
+@pytest.mark.vulkan
+def test_operands_whose_elements_are_strided_are_copied_first():
+    "k given as the transpose of a (B, E, S) tensor: its elements are S apart; the kernel reads a contiguous copy."
+    from vkml.backends.vulkan import profile
+    rng = np.random.default_rng(11)
+    q0, kt0, v0 = (rng.standard_normal(s).astype(np.float32) for s in ((2, 12, 8), (2, 8, 10), (2, 10, 8)))   # kt0: (B, E, S)
+    res = {}
+    for d in ("cpu", "vulkan"):
+        q, kt, v = (vkml.tensor(a, device=d) for a in (q0, kt0, v0))
+        o = F.scaled_dot_product_attention(q, kt.transpose(1, 2), v)
+        assert o.node.op is Op.ATTENTION
+        with profile() as prof: res[d] = o.numpy()
+        if d == "vulkan": assert any(n.startswith("copy") for n in prof), sorted(prof)
+    assert_close(res["vulkan"], res["cpu"], k=18, what="o")

@@ -1358,8 +1358,12 @@ def multi_head_attention_forward(query, key, value, embed_dim_to_check, num_head
         if mask is not None: mask = VF.pad(mask, (0, 1))
         if kpm is not None: kpm = VF.pad(kpm, (0, 1))
     S = k.shape[1]
-    if not need_weights and mask is None and kpm is None and not (training and dropout_p > 0):
-        o = scaled_dot_product_attention(q, k, v)   # no weights wanted: the fused kernel, where it fits
+    if not need_weights and not (training and dropout_p > 0):   # no weights wanted: the fused kernel, where it fits
+        am = None if mask is None else (mask if mask.ndim == 3 else VF.unsqueeze(mask, 0))
+        if kpm is not None:   # per batch's keys, the same for each of its heads: (N·H, 1, S)
+            kp = VF.reshape(VF.expand(VF.reshape(kpm, (N, 1, 1, S)), (N, H, 1, S)), (N * H, 1, S))
+            am = kp if am is None else am + kp
+        o = scaled_dot_product_attention(q, k, v, attn_mask=am)
     else:
         scores = (q * (1.0 / math.sqrt(hd))) @ VF.transpose(k, 1, 2)                  # (N·H, L, S)
         if mask is not None: scores = scores + (mask if mask.ndim == 3 else VF.unsqueeze(mask, 0))

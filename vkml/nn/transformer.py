@@ -104,8 +104,11 @@ def _attend(m, q, k, v, key_padding_mask, attn_mask, need_weights: bool):
     def heads(x, n): return x.reshape(B, n, H, D).permute(0, 2, 1, 3)           # (B, H, n, D)
     qh = heads(F.linear(q, wq, bq), L) * math.sqrt(1.0 / D)
     kh, vh = heads(F.linear(k, wk, bk), S), heads(F.linear(v, wv, bv), S)
-    scores = qh @ kh.transpose(-2, -1)                                           # (B, H, L, S)
     mask = _merged_mask(attn_mask, key_padding_mask, B, H, L, S)
+    if not need_weights and not (m.training and m.dropout > 0):   # no weights to return: the fused kernel where it fits
+        out = F.scaled_dot_product_attention(qh, kh, vh, attn_mask=mask, scale=1.0)   # (its safe softmax, too)
+        return m.out_proj(out.permute(0, 2, 1, 3).reshape(B, L, E)), None
+    scores = qh @ kh.transpose(-2, -1)                                           # (B, H, L, S)
     if mask is not None: scores = scores + mask
     if mask is not None and not need_weights:      # PyTorch's safe softmax: a query with no key left attends to nothing
         empty = VF.amax(scores.detach(), -1, keepdim=True) == -math.inf

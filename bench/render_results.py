@@ -192,13 +192,13 @@ def _attention_section(a, where) -> list:
     if not a: return []
     ms = lambda r, k: f"{r[k]:.3f}" if r.get(k) is not None else "–"
     rt = lambda r, k: f"{r[k]:.2f}" if r.get(k) is not None else "–"
-    mib = lambda r, k: f"{r[k] / 2**20:,.0f}" if r.get(k) else "–"
+    mib = lambda r, k: f"{r[k] / 2**20:,.1f}" if r.get(k) else "–"
     return [f"## Causal attention on {where}", "", prov(a), "",
             "GPU ms per call (forward; forward + backward). ratio = PyTorch ÷ vkML fused; speedup = composed ÷ fused; "
             "peak: device MiB of a forward + backward.", "",
-            table(["shape (B, H, T, d)", "dtype", "fused", "fused fwd+bwd", "TFLOP/s", "composed", "composed fwd+bwd",
+            table(["shape (B, H, T, d)", "dtype", "fused", "fused fwd+bwd", "GFLOP/s fwd+bwd", "composed", "composed fwd+bwd",
                    "speedup", "PyTorch", "PyTorch fwd+bwd", "ratio", "ratio fwd+bwd", "peak fused / composed / PyTorch"],
-                  [(tuple(r["shape"]), r["dtype"], ms(r, "fused_fwd_ms"), ms(r, "fused_fwd_bwd_ms"), f"{r['fused_fwd_bwd_tflops']:.1f}",
+                  [(tuple(r["shape"]), r["dtype"], ms(r, "fused_fwd_ms"), ms(r, "fused_fwd_bwd_ms"), f"{r['fused_fwd_bwd_tflops'] * 1e3:,.3g}",
                     ms(r, "composed_fwd_ms"), ms(r, "composed_fwd_bwd_ms"), rt(r, "speedup_fwd_bwd"), ms(r, "torch_fwd_ms"),
                     ms(r, "torch_fwd_bwd_ms"), rt(r, "ratio_fwd"), rt(r, "ratio_fwd_bwd"),
                     f"{mib(r, 'fused_peak_bytes')} / {mib(r, 'composed_peak_bytes')} / {mib(r, 'torch_peak_bytes')}")

@@ -264,3 +264,10 @@ def test_operands_whose_elements_are_strided_are_copied_first():
         with profile() as prof: res[d] = o.numpy()
         if d == "vulkan": assert any(n.startswith("copy") for n in prof), sorted(prof)
     assert_close(res["vulkan"], res["cpu"], k=18, what="o")
+
+
+def test_the_switch_keeps_every_call_composed(monkeypatch):
+    "VKML_FUSED_ATTENTION=0 (FUSED_ATTENTION) sends every call down the composed path, to compare the two."
+    q, k, v = (vkml.tensor(a) for a in arrays((2, 4, 8), (2, 5, 8), 8)[:3])
+    monkeypatch.setattr(F, "FUSED_ATTENTION", False)
+    assert F.scaled_dot_product_attention(q, k, v, is_causal=True).node.op is not Op.ATTENTION

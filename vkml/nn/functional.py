@@ -4,7 +4,7 @@
 
 # %% ../../nbs/17_nn_functional.ipynb #d5e1020a
 from __future__ import annotations
-import functools, math
+import functools, math, os
 import numpy as np
 from ..core.dtypes import *
 from ..core.dtypes import FLOATS, prod
@@ -18,20 +18,21 @@ from ..core.graph import autocast_dtype, autocast_suspended, autocast_enabled
 from ..core.operands import ArgumentError, check_dtype, need_tensor, autocast_lower, autocast_float32
 
 # %% auto #0
-__all__ = ['linear', 'conv2d', 'conv_transpose2d', 'max_pool2d', 'max_unpool2d', 'avg_pool2d', 'adaptive_avg_pool2d',
-           'adaptive_max_pool2d', 'unfold', 'fold', 'conv1d', 'max_pool1d', 'avg_pool1d', 'adaptive_avg_pool1d',
-           'softmax', 'log_softmax', 'layer_norm', 'rms_norm', 'batch_norm_stats', 'batch_norm', 'group_norm',
-           'dropout', 'embedding', 'scaled_dot_product_attention', 'nll_loss', 'cross_entropy', 'mse_loss', 'l1_loss',
-           'smooth_l1_loss', 'binary_cross_entropy', 'binary_cross_entropy_with_logits', 'kl_div', 'interpolate',
-           'pixel_shuffle', 'pixel_unshuffle', 'normalize', 'cosine_similarity', 'pairwise_distance', 'glu', 'prelu',
-           'huber_loss', 'instance_norm', 'conv_transpose1d', 'adaptive_max_pool1d', 'max_unpool1d', 'upsample_nearest',
-           'upsample_bilinear', 'channel_shuffle', 'bilinear', 'pdist', 'softmin', 'local_response_norm',
-           'margin_ranking_loss', 'hinge_embedding_loss', 'soft_margin_loss', 'cosine_embedding_loss',
-           'multilabel_soft_margin_loss', 'poisson_nll_loss', 'gaussian_nll_loss', 'triplet_margin_with_distance_loss',
-           'triplet_margin_loss', 'multi_margin_loss', 'multilabel_margin_loss', 'dropout2d', 'dropout3d',
-           'alpha_dropout', 'feature_alpha_dropout', 'rrelu', 'grid_sample', 'grid_sampler_2d', 'embedding_bag',
-           'multi_head_attention_forward', 'ctc_loss', 'linear_cross_entropy', 'fractional_max_pool2d', 'avg_pool3d',
-           'max_pool3d', 'adaptive_avg_pool3d', 'adaptive_max_pool3d', 'max_unpool3d', 'fractional_max_pool3d']
+__all__ = ['FUSED_ATTENTION', 'linear', 'conv2d', 'conv_transpose2d', 'max_pool2d', 'max_unpool2d', 'avg_pool2d',
+           'adaptive_avg_pool2d', 'adaptive_max_pool2d', 'unfold', 'fold', 'conv1d', 'max_pool1d', 'avg_pool1d',
+           'adaptive_avg_pool1d', 'softmax', 'log_softmax', 'layer_norm', 'rms_norm', 'batch_norm_stats', 'batch_norm',
+           'group_norm', 'dropout', 'embedding', 'scaled_dot_product_attention', 'nll_loss', 'cross_entropy',
+           'mse_loss', 'l1_loss', 'smooth_l1_loss', 'binary_cross_entropy', 'binary_cross_entropy_with_logits',
+           'kl_div', 'interpolate', 'pixel_shuffle', 'pixel_unshuffle', 'normalize', 'cosine_similarity',
+           'pairwise_distance', 'glu', 'prelu', 'huber_loss', 'instance_norm', 'conv_transpose1d',
+           'adaptive_max_pool1d', 'max_unpool1d', 'upsample_nearest', 'upsample_bilinear', 'channel_shuffle',
+           'bilinear', 'pdist', 'softmin', 'local_response_norm', 'margin_ranking_loss', 'hinge_embedding_loss',
+           'soft_margin_loss', 'cosine_embedding_loss', 'multilabel_soft_margin_loss', 'poisson_nll_loss',
+           'gaussian_nll_loss', 'triplet_margin_with_distance_loss', 'triplet_margin_loss', 'multi_margin_loss',
+           'multilabel_margin_loss', 'dropout2d', 'dropout3d', 'alpha_dropout', 'feature_alpha_dropout', 'rrelu',
+           'grid_sample', 'grid_sampler_2d', 'embedding_bag', 'multi_head_attention_forward', 'ctc_loss',
+           'linear_cross_entropy', 'fractional_max_pool2d', 'avg_pool3d', 'max_pool3d', 'adaptive_avg_pool3d',
+           'adaptive_max_pool3d', 'max_unpool3d', 'fractional_max_pool3d']
 
 # %% ../../nbs/17_nn_functional.ipynb #59fedae0
 def _float(x, what):
@@ -567,9 +568,12 @@ def _causal_mask(L, S, device):
     "Bool (L, S): key j is visible to query i when j <= i."
     return VF.reshape(VF.arange(S, device=device), (1, S)) <= VF.reshape(VF.arange(L, device=device), (L, 1))
 
+FUSED_ATTENTION = os.environ.get("VKML_FUSED_ATTENTION", "1") != "0"   # 0: always the composed path (to compare)
+
 def _fused_attention(q, k, v, attn_mask, dropout_p) -> bool:
     """Whether the fused kernel takes this call: no dropout, float32/16, one batch shape, head dims it holds, and a mask
     (if any) boolean or of q's dtype, without a gradient, that broadcasts to the scores."""
+    if not FUSED_ATTENTION: return False
     if attn_mask is not None:
         target = q.shape[:-1] + (k.shape[-2],)
         if (attn_mask.requires_grad or attn_mask.dtype not in (bool_, q.dtype) or attn_mask.ndim > len(target)

@@ -42,9 +42,7 @@ def measure(batch: int, mode: str, fused: bool, steps: int = 3) -> dict:
     s = vkml.memory_stats()
     r = dict(batch=batch, mode=mode, attention="fused" if fused else "composed", in_use_before=before,
              peak=s["peak_bytes_in_use"], in_use_after=s["bytes_in_use"])
-    del f, model, opt
-    gc.collect()
-    return r
+    return r   # (the model, optimiser and capture go with this frame: main collects before the next)
 
 
 def main(argv=None):
@@ -52,7 +50,11 @@ def main(argv=None):
     ap.add_argument("--batch", type=int, default=2)
     ap.add_argument("--out", default=None)
     a = ap.parse_args(argv)
-    rows = [measure(a.batch, mode, fused) for mode in ("eager", "jit") for fused in (True, False)]
+    rows = []
+    for mode in ("eager", "jit"):
+        for fused in (True, False):
+            rows.append(measure(a.batch, mode, fused))
+            gc.collect()
     print(f"{'mode':6} {'attention':9} {'in use before':>14} {'peak':>9} {'in use after':>13}  (MiB, batch {a.batch})")
     for r in rows:
         print(f"{r['mode']:6} {r['attention']:9} {r['in_use_before'] / MiB:14.1f} {r['peak'] / MiB:9.1f} {r['in_use_after'] / MiB:13.1f}")

@@ -179,6 +179,13 @@ def render() -> str:
     if rm: s += [rm, ""]
     for name, where in (("attention_h200.json", "the H200"), ("attention_lavapipe.json", "lavapipe")):
         s += _attention_section(load(name), where)
+    for name, where in (("gpt_memory_h200.json", "the H200"), ("gpt_memory_lavapipe.json", "lavapipe")):
+        g = load(name)
+        if g: s += [f"## The GPT step's device memory on {where}", "", prov(g), "",
+                    "MiB in use before and after one training step, and its peak (`vkml.memory_stats()`, every pool together).", "",
+                    table(["batch", "mode", "attention", "in use before", "peak", "in use after"],
+                          [(r["batch"], r["mode"], r["attention"], f"{r['in_use_before'] / 2**20:,.1f}", f"{r['peak'] / 2**20:,.1f}",
+                            f"{r['in_use_after'] / 2**20:,.1f}") for r in g["rows"]]), ""]
     for name in ("ddp_h200x2.json", "ddp_jit_h200.json", "ddp_mpi_h200.json", "ddp_shared_h200.json",
                  "ddp_shared_overlap1_h200.json", "ddp_shared_overlap0_h200.json", "ddp_mpi_overlap1_h200.json",
                  "ddp_mpi_overlap0_h200.json"):   # two GPUs; two ranks sharing one H200, jitted; each exchange, overlapped or not

@@ -66,7 +66,7 @@ shared float tileL[BC], tileD[BC];
 // Element e of row r of a tensor whose batch base is `base` (zero past its n dims).
 #define AT(buf, base, sl, se, r, e, n) ((e) < (n) ? float(buf[(base) + (r) * (sl) + (e) * (se)]) : 0.0)
 
-// Stage rows r0 .. r0+BC-1 (those below `rows`) of two tensors into the tiles, zeros elsewhere.
+// Stage rows r0 .. r0+BC-1 (those below `rows`) of one tensor into TILE, zeros past them and past its n dims.
 #define STAGE(TILE, buf, base, sl, se, n, r0, rows)                                                   \
     [[unroll]] for (int t = 0; t < BC * DV4 / WG; ++t) {                                             \
         const int f = t * WG + int(gl_LocalInvocationID.x), r = f / DV4, c = (f % DV4) * 4;          \

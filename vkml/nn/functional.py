@@ -568,6 +568,11 @@ def _causal_mask(L, S, device):
     "Bool (L, S): key j is visible to query i when j <= i."
     return VF.reshape(VF.arange(S, device=device), (1, S)) <= VF.reshape(VF.arange(L, device=device), (L, 1))
 
+def _safe_softmax(s):
+    "PyTorch's safe softmax over the last dim: a row whose every score is -inf attends to nothing (0, not NaN; no gradient)."
+    none = VF.amax(s.detach(), -1, keepdim=True) == -math.inf
+    return VF.where(none, 0.0, softmax(VF.where(none, 0.0, s), -1))
+
 FUSED_ATTENTION = os.environ.get("VKML_FUSED_ATTENTION", "1") != "0"   # 0: always the composed path (to compare)
 
 def _fused_attention(q, k, v, attn_mask, dropout_p) -> bool:
@@ -576,8 +581,10 @@ def _fused_attention(q, k, v, attn_mask, dropout_p) -> bool:
     if not FUSED_ATTENTION: return False
     if attn_mask is not None:
         target = q.shape[:-1] + (k.shape[-2],)
-        if (attn_mask.requires_grad or attn_mask.dtype not in (bool_, q.dtype) or attn_mask.ndim > len(target)
-                or any(m not in (1, t) for m, t in zip(attn_mask.shape[::-1], target[::-1]))): return False
+        if attn_mask.requires_grad or attn_mask.dtype not in (bool_, q.dtype) or attn_mask.ndim > len(target): return False
+        try:
+            if broadcast_shapes(attn_mask.shape, target) != target: return False
+        except ShapeError: return False
     return (not dropout_p and q.dtype in (float32, float16) and q.dtype == k.dtype == v.dtype
             and 2 <= q.ndim <= 4 and q.ndim == k.ndim == v.ndim and q.shape[:-2] == k.shape[:-2] == v.shape[:-2]
             and k.shape[-2] > 0 and max(q.shape[-1], v.shape[-1]) <= ATTENTION_MAX_HEAD)
@@ -602,9 +609,7 @@ def scaled_dot_product_attention(q, k, v, attn_mask=None, dropout_p=0.0, is_caus
     if is_causal: s = VF.where(_causal_mask(L, S, q.device), s, -math.inf)
     if attn_mask is not None:
         s = VF.where(attn_mask, s, -math.inf) if attn_mask.dtype == bool_ else s + attn_mask
-        # PyTorch's safe softmax: a query whose every key is masked attends to nothing (0, not NaN; no gradient)
-        none = VF.amax(s, -1, keepdim=True) == -math.inf
-        p = VF.where(none, 0.0, softmax(VF.where(none, 0.0, s), -1))
+        p = _safe_softmax(s)
     else: p = softmax(s, -1)
     return matmul(dropout(p, dropout_p, training=dropout_p > 0), v)
 

@@ -110,10 +110,8 @@ def _attend(m, q, k, v, key_padding_mask, attn_mask, need_weights: bool):
         return m.out_proj(out.permute(0, 2, 1, 3).reshape(B, L, E)), None
     scores = qh @ kh.transpose(-2, -1)                                           # (B, H, L, S)
     if mask is not None: scores = scores + mask
-    if mask is not None and not need_weights:      # PyTorch's safe softmax: a query with no key left attends to nothing
-        empty = VF.amax(scores.detach(), -1, keepdim=True) == -math.inf
-        weights = VF.where(empty, 0.0, F.softmax(VF.where(empty, 0.0, scores), -1))   # no NaN, forward or backward
-    else: weights = F.softmax(scores, -1)
+    # PyTorch's safe softmax where no weights are returned: a query with no key left attends to nothing
+    weights = F._safe_softmax(scores) if mask is not None and not need_weights else F.softmax(scores, -1)
     weights = F.dropout(weights, m.dropout, training=m.training)
     out = (weights @ vh).permute(0, 2, 1, 3).reshape(B, L, E)                    # the heads side by side
     return m.out_proj(out), (weights if need_weights else None)

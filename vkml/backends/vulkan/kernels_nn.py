@@ -7,7 +7,7 @@ from __future__ import annotations
 import math, os
 from ...core.dtypes import *
 from ...core.dtypes import contiguous_strides
-from ...core.ops import Op, conv_out, ATTENTION_MAX_HEAD
+from ...core.ops import Op, conv_out, ATTENTION_OPS, ATTENTION_MAX_HEAD
 from .kernel_api import (Dispatch, Scratch, Flag, kernel, sfx, f32_bits, pad4, groups_1d, MAX_GROUPS, LOOP_BUDGET, LOOP_LIMIT,
                                    kernel_dtypes)
 from .kernels import fill_dispatch, copy_dispatch
@@ -20,10 +20,10 @@ __all__ = ['MATMUL_TILES', 'FILL_GROUPS', 'MIN_TILE_USE', 'SMALL_MAX_MN', 'SPLIT
            'ATTENTION_DMAX', 'ATTENTION_WG', 'ATTENTION_KERNEL', 'ATTENTION_SRCS', 'tile_dims', 'matmul_variant',
            'small_on_cpu', 'variant_for', 'split_k', 'k_chunks', 'matmul_trips', 'deepen', 'coopmat_layout_ok',
            'coopmat_variant', 'matmul_dispatch', 'matmul_kernel', 'merged_stride', 'im2col_dispatch', 'im2col_kernel',
-           'implicit_conv', 'wgrad_by_images', 'conv2d_weight_kernel', 'conv2d_kernel', 'taps', 'check_trips',
-           'col2im_dispatch', 'conv_transpose2d_kernel', 'col2im_kernel', 'window_trips', 'maxpool2d_kernel',
-           'avgpool2d_kernel', 'maxpool2d_backward_kernel', 'gather_kernel', 'index_add_kernel', 'scatter_kernel',
-           'check_index_kernel', 'attention_kernel', 'attention_backward_kernel']
+           'implicit_conv', 'contiguous_copy', 'wgrad_by_images', 'conv2d_weight_kernel', 'conv2d_kernel', 'taps',
+           'check_trips', 'col2im_dispatch', 'conv_transpose2d_kernel', 'col2im_kernel', 'window_trips',
+           'maxpool2d_kernel', 'avgpool2d_kernel', 'maxpool2d_backward_kernel', 'gather_kernel', 'index_add_kernel',
+           'scatter_kernel', 'check_index_kernel', 'attention_kernel', 'attention_backward_kernel']
 
 # %% ../../../nbs/26_kernels_nn.ipynb #c9c940c7
 MATMUL_TILES = {"matmul128": (128, 128, 8), "matmul128x64": (128, 64, 16), "matmul64x128": (64, 128, 16),
@@ -184,7 +184,7 @@ def _sum_slabs(dtype, c, slabs, rows, parts, c_off, f32=False) -> Dispatch:
             *pad4((parts,), (rows,))[1], 0, c_off, 1, parts, parts)   # reduce.comp's PC: a SUM of `parts`
     if dtype == float32 and _device_type(c) == "cpu" and TILE_POLICY == "auto":
         # a CPU: a thread per output adds its column in order; the cols kernel's 256-thread workgroups synchronise
-        # through barriers, which lavapipe runs as fibres (the digits demo's weight gradients: 2.1 -> 0.9 ms)
+        # through barriers, which lavapipe runs as fibres (measured: bench/results/lavapipe_demo.json's kernels)
         return Dispatch("reduce_f32", (c, slabs), push, groups_1d(rows))
     return Dispatch(fin, (c, slabs), push, groups_1d(-(-rows // 32) * 256))
 
@@ -281,6 +281,13 @@ def implicit_conv(dt, out, wt, x, N, G, M, Cg, kh, kw, A, a_sc, OH, OW, S, P, D)
     return [Dispatch(f"conv{name[len('matmul'):]}_{sfx(dt)}", (out, wt, x), push, groups)]
 
 # %% ../../../nbs/26_kernels_nn.ipynb #3627c06e
+def contiguous_copy(t):
+    "A scratch buffer holding view `t` contiguous, and the dispatch that copies it there (for kernels that need it so)."
+    buf = Scratch(t.view.numel * t.dtype.itemsize)
+    cp = copy_dispatch(NS(dtype=t.dtype), t, t.view.shape, contiguous_strides(t.view.shape), 0)
+    cp.bindings = (buf, t)
+    return buf, cp
+
 def wgrad_by_images(dt, out, g, x, k, S, P, D) -> list | None:
     """conv2d's weight gradient where tiles do not pay (a CPU device, a small product, one group): unfold x, one
     product per image, g_n (O × L) times its windows (L × C·kh·kw), into slabs, then the slabs summed over the
@@ -315,9 +322,7 @@ def conv2d_weight_kernel(node, out, g, x):
     ds = []
     pix = merged_stride((Ho, Wo), g.view.strides[2:])
     if pix is None:   # g's pixels do not walk as one axis: copy g contiguous first
-        gc = Scratch(g.view.numel * dt.itemsize)
-        cp = copy_dispatch(NS(dtype=dt), g, g.view.shape, contiguous_strides(g.view.shape), 0)
-        cp.bindings = (gc, g)
+        gc, cp = contiguous_copy(g)
         ds.append(cp)
         ga, (gn, gcs), goff, pix = gc, (O * L, L), 0, 1
     else: ga, (gn, gcs), goff = g, g.view.strides[:2], g.view.offset
@@ -503,8 +508,8 @@ def maxpool2d_backward_kernel(node, out, g, x):
     total = out.view.numel
     if total == 0: return []
     if g.view.numel and (kh - 1) * dh < sh and (kw - 1) * dw < sw:   # windows apart: a thread per window writes its cell
-        cell = lambda s, k, d, p, n, o: max(s, n + p - (o - 1) * s)     # the largest cell: the last one runs to the edge
-        check_trips(window_trips(kh, kw, H, W) + cell(sh, kh, dh, ph, H, OH) * (1 + -(-cell(sw, kw, dw, pw, W, OW) // 8)) + 2,
+        cell = lambda s, p, n, o: max(s, n + p - (o - 1) * s)     # the largest cell: the last one runs to the edge
+        check_trips(window_trips(kh, kw, H, W) + cell(sh, ph, H, OH) * (1 + -(-cell(sw, pw, W, OW) // 8)) + 2,
                     f"max_pool2d backward with stride {(sh, sw)}", "a smaller stride")
         return [Dispatch(f"maxpool2d_backward_cells_{sfx(node.dtype)}", (out, g, x),
                          (g.view.numel, C, H, W, OH, OW, kh, kw, sh, sw, ph, pw, dh, dw, *_xs(x), *_xs(g), 0, 0),
@@ -604,9 +609,7 @@ def _rows(t, copies):
     contiguous: a view whose are not is copied so first (a dispatch appended to `copies`)."""
     shape, strides = t.view.shape, t.view.strides
     if shape[-1] > 1 and strides[-1] != 1:
-        buf = Scratch(t.view.numel * t.dtype.itemsize)
-        cp = copy_dispatch(NS(dtype=t.dtype), t, shape, contiguous_strides(shape), 0)
-        cp.bindings = (buf, t)
+        buf, cp = contiguous_copy(t)
         copies.append(cp)
         return buf, (0, *pad4(shape, contiguous_strides(shape))[1][:3])
     return t, (t.view.offset, *pad4(shape, strides)[1][:3])
@@ -655,4 +658,4 @@ def attention_backward_kernel(node, out, *srcs):
     which = node.arg[2]
     return _attention_dispatch(("dq", "dk", "dv")[which], node, out, srcs, srcs[which].view.shape[-2])
 
-kernel_dtypes.update({op: (float32, float16) for op in ATTENTION_KERNEL.keys() | {Op.ATTENTION_BACKWARD}})
+kernel_dtypes.update({op: (float32, float16) for op in ATTENTION_OPS})

@@ -590,3 +590,43 @@ PUBLIC = {
 def test_public_operator_gradients(name):
     fn, inputs = PUBLIC[name]
     assert gradcheck(fn, inputs)
+
+
+# --- the gradients of slices that tile an axis ---------------------------------------------------------
+
+def _kernel_ops(t) -> list:
+    return [n.op for k in schedule(t).kernels for n in k.nodes]
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("vulkan", marks=pytest.mark.vulkan)])
+def test_the_gradients_of_a_split_are_concatenated(device):
+    """split / chunk (a fused q, k, v projection): the parts' gradients tile the axis, so the input's gradient is their
+    concatenation, as PyTorch's split backward makes it; adding three zero-padded full-size copies cost three times the
+    memory and traffic. The values: each part's own rule, in place."""
+    xv = r(4, 9).astype(np.float32)
+    x = tensor(xv, device=device, requires_grad=True)
+    a, b_, c = x.split(3, dim=1)
+    (a * 2 + b_.exp() * 3 + c.sin()).sum().backward()
+    ops = _kernel_ops(x.grad)
+    assert Op.CONCAT in ops and Op.SLICE_BACKWARD not in ops, ops
+    want = np.concatenate([np.full((4, 3), 2.0), 3 * np.exp(xv[:, 3:6]), np.cos(xv[:, 6:])], 1)
+    np.testing.assert_allclose(x.grad.numpy(), want, rtol=1e-6, atol=1e-6)
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("vulkan", marks=pytest.mark.vulkan)])
+def test_slices_tiling_a_run_inside_an_axis_are_concatenated_and_padded_once(device):
+    yv = r(4, 9).astype(np.float32)
+    y = tensor(yv, device=device, requires_grad=True)
+    p, q = y[:, 2:5], y[:, 5:7]
+    (p.sum() * 2 + (q * q).sum()).backward()
+    ops = _kernel_ops(y.grad)
+    assert ops.count(Op.SLICE_BACKWARD) == 1 and Op.CONCAT in ops, ops
+    want = np.zeros((4, 9)); want[:, 2:5] = 2; want[:, 5:7] = 2 * yv[:, 5:7]
+    np.testing.assert_allclose(y.grad.numpy(), want, rtol=1e-6, atol=1e-6)
+
+def test_slices_with_a_gap_or_an_overlap_are_added():
+    zv = r(3, 8).astype(np.float32)
+    for parts in ([(0, 2), (4, 8)], [(0, 5), (3, 8)]):
+        z = tensor(zv, requires_grad=True)
+        sum((z[:, a:b_] * (i + 2)).sum() for i, (a, b_) in enumerate(parts)).backward()
+        want = np.zeros((3, 8))
+        for i, (a, b_) in enumerate(parts): want[:, a:b_] += i + 2
+        np.testing.assert_allclose(z.grad.numpy(), want)

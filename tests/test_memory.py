@@ -167,3 +167,76 @@ def test_the_peak_counts_every_pool_together():
     private = sum(p.in_use for p in st.captured.pools.values())
     assert private > 0 and s["bytes_in_use"] - private >= 512 * 512 * 4   # both pools hold memory
     assert s["peak_bytes_in_use"] >= s["bytes_in_use"]
+
+
+def test_a_recording_merges_the_neighbours_it_frees():
+    """Two ranges a recording made side by side and then dropped become one: a tensor as large as both, later in the
+    same recording, takes their bytes (they were two entries of its recycled list, and it took new memory)."""
+    from vkml.backends.vulkan.device import get_device
+    p = vkmem.Pool(get_device(), "device", block_size=1 << 20)   # a pool of its own: one empty block, ranges in order
+    serial = 10 ** 9                                   # a serial no submission reaches
+    p.begin_recording(serial)
+    try:
+        a, b = p.alloc(1 << 16), p.alloc(1 << 16)
+        assert b.block is a.block and b.offset == a.offset + a.size   # (side by side: the test's premise)
+        a.use[0] = b.use[0] = serial                   # made and used by this recording
+        where = (a.block.id, a.offset)
+        del a, b; p.collect()
+        c = p.alloc(2 << 16)
+        assert (c.block.id, c.offset) == where and len(p.blocks) == 1
+    finally:
+        p.end_recording(serial)
+        p.close()
+
+
+def test_the_planned_peak_counts_a_freed_view_once():
+    """A view has no memory of its own: freeing a node and its views frees the node's bytes once. Every output is
+    stored and counts until the end, so the plan's peak is at least their bytes (it subtracted each freed view too,
+    and fell below them)."""
+    rng = np.random.default_rng(0)
+    m = nn.Sequential(nn.Linear(256, 512), nn.ReLU(), nn.Linear(512, 512), nn.ReLU(), nn.Linear(512, 10)).to("vulkan")
+    x = tensor(rng.standard_normal((128, 256)).astype(np.float32), device="vulkan")
+    y = tensor(rng.integers(0, 10, 128), device="vulkan")
+    grads = vkml.frontend.autograd.grad(nn.functional.cross_entropy(m(x), y), list(m.parameters()))
+    s = vkml.schedule(*grads)
+    assert s.planned_peak() >= sum(g.numel() * 4 for g in grads)
+
+
+class _Block(nn.Module):
+    "A GPT block: layer norms, a fused q, k, v projection split three ways, causal attention, a GELU MLP, residuals."
+    def __init__(self, C, H):
+        super().__init__()
+        self.ln1, self.qkv, self.proj = nn.LayerNorm(C), nn.Linear(C, 3 * C, bias=False), nn.Linear(C, C, bias=False)
+        self.ln2, self.fc, self.out = nn.LayerNorm(C), nn.Linear(C, 4 * C, bias=False), nn.Linear(4 * C, C, bias=False)
+        self.H = H
+    def forward(self, x):
+        B, T, C = x.shape
+        q, k, v = self.qkv(self.ln1(x)).split(C, dim=2)
+        q, k, v = (t.reshape(B, T, self.H, C // self.H).transpose(1, 2) for t in (q, k, v))
+        y = nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True).transpose(1, 2).reshape(B, T, C)
+        x = x + self.proj(y)
+        return x + self.out(nn.functional.gelu(self.fc(self.ln2(x))))
+
+
+def block_step_peak(blocks: int, C=64, H=4, T=32, B=16) -> float:
+    "The planned peak of an eager AdamW step (forward, backward, update: one graph) of `blocks` blocks, in (B, T, C) tensors."
+    rng = np.random.default_rng(0)
+    m = nn.Sequential(*[_Block(C, H) for _ in range(blocks)], nn.Linear(C, 10)).to("vulkan")
+    opt = optim.AdamW(m.parameters(), lr=1e-3)
+    x = tensor(rng.standard_normal((B, T, C)).astype(np.float32), device="vulkan")
+    y = tensor(rng.integers(0, 10, B * T), device="vulkan")
+    for _ in range(2):
+        opt.zero_grad(); nn.functional.cross_entropy(m(x).reshape(-1, 10), y).backward(); opt.step()
+    opt.zero_grad(); nn.functional.cross_entropy(m(x).reshape(-1, 10), y).backward()
+    with vkml.no_grad(): outs, _ = opt._step_fused()     # (what step() would realize)
+    return vkml.schedule(*outs).planned_peak() / (B * T * C * 4)
+
+
+def test_a_deeper_model_costs_its_saved_activations_and_no_more():
+    """Each block more costs what its forward saves for the backward (about 16 tensors of the block's input size: the
+    norms' outputs, q, k, v, the attention's output and its copy, the MLP's 4-wide product and GELU), as in eager
+    PyTorch. The schedule computes nodes in the order autograd made them, so a block's weight gradients come right
+    after its output's gradient, which is then freed. (Walking the optimiser's concatenation of gradients in parameter
+    order computed every block's output gradient first and kept each for its weight gradient: 4 more per block.)"""
+    per_block = (block_step_peak(8) - block_step_peak(4)) / 4
+    assert per_block < 17.5, f"each block adds {per_block:.1f} tensors of its input's size to the step's peak"

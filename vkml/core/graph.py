@@ -5,7 +5,7 @@
 # %% ../../nbs/04_graph.ipynb #6acb12e0
 from __future__ import annotations
 from typing import ClassVar
-import sys, threading, weakref, contextlib
+import sys, threading, weakref, contextlib, itertools
 import numpy as np
 from .dtypes import *
 from .ops import Op, SHAPE_RULES, CALLER_SHAPED, ACCEPTED_DTYPES
@@ -16,6 +16,8 @@ __all__ = ['Node', 'is_grad_enabled', 'no_grad', 'enable_grad', 'autocast_enable
            'get_backend', 'check_same_device', 'make_node', 'toposort', 'defer', 'take_deferred']
 
 # %% ../../nbs/04_graph.ipynb #ae69abc4
+_made = itertools.count()   # numbers every node made, in order (`Node.seq`)
+
 class Node:
     "One operation of the lazy graph."
     __slots__ = (
@@ -27,6 +29,7 @@ class Node:
         "leaf_of",
         "op",
         "requires_grad",
+        "seq",
         "shape",
         "srcs",
         "tref",
@@ -35,6 +38,7 @@ class Node:
         self.op, self.srcs, self.arg, self.dtype, self.device = op, srcs, arg, dtype, device
         self.shape = shape if type(shape) is tuple else tuple(shape)
         self.buf, self.requires_grad, self.leaf_of, self.tref = buf, requires_grad, None, None
+        self.seq = next(_made)          # the order nodes were made in: sources always first
     @property
     def realized(self) -> bool: return self.buf is not None
     @property

@@ -6,6 +6,7 @@
 from __future__ import annotations
 import os
 from dataclasses import dataclass, field
+from operator import attrgetter
 from ..core.dtypes import *
 from ..core.ops import Op, VIEW_OPS
 from ..core.elementwise import ELEMENTWISE
@@ -26,17 +27,21 @@ def _base(n: Node, through_assign: bool = True) -> Node:
     return n
 
 def _unrealized(outputs) -> list:
-    "The nodes `outputs` need that are not realized yet, sources first (`toposort` stopping at realized nodes)."
-    out, seen, stack = [], set(), [(n, False) for n in reversed(outputs)]
+    """The nodes `outputs` need that are not realized yet, sources first (`toposort` stopping at realized nodes),
+    visiting the outputs and each node's sources in the order they were made."""
+    out, seen, stack = [], set(), [(n, False) for n in sorted(outputs, key=_made_at, reverse=True)]
     push, pop, add = stack.append, stack.pop, seen.add
     while stack:
         n, done = pop()
         if done: out.append(n); continue
         if id(n) in seen or n.buf is not None: continue
         add(id(n)); push((n, True))
-        for s in reversed(n.srcs):
+        srcs = n.srcs if n.op is not Op.CONCAT else sorted(n.srcs, key=_made_at)
+        for s in reversed(srcs):
             if s.buf is None and id(s) not in seen: push((s, False))
     return out
+
+_made_at = attrgetter("seq")
 
 def _readers(nodes, assigns, memory_of) -> tuple:
     "(memory, readers): what memory a node reads, and for each ASSIGN target the nodes that read it (but its ASSIGNs)."
@@ -551,12 +556,15 @@ class Schedule:
         return [k for k in self.kernels if k.kind != "view"]
 
     def planned_peak(self) -> int:
-        "The most bytes of this schedule's intermediates alive at once, by the plan (outputs count until the end)."
+        """The most bytes of this schedule's intermediates alive at once, by the plan (outputs count until the end).
+        Only memory of its own counts: a view, an ASSIGN and a slab placed in a concatenation have none."""
+        own = lambda n: n.op is not Op.ASSIGN and n.op not in VIEW_OPS and id(n) not in self.placed
+        size = lambda ns: sum(prod(n.shape) * n.dtype.itemsize for n in ns if own(n))
         live = peak = 0
         for k in self.kernels:
-            live += sum(prod(n.shape) * n.dtype.itemsize for n in k.stores if n.op is not Op.ASSIGN)
+            live += size(k.stores)
             peak = max(peak, live)
-            live -= sum(prod(n.shape) * n.dtype.itemsize for n in k.frees)
+            live -= size(k.frees)      # (a freed node is listed with its views: only the node's memory goes)
         return peak
 
 # %% ../../nbs/05_schedule.ipynb #2a37c7eb

@@ -11,7 +11,7 @@ from ..core.ops import NO_GRAD_REASONS, NO_HIGHER_ORDER, Category
 from ..core.elementwise import ELEMENTWISE
 from ..core.graph import Node, make_node, toposort, no_grad, enable_grad, is_grad_enabled, defer, get_backend
 from ..core.operands import TensorBase as Tensor
-import weakref
+import itertools, weakref
 
 # %% auto #0
 __all__ = ['vjp_rules', 'overwritten', 'EAGER_DETACH', 'vjp_rule', 'mark_overwritten', 'backward', 'grad', 'RemovableHandle',
@@ -560,12 +560,13 @@ def _walk(roots: list, seeds: list, create_graph: bool, wanted=None) -> dict:
             if id(n) in wanted or any(id(s) in needed for s in n.srcs): needed.add(id(n))
     wrap, ready, found = seeds[0]._wrap, [], {}
     with enable_grad() if create_graph else no_grad():
-        grads = {}
-        for r, g in zip(roots, seeds): grads[id(r)] = g if id(r) not in grads else grads[id(r)] + g
+        grads = {}                                      # id(node) -> its gradient's parts, one per reader so far
+        for r, g in zip(roots, seeds): grads.setdefault(id(r), []).append(g)
         for node in reversed(order):
             if needed is not None and id(node) not in needed: continue
-            g = grads.pop(id(node), None)
-            if g is None: continue                      # no path from here to the output
+            parts = grads.pop(id(node), None)
+            if parts is None: continue                  # no path from here to the output
+            g = _sum_grads(parts, wrap)
             if _grad_hooks or _retaining: g = _run_grad_hooks(node, g)   # register_hook, retain_grad
             if wanted is not None and id(node) in wanted:
                 found[id(node)] = g                     # complete: every consumer came before
@@ -584,9 +585,32 @@ def _walk(roots: list, seeds: list, create_graph: bool, wanted=None) -> dict:
             for src, gs in zip(node.srcs, out):
                 if gs is None or not src.requires_grad or (needed is not None and id(src) not in needed): continue
                 if gs.device != src.device: gs = gs.to(src.device)   # through `Tensor.to`: back to the source's device
-                prev = grads.get(id(src))
-                grads[id(src)] = gs if prev is None else prev + gs
+                grads.setdefault(id(src), []).append(gs)
     return found, ready
+
+def _sum_grads(parts: list, wrap):
+    "The sum of a node's gradient parts, in the order they came; slices' gradients that tile an axis concatenated first."
+    if len(parts) == 1: return parts[0]
+    tiles = {}                                          # axis -> the SLICE_BACKWARD parts that cut only that axis
+    for g in parts:
+        n = g.node
+        if n.op is Op.SLICE_BACKWARD and n.buf is None:
+            cut = [i for i, (s, d) in enumerate(zip(n.arg, n.shape)) if tuple(s) != (0, d, 1)]
+            if len(cut) == 1 and n.arg[cut[0]][2] == 1: tiles.setdefault(cut[0], []).append(g)
+    for axis, ts in tiles.items():
+        ts.sort(key=lambda g: g.node.arg[axis][0])
+        spans = [g.node.arg[axis][:2] for g in ts]
+        if len(ts) < 2 or any(b != a for (_, b), (a, _) in itertools.pairwise(spans)): continue   # (a gap or an overlap: added)
+        cat = _apply(Op.CONCAT, *(wrap(g.node.srcs[0]) for g in ts), arg=axis)
+        n, (lo, hi) = ts[0].node, (spans[0][0], spans[-1][1])
+        if (lo, hi) != (0, n.shape[axis]):              # a run inside the axis: zeros around it
+            arg = tuple((lo, hi, 1) if i == axis else s for i, s in enumerate(n.arg))
+            cat = _apply(Op.SLICE_BACKWARD, cat, arg=arg, shape=n.shape, dtype=n.dtype)
+        taken = {id(g) for g in ts}
+        parts = [cat] + [g for g in parts if id(g) not in taken]
+    out = parts[0]
+    for g in parts[1:]: out = out + g
+    return out
 
 # %% ../../nbs/13_autograd.ipynb #6dfe4646
 def backward(tensor: Tensor, gradient=None, retain_graph=None, create_graph: bool = False, inputs=None) -> None:

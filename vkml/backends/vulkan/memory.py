@@ -108,7 +108,7 @@ class _PoolLists:
             bid, off, size, use, born = dropped.pop()
             self.live -= 1
             if rec and use[0] == rec and born == rec:        # made and used by this recording only
-                bisect.insort(self.recycled, (size, bid, off)); self._count(-size)
+                self._recycle(bid, off, size); self._count(-size)
             elif use[0] > done: self.deferred.append((bid, off, size, use))   # in flight: a pool closes only once none is
             elif self.private: self.held.append((bid, off, size))   # a captured step's: its replays bind it
             else: self._release(bid, off, size)
@@ -201,15 +201,33 @@ class _PoolRecording:
             self._count(size)
             if self.private: self.held.append((bid, off, size))   # a captured step binds it again at every replay
             else: self.deferred.append((bid, off, size, [serial]))
-        self.recycled.clear()
+        self.recycled.clear(); self.rstarts.clear(); self.rends.clear()
         self.recording = 0
+
+    def _recycle(self, bid, off, size):
+        "Put a range on the recycled list, merged with recycled neighbours (a later, larger tensor of the recording fits)."
+        prev = self.rends.get((bid, off))
+        if prev is not None:
+            psize = off - prev
+            self._unrecycle(bid, prev, psize); off, size = prev, size + psize
+        nsize = self.rstarts.get((bid, off + size))
+        if nsize is not None:
+            self._unrecycle(bid, off + size, nsize); size += nsize
+        bisect.insort(self.recycled, (size, bid, off))
+        self.rstarts[(bid, off)] = size
+        self.rends[(bid, off + size)] = off
+
+    def _unrecycle(self, bid, off, size):
+        del self.recycled[bisect.bisect_left(self.recycled, (size, bid, off))]
+        del self.rstarts[(bid, off)], self.rends[(bid, off + size)]
 
     def _refit(self, size):
         "A range of the recording's recycled list (best fit), or None."
         i = bisect.bisect_left(self.recycled, (size, -1, -1))
         if i == len(self.recycled): return None
-        fsize, bid, off = self.recycled.pop(i)
-        if fsize > size: bisect.insort(self.recycled, (fsize - size, bid, off + size))
+        fsize, bid, off = self.recycled[i]
+        self._unrecycle(bid, off, fsize)
+        if fsize > size: self._recycle(bid, off + size, fsize - size)
         return bid, off
 
 # %% ../../../nbs/22_allocator.ipynb #8ebc4749
@@ -234,6 +252,7 @@ class Pool(_PoolRecording, _PoolBlocks, _PoolLists):
         self.dropped = []          # appended by Alloc.__del__: never replaced, only emptied
         self.deferred = []         # dropped ranges waiting for their submission's fence
         self.recycled = []         # (size, block, offset): dropped during the recording that made and used them
+        self.rstarts, self.rends = {}, {}   # the recycled ranges by (block, start) and by (block, end), to merge neighbours
         self.recording = 0         # the serial of the recording in progress, 0 when none
         self.private = private     # a captured step's own pool: a range goes back only to the recording that dropped it
         self.held = []             # (block, offset, size): a private pool's dropped ranges, kept until the pool closes
@@ -295,6 +314,7 @@ class Pool(_PoolRecording, _PoolBlocks, _PoolLists):
         for b in list(self.blocks.values()): self._free_block(b)
         self.free, self.starts, self.ends = [], {}, {}
         self.dropped.clear(); self.deferred.clear(); self.recycled.clear(); self.held.clear()
+        self.rstarts.clear(); self.rends.clear()
         self._count(-self.in_use)
         self.closed = True
 

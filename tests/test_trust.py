@@ -72,6 +72,23 @@ def test_value_built_before_a_step_keeps_its_value(device, fused):
 
 
 @pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("fused", [None, False])
+def test_a_loss_built_before_another_losss_step_keeps_its_value(device, fused):
+    """Two losses built, the second one's gradient read and stepped, then the first read (the fuzzer's mutation 53106).
+    The step's schedule must compute the first loss before the writes: its reads of the weights were put first by one
+    walk and not tied to the writes, so the second walk (which places the reads the first one put late) could move
+    them after (the walks visited nodes in different orders)."""
+    m = model(device)
+    opt = optim.SGD(m.parameters(), lr=0.1, momentum=0.9); opt.fused = fused
+    x, y = data(device)
+    want = ((m(x) - y) ** 2).mean().item()
+    first, second = ((m(x) - y) ** 2).mean(), ((m(x) - y) ** 2).mean()
+    second.backward(); m[0].weight.grad.numpy()
+    opt.step()
+    np.testing.assert_allclose(first.item(), want, rtol=1e-6)
+
+
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("name", list(OPTIMS))
 def test_reading_gradients_between_backward_and_step(device, name):
     "Logging the gradient norm mid-step (it crashed every optimiser with IndexError in the placements)."

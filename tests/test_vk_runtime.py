@@ -210,19 +210,29 @@ def test_free_ranges_coalesce():
     assert all(e < o2 for e, (o2, _) in zip(ends, free[1:]))   # no two free ranges touch
 
 
-def test_free_waits_for_the_fence():
+def test_a_range_in_flight_goes_back_to_the_gpu_at_once_and_to_the_host_after_the_fence():
+    """Every submission starts with a barrier on the work submitted before it, so a range dropped while a submission
+    may still read it can be written by the next one's kernels (it is no longer in use), but not by the host."""
     from vkml.backends.vulkan.device import get_device
-    from vkml.backends.vulkan.memory import memory
-    dev = get_device(); p = memory(dev).tensors
-    p.collect()
-    base = p.in_use
-    a = p.alloc(4096)
-    a.use[0] = dev.submitted + 1               # as if the next submission used it
-    del a; gc.collect(); p.collect()
-    assert p.in_use == base + 4096 and len(p.deferred) == 1   # still in flight: not reusable yet
-    s = dev.submit(dev.command_buffer()); dev.wait(s)
-    p.collect()
-    assert p.in_use == base and not p.deferred
+    from vkml.backends.vulkan.memory import Pool
+    dev = get_device(); p = Pool(dev, "device", block_size=1 << 20)    # a pool of its own
+    try:
+        a = p.alloc(4096); where = (a.block.id, a.offset)
+        serial = a.use[0] = dev.submitted + 1      # as if the next submission used it
+        del a; gc.collect(); p.collect()
+        assert p.in_use == 0 and where in p.lstarts                 # on the later list, not in use
+        h = p.alloc(4096, host=True)               # the host writes first: other bytes
+        g = p.alloc(4096)                          # a kernel writes first: these, after that submission
+        assert (h.block.id, h.offset) != where and (g.block.id, g.offset) == where and g.use[0] == serial
+        del g; gc.collect(); p.collect()
+        assert where in p.lstarts
+        s = dev.submit(dev.command_buffer()); dev.wait(s)
+        p.collect()
+        assert not p.later and p.in_use == 4096    # (h) the rest back on the free list
+        del h; gc.collect(); p.collect()
+        assert p.in_use == 0 and len(p.free) == 1  # one free range: the whole block
+    finally:
+        p.close()
 
 
 def test_out_of_memory_is_typed(V):

@@ -187,4 +187,23 @@ class View:
     def reshape(self, shape: Shape):
         "The view with `shape` over the same elements, or None when a copy is needed."
         if self.is_contiguous: return View(tuple(shape), contiguous_strides(shape), self.offset)
-        return None
+        strides = _reshaped_strides(self.shape, self.strides, tuple(shape))
+        return None if strides is None else View(tuple(shape), strides, self.offset)
+
+def _reshaped_strides(old: Shape, strides: Strides, new: Shape):
+    """Strides that give `new` the elements of (`old`, `strides`) in order, or None (PyTorch's `computeStride`).
+    Walking from the last axis, the old axes fall into chunks, each one run of memory with one step: an axis
+    continues the chunk when its stride is the chunk's extent so far. The new axes must fill each chunk exactly;
+    inside it, their strides are the chunk's step times the extents after them."""
+    if prod(old) == 0: return contiguous_strides(new)
+    out = [0] * len(new)
+    i, base, t_numel, v_numel = len(new) - 1, strides[-1], 1, 1
+    for d in range(len(old) - 1, -1, -1):
+        t_numel *= old[d]
+        if d == 0 or (old[d - 1] != 1 and strides[d - 1] != t_numel * base):   # the chunk ends at axis d
+            while i >= 0 and (v_numel < t_numel or new[i] == 1):
+                out[i] = v_numel * base
+                v_numel *= new[i]; i -= 1
+            if v_numel != t_numel: return None
+            if d > 0: base, t_numel, v_numel = strides[d - 1], 1, 1
+    return tuple(out) if i == -1 else None

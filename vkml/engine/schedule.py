@@ -26,9 +26,10 @@ def _base(n: Node, through_assign: bool = True) -> Node:
     while (n.op in VIEW_OPS or (through_assign and n.op is Op.ASSIGN)) and n.srcs and n.buf is None: n = n.srcs[0]
     return n
 
-def _unrealized(outputs) -> list:
+def _unrealized(outputs, after=None) -> list:
     """The nodes `outputs` need that are not realized yet, sources first (`toposort` stopping at realized nodes),
-    visiting the outputs and each node's sources in the order they were made."""
+    visiting the outputs and a concatenation's sources in the order they were made. `after`: id(node) -> more nodes
+    that must come before it."""
     out, seen, stack = [], set(), [(n, False) for n in sorted(outputs, key=_made_at, reverse=True)]
     push, pop, add = stack.append, stack.pop, seen.add
     while stack:
@@ -37,6 +38,7 @@ def _unrealized(outputs) -> list:
         if id(n) in seen or n.buf is not None: continue
         add(id(n)); push((n, True))
         srcs = n.srcs if n.op is not Op.CONCAT else sorted(n.srcs, key=_made_at)
+        if after and id(n) in after: srcs = (*srcs, *after[id(n)])
         for s in reversed(srcs):
             if s.buf is None and id(s) not in seen: push((s, False))
     return out
@@ -84,17 +86,15 @@ def order(outputs, memory_of=None, limits=None) -> list:
             raise ScheduleError(f"{both[0].op.name} reads {a.shape} {a.dtype.name} memory both before and after an "
                                 f"ASSIGN overwrites it: realize the old value first, or copy it with `.contiguous()`")
     if not any(late.values()): return finish(nodes)
-    extra = {k: v for k, v in late.items() if v}
-    order_, seen, stack = [], set(), [(n, False) for n in reversed(outputs)]
-    while stack:   # the same walk as toposort, with the extra edges
-        n, done = stack.pop()
-        if done: order_.append(n); continue
-        if id(n) in seen or n.buf is not None: continue
-        seen.add(id(n))
-        stack.append((n, True))
-        deps = list(n.srcs) + extra.get(id(n), [])
-        stack.extend((s, False) for s in reversed(deps) if id(s) not in seen)
-    return finish(order_)
+    # Walk again with an edge from every reader of a written memory to the write: the late ones, and the others
+    # too, which the new walk could otherwise place after it.
+    out = _unrealized(outputs, {id(a): readers[memory(a.srcs[0])] for a in assigns})
+    pos = {id(n): i for i, n in enumerate(out)}
+    for a in assigns:       # (only writes that need each other's results first can leave a reader after one)
+        if any(pos[id(r)] > pos[id(a)] for r in readers[memory(a.srcs[0])]):
+            raise ScheduleError(f"an ASSIGN into {a.shape} {a.dtype.name} memory must come after a read of the old value "
+                                f"that needs another write first: realize the reads before the writes")
+    return finish(out)
 
 # %% ../../nbs/05_schedule.ipynb #aee413dd
 def write_limits(nodes, memory_of=None) -> dict:

@@ -109,15 +109,14 @@ class _Uploads:
         dt = to_dtype(arr.dtype)
         src = np.ascontiguousarray(arr).reshape(-1).view(np.uint8)
         n = src.nbytes
-        dst = rt.mem.tensors.alloc(n)
+        dst = rt.mem.tensors.alloc(n, host=rt.mem.direct_upload)   # (written by the host: no range still in flight)
         if rt.mem.direct_upload:
-            # a fresh range is never in flight: the allocator only hands out fenced memory
             dst.block.host[dst.offset:dst.offset + n] = src
             # Keep small inputs' host copy where reading device memory would cost a submission
             # (class targets are read back to check their range, every training step).
             host = arr if not rt.mem.direct_readback and n <= self.HOST_COPY_BYTES else None
         else:
-            st = rt.mem.pool("staging").alloc(n)
+            st = rt.mem.pool("staging").alloc(n, host=True)
             st.block.host[st.offset:st.offset + n] = src
             rt.pending.append((st, dst, n))
             host = arr

@@ -90,6 +90,10 @@ class _PoolLists:
     def _release(self, bid, off, size):
         "Return a range to the free list, merged with free neighbours."
         self._count(-size)
+        self._free_range(bid, off, size)
+
+    def _free_range(self, bid, off, size):
+        "Put a range on the free list, merged with free neighbours (bytes in use unchanged)."
         if bid not in self.blocks: return
         prev = self.ends.get((bid, off))
         if prev is not None:
@@ -100,18 +104,52 @@ class _PoolLists:
             self._remove(bid, off + size, nsize); size += nsize
         self._insert(bid, off, size)
 
+    # --- the later list: dropped while a submission may still use them ---
+    def _later(self, bid, off, size, serial):
+        "Put a range on the later list, merged with later neighbours (the merged range waits for the later serial)."
+        prev = self.lends.get((bid, off))
+        if prev is not None:
+            psize, pserial = self.lstarts[(bid, prev)]
+            self._unlater(bid, prev, psize); off, size, serial = prev, size + psize, max(serial, pserial)
+        nxt = self.lstarts.get((bid, off + size))
+        if nxt is not None:
+            self._unlater(bid, off + size, nxt[0]); size, serial = size + nxt[0], max(serial, nxt[1])
+        bisect.insort(self.later, (size, bid, off))
+        self.lstarts[(bid, off)] = (size, serial)
+        self.lends[(bid, off + size)] = off
+
+    def _unlater(self, bid, off, size):
+        del self.later[bisect.bisect_left(self.later, (size, bid, off))]
+        del self.lstarts[(bid, off)], self.lends[(bid, off + size)]
+
+    def _fit_later(self, size):
+        "(block, offset, serial) of the best-fitting later range, or None: for memory the GPU writes first."
+        i = bisect.bisect_left(self.later, (size, -1, -1))
+        if i == len(self.later): return None
+        lsize, bid, off = self.later[i]
+        serial = self.lstarts[(bid, off)][1]
+        self._unlater(bid, off, lsize)
+        if lsize > size: self._later(bid, off + size, lsize - size, serial)
+        return bid, off, serial
+
     def collect(self):
-        "Fold dropped ranges into the free list, the recording's recycled list, or the deferred list."
+        "Fold dropped ranges into the free list or the later list (a captured step's pool: recycled, deferred or held)."
         done = self.dev.poll()
         dropped, rec = self.dropped, self.recording
         while dropped:
             bid, off, size, use, born = dropped.pop()
             self.live -= 1
-            if rec and use[0] == rec and born == rec:        # made and used by this recording only
+            if not self.private:
+                if use[0] > done: self._later(bid, off, size, use[0]); self._count(-size)   # the GPU may take it now
+                else: self._release(bid, off, size)
+            elif rec and use[0] == rec and born == rec:        # made and used by this recording only
                 self._recycle(bid, off, size); self._count(-size)
             elif use[0] > done: self.deferred.append((bid, off, size, use))   # in flight: a pool closes only once none is
-            elif self.private: self.held.append((bid, off, size))   # a captured step's: its replays bind it
-            else: self._release(bid, off, size)
+            else: self.held.append((bid, off, size))   # a captured step's: its replays bind it
+        if self.later and done != self._later_at:
+            self._later_at = done
+            for size, bid, off in [r for r in self.later if self.lstarts[(r[1], r[2])][1] <= done]:
+                self._unlater(bid, off, size); self._free_range(bid, off, size)
         if self.deferred and done != self._scan_at:
             self._scan_at = done
             keep = []
@@ -253,6 +291,9 @@ class Pool(_PoolRecording, _PoolBlocks, _PoolLists):
         self.deferred = []         # dropped ranges waiting for their submission's fence
         self.recycled = []         # (size, block, offset): dropped during the recording that made and used them
         self.rstarts, self.rends = {}, {}   # the recycled ranges by (block, start) and by (block, end), to merge neighbours
+        self.later = []            # (size, block, offset): dropped while in flight (a shared pool's): the GPU may take them
+        self.lstarts, self.lends = {}, {}   # the later ranges: (block, start) -> (size, serial), (block, end) -> start
+        self._later_at = -1
         self.recording = 0         # the serial of the recording in progress, 0 when none
         self.private = private     # a captured step's own pool: a range goes back only to the recording that dropped it
         self.held = []             # (block, offset, size): a private pool's dropped ranges, kept until the pool closes
@@ -268,8 +309,12 @@ class Pool(_PoolRecording, _PoolBlocks, _PoolLists):
         "An aligned range of at least `nbytes` (one alignment unit when `nbytes` is 0); `host`: the host writes it first."
         if self.closed: self.dev.check_open()
         size = align_up(max(int(nbytes), 1), self.align)
-        if self.dropped or self.deferred: self.collect()
+        if self.dropped or self.deferred or self.later: self.collect()
         got = self._refit(size) if self.recycled and not host else None
+        after = 0                  # the serial of the submission that last used a range of the later list
+        if got is None and self.later and not host:
+            got = self._fit_later(size)
+            if got is not None: *got, after = got
         if got is None: got = self._fit(size)
         if got is None:
             self.refusal = None
@@ -277,7 +322,7 @@ class Pool(_PoolRecording, _PoolBlocks, _PoolLists):
             self.collect()
             got = self._fit(size)
             if got is None and self._new_block(size) is not None: got = self._fit(size)
-            if got is None and (self.deferred or self.dev._inflight):   # memory still in flight: wait for it
+            if got is None and (self.deferred or self.later or self.dev._inflight):   # memory still in flight: wait for it
                 self.dev.wait(); self.collect(); got = self._fit(size)
             if got is None:
                 self.empty_cache()
@@ -288,6 +333,7 @@ class Pool(_PoolRecording, _PoolBlocks, _PoolLists):
             if got is None: self._oom(nbytes)
         bid, off = got
         a = Alloc(self.blocks[bid], off, size, self)
+        if after: a.use[0] = after    # (the host waits for the submission that used these bytes before)
         self.live += 1
         self._count(size)
         self.peak = max(self.peak, self.in_use)
@@ -314,7 +360,7 @@ class Pool(_PoolRecording, _PoolBlocks, _PoolLists):
         for b in list(self.blocks.values()): self._free_block(b)
         self.free, self.starts, self.ends = [], {}, {}
         self.dropped.clear(); self.deferred.clear(); self.recycled.clear(); self.held.clear()
-        self.rstarts.clear(); self.rends.clear()
+        self.rstarts.clear(); self.rends.clear(); self.later.clear(); self.lstarts.clear(); self.lends.clear()
         self._count(-self.in_use)
         self.closed = True
 

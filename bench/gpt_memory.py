@@ -3,7 +3,8 @@ at a chosen batch, on the current Vulkan device: the bytes in use between steps 
 jitted, with the fused attention and with the composed one (`vkml.nn.functional.FUSED_ATTENTION`).
 
     python bench/gpt_memory.py --batch 2                 # lavapipe: a step takes some seconds
-    python bench/gpt_memory.py --batch 32 --out FILE     # the benchmark's batch (a GPU)
+    python bench/gpt_memory.py --batch 32 --out FILE     # the benchmark's batch (a GPU; lavapipe: minutes a step)
+    python bench/gpt_memory.py --batch 32 --modes eager --attention fused   # one row
 
 Memory counts come from `vkml.memory_stats()` (every pool of the device together); they do not depend on timing.
 """
@@ -48,12 +49,14 @@ def measure(batch: int, mode: str, fused: bool, steps: int = 3) -> dict:
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--batch", type=int, default=2)
+    ap.add_argument("--modes", nargs="+", choices=["eager", "jit"], default=["eager", "jit"])
+    ap.add_argument("--attention", nargs="+", choices=["fused", "composed"], default=["fused", "composed"])
     ap.add_argument("--out", default=None)
     a = ap.parse_args(argv)
     rows = []
-    for mode in ("eager", "jit"):
-        for fused in (True, False):
-            rows.append(measure(a.batch, mode, fused))
+    for mode in a.modes:
+        for attention in a.attention:
+            rows.append(measure(a.batch, mode, attention == "fused"))
             gc.collect()
     print(f"{'mode':6} {'attention':9} {'in use before':>14} {'peak':>9} {'in use after':>13}  (MiB, batch {a.batch})")
     for r in rows:

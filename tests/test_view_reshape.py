@@ -70,3 +70,16 @@ def test_the_rule_copies_what_it_must():
     assert v.reshape((12,)) is None and v.reshape((4, 3)) == v      # (the same shape is itself)
     assert View((2, 3), (0, 1)).reshape((6,)) is None                # an expanded axis cannot merge
     assert View((2, 3), (0, 1)).reshape((2, 3, 1)) == View((2, 3, 1), (0, 1, 1))
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("vulkan", marks=pytest.mark.vulkan)])
+def test_is_contiguous_answers_as_pytorch_does(device):
+    m = vkml.tensor(np.arange(24, dtype=np.float32).reshape(4, 6), device=device)
+    t = m.T
+    vkml.realize(t)                                     # (a realized view keeps its strides)
+    cases = {"itself": (m, True), "rows": (m[1:], True), "a computed value": (m * 2, True),
+             "a transpose": (m.T, False), "a realized transpose": (t, False), "its copy": (m.T.contiguous(), True),
+             "a stepped slice": (m[:, ::2], False), "an expansion": (m[:1].expand(3, 6), False),
+             "columns split": (m[:, 2:4].reshape(4, 2, 1), False), "a split row": (m[1].reshape(2, 3), True)}
+    got = {k: t.is_contiguous() for k, (t, _) in cases.items()}
+    assert got == {k: want for k, (_, want) in cases.items()}

@@ -25,6 +25,20 @@ def _varargs(shape) -> tuple:
 
 def _is_int(i) -> bool: return isinstance(i, (int, np.integer)) and not isinstance(i, (bool, np.bool_))
 
+def _layout(n: Node) -> View:
+    "The strides `n`'s elements have (once realized) or will have: its view ops over fresh, row-major memory."
+    if n.buf is not None:
+        a = n.buf                                    # (a CPU buffer is a numpy array; a Vulkan one has a View)
+        return View(a.shape, tuple(s // a.itemsize for s in a.strides)) if isinstance(a, np.ndarray) else a.view
+    if n.op in (Op.RESHAPE, Op.PERMUTE, Op.EXPAND, Op.SLICE, Op.DETACH) and n.srcs:
+        v = _layout(n.srcs[0])
+        if n.op is Op.RESHAPE: v = v.reshape(n.shape)   # (None: a copy, row-major)
+        elif n.op is Op.PERMUTE: v = v.permute(n.arg)
+        elif n.op is Op.EXPAND: v = v.expand(n.shape)
+        elif n.op is Op.SLICE: v = v.slice(n.arg)
+        if v is not None: return v
+    return View.contiguous(n.shape)
+
 class Views(TensorBase):
     "Reshape, permute, expand and their PyTorch spellings: methods of `Tensor`."
     __slots__ = ()
@@ -97,6 +111,11 @@ class Views(TensorBase):
     def contiguous(self):
         "This tensor materialized row-major."
         return self._apply(Op.CONTIGUOUS, self)
+    def is_contiguous(self, memory_format=None) -> bool:
+        "Are its elements one after another in row-major order? (a transpose, an expansion or a stepped slice is not)"
+        if memory_format is not None:
+            raise ArgumentError(f"is_contiguous: vkML tensors have one layout, row-major; got memory_format={memory_format!r}")
+        return _layout(self.node).is_contiguous
 
 # %% ../../nbs/10_tensor_shape.ipynb #38fa84a5
 class Copies(TensorBase):

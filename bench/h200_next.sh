@@ -50,6 +50,7 @@ case "$STEP" in
   attn)  timeout 150 python3 -m pytest -q -p no:cacheprovider tests/test_attention.py tests/test_deep_tiles.py 2>&1 | tail -3
          timeout 200 python3 bench/attention.py --out "$OUT/attention_h200.json" 2>&1 | tail -6
          timeout 120 python3 bench/gpt_memory.py --batch 32 --out "$OUT/gpt_memory_h200.json" 2>&1 | tail -5
+         timeout 60 python3 bench/gpt_memory.py --batch 32 --plan --out "$OUT/gpt_memory_plan_h200.json" 2>&1 | tail -2
          timeout 220 python3 bench/real_models.py --cases gpt --out "$OUT/real_models_gpt_h200.json" 2>&1 | tail -10 ;;
   *) echo "unknown step $STEP"; exit 2 ;;
 esac

@@ -186,6 +186,15 @@ def render() -> str:
                     table(["batch", "mode", "attention", "in use before", "peak", "in use after"],
                           [(r["batch"], r["mode"], r["attention"], f"{r['in_use_before'] / 2**20:,.1f}", f"{r['peak'] / 2**20:,.1f}",
                             f"{r['in_use_after'] / 2**20:,.1f}") for r in g["rows"]]), ""]
+    for name, where in (("gpt_memory_plan_h200.json", "the H200"), ("gpt_memory_plan_lavapipe.json", "lavapipe")):
+        g = load(name)
+        if g: s += [f"## The GPT step's memory plan on {where}", "", prov(g), "",
+                    "One eager step's graph (forward, backward, AdamW) scheduled and not run: MiB in use before it, and the "
+                    "most MiB of its intermediates alive at once by the plan (`Schedule.planned_peak`; a run adds kernels' "
+                    "scratch and copies made while recording).", "",
+                    table(["batch", "attention", "in use before", "planned peak", "kernels"],
+                          [(r["batch"], r["attention"], f"{r['in_use_before'] / 2**20:,.1f}", f"{r['planned_peak'] / 2**20:,.1f}",
+                            r["kernels"]) for r in g["rows"]]), ""]
     for name in ("ddp_h200x2.json", "ddp_jit_h200.json", "ddp_mpi_h200.json", "ddp_shared_h200.json",
                  "ddp_shared_overlap1_h200.json", "ddp_shared_overlap0_h200.json", "ddp_mpi_overlap1_h200.json",
                  "ddp_mpi_overlap0_h200.json"):   # two GPUs; two ranks sharing one H200, jitted; each exchange, overlapped or not

@@ -220,12 +220,12 @@ def test_a_range_in_flight_goes_back_to_the_gpu_at_once_and_to_the_host_after_th
         a = p.alloc(4096); where = (a.block.id, a.offset)
         serial = a.use[0] = dev.submitted + 1      # as if the next submission used it
         del a; gc.collect(); p.collect()
-        assert p.in_use == 0 and where in p.lstarts                 # on the later list, not in use
+        assert p.in_use == 0 and where in p.later.starts                 # on the later list, not in use
         h = p.alloc(4096, host=True)               # the host writes first: other bytes
         g = p.alloc(4096)                          # a kernel writes first: these, after that submission
         assert (h.block.id, h.offset) != where and (g.block.id, g.offset) == where and g.use[0] == serial
         del g; gc.collect(); p.collect()
-        assert where in p.lstarts
+        assert where in p.later.starts
         s = dev.submit(dev.command_buffer()); dev.wait(s)
         p.collect()
         assert not p.later and p.in_use == 4096    # (h) the rest back on the free list

@@ -11,7 +11,7 @@ from .dtypes import *
 from .ops import Op, SHAPE_RULES, CALLER_SHAPED, ACCEPTED_DTYPES
 
 # %% auto #0
-__all__ = ['Node', 'is_grad_enabled', 'no_grad', 'enable_grad', 'autocast_enabled', 'autocast_dtype', 'set_autocast',
+__all__ = ['Node', 'view_of', 'is_grad_enabled', 'no_grad', 'enable_grad', 'autocast_enabled', 'autocast_dtype', 'set_autocast',
            'autocast_suspended', 'autocast_state', 'Backend', 'references', 'register_backend', 'canonical_device',
            'get_backend', 'check_same_device', 'make_node', 'toposort', 'defer', 'take_deferred']
 
@@ -48,6 +48,15 @@ class Node:
     def __repr__(self):
         a = "" if self.arg is None else f" {self.arg}"
         return f"<{self.op.name}{a} {self.shape} {self.dtype.name} {self.device}{' realized' if self.realized else ''}>"
+
+# %% ../../nbs/04_graph.ipynb #635403e6
+def view_of(op: Op, node: Node, v: View):
+    "The view a view op (`node`) makes of its source's view `v` (None: a RESHAPE that needs a copy)."
+    if op is Op.RESHAPE: return v.reshape(node.shape)
+    if op is Op.PERMUTE: return v.permute(node.arg)
+    if op is Op.EXPAND: return v.expand(node.shape)
+    if op is Op.SLICE: return v.slice(node.arg)
+    return v                                              # DETACH
 
 # %% ../../nbs/04_graph.ipynb #f5810287
 class _GradMode(threading.local):

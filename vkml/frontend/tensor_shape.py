@@ -7,8 +7,8 @@ from __future__ import annotations
 import builtins, math
 import numpy as np
 from ..core.dtypes import *
-from ..core.ops import Op, ACCEPTED_DTYPES, ALL
-from ..core.graph import Node, check_same_device, get_backend
+from ..core.ops import Op, ACCEPTED_DTYPES, ALL, VIEW_OPS
+from ..core.graph import Node, check_same_device, get_backend, view_of
 from ..core.operands import (TensorBase, ArgumentError, IndexingError, need_tensor, check_dtype, mixed_dtypes,
                            scalar_as, is_scalar, common_operands, lift, expand_to, reshape_to, const_like, reduce_axes,
                            with_out, autocast_widest)
@@ -30,12 +30,8 @@ def _layout(n: Node) -> View:
     if n.buf is not None:
         a = n.buf                                    # (a CPU buffer is a numpy array; a Vulkan one has a View)
         return View(a.shape, tuple(s // a.itemsize for s in a.strides)) if isinstance(a, np.ndarray) else a.view
-    if n.op in (Op.RESHAPE, Op.PERMUTE, Op.EXPAND, Op.SLICE, Op.DETACH) and n.srcs:
-        v = _layout(n.srcs[0])
-        if n.op is Op.RESHAPE: v = v.reshape(n.shape)   # (None: a copy, row-major)
-        elif n.op is Op.PERMUTE: v = v.permute(n.arg)
-        elif n.op is Op.EXPAND: v = v.expand(n.shape)
-        elif n.op is Op.SLICE: v = v.slice(n.arg)
+    if n.op in VIEW_OPS and n.srcs:
+        v = view_of(n.op, n, _layout(n.srcs[0]))     # (None: a reshape that copies, row-major)
         if v is not None: return v
     return View.contiguous(n.shape)
 

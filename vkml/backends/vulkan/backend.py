@@ -8,7 +8,7 @@ import numpy as np
 from ...core.dtypes import *
 from ...core.ops import Op, VIEW_OPS
 from ...core.elementwise import ELEMENTWISE
-from ...core.graph import Backend, Node, references
+from ...core.graph import Backend, Node, references, view_of
 from ...engine.capture import JitError, capture_in_progress
 from ...engine.schedule import Kernel, constant_value
 from .device import Device, get_device, STATS
@@ -23,20 +23,12 @@ from . import replay
 __all__ = ['INT32_MAX', 'contiguous_view', 'VulkanBackend']
 
 # %% ../../../nbs/27c_backend.ipynb #adfd8084
-def _view_of(op: Op, node: Node, v: View):
-    "The view a view op makes of its source's view `v` (None: RESHAPE needs a copy)."
-    if op is Op.RESHAPE: return v.reshape(node.shape)
-    if op is Op.PERMUTE: return v.permute(node.arg)
-    if op is Op.EXPAND: return v.expand(node.shape)
-    if op is Op.SLICE: return v.slice(node.arg)
-    return v                                              # DETACH
-
 _contiguous: dict = {}
 def _planned_view(n: Node) -> View:
     "The view a kernel will read `n` through: its buffer's, a view op's of its source's, or fresh contiguous memory."
     if n.buf is not None: return n.buf.view
     if n.op in VIEW_OPS:
-        v = _view_of(n.op, n, _planned_view(n.srcs[0]))
+        v = view_of(n.op, n, _planned_view(n.srcs[0]))
         if v is not None: return v
     return contiguous_view(n.shape)
 
@@ -330,7 +322,7 @@ class _Sources:
     def _view(self, rec, n: Node):
         "A view node: new strides over its source's memory (a copy first for RESHAPE of a strided view)."
         s = self._source(rec, n.srcs[0])
-        v = _view_of(n.op, n, s.view)
+        v = view_of(n.op, n, s.view)
         if v is None:   # RESHAPE of a strided view: materialize it first
             src = n.srcs[0]
             c = Node(Op.CONTIGUOUS, (src,), None, src.shape, n.dtype, n.device)

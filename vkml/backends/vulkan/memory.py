@@ -10,8 +10,8 @@ from ...core.dtypes import *
 from .device import Device, get_device, check_index, vk_module
 
 # %% auto #0
-__all__ = ['BLOCK_SIZE', 'PRIVATE_BLOCK_SIZE', 'ALIGN', 'pick_memory_type', 'memory_flags', 'Block', 'Alloc', 'align_up', 'Meter',
-           'Pool', 'Memory', 'memory', 'memory_stats', 'reset_peak_memory_stats', 'empty_cache']
+__all__ = ['BLOCK_SIZE', 'PRIVATE_BLOCK_SIZE', 'ALIGN', 'pick_memory_type', 'memory_flags', 'Block', 'Alloc', 'align_up',
+           'Ranges', 'Meter', 'Pool', 'Memory', 'memory', 'memory_stats', 'reset_peak_memory_stats', 'empty_cache']
 
 # %% ../../../nbs/22_allocator.ipynb #aa1c611f
 def pick_memory_type(info, kind: str):
@@ -72,6 +72,45 @@ BLOCK_SIZE = 64 << 20
 PRIVATE_BLOCK_SIZE = 4 << 20   # a captured step's pools (see `Memory.private_pools`) grow in smaller blocks
 ALIGN = 256
 
+# %% ../../../nbs/22_allocator.ipynb #aaa2ac50
+class Ranges:
+    "Ranges of blocks kept for reuse: the best fit by size; a range put back merges with its neighbours."
+    __slots__ = ("by_size", "ends", "starts")
+    def __init__(self): self.by_size, self.starts, self.ends = [], {}, {}   # (size, block, offset); (block, start) -> (size, serial); (block, end) -> start
+    def __bool__(self): return bool(self.by_size)
+    def __iter__(self):
+        "(size, block, offset, serial) of every range."
+        return iter([(size, bid, off, self.starts[(bid, off)][1]) for size, bid, off in self.by_size])
+
+    def put(self, bid, off, size, serial=0):
+        prev = self.ends.get((bid, off))
+        if prev is not None:
+            psize, pserial = self.starts[(bid, prev)]
+            self.drop(bid, prev, psize); off, size, serial = prev, size + psize, max(serial, pserial)
+        nxt = self.starts.get((bid, off + size))
+        if nxt is not None:
+            self.drop(bid, off + size, nxt[0]); size, serial = size + nxt[0], max(serial, nxt[1])
+        bisect.insort(self.by_size, (size, bid, off))
+        self.starts[(bid, off)] = (size, serial)
+        self.ends[(bid, off + size)] = off
+
+    def drop(self, bid, off, size):
+        del self.by_size[bisect.bisect_left(self.by_size, (size, bid, off))]
+        del self.starts[(bid, off)], self.ends[(bid, off + size)]
+
+    def take(self, size):
+        "(block, offset, serial) of the start of the best-fitting range, the rest put back; None when none fits."
+        i = bisect.bisect_left(self.by_size, (size, -1, -1))
+        if i == len(self.by_size): return None
+        rsize, bid, off = self.by_size[i]
+        serial = self.starts[(bid, off)][1]
+        self.drop(bid, off, rsize)
+        if rsize > size: self.put(bid, off + size, rsize - size, serial)
+        return bid, off, serial
+
+    def clear(self):
+        self.by_size.clear(); self.starts.clear(); self.ends.clear()
+
 # %% ../../../nbs/22_allocator.ipynb #27dd8f31
 class _PoolLists:
     "The free lists of a pool: ranges returned, merged, and collected when their readers finish."
@@ -104,34 +143,6 @@ class _PoolLists:
             self._remove(bid, off + size, nsize); size += nsize
         self._insert(bid, off, size)
 
-    # --- the later list: dropped while a submission may still use them ---
-    def _later(self, bid, off, size, serial):
-        "Put a range on the later list, merged with later neighbours (the merged range waits for the later serial)."
-        prev = self.lends.get((bid, off))
-        if prev is not None:
-            psize, pserial = self.lstarts[(bid, prev)]
-            self._unlater(bid, prev, psize); off, size, serial = prev, size + psize, max(serial, pserial)
-        nxt = self.lstarts.get((bid, off + size))
-        if nxt is not None:
-            self._unlater(bid, off + size, nxt[0]); size, serial = size + nxt[0], max(serial, nxt[1])
-        bisect.insort(self.later, (size, bid, off))
-        self.lstarts[(bid, off)] = (size, serial)
-        self.lends[(bid, off + size)] = off
-
-    def _unlater(self, bid, off, size):
-        del self.later[bisect.bisect_left(self.later, (size, bid, off))]
-        del self.lstarts[(bid, off)], self.lends[(bid, off + size)]
-
-    def _fit_later(self, size):
-        "(block, offset, serial) of the best-fitting later range, or None: for memory the GPU writes first."
-        i = bisect.bisect_left(self.later, (size, -1, -1))
-        if i == len(self.later): return None
-        lsize, bid, off = self.later[i]
-        serial = self.lstarts[(bid, off)][1]
-        self._unlater(bid, off, lsize)
-        if lsize > size: self._later(bid, off + size, lsize - size, serial)
-        return bid, off, serial
-
     def collect(self):
         "Fold dropped ranges into the free list or the later list (a captured step's pool: recycled, deferred or held)."
         done = self.dev.poll()
@@ -140,16 +151,16 @@ class _PoolLists:
             bid, off, size, use, born = dropped.pop()
             self.live -= 1
             if not self.private:
-                if use[0] > done: self._later(bid, off, size, use[0]); self._count(-size)   # the GPU may take it now
+                if use[0] > done: self.later.put(bid, off, size, use[0]); self._count(-size)   # the GPU may take it now
                 else: self._release(bid, off, size)
             elif rec and use[0] == rec and born == rec:        # made and used by this recording only
-                self._recycle(bid, off, size); self._count(-size)
+                self.recycled.put(bid, off, size); self._count(-size)
             elif use[0] > done: self.deferred.append((bid, off, size, use))   # in flight: a pool closes only once none is
             else: self.held.append((bid, off, size))   # a captured step's: its replays bind it
         if self.later and done != self._later_at:
             self._later_at = done
-            for size, bid, off in [r for r in self.later if self.lstarts[(r[1], r[2])][1] <= done]:
-                self._unlater(bid, off, size); self._free_range(bid, off, size)
+            for size, bid, off, serial in self.later:        # (a list made first: dropping is safe)
+                if serial <= done: self.later.drop(bid, off, size); self._free_range(bid, off, size)
         if self.deferred and done != self._scan_at:
             self._scan_at = done
             keep = []
@@ -235,38 +246,17 @@ class _PoolRecording:
     def end_recording(self, serial: int):
         "The recording is submitted (or thrown away): what it recycled waits for its fence."
         if self.dropped: self.collect()
-        for size, bid, off in self.recycled:
+        for size, bid, off, _ in self.recycled:
             self._count(size)
             if self.private: self.held.append((bid, off, size))   # a captured step binds it again at every replay
             else: self.deferred.append((bid, off, size, [serial]))
-        self.recycled.clear(); self.rstarts.clear(); self.rends.clear()
+        self.recycled.clear()
         self.recording = 0
-
-    def _recycle(self, bid, off, size):
-        "Put a range on the recycled list, merged with recycled neighbours (a later, larger tensor of the recording fits)."
-        prev = self.rends.get((bid, off))
-        if prev is not None:
-            psize = off - prev
-            self._unrecycle(bid, prev, psize); off, size = prev, size + psize
-        nsize = self.rstarts.get((bid, off + size))
-        if nsize is not None:
-            self._unrecycle(bid, off + size, nsize); size += nsize
-        bisect.insort(self.recycled, (size, bid, off))
-        self.rstarts[(bid, off)] = size
-        self.rends[(bid, off + size)] = off
-
-    def _unrecycle(self, bid, off, size):
-        del self.recycled[bisect.bisect_left(self.recycled, (size, bid, off))]
-        del self.rstarts[(bid, off)], self.rends[(bid, off + size)]
 
     def _refit(self, size):
         "A range of the recording's recycled list (best fit), or None."
-        i = bisect.bisect_left(self.recycled, (size, -1, -1))
-        if i == len(self.recycled): return None
-        fsize, bid, off = self.recycled[i]
-        self._unrecycle(bid, off, fsize)
-        if fsize > size: self._recycle(bid, off + size, fsize - size)
-        return bid, off
+        got = self.recycled.take(size)
+        return None if got is None else got[:2]
 
 # %% ../../../nbs/22_allocator.ipynb #8ebc4749
 class Meter:
@@ -289,10 +279,8 @@ class Pool(_PoolRecording, _PoolBlocks, _PoolLists):
         self.free, self.starts, self.ends = [], {}, {}
         self.dropped = []          # appended by Alloc.__del__: never replaced, only emptied
         self.deferred = []         # dropped ranges waiting for their submission's fence
-        self.recycled = []         # (size, block, offset): dropped during the recording that made and used them
-        self.rstarts, self.rends = {}, {}   # the recycled ranges by (block, start) and by (block, end), to merge neighbours
-        self.later = []            # (size, block, offset): dropped while in flight (a shared pool's): the GPU may take them
-        self.lstarts, self.lends = {}, {}   # the later ranges: (block, start) -> (size, serial), (block, end) -> start
+        self.recycled = Ranges()   # dropped during the recording that made and used them
+        self.later = Ranges()      # dropped while in flight (a shared pool's), with the serial: the GPU may take them
         self._later_at = -1
         self.recording = 0         # the serial of the recording in progress, 0 when none
         self.private = private     # a captured step's own pool: a range goes back only to the recording that dropped it
@@ -313,7 +301,7 @@ class Pool(_PoolRecording, _PoolBlocks, _PoolLists):
         got = self._refit(size) if self.recycled and not host else None
         after = 0                  # the serial of the submission that last used a range of the later list
         if got is None and self.later and not host:
-            got = self._fit_later(size)
+            got = self.later.take(size)
             if got is not None: *got, after = got
         if got is None: got = self._fit(size)
         if got is None:
@@ -360,7 +348,7 @@ class Pool(_PoolRecording, _PoolBlocks, _PoolLists):
         for b in list(self.blocks.values()): self._free_block(b)
         self.free, self.starts, self.ends = [], {}, {}
         self.dropped.clear(); self.deferred.clear(); self.recycled.clear(); self.held.clear()
-        self.rstarts.clear(); self.rends.clear(); self.later.clear(); self.lstarts.clear(); self.lends.clear()
+        self.later.clear()
         self._count(-self.in_use)
         self.closed = True
 

@@ -42,6 +42,7 @@ layout(std430, set = 0, binding = 4) readonly buffer InM { T mb[]; };
 
 // Each tensor is (B0, B1, rows, dims): offset, batch strides and row stride; its elements are contiguous. The
 // mask (B0, B1, L, S) has an element stride too (m_se, 0 for a mask broadcast along the keys); m_off < 0: none.
+// ATTENTION reads no do: its words give the result's batch and row strides instead (PyTorch's (B, L, H, Ev) layout).
 layout(push_constant) uniform PC {
     int B1, L, S, E, EV, causal; float sl2, scale;
     int q_off, q_s0, q_s1, q_sl;
@@ -153,7 +154,7 @@ void main() {
     }
     if (!live) return;
 #if defined(ATTENTION)
-    const int yb = p.y_off + (bb * p.L + me) * p.EV;
+    const int yb = p.y_off + b0 * p.d_s0 + b1 * p.d_s1 + me * p.d_sl;   // (do's words hold the result's strides here)
     [[unroll]] for (int c = 0; c < DV4; ++c) {
         const vec4 w = l == 0.0 ? vec4(0.0) : o[c] / l;   // no key seen: 0 (PyTorch's safe softmax)
         [[unroll]] for (int u = 0; u < 4; ++u) if (4 * c + u < p.EV) y[yb + 4 * c + u] = T(w[u]);

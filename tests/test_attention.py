@@ -93,9 +93,19 @@ def test_heads_read_through_strides():
         qkv = vkml.tensor(qkv0, device=d, requires_grad=True)
         q, k, v = (t.view(B, T, H, hd).transpose(1, 2) for t in qkv.split(H * hd, dim=2))
         o = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-        assert o.node.op is Op.ATTENTION and o.node.srcs[0].op is Op.PERMUTE   # a view of qkv
+        att = o.node.srcs[0]   # o is a (B, H, T, hd) view of a (B, T, H, hd) result, as PyTorch's flash attention's
+        assert o.node.op is Op.PERMUTE and att.op is Op.ATTENTION and att.shape == (B, T, H, hd)
+        assert att.srcs[0].op is Op.PERMUTE   # q: a view of qkv
+        y = o.transpose(1, 2).reshape(B, T, H * hd)   # the heads joined again: a view, no copy
+        n = y.node
+        while n.op in (Op.RESHAPE, Op.PERMUTE): n = n.srcs[0]
+        assert n is att and y.is_contiguous()
+        from vkml.backends.vulkan import profile
+        with profile() as prof: y0 = y.numpy()
+        if d == "vulkan": assert list(prof) == ["attention_fwd32_f32"], sorted(prof)   # one dispatch: no copy of q, k, v or y
         (o * vkml.tensor(g0, device=d)).sum().backward()
         res[d] = (o.numpy(), qkv.grad.numpy())
+        assert np.array_equal(y0, res[d][0].transpose(0, 2, 1, 3).reshape(B, T, H * hd))
     assert_close(res["vulkan"][0], res["cpu"][0], k=T, rtol=1e-5 * 4, what="o")
     assert_close(res["vulkan"][1], res["cpu"][1], k=T + hd, atol=1e-5, what="dqkv")
 

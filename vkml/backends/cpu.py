@@ -442,9 +442,10 @@ def _row_exp(s):
 @impl(Op.ATTENTION)
 def _attention(n, q, k, v, mask=None):
     c = acc_np(n.dtype)
-    p, _, seen = _row_exp(_attention_scores(q, k, *n.arg, c, mask))
+    p, _, seen = _row_exp(_attention_scores(q, k, *n.arg[:2], c, mask))
     with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(seen, np.matmul(p, v.astype(c)) / p.sum(-1, keepdims=True), c.type(0))
+        o = np.where(seen, np.matmul(p, v.astype(c)) / p.sum(-1, keepdims=True), c.type(0))
+    return np.ascontiguousarray(np.swapaxes(o, 1, 2)) if n.arg[2:] and n.arg[2] else o   # rows_out: (B, L, H, Ev)
 
 @impl(Op.ATTENTION_STATS)
 def _attention_stats(n, q, k, o, do, mask=None):

@@ -358,8 +358,10 @@ ATTENTION_OPS = (Op.ATTENTION, Op.ATTENTION_STATS, Op.ATTENTION_BACKWARD)
 ATTENTION_MAX_HEAD = 128   # the largest head dim the fused kernels hold in registers (a larger one is composed)
 ACCEPTED_DTYPES.update({op: FLOATS for op in ATTENTION_OPS})
 ARG_DOC.update({
-    Op.ATTENTION: "(causal, scale): srcs q (..., L, E), k (..., S, E), v (..., S, Ev)[, mask (..., L, S)] -> "
-                  "softmax(scale q kᵀ + mask) v (..., L, Ev); a query that sees no key gets 0",
+    Op.ATTENTION: "(causal, scale[, rows_out]): srcs q (..., L, E), k (..., S, E), v (..., S, Ev)[, mask (..., L, S)] -> "
+                  "softmax(scale q kᵀ + mask) v (..., L, Ev); a query that sees no key gets 0. rows_out (q of rank 4, "
+                  "(B, H, L, E)): the result is laid out (B, L, H, Ev), as PyTorch's flash attention writes it, so that "
+                  "`o.transpose(1, 2).reshape(B, L, H * Ev)` is a view",
     Op.ATTENTION_STATS: "(causal, scale): srcs (q, k, o, do[, mask]) -> (..., L, 2): per query log2 Σ_j exp2(log2(e)·s_ij) "
                         "and do·o, in float32 (float64 for float64)",
     Op.ATTENTION_BACKWARD: "(causal, scale, which): srcs (q, k, v, do, stats[, mask]) -> the gradient of q (which 0), k (1) or v (2)",
@@ -386,6 +388,9 @@ def _attention_mask(what, q, k, mask):
 def _attention(arg, q, k, v, mask=None):
     _attention_check("attention", q, k, v)
     _attention_mask("attention", q, k, mask)
+    if len(arg) > 2 and arg[2]:   # rows_out: (B, L, H, Ev)
+        if len(q.shape) != 4: raise ShapeError(f"attention: rows_out lays out a (B, H, L, E) query's result, got q {q.shape}")
+        return (q.shape[0], q.shape[2], q.shape[1], v.shape[-1]), q.dtype
     return q.shape[:-1] + (v.shape[-1],), q.dtype
 
 @shape_rule(Op.ATTENTION_STATS)

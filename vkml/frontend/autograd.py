@@ -290,8 +290,12 @@ def _attention_vjp(node, g, srcs):
     if mask and mask[0].requires_grad:
         raise GradError("fused attention has no gradient for its mask: scaled_dot_product_attention takes the composed "
                         "path for a mask that requires grad")
-    stats = _apply(Op.ATTENTION_STATS, q, k, g._wrap(node), g, *mask, arg=node.arg)
-    grads = tuple(_apply(Op.ATTENTION_BACKWARD, q, k, v, g, stats, *mask, arg=(*node.arg, which)) for which in range(3))
+    o = g._wrap(node)
+    if node.arg[2:] and node.arg[2]:   # rows_out: o and its gradient are (B, L, H, Ev); the kernels read (B, H, L, Ev) views
+        o, g = _permute(o, (0, 2, 1, 3)), _permute(g, (0, 2, 1, 3))
+    arg = node.arg[:2]
+    stats = _apply(Op.ATTENTION_STATS, q, k, o, g, *mask, arg=arg)
+    grads = tuple(_apply(Op.ATTENTION_BACKWARD, q, k, v, g, stats, *mask, arg=(*arg, which)) for which in range(3))
     return grads + (None,) * len(mask)
 vjp_rules[Op.ATTENTION] = _attention_vjp
 NO_HIGHER_ORDER[Op.ATTENTION] = (Category.NOT_YET, ("its rule emits ATTENTION_STATS and ATTENTION_BACKWARD, which have no "

@@ -604,7 +604,11 @@ def scaled_dot_product_attention(q, k, v, attn_mask=None, dropout_p=0.0, is_caus
     if is_causal and attn_mask is not None: raise ArgumentError("pass either attn_mask or is_causal=True, not both (as PyTorch)")
     if _fused_attention(q, k, v, attn_mask, dropout_p):   # one kernel forward, four backward: no L x S matrix in memory
         mask = () if attn_mask is None else (_additive_mask(attn_mask, q, S),)
-        return apply(Op.ATTENTION, q, k, v, *mask, arg=(bool(is_causal), 1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale)))
+        arg = (bool(is_causal), 1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale))
+        if q.ndim < 4: return apply(Op.ATTENTION, q, k, v, *mask, arg=arg)
+        # (B, H, L, E) heads: the kernel writes (B, L, H, Ev), as PyTorch's flash attention does, and this returns that
+        # transposed, a view; so the usual `o.transpose(1, 2).reshape(B, L, H * Ev)` that joins the heads copies nothing
+        return VF.transpose(apply(Op.ATTENTION, q, k, v, *mask, arg=(*arg, True)), 1, 2)
     s = matmul(q, VF.transpose(k, -2, -1)) * (1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale))
     if is_causal: s = VF.where(_causal_mask(L, S, q.device), s, -math.inf)
     if attn_mask is not None:

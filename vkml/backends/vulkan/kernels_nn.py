@@ -633,6 +633,10 @@ def _attention_dispatch(mode, node, out, srcs, owned):
     for t in srcs[:4]:   # q, k, v (or o), do
         b, w = _rows(t, copies)
         binds.append(b); words += w
+    if mode == "fwd":   # do's words are free: the result's batch and row strides (rows_out lays it out (B, L, H, Ev))
+        ost = pad4(out.view.shape, out.view.strides)[1]
+        if node.arg[2:] and node.arg[2]: ost = (ost[0], ost[2], ost[1], ost[3])
+        words += [0, *ost[:3]]
     words += [0] * (16 - len(words))
     st = srcs[4] if len(srcs) > 4 else None
     if st is not None:

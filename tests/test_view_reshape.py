@@ -83,3 +83,18 @@ def test_is_contiguous_answers_as_pytorch_does(device):
              "columns split": (m[:, 2:4].reshape(4, 2, 1), False), "a split row": (m[1].reshape(2, 3), True)}
     got = {k: t.is_contiguous() for k, (t, _) in cases.items()}
     assert got == {k: want for k, (_, want) in cases.items()}
+
+
+def test_contiguous_returns_the_tensor_itself_when_it_already_is():
+    "PyTorch's `contiguous()`: no copy of a row-major tensor (nanoGPT's `y.transpose(1, 2).contiguous().view(...)`)."
+    from vkml.backends.vulkan import profile
+    x = vkml.tensor(np.arange(24, dtype=np.float32).reshape(2, 3, 4), device="vulkan") + 1
+    x.numpy()
+    assert x.contiguous() is x
+    back = x.transpose(0, 1).transpose(0, 1).contiguous()   # a view whose strides are row-major again
+    with profile() as prof: v = back.numpy()
+    assert list(prof) == [] and np.array_equal(v, x.numpy())
+    t = x.transpose(1, 2).contiguous()                        # strided: a copy, as before
+    assert t is not x and t.node.op is Op.CONTIGUOUS and np.array_equal(t.numpy(), x.numpy().transpose(0, 2, 1))
+    c = x.clone()                                             # clone still copies
+    assert c.node.op is Op.CONTIGUOUS

@@ -84,7 +84,7 @@ def order(outputs, memory_of=None, limits=None) -> list:
         both = [n for n in rs if id(n) in after]
         if both:
             raise ScheduleError(f"{both[0].op.name} reads {a.shape} {a.dtype.name} memory both before and after an "
-                                f"ASSIGN overwrites it: realize the old value first, or copy it with `.contiguous()`")
+                                f"ASSIGN overwrites it: realize the old value first, or copy it with `.clone()`")
     if not any(late.values()): return finish(nodes)
     # Walk again with an edge from every reader of a written memory to the write: the late ones, and the others
     # too, which the new walk could otherwise place after it.

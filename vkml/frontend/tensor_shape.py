@@ -105,8 +105,8 @@ class Views(TensorBase):
     def expand_as(self, other): return self.expand(other.shape)
 
     def contiguous(self):
-        "This tensor materialized row-major."
-        return self._apply(Op.CONTIGUOUS, self)
+        "This tensor with its elements row-major: itself when they are already (as PyTorch), else a copy (`clone` always copies)."
+        return self if self.is_contiguous() else self._apply(Op.CONTIGUOUS, self)
     def is_contiguous(self, memory_format=None) -> bool:
         "Are its elements one after another in row-major order? (a transpose, an expansion or a stepped slice is not)"
         if memory_format is not None:

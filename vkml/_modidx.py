@@ -1438,6 +1438,7 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                       'vkml.engine.schedule._kernels': ('schedule.html#_kernels', 'vkml/engine/schedule.py'),
                                       'vkml.engine.schedule._kind': ('schedule.html#_kind', 'vkml/engine/schedule.py'),
                                       'vkml.engine.schedule._limits': ('schedule.html#_limits', 'vkml/engine/schedule.py'),
+                                      'vkml.engine.schedule._made_at': ('schedule.html#_made_at', 'vkml/engine/schedule.py'),
                                       'vkml.engine.schedule._merge': ('schedule.html#_merge', 'vkml/engine/schedule.py'),
                                       'vkml.engine.schedule._overwrites_read': ( 'schedule.html#_overwrites_read',
                                                                                  'vkml/engine/schedule.py'),

@@ -43,7 +43,9 @@ def _unrealized(outputs, after=None) -> list:
             if s.buf is None and id(s) not in seen: push((s, False))
     return out
 
-_made_at = attrgetter("seq")
+def _made_at(n: Node) -> int:
+    "When the value `n` shows was made: a view's is its base's (the optimiser flattens each gradient with a late reshape)."
+    return _base(n, through_assign=False).seq
 
 def _readers(nodes, assigns, memory_of) -> tuple:
     "(memory, readers): what memory a node reads, and for each ASSIGN target the nodes that read it (but its ASSIGNs)."

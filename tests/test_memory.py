@@ -249,3 +249,30 @@ def test_weight_gradients_follow_their_output_gradients_through_the_optimisers_r
     embedding's did), so each block's saved inputs waited for its weight gradients to the end. Sorted by the order
     the gradients themselves were made, a 4-block step plans 69.3 input-sized tensors (it planned 74.4)."""
     assert block_step_peak(4) < 72
+
+
+def test_a_tied_weights_output_gradient_comes_first():
+    """Regression: a tied weight's gradient is a sum made at the end of backward (the output layer's term plus the
+    embedding's), and the schedule reached the output layer's term only through that sum, last: the final hidden
+    state, which the term reads, stayed alive through the whole backward. Now the sum's terms are visited in the
+    order they were made, and the output layer's weight gradient comes before the hidden layers' backward."""
+    from vkml.engine.schedule import order, _base
+    from vkml.core.ops import Op
+    rng = np.random.default_rng(0)
+    emb, hidden = nn.Embedding(20, 16), nn.Sequential(nn.Linear(16, 16), nn.ReLU(), nn.Linear(16, 16))
+    head = nn.Linear(16, 20, bias=False)
+    head.weight = emb.weight
+    m = nn.ModuleList([emb, hidden, head]).to("vulkan")
+    opt = optim.AdamW(m.parameters(), lr=1e-3)
+    x, y = (tensor(rng.integers(0, 20, 8), device="vulkan") for _ in range(2))
+    for step in range(3):
+        opt.zero_grad()
+        h = hidden(emb(x))
+        nn.functional.cross_entropy(head(h), y).backward()
+        if step < 2: opt.step()                            # (the third step is scheduled, not run)
+    with vkml.no_grad(): outs, _ = opt._step_fused()
+    nodes = order([o.node for o in outs])
+    head_grad = next(i for i, n in enumerate(nodes) if n.op is Op.MATMUL and n.shape[-2:] == head.weight.shape
+                     and any(_base(s) is h.node for s in n.srcs))
+    hidden_grads = [i for i, n in enumerate(nodes) if n.op is Op.MATMUL and n.shape[-2:] == hidden[0].weight.shape]
+    assert head_grad < min(hidden_grads), (head_grad, hidden_grads, len(nodes))

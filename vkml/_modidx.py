@@ -1434,6 +1434,7 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                       'vkml.engine.schedule._consumers': ('schedule.html#_consumers', 'vkml/engine/schedule.py'),
                                       'vkml.engine.schedule._cut': ('schedule.html#_cut', 'vkml/engine/schedule.py'),
                                       'vkml.engine.schedule._fusable': ('schedule.html#_fusable', 'vkml/engine/schedule.py'),
+                                      'vkml.engine.schedule._in_made_order': ('schedule.html#_in_made_order', 'vkml/engine/schedule.py'),
                                       'vkml.engine.schedule._inlines': ('schedule.html#_inlines', 'vkml/engine/schedule.py'),
                                       'vkml.engine.schedule._kernels': ('schedule.html#_kernels', 'vkml/engine/schedule.py'),
                                       'vkml.engine.schedule._kind': ('schedule.html#_kind', 'vkml/engine/schedule.py'),

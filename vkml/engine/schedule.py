@@ -37,7 +37,7 @@ def _unrealized(outputs, after=None) -> list:
         if done: out.append(n); continue
         if id(n) in seen or n.buf is not None: continue
         add(id(n)); push((n, True))
-        srcs = n.srcs if n.op is not Op.CONCAT else sorted(n.srcs, key=_made_at)
+        srcs = n.srcs if n.op is not Op.CONCAT else _in_made_order(n.srcs)
         if after and id(n) in after: srcs = (*srcs, *after[id(n)])
         for s in reversed(srcs):
             if s.buf is None and id(s) not in seen: push((s, False))
@@ -46,6 +46,12 @@ def _unrealized(outputs, after=None) -> list:
 def _made_at(n: Node) -> int:
     "When the value `n` shows was made: a view's is its base's (the optimiser flattens each gradient with a late reshape)."
     return _base(n, through_assign=False).seq
+
+def _in_made_order(srcs) -> list:
+    """A concatenation's sources, and the terms of any sum among them, in the order they were made: a tied weight's
+    gradient is a sum made at the end of backward, and its first term (the output layer's) is then computed early."""
+    terms = [t for s in srcs if (b := _base(s, through_assign=False)).op is Op.ADD for t in b.srcs]
+    return sorted((*srcs, *terms), key=_made_at)
 
 def _readers(nodes, assigns, memory_of) -> tuple:
     "(memory, readers): what memory a node reads, and for each ASSIGN target the nodes that read it (but its ASSIGNs)."

@@ -14,8 +14,9 @@ from ..core.operands import TensorBase as Tensor
 import itertools, weakref
 
 # %% auto #0
-__all__ = ['vjp_rules', 'overwritten', 'EAGER_DETACH', 'vjp_rule', 'mark_overwritten', 'backward', 'grad', 'RemovableHandle',
-           'register_post_accumulate_grad_hook', 'register_hook', 'retain_grad', 'retains_grad', 'detach']
+__all__ = ['vjp_rules', 'RECOMPUTED', 'overwritten', 'EAGER_DETACH', 'vjp_rule', 'mark_overwritten', 'backward', 'grad',
+           'RemovableHandle', 'register_post_accumulate_grad_hook', 'register_hook', 'retain_grad', 'retains_grad',
+           'detach']
 
 # %% ../../nbs/13_autograd.ipynb #275eddb6
 def _apply(op: Op, *srcs: Tensor, arg=None, shape=None, dtype=None) -> Tensor:
@@ -216,16 +217,31 @@ vjp_rules[Op.SCATTER] = _scatter_vjp
 # %% ../../nbs/13_autograd.ipynb #fc28a951
 _T = (0, 2, 1)   # the transpose of a batch of matrices
 
+# Activations whose own gradient reads their input, not their result: a product's weight gradient that reads such a
+# result computes it again from that input, which is kept anyway. The forward's copy is then freed as soon as the
+# next layer has read it: a GPT block keeps its 4-wide MLP input once, not twice (PyTorch keeps both).
+RECOMPUTED = frozenset({Op.GELU, Op.RELU, Op.SILU, Op.LEAKY_RELU})
+
+def _recomputed(x):
+    "`x` as a weight gradient reads it: an activation's unrealized result (under views) computed again from its input."
+    views, n = [], x.node
+    while n.op in VIEW_OPS and n.srcs and n.buf is None: views.append(n); n = n.srcs[0]
+    if n.op not in RECOMPUTED or n.buf is not None: return x
+    y = _apply(n.op, x._wrap(n.srcs[0]), arg=n.arg)
+    for v in reversed(views): y = _apply(v.op, y, arg=v.arg, shape=v.shape, dtype=v.dtype)
+    return y
+
 def _matmul_vjp(node, g, srcs):
-    "g@bᵀ, aᵀ@g"
+    "g@bᵀ, aᵀ@g (an activation's result that a or b is, computed again: `RECOMPUTED`)"
     a, b = srcs
     # an operand that is itself a transposed view (linear's `w.T`) gets its gradient transposed too,
     # (gᵀ@a)ᵀ rather than aᵀ@g: the same numbers, but contiguous in the layout of the tensor under the
     # view, so the optimiser's flat gradient can be written in place (see the schedule's placement)
-    da = _permute(_apply(Op.MATMUL, b, _permute(g, _T)), _T) if a.node.op is Op.PERMUTE and a.node.arg == _T \
-        else _apply(Op.MATMUL, g, _permute(b, _T))
-    db = _permute(_apply(Op.MATMUL, _permute(g, _T), a), _T) if b.node.op is Op.PERMUTE and b.node.arg == _T \
-        else _apply(Op.MATMUL, _permute(a, _T), g)
+    a_, b_ = _recomputed(a), _recomputed(b)
+    da = _permute(_apply(Op.MATMUL, b_, _permute(g, _T)), _T) if a.node.op is Op.PERMUTE and a.node.arg == _T \
+        else _apply(Op.MATMUL, g, _permute(b_, _T))
+    db = _permute(_apply(Op.MATMUL, _permute(g, _T), a_), _T) if b.node.op is Op.PERMUTE and b.node.arg == _T \
+        else _apply(Op.MATMUL, _permute(a_, _T), g)
     return da, db
 vjp_rules[Op.MATMUL] = _matmul_vjp
 

@@ -6,7 +6,6 @@
 from __future__ import annotations
 import os
 from dataclasses import dataclass, field
-from operator import attrgetter
 from ..core.dtypes import *
 from ..core.ops import Op, VIEW_OPS
 from ..core.elementwise import ELEMENTWISE

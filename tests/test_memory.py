@@ -322,3 +322,24 @@ def test_an_activation_is_recomputed_under_autocast_too():
     fwd, = [n for n in vkml.core.graph.toposort([y.node]) if n.op is Op.GELU]
     bwd = [n for n in vkml.core.graph.toposort([g.node for g in grads]) if n.op is Op.GELU]
     assert len(bwd) == 1 and bwd[0] is not fwd             # the weight gradient's own, not the forward's
+
+
+def test_a_deleted_step_gives_its_memory_back():
+    """Regression: the backend kept the last schedule's placement (each gradient -> the flat concatenation it is
+    written into), and with it that schedule's nodes and their memory, until the next run. A captured step's private
+    pool then outlived its step, model and optimiser: the H100's real-model benchmark counted the GPT's last capture
+    (~700 MiB) in the next model's eager peak."""
+    gc.collect()
+    base = vkml.memory_stats()["bytes_in_use"]
+    rng = np.random.default_rng(0)
+    m = nn.Sequential(nn.Linear(32, 64), nn.ReLU(), nn.Linear(64, 10)).to("vulkan")
+    opt = optim.Adam(m.parameters(), lr=1e-3)
+    def f(x, y):
+        opt.zero_grad(); loss = nn.functional.cross_entropy(m(x), y); loss.backward(); opt.step(); return loss
+    step = vkml.jit(f)
+    x, y = tensor(rng.standard_normal((16, 32)).astype(np.float32), device="vulkan"), tensor(rng.integers(0, 10, 16), device="vulkan")
+    for _ in range(3): step(x, y).item()
+    assert vkml.memory_stats()["bytes_in_use"] > base
+    del m, opt, f, step, x, y
+    gc.collect()
+    assert vkml.memory_stats()["bytes_in_use"] == base

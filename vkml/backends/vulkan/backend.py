@@ -257,7 +257,9 @@ class _Running:
     def run(self, schedule):
         "Record the schedule into one command buffer and submit it once (the host does not wait)."
         dev = self.device
-        with dev.lock: self._run(dev, schedule)
+        with dev.lock:
+            try: self._run(dev, schedule)
+            finally: self._placed = {}   # (it names this schedule's nodes: kept, it held them and their memory alive)
 
     def _run(self, dev, schedule):
         rt = runtime(dev)

@@ -39,7 +39,9 @@ def _families(m, n=3):
 
 def render_section(d: dict) -> str:
     "The section for one real-models JSON."
-    s = ["## Real models beside PyTorch (same GPU, same process)", "", _prov(d.get("provenance", {})), "",
+    dev = d.get("provenance", {}).get("device", "")
+    on = " on the H100" if "H100" in dev else ""
+    s = [f"## Real models beside PyTorch{on} (same GPU, same process)", "", _prov(d.get("provenance", {})), "",
          f"Training steps of whole models from the same starting weights, {d.get('steps', '?')} timed steps after "
          f"{d.get('warm', '?')} warm-up steps, each ending with the loss read on the host (`bench/real_models.py`). "
          "Ratio = PyTorch's ms ÷ vkML's (above 1: vkML is faster); peak = the largest device memory in use during the "
@@ -72,10 +74,10 @@ def render_section(d: dict) -> str:
     return "\n".join(s).rstrip()
 
 
-def render_real_models(where) -> str:
-    "The section for `where` (a results directory holding NAME, or a JSON file); '' when there is none."
+def render_real_models(where, name=NAME) -> str:
+    "The section for `where` (a results directory holding `name`, or a JSON file); '' when there is none."
     p = Path(where)
-    if p.is_dir(): p = p / NAME
+    if p.is_dir(): p = p / name
     return render_section(json.loads(p.read_text())) if p.exists() else ""
 
 

@@ -175,18 +175,20 @@ def render() -> str:
             s += ["What limits the kernels that miss their goal, and what was tried:", ""]
             s += [f"- {c['case']}: {next((v for key, v in KERNEL_LIMITS.items() if c['case'].startswith(key)), 'not analysed yet.')}"
                   for c in missed] + [""]
-    rm = render_real_models(RESULTS)
-    if rm: s += [rm, ""]
-    for name, where in (("attention_h200.json", "the H200"), ("attention_lavapipe.json", "lavapipe")):
+    for name in ("real_models_h200.json", "real_models_h100.json"):   # (an H100 when no H200 was lent: its own section)
+        rm = render_real_models(RESULTS, name)
+        if rm: s += [rm, ""]
+    s += _vs_section(load("vs_torch_next_h100.json"), "The step path beside PyTorch on the H100, the latest run")
+    for name, where in (("attention_h200.json", "the H200"), ("attention_h100.json", "the H100"), ("attention_lavapipe.json", "lavapipe")):
         s += _attention_section(load(name), where)
-    for name, where in (("gpt_memory_h200.json", "the H200"), ("gpt_memory_lavapipe.json", "lavapipe")):
+    for name, where in (("gpt_memory_h200.json", "the H200"), ("gpt_memory_h100.json", "the H100"), ("gpt_memory_lavapipe.json", "lavapipe")):
         g = load(name)
         if g: s += [f"## The GPT step's device memory on {where}", "", prov(g), "",
                     "MiB in use before and after one training step, and its peak (`vkml.memory_stats()`, every pool together).", "",
                     table(["batch", "mode", "attention", "in use before", "peak", "in use after"],
                           [(r["batch"], r["mode"], r["attention"], f"{r['in_use_before'] / 2**20:,.1f}", f"{r['peak'] / 2**20:,.1f}",
                             f"{r['in_use_after'] / 2**20:,.1f}") for r in g["rows"]]), ""]
-    for name, where in (("gpt_memory_plan_h200.json", "the H200"), ("gpt_memory_plan_lavapipe.json", "lavapipe")):
+    for name, where in (("gpt_memory_plan_h200.json", "the H200"), ("gpt_memory_plan_h100.json", "the H100"), ("gpt_memory_plan_lavapipe.json", "lavapipe")):
         g = load(name)
         if g: s += [f"## The GPT step's memory plan on {where}", "", prov(g), "",
                     "One eager step's graph (forward, backward, AdamW) scheduled and not run: MiB in use before it, and the "

@@ -24,6 +24,29 @@ layout(push_constant) uniform PC {
     int x_off, x_sn, x_sc, x_sh, x_sw, y_off;
 } p;
 
+#if defined(ROWS)
+// A CPU device (lavapipe): a thread per row (n, c, i, j) walks its OH*OW pixels, so the divisions that find the row
+// run once per row, not once per element (a CPU's SIMD lanes have no integer division: each one is scalar code).
+void main() {
+    const int L = p.OH * p.OW, kk = p.kh * p.kw;
+    const uint row = GID;
+    if (row >= p.total / uint(L)) return;
+    const int r = int(row), ck = r % (p.C * kk), n = r / (p.C * kk);
+    const int c = ck / kk, i = (ck % kk) / p.kw, j = ck % p.kw;
+    const int xb = p.x_off + n * p.x_sn + c * p.x_sc;
+    int o = p.y_off + r * L;
+    for (int oh = 0; oh < p.OH; ++oh) {
+        const int iy = oh * p.sh - p.ph + i * p.dh;
+        const bool inside = iy >= 0 && iy < p.H;
+        for (int ow = 0; ow < p.OW; ++ow, ++o) {
+            const int ix = ow * p.sw - p.pw + j * p.dw;
+            T v = T(0);
+            if (inside && ix >= 0 && ix < p.W) v = T(x[xb + iy * p.x_sh + ix * p.x_sw]);
+            y[o] = v;
+        }
+    }
+}
+#else
 void main() {
     const uint gid = GID;
     if (gid >= p.total) return;
@@ -37,6 +60,7 @@ void main() {
         v = T(x[p.x_off + n * p.x_sn + c * p.x_sc + iy * p.x_sh + ix * p.x_sw]);
     y[p.y_off + int(gid)] = v;
 }
+#endif
 
 #elif defined(COL2IM)
 layout(push_constant) uniform PC {

@@ -78,6 +78,8 @@ def _rows():
                                     ("maxpool2d_backward", "pool.comp", "MAXPOOL2D_BACKWARD", FLOAT_SFX)]:
         for s in sfxs:
             rows.append((f"{kname}_{s}", file, {_T[s]: "1", kind: "1"}))
+    for s in F64_SFX:     # im2col on a CPU device: a thread per row, not per element
+        rows.append((f"im2col_rows_{s}", "conv.comp", {_T[s]: "1", "IM2COL": "1", "ROWS": "1"}))
     for s in FLOAT_SFX:   # max-pool backward over windows that do not overlap: a thread per window, not per pixel
         rows.append((f"maxpool2d_backward_cells_{s}", "pool.comp", {_T[s]: "1", "MAXPOOL2D_BACKWARD": "1", "CELLS": "1"}))
     for s in ("f32", "f16", "f64", "i32", "i64", "b8"):

@@ -83,3 +83,23 @@ def test_a_training_step_agrees_on_both_policies(monkeypatch):
         out[policy] = [loss.item()] + [p.grad.numpy() for p in model.parameters()]
     for a, b in zip(out["gpu"], out["auto"]):
         np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6)
+
+
+SFX = {np.float32: "f32", np.float16: "f16", np.float64: "f64"}
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, np.float64])
+def test_im2col_by_rows(cpu_policy, dtype, monkeypatch):
+    """On a CPU device im2col runs a thread per row (n, c, i, j), which finds its row once and walks its pixels: stride,
+    padding, dilation, a strided input; it agrees with the oracle, and with the GPU's thread per element."""
+    cases = [((2, 3, 7, 6), ((3, 3), (1, 1), (1, 1), (1, 1))),
+             ((3, 2, 9, 8), ((2, 3), (2, 1), (0, 2), (2, 1))),
+             ((1, 4, 5, 5), ((1, 1), (1, 1), (0, 0), (1, 1)))]
+    for shape, (k, d, p, s) in cases:
+        unf = lambda x, k=k, d=d, p=p, s=s: apply(Op.IM2COL, x[:, :, ::1, 1:], arg=(k, d, p, s))   # (a strided view)
+        x = rnd(*shape[:3], shape[3] + 1, dtype=dtype)
+        with vkv.profile() as prof: check_sum(unf, [x], 1)
+        assert f"im2col_rows_{SFX[dtype]}" in prof, sorted(prof)
+    monkeypatch.setattr(kn, "IM2COL_ROWS_MAX", 0)   # rows too long for one thread: a thread per element
+    with vkv.profile() as prof: check_sum(unf, [x], 1)
+    assert not any(n.startswith("im2col_rows") for n in prof) and any(n.startswith("im2col") for n in prof), sorted(prof)

@@ -16,14 +16,15 @@ from types import SimpleNamespace as NS
 # %% auto #0
 __all__ = ['MATMUL_TILES', 'FILL_GROUPS', 'MIN_TILE_USE', 'SMALL_MAX_MN', 'SPLIT_K_MIN', 'SPLIT_TILE', 'SPLIT_TILE_MIN',
            'FORCE_TILE', 'TILE_POLICY', 'CPU_SMALL_MACS', 'COOPMAT_TILES', 'COOPMAT_MORE', 'NO_EMULATION', 'COOPMAT',
-           'F64_TILES', 'DEEP_TILES', 'DEEP', 'COL_SCRATCH_BYTES', 'CT_LOWER_MIN_K', 'INDEX_ADD_CHUNK',
-           'ATTENTION_DMAX', 'ATTENTION_WG', 'ATTENTION_KERNEL', 'ATTENTION_SRCS', 'tile_dims', 'matmul_variant',
-           'small_on_cpu', 'variant_for', 'split_k', 'k_chunks', 'matmul_trips', 'deepen', 'coopmat_layout_ok',
-           'coopmat_variant', 'matmul_dispatch', 'matmul_kernel', 'merged_stride', 'im2col_dispatch', 'im2col_kernel',
-           'implicit_conv', 'contiguous_copy', 'wgrad_by_images', 'conv2d_weight_kernel', 'conv2d_kernel', 'taps',
-           'check_trips', 'col2im_dispatch', 'conv_transpose2d_kernel', 'col2im_kernel', 'window_trips',
-           'maxpool2d_kernel', 'avgpool2d_kernel', 'maxpool2d_backward_kernel', 'gather_kernel', 'index_add_kernel',
-           'scatter_kernel', 'check_index_kernel', 'attention_kernel', 'attention_backward_kernel']
+           'F64_TILES', 'DEEP_TILES', 'DEEP', 'COL_SCRATCH_BYTES', 'IM2COL_ROWS_MAX', 'CT_LOWER_MIN_K',
+           'INDEX_ADD_CHUNK', 'ATTENTION_DMAX', 'ATTENTION_WG', 'ATTENTION_KERNEL', 'ATTENTION_SRCS', 'tile_dims',
+           'matmul_variant', 'small_on_cpu', 'variant_for', 'split_k', 'k_chunks', 'matmul_trips', 'deepen',
+           'coopmat_layout_ok', 'coopmat_variant', 'matmul_dispatch', 'matmul_kernel', 'merged_stride',
+           'im2col_dispatch', 'im2col_kernel', 'implicit_conv', 'contiguous_copy', 'wgrad_by_images',
+           'conv2d_weight_kernel', 'conv2d_kernel', 'taps', 'check_trips', 'col2im_dispatch', 'conv_transpose2d_kernel',
+           'col2im_kernel', 'window_trips', 'maxpool2d_kernel', 'avgpool2d_kernel', 'maxpool2d_backward_kernel',
+           'gather_kernel', 'index_add_kernel', 'scatter_kernel', 'check_index_kernel', 'attention_kernel',
+           'attention_backward_kernel']
 
 # %% ../../../nbs/26_kernels_nn.ipynb #c9c940c7
 MATMUL_TILES = {"matmul128": (128, 128, 8), "matmul128x64": (128, 64, 16), "matmul64x128": (64, 128, 16),
@@ -246,11 +247,16 @@ def merged_stride(shape, strides):
         expect = s * d
     return 1 if base is None else base
 
+IM2COL_ROWS_MAX = 4096   # on a CPU device, a thread per row of at most this many pixels (lavapipe's loop budget)
+
 def im2col_dispatch(dtype, y, y_off, x, x_off, xs, N, C, H, W, k, s, p, d, OH, OW) -> Dispatch:
-    "Unfold x (N,C,H,W) (element strides `xs`) into y[y_off:] as contiguous (N, C*kh*kw, OH*OW)."
+    """Unfold x (N,C,H,W) (element strides `xs`) into y[y_off:] as contiguous (N, C*kh*kw, OH*OW): a thread per element,
+    or on a CPU device a thread per row, which finds its (n, c, i, j) once (bench/lavapipe_demo.py's im2col)."""
     total = N * C * k[0] * k[1] * OH * OW
-    return Dispatch(f"im2col_{sfx(dtype)}", (y, x), (total, C, H, W, *k, OH, OW, *s, *p, *d, x_off, *xs, y_off),
-                    groups_1d(total))
+    push = (total, C, H, W, *k, OH, OW, *s, *p, *d, x_off, *xs, y_off)
+    if 0 < OH * OW <= IM2COL_ROWS_MAX and TILE_POLICY == "auto" and _device_type(x) == "cpu":
+        return Dispatch(f"im2col_rows_{sfx(dtype)}", (y, x), push, groups_1d(total // (OH * OW)))
+    return Dispatch(f"im2col_{sfx(dtype)}", (y, x), push, groups_1d(total))
 
 @kernel(Op.IM2COL)
 def im2col_kernel(node, out, x):

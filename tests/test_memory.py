@@ -327,8 +327,7 @@ def test_an_activation_is_recomputed_under_autocast_too():
 def test_a_deleted_step_gives_its_memory_back():
     """Regression: the backend kept the last schedule's placement (each gradient -> the flat concatenation it is
     written into), and with it that schedule's nodes and their memory, until the next run. A captured step's private
-    pool then outlived its step, model and optimiser: the H100's real-model benchmark counted the GPT's last capture
-    (~700 MiB) in the next model's eager peak."""
+    pool then outlived its step, model and optimiser."""
     gc.collect()
     base = vkml.memory_stats()["bytes_in_use"]
     rng = np.random.default_rng(0)

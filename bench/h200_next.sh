@@ -15,9 +15,12 @@
 #       bk16   an experiment, not committed code: matmul128 with 16-deep slabs instead of 8 (fits 48 KiB of shared
 #              memory, not lavapipe's 32), rebuilt on the machine; 4096^3 and the GPT step before and after
 #       attn   fused attention: its GPU tests, bench/attention.py beside PyTorch's SDPA, the GPT benchmark with it
-# Results go to $OUT; copy them into bench/results/ and run `python bench/render_results.py`.
+#       memory what each real-model mode leaves in device memory and what holds it (bench/memory_modes.py): the
+#              H100's CNN eager peak (721.6 MiB, its jit step 95.8) and GPT amp eager peak are not explained yet
+# Results go to $OUT; copy them into bench/results/ and run `python bench/render_results.py`. On an H100 (lent when
+# no H200 is), commit them renamed *_h100.json: RESULTS.md renders those in sections of their own.
 set -uo pipefail
-STEP=${1:?usage: bash bench/h200_next.sh real|vs|gpt|ddp|tiles OUTDIR}
+STEP=${1:?usage: bash bench/h200_next.sh real|vs|gpt|ddp|tiles|memory|... OUTDIR}
 OUT=${2:?usage: bash bench/h200_next.sh STEP OUTDIR}
 cd "$(dirname "$0")/.."
 export MPLBACKEND=Agg PYTHONUNBUFFERED=1 PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
@@ -47,6 +50,7 @@ case "$STEP" in
          python3 shaders/build.py 2>&1 | tail -1
          echo "BK 16:"; mm; gpt bk16
          git checkout -q shaders/variants_nn.py vkml/backends/vulkan/kernels_nn.py ;;
+  memory) timeout 560 python3 bench/memory_modes.py --cases cnn_bn gpt --out "$OUT/memory_modes_h200.json" ;;
   attn)  timeout 150 python3 -m pytest -q -p no:cacheprovider tests/test_attention.py tests/test_deep_tiles.py 2>&1 | tail -3
          timeout 200 python3 bench/attention.py --out "$OUT/attention_h200.json" 2>&1 | tail -6
          timeout 120 python3 bench/gpt_memory.py --batch 32 --out "$OUT/gpt_memory_h200.json" 2>&1 | tail -5

@@ -13,7 +13,8 @@ step ending with the loss read on the host, as bench/vs_torch.py does. The modes
             on a side stream, as torch.cuda.graphs' docs say; no GradScaler, whose step reads the host; CUDA only)
 
 For each mode: ms per step, the first and last losses, the peak device memory (PyTorch: torch.cuda.max_memory_allocated;
-vkML: vkml.memory_stats()["peak_bytes_in_use"]), and GPU time per step by kernel family (vkML: vkml.profile() over
+vkML: vkml.memory_stats()["peak_bytes_in_use"], with the bytes in use when the mode starts and after it, since
+every mode runs in this one process), and GPU time per step by kernel family (vkML: vkml.profile() over
 eager steps, whose shaders are named by kind; PyTorch: torch.profiler's kernels, grouped by name; without CUDA, its
 CPU ops). The ratios pair the modes: PyTorch's time ÷ vkML's (above 1: vkML is faster), eager with eager, vkML's jit
 with PyTorch's CUDA graph, and each amp mode with PyTorch's float16 one. A mode or a case that fails records its error
@@ -226,6 +227,8 @@ def vk_setup(spec, weights, mode):
 
 
 def vk_mode(spec, weights, data, mode, steps, warm, profile_steps):
+    gc.collect()
+    start = vkml.memory_stats()["bytes_in_use"]    # (what earlier modes left in use counts in this one's peak)
     model, run = vk_setup(spec, weights, mode)
     losses = [run(data[i % len(data)]) for i in range(warm)]
     vkml.reset_peak_memory_stats()
@@ -233,7 +236,7 @@ def vk_mode(spec, weights, data, mode, steps, warm, profile_steps):
     for i in range(steps):
         t0 = time.perf_counter(); losses.append(run(data[(warm + i) % len(data)])); times.append(time.perf_counter() - t0)
     r = dict(ms=statistics.median(times) * 1e3, loss_first=losses[0], loss_last=losses[-1],
-             peak_bytes=vkml.memory_stats()["peak_bytes_in_use"])
+             peak_bytes=vkml.memory_stats()["peak_bytes_in_use"], in_use_at_start=start)
     if profile_steps and mode in ("eager", "amp"):     # (a replayed step is one recording: its dispatches are not timed one by one)
         with vkml.profile() as p:
             for i in range(profile_steps): run(data[i % len(data)])
@@ -242,6 +245,7 @@ def vk_mode(spec, weights, data, mode, steps, warm, profile_steps):
         r["gpu_us_per_step"] = {k: round(v, 1) for k, v in sorted(fams.items(), key=lambda kv: -kv[1])}
         r["dispatches_per_step"] = sum(e["count"] for e in p.values()) / profile_steps
     del model, run; gc.collect()
+    r["in_use_after"] = vkml.memory_stats()["bytes_in_use"]   # (more than at the start: the mode left memory behind)
     return r
 
 

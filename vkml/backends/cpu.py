@@ -445,7 +445,7 @@ def _attention(n, q, k, v, mask=None):
     p, _, seen = _row_exp(_attention_scores(q, k, *n.arg[:2], c, mask))
     with np.errstate(invalid="ignore", divide="ignore"):
         o = np.where(seen, np.matmul(p, v.astype(c)) / p.sum(-1, keepdims=True), c.type(0))
-    return np.ascontiguousarray(np.swapaxes(o, 1, 2)) if n.arg[2:] and n.arg[2] else o   # rows_out: (B, L, H, Ev)
+    return np.ascontiguousarray(np.swapaxes(o, 1, 2)) if attention_rows_out(n.arg) else o
 
 @impl(Op.ATTENTION_STATS)
 def _attention_stats(n, q, k, o, do, mask=None):

@@ -13,7 +13,7 @@ from .dtypes import DTYPES, FLOATS
 # %% auto #0
 __all__ = ['KINDS', 'REDUCE_OPS', 'VIEW_OPS', 'MOVEMENT_OPS', 'ARG_DOC', 'NUMERIC', 'ALL', 'ACCEPTED_DTYPES', 'NO_GRAD_REASONS',
            'NO_HIGHER_ORDER', 'SHAPE_RULES', 'LINALG_DTYPES', 'ATTENTION_OPS', 'ATTENTION_MAX_HEAD', 'CALLER_SHAPED',
-           'Op', 'ops_of', 'Category', 'same_shape_dtype', 'conv_out', 'shape_rule']
+           'Op', 'ops_of', 'Category', 'same_shape_dtype', 'conv_out', 'shape_rule', 'attention_rows_out']
 
 # %% ../../nbs/02_ops.ipynb #b8b574bd
 KINDS = ("input", "source", "elementwise", "reduce", "movement", "indexing", "contraction", "linalg", "autograd")
@@ -370,6 +370,10 @@ for _op in ATTENTION_OPS[1:]:
     NO_GRAD_REASONS[_op] = (Category.NOT_YET, ("fused attention's gradient op: a second derivative of attention is not "
                                                 "written for the fused kernels (with an attn_mask the composed path has one)"))
 
+def attention_rows_out(arg) -> bool:
+    "Does an ATTENTION node with `arg` (causal, scale[, rows_out]) lay its result out (B, L, H, Ev)?"
+    return len(arg) > 2 and bool(arg[2])
+
 def _attention_check(what, q, k, v):
     r = len(q.shape)
     if not 2 <= r <= 4 or len(k.shape) != r or len(v.shape) != r or not (q.shape[:-2] == k.shape[:-2] == v.shape[:-2]):
@@ -388,7 +392,7 @@ def _attention_mask(what, q, k, mask):
 def _attention(arg, q, k, v, mask=None):
     _attention_check("attention", q, k, v)
     _attention_mask("attention", q, k, mask)
-    if len(arg) > 2 and arg[2]:   # rows_out: (B, L, H, Ev)
+    if attention_rows_out(arg):
         if len(q.shape) != 4: raise ShapeError(f"attention: rows_out lays out a (B, H, L, E) query's result, got q {q.shape}")
         return (q.shape[0], q.shape[2], q.shape[1], v.shape[-1]), q.dtype
     return q.shape[:-1] + (v.shape[-1],), q.dtype

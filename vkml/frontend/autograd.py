@@ -307,7 +307,7 @@ def _attention_vjp(node, g, srcs):
         raise GradError("fused attention has no gradient for its mask: scaled_dot_product_attention takes the composed "
                         "path for a mask that requires grad")
     o = g._wrap(node)
-    if node.arg[2:] and node.arg[2]:   # rows_out: o and its gradient are (B, L, H, Ev); the kernels read (B, H, L, Ev) views
+    if attention_rows_out(node.arg):   # rows_out: o and its gradient are (B, L, H, Ev); the kernels read (B, H, L, Ev) views
         o, g = _permute(o, (0, 2, 1, 3)), _permute(g, (0, 2, 1, 3))
     arg = node.arg[:2]
     stats = _apply(Op.ATTENTION_STATS, q, k, o, g, *mask, arg=arg)

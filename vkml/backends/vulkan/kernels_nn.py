@@ -7,7 +7,7 @@ from __future__ import annotations
 import math, os
 from ...core.dtypes import *
 from ...core.dtypes import contiguous_strides
-from ...core.ops import Op, conv_out, ATTENTION_OPS, ATTENTION_MAX_HEAD
+from ...core.ops import Op, conv_out, ATTENTION_OPS, ATTENTION_MAX_HEAD, attention_rows_out
 from .kernel_api import (Dispatch, Scratch, Flag, kernel, sfx, f32_bits, pad4, groups_1d, MAX_GROUPS, LOOP_BUDGET, LOOP_LIMIT,
                                    kernel_dtypes)
 from .kernels import fill_dispatch, copy_dispatch
@@ -641,7 +641,7 @@ def _attention_dispatch(mode, node, out, srcs, owned):
         binds.append(b); words += w
     if mode == "fwd":   # do's words are free: the result's batch and row strides (rows_out lays it out (B, L, H, Ev))
         ost = pad4(out.view.shape, out.view.strides)[1]
-        if node.arg[2:] and node.arg[2]: ost = (ost[0], ost[2], ost[1], ost[3])
+        if attention_rows_out(node.arg): ost = (ost[0], ost[2], ost[1], ost[3])
         words += [0, *ost[:3]]
     words += [0] * (16 - len(words))
     st = srcs[4] if len(srcs) > 4 else None

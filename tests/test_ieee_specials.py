@@ -267,3 +267,16 @@ def test_close_mask_takes_no_finite_value_for_an_infinity():
     driver's pow(inf, 1e-45) is pow(inf, 0) = 1)."""
     got, want = np.array([1.0, np.inf, -np.inf, 2.0], np.float32), np.array([np.inf, np.inf, np.inf, 2.0], np.float32)
     assert oracle.close_mask(got, want).tolist() == [False, True, False, True]
+
+
+@pytest.mark.parametrize("op", ["trunc", "round", "frac", "floor", "ceil"])
+def test_double_rounding_between_2_24_and_2_52(op):
+    """lavapipe on a CPU without AVX-512 rounds an 8-lane double vector as if it held floats: its trunc and roundEven
+    gave back every |x| from 2^24 up unchanged, so trunc, round, frac, fmod and digamma of such doubles were wrong.
+    The kernels round doubles in exact arithmetic instead (vtrunc, vround_even); this holds on any device."""
+    x = np.array([2.0 ** 24 + 0.5, 2.0 ** 24 + 1.5, 3e7 + 0.25, -3e7 - 0.75, 2.0 ** 40 + 0.5, -(2.0 ** 51) - 0.5, 2.0 ** 52 - 0.5,
+                  2.0 ** 52, 2.0 ** 60, -0.3, -0.0, 0.5, 1.5, 2.5, -2.5, np.inf, -np.inf, np.nan])
+    got = getattr(tensor(x, device="vulkan"), op)().numpy()
+    want = getattr(tensor(x), op)().numpy()
+    np.testing.assert_array_equal(got, want)
+    assert (np.signbit(got) == np.signbit(want)).all()

@@ -207,3 +207,20 @@ def test_a_missing_compiler_leaves_no_temporary(tmp_path, monkeypatch):
     name, file, defines = next(r for r in VARIANTS if "COOPMAT" in r[2])
     with pytest.raises(RuntimeError, match="no glslang"): build.compile_variant(name, file, defines, outdir=tmp_path)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_generated_kernels_do_not_depend_on_the_machines_numpy_power():
+    """The shipped generated kernels are named by the hash of their GLSL, so a constant computed at import must be the
+    same double on every machine. numpy's float64 power takes a vector library on some CPUs and libm on others (last
+    bits differ): with every result of np.power nudged by one ulp, the generated sources must not change. (ψ's series
+    near its root was summed with np.power, and a fresh clone on an AMD machine failed the SPIR-V check.)"""
+    import sys
+    code = ("import numpy as np\n"
+            "if NUDGE:\n"
+            "    real = np.power\n"
+            "    np.power = lambda *a, **k: np.nextafter(real(*a, **k), np.inf)\n"
+            "from vkml.backends.vulkan.codegen import prebuilt_sources\n"
+            "print(' '.join(sorted(prebuilt_sources())))\n")
+    names = [subprocess.run([sys.executable, "-c", f"NUDGE = {n}\n" + code], capture_output=True, text=True, check=True).stdout
+             for n in (False, True)]
+    assert names[0] and names[0] == names[1]

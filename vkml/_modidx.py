@@ -1019,6 +1019,7 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                        'vkml.core.elementwise._heaviside': ('elementwise.html#_heaviside', 'vkml/core/elementwise.py'),
                                        'vkml.core.elementwise._hermite1': ('elementwise.html#_hermite1', 'vkml/core/elementwise.py'),
                                        'vkml.core.elementwise._high_half': ('elementwise.html#_high_half', 'vkml/core/elementwise.py'),
+                                       'vkml.core.elementwise._hurwitz_int': ('elementwise.html#_hurwitz_int', 'vkml/core/elementwise.py'),
                                        'vkml.core.elementwise._i1_vjp': ('elementwise.html#_i1_vjp', 'vkml/core/elementwise.py'),
                                        'vkml.core.elementwise._i1e_vjp': ('elementwise.html#_i1e_vjp', 'vkml/core/elementwise.py'),
                                        'vkml.core.elementwise._in_x2': ('elementwise.html#_in_x2', 'vkml/core/elementwise.py'),

@@ -6,6 +6,8 @@
 from __future__ import annotations
 import math
 from dataclasses import dataclass
+from decimal import Decimal, localcontext
+from fractions import Fraction
 from collections.abc import Callable
 import numpy as np
 from .dtypes import *
@@ -14,10 +16,10 @@ from .ops import (Op, ARG_DOC, ACCEPTED_DTYPES, NO_GRAD_REASONS, NO_HIGHER_ORDER
                       NUMERIC, ALL, same_shape_dtype)
 
 # %% auto #0
-__all__ = ['ELEMENTWISE', 'VATAN', 'VATAN2', 'VHYPERBOLIC', 'VFMOD', 'VHYPOT', 'VLOGADDEXP', 'VGCD', 'VNEXTAFTER', 'VSPECIAL',
-           'VBESSEL_I', 'VGAMMA', 'VLGAMMA', 'VBESSEL_K', 'VPOLY', 'VNDTRI', 'VFREXP', 'COMPARE_OPS', 'FLOAT_UNARY_OPS',
-           'UNARY_OPS', 'BINARY_OPS', 'SOURCE_OPS', 'Elementwise', 'elementwise', 'remove_elementwise', 'lowbias32',
-           'rand_keys', 'rand_bits', 'glsl_function', 'needs', 'rows', 'table']
+__all__ = ['ELEMENTWISE', 'VATAN', 'VATAN2', 'VHYPERBOLIC', 'VTRUNC', 'VFMOD', 'VHYPOT', 'VLOGADDEXP', 'VGCD', 'VNEXTAFTER',
+           'VSPECIAL', 'VBESSEL_I', 'VGAMMA', 'VLGAMMA', 'VBESSEL_K', 'VPOLY', 'VNDTRI', 'VFREXP', 'COMPARE_OPS',
+           'FLOAT_UNARY_OPS', 'UNARY_OPS', 'BINARY_OPS', 'SOURCE_OPS', 'Elementwise', 'elementwise',
+           'remove_elementwise', 'lowbias32', 'rand_keys', 'rand_bits', 'glsl_function', 'needs', 'rows', 'table']
 
 # %% ../../nbs/03_elementwise.ipynb #90a600a8
 @dataclass(eq=False)
@@ -453,10 +455,31 @@ def _zero_vjp(g, y, *xs):
 
 _LN2, _LOG2E, _LOG10E = math.log(2), 1 / math.log(2), 1 / math.log(10)
 _STEPS, _HALVES = tuple(float(k) for k in range(-3, 4)), tuple(k + 0.5 for k in range(-3, 3))
+# trunc and roundEven of a double in exact arithmetic: lavapipe on a CPU without AVX-512 rounds an 8-lane double vector
+# as if it held floats, so its built-ins gave back every |x| from 2^24 up unchanged (trunc(2^24 + 0.5) = 2^24 + 0.5).
+# Below 2^52, (|x| + 2^52) − 2^52 is |x| rounded to the nearest integer, ties to even; from 2^52 up x is an integer.
+VTRUNC = glsl_function("vtrunc", """
+{T} vtrunc({T} x) { return trunc(x); }
+{T} vround_even({T} x) { return roundEven(x); }""", double_src="""
+double vround_even(double x) {
+    double a = abs(x);
+    if (!(a < 4503599627370496.0)) return x;               // integral, infinite or NaN
+    precise double r = (a + 4503599627370496.0) - 4503599627370496.0;   // (precise: not folded away)
+    return x < 0.0 ? -r : (x == 0.0 ? x : r);              // keeps −0.0; −0.3 gives −0.0
+}
+double vtrunc(double x) {
+    double a = abs(x);
+    if (!(a < 4503599627370496.0)) return x;
+    precise double r = (a + 4503599627370496.0) - 4503599627370496.0;
+    if (r > a) r -= 1.0;
+    return x < 0.0 ? -r : (x == 0.0 ? x : r);
+}""")
 for _name, _f, _g, _kinks in [("FLOOR", np.floor, "floor({a})", _STEPS), ("CEIL", np.ceil, "ceil({a})", _STEPS),
-                              ("TRUNC", np.trunc, "trunc({a})", _STEPS), ("ROUND", np.round, "roundEven({a})", _HALVES)]:
-    elementwise(_name, 1, lambda n, x, _f=_f: _f(x), {"f": _g, "i": "{a}"}, vjp=_zero_vjp, dtypes=NUMERIC, kinks=_kinks)
-elementwise("FRAC", 1, lambda n, x: x - np.trunc(x), "({a} - trunc({a}))", vjp=lambda g, y, x: (g,), kinks=_STEPS)
+                              ("TRUNC", np.trunc, "vtrunc({a})", _STEPS), ("ROUND", np.round, "vround_even({a})", _HALVES)]:
+    elementwise(_name, 1, lambda n, x, _f=_f: _f(x), {"f": _g, "i": "{a}"}, vjp=_zero_vjp, dtypes=NUMERIC, kinks=_kinks,
+                helpers=needs(VTRUNC) if "vtrunc" in _g or "vround" in _g else None)
+elementwise("FRAC", 1, lambda n, x: x - np.trunc(x), "({a} - vtrunc({a}))", vjp=lambda g, y, x: (g,), kinks=_STEPS,
+            helpers=needs(VTRUNC))
 elementwise("SQUARE", 1, lambda n, x: x * x, "({a} * {a})", vjp=lambda g, y, x: (g * x * 2.0,), dtypes=NUMERIC)
 elementwise("LOG1P", 1, lambda n, x: np.log1p(x), "({a} == F_INF ? {a} : ({a} == -1.0 ? -F_INF : vlog1p({a})))", vjp=lambda g, y, x: (g / (x + 1.0),), domain=(-0.8, 3.0))
 elementwise("EXPM1", 1, lambda n, x: np.expm1(x), "vexpm1({a})", vjp=lambda g, y, x: (g * (y + 1.0),))
@@ -490,7 +513,7 @@ elementwise("RAD2DEG", 1, lambda n, x: x * (180 / math.pi), f"({{a}} * {180 / ma
 # %% ../../nbs/03_elementwise.ipynb #9f7153f2
 VFMOD = glsl_function("vfmod", """
 {T} vfmod_core({T} aa, {T} ab) {                                     // aa mod ab for aa/ab < 2^(p-1)
-    {T} q = trunc(aa / ab);
+    {T} q = vtrunc(aa / ab);
     precise {T} cq = {SPLIT} * q, qh = cq - (cq - q), ql = q - qh;        // Veltkamp: q = qh + ql, b = bh + bl, halves
     precise {T} cb = {SPLIT} * ab, bh = cb - (cb - ab), bl = ab - bh;     // whose products are exact
     precise {T} p = q * ab, e = ((qh * bh - p) + qh * bl + ql * bh) + ql * bl;   // q·b = p + e exactly (Dekker)
@@ -550,7 +573,7 @@ def _floor_divide(n, a, b):
     f = np.where(d - f > 0.5, f + 1, f)
     return np.where(b == 0, a / b, np.where(d == 0, np.copysign(0.0, a / b), f))
 
-_division = dict(dtypes=NUMERIC, helpers=needs(VFMOD), kinks=(0.0,))
+_division = dict(dtypes=NUMERIC, helpers=needs(VTRUNC, VFMOD), kinks=(0.0,))
 elementwise("FMOD", 2, lambda n, a, b: _fmod(a, b), "vfmod({a}, {b})",
             vjp=lambda g, y, a, b: (g, -(g * (a / b).trunc())), **_division)
 elementwise("REMAINDER", 2, lambda n, a, b: _remainder(a, b), "vremainder({a}, {b})",
@@ -861,8 +884,8 @@ elementwise("XLOG1PY", 2, _xlog1py, "(isnan({b}) ? {b} : ({a} == 0.0 ? 0.0 : {a}
 elementwise("NDTR", 1, _ndtr, "vndtr({a})", vjp=lambda g, y, x: (g * (x * x * -0.5).exp() * _1_SQRT2PI,), **_sp)
 elementwise("LOG_NDTR", 1, _log_ndtr, "vlog_ndtr({a})", vjp=lambda g, y, x: (g * (x * x * -0.5 - y).exp() * _1_SQRT2PI,), **_sp)
 elementwise("ERFCX", 1, _erfcx, "verfcx({a})", vjp=lambda g, y, x: (g * (x * y * 2.0 - _2_SQRTPI),), **_sp)
-elementwise("SINC", 1, _sinc, "({a} == 0.0 ? 1.0 : ({a} == trunc({a}) ? (isinf({a}) ? F_NAN : 0.0) : vsincos({a} * 3.14159265358979323846, false) / ({a} * 3.14159265358979323846)))",
-            vjp=_sinc_vjp)
+elementwise("SINC", 1, _sinc, "({a} == 0.0 ? 1.0 : ({a} == vtrunc({a}) ? (isinf({a}) ? F_NAN : 0.0) : vsincos({a} * 3.14159265358979323846, false) / ({a} * 3.14159265358979323846)))",
+            vjp=_sinc_vjp, helpers=needs(VTRUNC))
 elementwise("SPHERICAL_BESSEL_J0", 1, _spherical_j0,
             f"(isinf({{a}}) ? 0.0 : (abs({{a}}) < 0.5 ? {_in_x2(_J0_SERIES, '({a} * {a})')} : vsincos({{a}}, false) / {{a}}))",
             vjp=_spherical_j0_vjp, domain=(-6.0, 6.0))
@@ -1003,10 +1026,27 @@ def _zeta1(x: np.float64, q: np.float64) -> np.float64:
 _MACHEP = 1.11022302462515654042e-16
 def _pow(a, b): return np.power(np.float64(a), np.float64(b))
 
+_BERNOULLI = tuple(Fraction(*b) for b in ((1, 6), (-1, 30), (1, 42), (-1, 30), (5, 66), (-691, 2730), (7, 6), (-3617, 510),
+                                           (43867, 798), (-174611, 330), (854513, 138), (-236364091, 2730)))   # B₂ … B₂₄
+
+def _hurwitz_int(s: int, q: float, n: int = 40) -> float:
+    """ζ(s, q) for an integer s ≥ 2 in 50-digit decimals (n terms, then Euler–Maclaurin), rounded once: the same double
+    on every machine. (numpy's float64 power is not: it takes a vector library on some CPUs, libm on others, and the
+    last bits differ, which would change the GLSL below and so the names of the shipped kernels.)"""
+    with localcontext() as ctx:
+        ctx.prec = 50
+        q, w = Decimal(q), Decimal(q) + n
+        z = sum(1 / (q + k) ** s for k in range(n)) + w ** (1 - s) / (s - 1) + w ** -s / 2
+        rising, fact = Decimal(s), Decimal(2)   # s(s+1)…(s+2j−2) and (2j)!
+        for j, b in enumerate(_BERNOULLI, 1):
+            z += Decimal(b.numerator) / b.denominator / fact * rising * w ** (1 - s - 2 * j)
+            rising *= (s + 2 * j - 1) * (s + 2 * j); fact *= (2 * j + 1) * (2 * j + 2)
+        return float(z)
+
 # Near ψ's positive root x₀ the recurrence cancels; there ψ(x) = ψ(x₀) + Σₙ (−1)ⁿ⁺¹ ζ(n+1, x₀)(x − x₀)ⁿ (SciPy's way),
 # whose coefficients are computed here once. x₀ and ψ(x₀) (x₀ rounded to a double) are SciPy's.
 _PSI_ROOT, _PSI_ROOT_VALUE = 1.4616321449683623, -9.2412655217294275e-17
-_PSI_ROOT_SERIES = tuple(float((-1) ** (n + 1) * _zeta1(np.float64(n + 1), np.float64(_PSI_ROOT))) for n in range(30, 0, -1)) + (0.0,)
+_PSI_ROOT_SERIES = tuple((-1) ** (n + 1) * _hurwitz_int(n + 1, _PSI_ROOT) for n in range(30, 0, -1)) + (0.0,)
 def _scalar(f):
     "`f` of numpy float64 scalars over arrays, with C's silent infinities and NaN"
     vf = np.vectorize(lambda *xs: f(*(np.float64(v) for v in xs)), otypes=[np.float64])
@@ -1042,8 +1082,8 @@ VGAMMA = glsl_function("vgamma", f"""
 {{T}} vdigamma({{T}} x) {{
     if (x == 0.0) return 1.0 / x < 0.0 ? {{INF}} : -{{INF}};                    // copysign(inf, −x)
     if (x < 0.0) {{
-        if (x == trunc(x)) return {{NAN}};
-        {{T}} pr = 3.14159265358979323846 * (x - trunc(x));                       // π·(x's fractional part)
+        if (x == vtrunc(x)) return {{NAN}};
+        {{T}} pr = 3.14159265358979323846 * (x - vtrunc(x));                       // π·(x's fractional part)
         return vdigamma_pos(1.0 - x) - 3.14159265358979323846 * vsincos(pr, true) / vsincos(pr, false);
     }}
     return vdigamma_pos(x);
@@ -1090,7 +1130,7 @@ VGAMMA = glsl_function("vgamma", f"""
 
 def _full_like(x, v): return x.where(x > x, v)   # noqa: PLR0124 (v shaped as x: the mask is false everywhere, NaN included)
 
-_gm = dict(helpers=needs(VGAMMA))
+_gm = dict(helpers=needs(VTRUNC, VGAMMA))
 elementwise("DIGAMMA", 1, lambda n, x: _scalar(_digamma1)(x), "vdigamma({a})",
             vjp=lambda g, y, x: (g * x._apply(Op.ZETA, _full_like(x, 2.0), x),),             # ψ′(x) = ζ(2, x)
             domain=_POSITIVE, tol=(1e-4, 1e-6), **_gm)   # float32 near ψ's roots below 0: ψ(1−x) and π/tan(πr) cancel

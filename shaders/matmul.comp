@@ -17,7 +17,7 @@
 // gradient, dW[o, (c, tap)] = sum over (image, pixel) of g[o, pixel] x[window]: A is g, B the windows
 // with the contraction running over images and pixels (B1 = 1; b_sb1 is the image stride).
 // With SMALL defined: the variant for tiny products (one TM x TN block per thread, 1-D launch of
-// 64-thread groups over batch x blocks, no shared memory), same push constants.
+// WG-thread groups over batch x blocks, no shared memory), same push constants.
 // lavapipe stops an invocation's loops after 65,535 trips in total (K loops and grid loops together),
 // silently: when a product's trips would pass that, the host splits K (kernels_nn.matmul_dispatch).
 #include "nn_common.glsl"
@@ -97,7 +97,14 @@ layout(push_constant) uniform PC {
 // Small products (M*N at most a few tiles' worth, e.g. many tiny batched matrices): a 64x64 tile
 // would leave most of its 256 threads idle, so here each thread owns one TM x TN register block
 // of one batch's C and reads A and B straight from global memory: no shared memory, no barriers.
-layout(local_size_x = 64) in;
+// On a CPU device (lavapipe) the block is bigger (TM x TN = 8 x 16, WG = 8): Mesa 22's lavapipe
+// loads a buffer word by looping over the 8 lanes of its SIMD vector, some 20 cycles a lane, so
+// the time goes with the words loaded, M*N*K*(1/TM + 1/TN); the multiply-adds cost next to nothing.
+// Its workgroups are one 8-lane vector each, so a small product still spreads over every core.
+#ifndef WG
+#define WG 64
+#endif
+layout(local_size_x = WG) in;
 
 void main() {
     const uint gid = GID;

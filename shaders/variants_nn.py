@@ -21,6 +21,10 @@ MATMUL_TILES = {"matmul": (64, 64, 16, 4, 4), "matmul128x64": (128, 64, 16, 8, 4
 # 48 KiB, not lavapipe's 32 KiB; measured: bench/results/matmul_bk16_h200.json). Chosen by kernels_nn.deepen from
 # the device's maxComputeSharedMemorySize, never on lavapipe.
 MATMUL_DEEP = {"matmul128d": (128, 128, 16, 8, 8)}
+# small products (matmul.comp with SMALL): name -> (TM, TN, WG), a TM x TN block per thread in workgroups of WG.
+# The CPU twin loads fewer words per multiply-add (lavapipe's cost; bench/results/lavapipe_small.json).
+# kernels_nn.SMALL_BLOCKS must list the same.
+SMALL_BLOCKS = {"matmul_small": (4, 4, 64), "matmul_small_cpu": (8, 16, 8)}
 
 # f16 matmul on tensor cores (matmul_cm.comp, GL_KHR_cooperative_matrix): name -> (BM, BN, BK, SGM, SGN),
 # a workgroup of SGM x SGN subgroups of 32. Compiled by glslang >= 13 (`COOPMAT` in the defines tells
@@ -65,13 +69,15 @@ def _rows():
     for kname, (bm, bn, bk, tm, tn) in {**MATMUL_TILES, **MATMUL_DEEP}.items():
         rows.append((f"{kname}_f16_f32", "matmul.comp",
                      {"T_F16": "1", "C_F32": "1", "BM": str(bm), "BN": str(bn), "BK": str(bk), "TM": str(tm), "TN": str(tn)}))
-    rows.append(("matmul_small_f16_f32", "matmul.comp", {"T_F16": "1", "C_F32": "1", "SMALL": "1", "TM": "4", "TN": "4"}))
+    for kname, (tm, tn, wg) in SMALL_BLOCKS.items():   # small products' blocks, f16 operands with an f32 result
+        rows.append((f"{kname}_f16_f32", "matmul.comp", {"T_F16": "1", "C_F32": "1", "SMALL": "1", "TM": str(tm), "TN": str(tn), "WG": str(wg)}))
     rows.append(("col2im_f32_f16", "conv.comp", {"T_F16": "1", "X_F32": "1", "COL2IM": "1"}))
     bm, bn, bk, tm, tn = MATMUL_F64
     for kname, extra in (("matmul", {}), ("conv", {"IMPLICIT": "1"}), ("wgrad", {"WGRAD": "1"})):
         rows.append((f"{kname}_f64", "matmul.comp", {"T_F64": "1", **extra, "BM": str(bm), "BN": str(bn), "BK": str(bk), "TM": str(tm), "TN": str(tn)}))
-    for s in F64_SFX:   # small products: one 4x4 register block per thread, no shared memory
-        rows.append((f"matmul_small_{s}", "matmul.comp", {_T[s]: "1", "SMALL": "1", "TM": "4", "TN": "4"}))
+    for kname, (tm, tn, wg) in SMALL_BLOCKS.items():   # small products: one TM x TN register block per thread, no shared memory
+        for s in F64_SFX:
+            rows.append((f"{kname}_{s}", "matmul.comp", {_T[s]: "1", "SMALL": "1", "TM": str(tm), "TN": str(tn), "WG": str(wg)}))
     for kname, file, kind, sfxs in [("im2col", "conv.comp", "IM2COL", F64_SFX), ("col2im", "conv.comp", "COL2IM", F64_SFX),
                                     ("conv_transpose2d", "conv.comp", "CONV_TRANSPOSE2D", F64_SFX),
                                     ("maxpool2d", "pool.comp", "MAXPOOL2D", FLOAT_SFX), ("avgpool2d", "pool.comp", "AVGPOOL2D", FLOAT_SFX),

@@ -14,13 +14,13 @@ from .kernels import fill_dispatch, copy_dispatch
 from types import SimpleNamespace as NS
 
 # %% auto #0
-__all__ = ['MATMUL_TILES', 'FILL_GROUPS', 'MIN_TILE_USE', 'SMALL_MAX_MN', 'SPLIT_K_MIN', 'SPLIT_TILE', 'SPLIT_TILE_MIN',
-           'FORCE_TILE', 'TILE_POLICY', 'CPU_SMALL_MACS', 'COOPMAT_TILES', 'COOPMAT_MORE', 'NO_EMULATION', 'COOPMAT',
-           'F64_TILES', 'DEEP_TILES', 'DEEP', 'COL_SCRATCH_BYTES', 'IM2COL_ROWS_MAX', 'CT_LOWER_MIN_K',
-           'INDEX_ADD_CHUNK', 'ATTENTION_DMAX', 'ATTENTION_WG', 'ATTENTION_KERNEL', 'ATTENTION_SRCS', 'tile_dims',
-           'matmul_variant', 'small_on_cpu', 'variant_for', 'split_k', 'k_chunks', 'matmul_trips', 'deepen',
-           'coopmat_layout_ok', 'coopmat_variant', 'matmul_dispatch', 'matmul_kernel', 'merged_stride',
-           'im2col_dispatch', 'im2col_kernel', 'implicit_conv', 'contiguous_copy', 'wgrad_by_images',
+__all__ = ['MATMUL_TILES', 'FILL_GROUPS', 'MIN_TILE_USE', 'SMALL_MAX_MN', 'SMALL_BLOCKS', 'SMALL_CPU', 'SPLIT_K_MIN',
+           'SPLIT_TILE', 'SPLIT_TILE_MIN', 'FORCE_TILE', 'TILE_POLICY', 'CPU_SMALL_MACS', 'COOPMAT_TILES',
+           'COOPMAT_MORE', 'NO_EMULATION', 'COOPMAT', 'F64_TILES', 'DEEP_TILES', 'DEEP', 'COL_SCRATCH_BYTES',
+           'IM2COL_ROWS_MAX', 'CT_LOWER_MIN_K', 'INDEX_ADD_CHUNK', 'ATTENTION_DMAX', 'ATTENTION_WG', 'ATTENTION_KERNEL',
+           'ATTENTION_SRCS', 'tile_dims', 'matmul_variant', 'small_on_cpu', 'variant_for', 'split_k', 'k_chunks',
+           'matmul_trips', 'deepen', 'coopmat_layout_ok', 'coopmat_variant', 'matmul_dispatch', 'matmul_kernel',
+           'merged_stride', 'im2col_dispatch', 'im2col_kernel', 'implicit_conv', 'contiguous_copy', 'wgrad_by_images',
            'conv2d_weight_kernel', 'conv2d_kernel', 'taps', 'check_trips', 'col2im_dispatch', 'conv_transpose2d_kernel',
            'col2im_kernel', 'window_trips', 'maxpool2d_kernel', 'avgpool2d_kernel', 'maxpool2d_backward_kernel',
            'gather_kernel', 'index_add_kernel', 'scatter_kernel', 'check_index_kernel', 'attention_kernel',
@@ -32,6 +32,8 @@ MATMUL_TILES = {"matmul128": (128, 128, 8), "matmul128x64": (128, 64, 16), "matm
 FILL_GROUPS = 120         # workgroups that keep every multiprocessor of a big GPU busy (H200: 132 SMs)
 MIN_TILE_USE = 0.8        # a tile shape is a candidate only if at least this share of its tiles' area is C
 SMALL_MAX_MN = 1024       # an M*N this small fills under a quarter of one 64x64 tile: use matmul_small
+SMALL_BLOCKS = {"matmul_small": (4, 4, 64), "matmul_small_cpu": (8, 16, 8)}   # (TM, TN, workgroup): see below
+SMALL_CPU = "matmul_small_cpu"   # the untiled variant a CPU device takes (bench/lavapipe_small.py compares the GPU's)
 SPLIT_K_MIN = 512         # split K to fill the GPU only into chunks of at least this many terms
 SPLIT_TILE, SPLIT_TILE_MIN = "matmul128", 24   # the one tile worth splitting along K, from this many tiles up (below)
 FORCE_TILE = None         # a variant name to use whatever the sizes (benchmarks compare tiles with it)
@@ -193,12 +195,16 @@ def _sum_slabs(dtype, c, slabs, rows, parts, c_off, f32=False) -> Dispatch:
 def matmul_dispatch(dtype, c, a, b, M, N, K, B1, B2, A, B, C, c_f32=False) -> list:
     "The matmul dispatches; A/B/C are (offset, stride_b1, stride_b2, stride_row, stride_col) in elements."
     nb = B1 * B2
-    name = coopmat_variant(dtype, M, N, K, nb, A, B, c, a, b) or deepen(variant_for(dtype, M, N, nb, K, _device_type(c, a, b)), dtype, c, a, b)
+    kind = _device_type(c, a, b)
+    name = coopmat_variant(dtype, M, N, K, nb, A, B, c, a, b) or deepen(variant_for(dtype, M, N, nb, K, kind), dtype, c, a, b)
+    if name == "matmul_small" and kind == "cpu" and TILE_POLICY == "auto": name = SMALL_CPU   # lavapipe's block
+    small = name in SMALL_BLOCKS
     if K == 0: a = b = c   # nothing is read: bind the output so no empty buffer is ever bound
     f32 = c_f32 and dtype == float16
     suffix = sfx(dtype) + ("_f32" if f32 else "")   # f16 operands, f32 result
-    if name == "matmul_small":
-        groups = groups_1d(-(-M // 4) * -(-N // 4) * nb, 64)
+    if small:
+        tm, tn, wg = SMALL_BLOCKS[name]
+        groups = groups_1d(-(-M // tm) * -(-N // tn) * nb, wg)
         if K <= LOOP_BUDGET: return [Dispatch(f"{name}_{suffix}", (c, a, b), (M, N, K, B1, B2, *A, *B, *C, 0, 0), groups)]
         parts, kc = -(-K // LOOP_BUDGET), LOOP_BUDGET
     else:
@@ -210,13 +216,13 @@ def matmul_dispatch(dtype, c, a, b, M, N, K, B1, B2, A, B, C, c_f32=False) -> li
     # the slabs of every output in a fixed order (deterministic). Tiled: one dispatch, the chunks on the
     # z grid; small: one dispatch per chunk (lavapipe's loop budget only).
     rows = nb * M * N
-    if not _contiguous_c(M, N, B1, B2, C) or (name != "matmul_small" and matmul_trips(name, M, N, K, nb, parts, dtype) > LOOP_BUDGET):
+    if not _contiguous_c(M, N, B1, B2, C) or (not small and matmul_trips(name, M, N, K, nb, parts, dtype) > LOOP_BUDGET):
         raise BackendError(f"matmul of ({M}x{K}) @ ({K}x{N}) x {nb}: one shader invocation would loop past "
                            f"lavapipe's {LOOP_LIMIT:,} iterations; split the product along K (sum of smaller matmuls)")
     slabs = Scratch(parts * rows * (8 if dtype is float64 else 4))
     pname = f"{name}_{sfx(dtype)}" + ("_f32" if dtype == float16 else "")   # partials in f32 (f64 for float64)
     slab_c = (0, B2 * M * N, M * N, N, 1)
-    if name == "matmul_small":
+    if small:
         ds = [Dispatch(pname, (slabs, a, b), (M, N, min(kc, K - k0), B1, B2, A[0] + k0 * A[4], *A[1:],
                                               B[0] + k0 * B[3], *B[1:], i * rows, *slab_c[1:], 0, 0), groups)
               for i, k0 in enumerate(range(0, K, kc))]

@@ -1,7 +1,7 @@
 """Which matrix-product kernel is faster on a CPU device (lavapipe): the untiled `matmul_small` or the 64x64 tile,
 over shapes from the digits demo up to 512³, each timed in alternation (best of `--reps`):
     python bench/lavapipe_tiles.py [--reps N] [--out bench/results/lavapipe_tiles.json]
-`kernels_nn.CPU_SMALL_MACS` (the multiply-adds up to which a CPU device keeps the untiled kernel) is read from it."""
+`kernels_nn.cpu_untiled` (a CPU device takes the untiled kernel for every product) is read from it."""
 import argparse, datetime, json, os, platform, sys, time
 from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -33,7 +33,7 @@ def main(argv=None):
         w = vkml.tensor(rng.standard_normal((B, K, N), dtype=np.float32), device="vulkan")
         small, tiled = time_product(x, w, "matmul_small", a.reps), time_product(x, w, "matmul", a.reps)
         rows.append(dict(shape=[B, M, K, N], macs=B * M * K * N, small_ms=round(small, 3), tiled_ms=round(tiled, 3),
-                         chosen="matmul_small" if kn.small_on_cpu(M, N, B, K) else "tiled"))
+                         chosen=kn.variant_for(vkml.float32, M, N, B, K, "cpu")))
         print(rows[-1], flush=True)
     res = dict(date=datetime.date.today().isoformat(), device=devices()[default_index()].name, cpus=os.cpu_count(),
                machine=platform.machine(), load_average=os.getloadavg()[0], rows=rows)   # (other work on the CPUs skews it)

@@ -12,7 +12,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 # The suite checks the kernels a GPU runs, on every device: lavapipe (a CPU device) would otherwise choose its own
-# tiles (kernels_nn.small_on_cpu). tests/test_cpu_tiles.py checks lavapipe's own choices with "auto".
+# kernels (kernels_nn.cpu_untiled). tests/test_cpu_tiles.py checks lavapipe's own choices with "auto".
 os.environ.setdefault("VKML_TILE_POLICY", "gpu")
 DEFAULT_TIMEOUT = 300  # seconds per test; a notebook or a sweep that needs more is a bug or belongs behind --runslow
 

@@ -15,12 +15,12 @@ from types import SimpleNamespace as NS
 
 # %% auto #0
 __all__ = ['MATMUL_TILES', 'FILL_GROUPS', 'MIN_TILE_USE', 'SMALL_MAX_MN', 'SMALL_BLOCKS', 'SMALL_CPU', 'SPLIT_K_MIN',
-           'SPLIT_TILE', 'SPLIT_TILE_MIN', 'FORCE_TILE', 'TILE_POLICY', 'CPU_SMALL_MACS', 'COOPMAT_TILES',
-           'COOPMAT_MORE', 'NO_EMULATION', 'COOPMAT', 'F64_TILES', 'DEEP_TILES', 'DEEP', 'COL_SCRATCH_BYTES',
-           'IM2COL_ROWS_MAX', 'CT_LOWER_MIN_K', 'INDEX_ADD_CHUNK', 'ATTENTION_DMAX', 'ATTENTION_WG', 'ATTENTION_KERNEL',
-           'ATTENTION_SRCS', 'tile_dims', 'matmul_variant', 'small_on_cpu', 'variant_for', 'split_k', 'k_chunks',
-           'matmul_trips', 'deepen', 'coopmat_layout_ok', 'coopmat_variant', 'matmul_dispatch', 'matmul_kernel',
-           'merged_stride', 'im2col_dispatch', 'im2col_kernel', 'implicit_conv', 'contiguous_copy', 'wgrad_by_images',
+           'SPLIT_TILE', 'SPLIT_TILE_MIN', 'FORCE_TILE', 'TILE_POLICY', 'COOPMAT_TILES', 'COOPMAT_MORE', 'NO_EMULATION',
+           'COOPMAT', 'F64_TILES', 'DEEP_TILES', 'DEEP', 'COL_SCRATCH_BYTES', 'IM2COL_ROWS_MAX', 'CT_LOWER_MIN_K',
+           'INDEX_ADD_CHUNK', 'ATTENTION_DMAX', 'ATTENTION_WG', 'ATTENTION_KERNEL', 'ATTENTION_SRCS', 'tile_dims',
+           'matmul_variant', 'cpu_untiled', 'variant_for', 'split_k', 'k_chunks', 'matmul_trips', 'deepen',
+           'coopmat_layout_ok', 'coopmat_variant', 'matmul_dispatch', 'matmul_kernel', 'merged_stride',
+           'im2col_dispatch', 'im2col_kernel', 'implicit_conv', 'contiguous_copy', 'wgrad_by_images',
            'conv2d_weight_kernel', 'conv2d_kernel', 'taps', 'check_trips', 'col2im_dispatch', 'conv_transpose2d_kernel',
            'col2im_kernel', 'window_trips', 'maxpool2d_kernel', 'avgpool2d_kernel', 'maxpool2d_backward_kernel',
            'gather_kernel', 'index_add_kernel', 'scatter_kernel', 'check_index_kernel', 'attention_kernel',
@@ -38,7 +38,6 @@ SPLIT_K_MIN = 512         # split K to fill the GPU only into chunks of at least
 SPLIT_TILE, SPLIT_TILE_MIN = "matmul128", 24   # the one tile worth splitting along K, from this many tiles up (below)
 FORCE_TILE = None         # a variant name to use whatever the sizes (benchmarks compare tiles with it)
 TILE_POLICY = os.environ.get("VKML_TILE_POLICY", "auto")   # auto: by the device's type; gpu: a GPU's choice on any device
-CPU_SMALL_MACS = 1 << 23  # on a CPU device the untiled kernel is faster up to ~2^23 multiply-adds (bench/lavapipe_tiles.py)
 
 COOPMAT_TILES = {"matmul_cm128x256s8": (128, 256, 32), "matmul_cm128x128s8": (128, 128, 32),
                  "matmul_cm64x64s4": (64, 64, 32)}   # tensor-core variants (f16), biggest first; see shaders/variants_nn.py
@@ -83,16 +82,16 @@ def matmul_variant(M: int, N: int, batch: int, K: int = 0) -> str:
     if M * N <= SMALL_MAX_MN: return "matmul_small"
     return _pick(MATMUL_TILES, M, N, batch, "matmul", K)
 
-def small_on_cpu(M: int, N: int, batch: int, K: int) -> bool:
-    """On a CPU device (lavapipe): the untiled kernel unless the product is big and a tile fits it. A CPU runs a
-    workgroup's barriers as fibres and has a few cores to fill, not 132 SMs: a tile pays only on long products."""
-    fits = any(M * N * batch / (_tiles(n, M, N, batch) * bm * bn) >= MIN_TILE_USE for n, (bm, bn, _) in MATMUL_TILES.items())
-    return M * N * batch * max(K, 1) <= CPU_SMALL_MACS or not fits
+def cpu_untiled(device_type: str | None) -> bool:
+    """Does a product on a device of `device_type` take the untiled kernel whatever its sizes? On a CPU device (lavapipe,
+    under its own TILE_POLICY) yes: lavapipe reads a word of a buffer or of shared memory lane by lane, so time goes with
+    the words loaded, and the untiled 8x16 block loads fewer per multiply-add than a tile's slabs (bench/lavapipe_tiles.py)."""
+    return device_type == "cpu" and TILE_POLICY == "auto" and not FORCE_TILE
 
 def variant_for(dtype, M: int, N: int, batch: int, K: int = 0, device_type: str | None = None, split: bool = True) -> str:
-    """`matmul_variant` (on a CPU device, `small_on_cpu` first), or for float64 its one tile (or the small kernel).
+    """`matmul_variant` (on a CPU device the untiled kernel: `cpu_untiled`), or for float64 its one tile (or the small kernel).
     `split=False`: a kernel that cannot split K (the implicit convolution) is not given a tile chosen for a split."""
-    if device_type == "cpu" and TILE_POLICY == "auto" and not FORCE_TILE and small_on_cpu(M, N, batch, K): return "matmul_small"
+    if cpu_untiled(device_type): return "matmul_small"
     if dtype is float64: return "matmul_small" if M * N <= SMALL_MAX_MN else "matmul"
     return matmul_variant(M, N, batch, K if split else 0)
 
@@ -328,7 +327,7 @@ def conv2d_weight_kernel(node, out, g, x):
     if K == 0: return fill_dispatch(out, 0)
     if not all(-32768 <= v < 32768 for v in (*S, *P, *D)) or not (H < 65536 and W < 65536):
         raise BackendError(f"conv2d weight gradient: geometry {S, P, D}, image {H}x{W} past what the kernel packs in int16")
-    if G == 1 and _device_type(out, g, x) == "cpu" and TILE_POLICY == "auto" and not FORCE_TILE and small_on_cpu(M, NC, 1, K):
+    if G == 1 and cpu_untiled(_device_type(out, g, x)):
         lowered = wgrad_by_images(dt, out, g, x, (kh, kw), S, P, D)
         if lowered: return lowered
     ds = []

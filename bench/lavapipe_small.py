@@ -23,12 +23,12 @@ def words_per_mac(variant: str) -> float:
 
 def time_product(a, b, variant: str) -> float:
     "GPU time of one product on `variant` (µs)."
-    kn.SMALL_CPU = variant
+    kept, kn.SMALL_CPU = kn.SMALL_CPU, variant
     try:
         with profile() as p: (a @ b).numpy()
         assert set(p) == {f"{variant}_f32"}, sorted(p)
         return p[f"{variant}_f32"]["total_us"]
-    finally: kn.SMALL_CPU = "matmul_small_cpu"
+    finally: kn.SMALL_CPU = kept
 
 def main(argv=None):
     ap = argparse.ArgumentParser(); ap.add_argument("--reps", type=int, default=9); ap.add_argument("--out")

@@ -470,14 +470,15 @@ double vround_even(double x) {
 double vtrunc(double x) {
     double a = abs(x);
     if (!(a < 4503599627370496.0)) return x;
-    precise double r = (a + 4503599627370496.0) - 4503599627370496.0;
+    double r = vround_even(a);                            // rounded to nearest: one too big where it rounded up
     if (r > a) r -= 1.0;
     return x < 0.0 ? -r : (x == 0.0 ? x : r);
 }""")
-for _name, _f, _g, _kinks in [("FLOOR", np.floor, "floor({a})", _STEPS), ("CEIL", np.ceil, "ceil({a})", _STEPS),
-                              ("TRUNC", np.trunc, "vtrunc({a})", _STEPS), ("ROUND", np.round, "vround_even({a})", _HALVES)]:
+for _name, _f, _g, _kinks, _fns in [("FLOOR", np.floor, "floor({a})", _STEPS, None), ("CEIL", np.ceil, "ceil({a})", _STEPS, None),
+                                    ("TRUNC", np.trunc, "vtrunc({a})", _STEPS, needs(VTRUNC)),
+                                    ("ROUND", np.round, "vround_even({a})", _HALVES, needs(VTRUNC))]:
     elementwise(_name, 1, lambda n, x, _f=_f: _f(x), {"f": _g, "i": "{a}"}, vjp=_zero_vjp, dtypes=NUMERIC, kinks=_kinks,
-                helpers=needs(VTRUNC) if "vtrunc" in _g or "vround" in _g else None)
+                helpers=_fns)
 elementwise("FRAC", 1, lambda n, x: x - np.trunc(x), "({a} - vtrunc({a}))", vjp=lambda g, y, x: (g,), kinks=_STEPS,
             helpers=needs(VTRUNC))
 elementwise("SQUARE", 1, lambda n, x: x * x, "({a} * {a})", vjp=lambda g, y, x: (g * x * 2.0,), dtypes=NUMERIC)

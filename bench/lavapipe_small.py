@@ -11,6 +11,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import numpy as np
 import vkml
 import vkml.backends.vulkan.kernels_nn as kn
+import vkml.backends.vulkan.kernel_api as kapi
 from vkml.backends.vulkan import devices, default_index, profile
 
 # (batch, M, K, N, A transposed, B transposed): the digits CNN's products, forward and backward
@@ -33,7 +34,7 @@ def time_product(a, b, variant: str) -> float:
 def main(argv=None):
     ap = argparse.ArgumentParser(); ap.add_argument("--reps", type=int, default=9); ap.add_argument("--out")
     a = ap.parse_args(argv)
-    assert kn.TILE_POLICY == "auto" and devices()[default_index()].type == "cpu", "a CPU device under its own tile policy"
+    assert kapi.TILE_POLICY == "auto" and devices()[default_index()].type == "cpu", "a CPU device under its own tile policy"
     rng = np.random.default_rng(0)
     def operand(B, r, c, t):
         v = vkml.tensor(rng.standard_normal((B, c, r) if t else (B, r, c), dtype=np.float32), device="vulkan")

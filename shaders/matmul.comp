@@ -17,7 +17,8 @@
 // gradient, dW[o, (c, tap)] = sum over (image, pixel) of g[o, pixel] x[window]: A is g, B the windows
 // with the contraction running over images and pixels (B1 = 1; b_sb1 is the image stride).
 // With SMALL defined: the variant for tiny products (one TM x TN block per thread, 1-D launch of
-// WG-thread groups over batch x blocks, no shared memory), same push constants.
+// WG-thread groups over batch x blocks, no shared memory), same push constants; there C's stride 0 across b1
+// (with B1 > 1) sums the B1 products into one C (a convolution's weight gradient over its images).
 // lavapipe stops an invocation's loops after 65,535 trips in total (K loops and grid loops together),
 // silently: when a product's trips would pass that, the host splits K (kernels_nn.matmul_dispatch).
 #include "nn_common.glsl"
@@ -109,23 +110,29 @@ layout(local_size_x = WG) in;
 void main() {
     const uint gid = GID;
     const uint bm = (p.M + TM - 1) / TM, bn = (p.N + TN - 1) / TN;
-    if (gid >= bm * bn * p.B1 * p.B2) return;
+    // C's stride 0 across b1 (B1 > 1): the B1 products are summed into one C (a convolution's weight gradient
+    // summed over its images), so the grid runs over b2 alone and each thread walks b1 around its K loop.
+    const bool bsum = p.c_sb1 == 0 && p.B1 > 1u;
+    const uint nb1 = bsum ? 1u : p.B1, terms = bsum ? p.B1 : 1u;
+    if (gid >= bm * bn * nb1 * p.B2) return;
     const uint jn = gid % bn, r = gid / bn, im = r % bm, bz = r / bm;
     const uint b1 = bz / p.B2, b2 = bz % p.B2;
-    const int abase = p.a_off + int(b1) * p.a_sb1 + int(b2) * p.a_sb2;
-    const int bbase = p.b_off + int(b1) * p.b_sb1 + int(b2) * p.b_sb2;
     const int cbase = p.c_off + int(b1) * p.c_sb1 + int(b2) * p.c_sb2;
     const uint m0 = im * TM, n0 = jn * TN;
     FACC acc[TM][TN];
     [[unroll]] for (uint i = 0; i < TM; ++i) [[unroll]] for (uint j = 0; j < TN; ++j) acc[i][j] = FACC(0);
-    for (uint k = 0; k < p.K; ++k) {
-        FACC ar[TM], br[TN];
-        [[unroll]] for (uint i = 0; i < TM; ++i)
-            ar[i] = m0 + i < p.M ? FACC(a[abase + int(m0 + i) * p.a_sm + int(k) * p.a_sk]) : FACC(0);
-        [[unroll]] for (uint j = 0; j < TN; ++j)
-            br[j] = n0 + j < p.N ? FACC(b[bbase + int(k) * p.b_sk + int(n0 + j) * p.b_sn]) : FACC(0);
-        [[unroll]] for (uint i = 0; i < TM; ++i)
-            [[unroll]] for (uint j = 0; j < TN; ++j) acc[i][j] = fma(ar[i], br[j], acc[i][j]);
+    for (uint s = 0; s < terms; ++s) {
+        const int abase = p.a_off + int(b1 + s) * p.a_sb1 + int(b2) * p.a_sb2;
+        const int bbase = p.b_off + int(b1 + s) * p.b_sb1 + int(b2) * p.b_sb2;
+        for (uint k = 0; k < p.K; ++k) {
+            FACC ar[TM], br[TN];
+            [[unroll]] for (uint i = 0; i < TM; ++i)
+                ar[i] = m0 + i < p.M ? FACC(a[abase + int(m0 + i) * p.a_sm + int(k) * p.a_sk]) : FACC(0);
+            [[unroll]] for (uint j = 0; j < TN; ++j)
+                br[j] = n0 + j < p.N ? FACC(b[bbase + int(k) * p.b_sk + int(n0 + j) * p.b_sn]) : FACC(0);
+            [[unroll]] for (uint i = 0; i < TM; ++i)
+                [[unroll]] for (uint j = 0; j < TN; ++j) acc[i][j] = fma(ar[i], br[j], acc[i][j]);
+        }
     }
     [[unroll]] for (uint i = 0; i < TM; ++i) {
         if (m0 + i >= p.M) break;

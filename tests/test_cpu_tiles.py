@@ -8,9 +8,11 @@ import vkml
 import vkml.nn.functional as F
 import vkml.backends.vulkan as vkv
 import vkml.backends.vulkan.kernels_nn as kn
+import vkml.backends.vulkan.kernel_api as kapi
+import vkml.backends.vulkan.kernels as kred
 from vkml.frontend.tensor import apply
 from vkml.core.ops import Op
-from test_parity_nn import check_sum, rnd
+from test_parity_nn import check_sum, rnd, RNG
 
 pytestmark = pytest.mark.vulkan
 SFX = {np.float32: "f32", np.float16: "f16", np.float64: "f64"}
@@ -18,17 +20,17 @@ SFX = {np.float32: "f32", np.float16: "f16", np.float64: "f64"}
 
 @pytest.fixture
 def cpu_policy(monkeypatch):
-    monkeypatch.setattr(kn, "TILE_POLICY", "auto")
+    monkeypatch.setattr(kapi, "TILE_POLICY", "auto")
     assert vkv.devices()[vkv.default_index()].type == "cpu", "CI's Vulkan device is lavapipe"
 
 
 def test_every_product_stays_untiled_on_a_cpu_device(monkeypatch):
     "On lavapipe every product takes the untiled kernel (no tile was faster at any size measured); a GPU keeps its tile."
-    monkeypatch.setattr(kn, "TILE_POLICY", "auto")
+    monkeypatch.setattr(kapi, "TILE_POLICY", "auto")
     for M, N, B, K in [(32, 128, 1, 10), (144, 16, 32, 32), (512, 512, 1, 512), (4096, 4096, 1, 4096)]:
         assert kn.variant_for(vkml.float32, M, N, B, K, "cpu") == "matmul_small"
     assert kn.variant_for(vkml.float32, 512, 512, 1, 512, "discrete") != "matmul_small"   # a GPU keeps its tile
-    monkeypatch.setattr(kn, "TILE_POLICY", "gpu")
+    monkeypatch.setattr(kapi, "TILE_POLICY", "gpu")
     assert kn.variant_for(vkml.float32, 32, 128, 1, 10, "cpu") == "matmul"        # the suite's policy: the GPU's choice
 
 
@@ -64,22 +66,62 @@ def test_small_products_take_the_cpu_block(cpu_policy, dtype):
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float16, np.float64])
 def test_conv_weight_gradient_by_images(cpu_policy, dtype, monkeypatch):
-    "One product per image into slabs, summed in order: stride, padding, dilation, a strided g; agrees with the oracle."
+    """The products of every image, g_n (O x L) times its windows, summed: in one untiled dispatch whose threads walk
+    the images (C's image stride 0), or, where a thread's loop would pass lavapipe's budget, into slabs summed in
+    order. Stride, padding, dilation, a strided g; both forms agree with the oracle."""
     wg = lambda arg: (lambda g, x: apply(Op.CONV2D_WEIGHT, g, x, arg=arg))
     cases = [((2, 8, 7, 6), (4, 7, 6), ((3, 3), (1, 1), (1, 1), (1, 1), 1)),
              ((3, 6, 4, 5), (4, 9, 6), ((2, 3), (2, 1), (1, 1), (1, 1), 1)),
              ((1, 5, 3, 3), (3, 9, 9), ((2, 2), (1, 1), (0, 0), (3, 2), 1))]
-    for (N, O, Ho, Wo), (C, H, W), arg in cases:
-        with vkv.profile() as prof:
-            check_sum(wg(arg), [rnd(N, O, Ho, Wo, dtype=dtype), rnd(N, C, H, W, dtype=dtype)], N * Ho * Wo)
-        assert not any(n.startswith("wgrad") for n in prof) and any(n.startswith("im2col") for n in prof), sorted(prof)
+    run = lambda case: check_sum(wg(case[2]), [rnd(*case[0], dtype=dtype), rnd(case[0][0], *case[1], dtype=dtype)],
+                                 case[0][0] * case[0][2] * case[0][3])
+    for case in cases:
+        with vkv.profile() as prof: run(case)
+        assert not any(n.startswith(("wgrad", "reduce")) for n in prof) and any(n.startswith("im2col") for n in prof), sorted(prof)
+        assert f"matmul_small_cpu_{SFX[dtype]}" in prof, sorted(prof)   # one dispatch: the images summed in its threads
+    monkeypatch.setattr(kn, "LOOP_BUDGET", 50)   # N x L terms past a thread's budget (L is not): slabs, then their sum
+    for case in cases[:2]:
+        with vkv.profile() as prof: run(case)
         # the slabs are summed by a thread per output (float32), not by the cols kernel's barrier-bound workgroups
         assert ("reduce_f32" in prof) == (dtype == np.float32) and any(n.startswith("reduce_cols") for n in prof) == (dtype != np.float32), sorted(prof)
-    monkeypatch.setattr(kn, "TILE_POLICY", "gpu")   # the test can tell: the GPU's path is the tiled kernel
-    with vkv.profile() as prof:
-        (N, O, Ho, Wo), (C, H, W), arg = cases[0]
-        check_sum(wg(arg), [rnd(N, O, Ho, Wo, dtype=dtype), rnd(N, C, H, W, dtype=dtype)], N * Ho * Wo)
+    monkeypatch.undo()
+    monkeypatch.setattr(kapi, "TILE_POLICY", "gpu")   # the test can tell: the GPU's path is the tiled kernel
+    with vkv.profile() as prof: run(cases[0])
     assert any(n.startswith("wgrad") for n in prof), sorted(prof)
+
+
+def test_a_summed_product_needs_the_untiled_kernel():
+    "C's stride 0 across b1 sums the products only in the untiled kernel: a tile would race on C, so it is refused."
+    from vkml.core.dtypes import BackendError, float32
+    with pytest.raises(BackendError, match="summed over 4 batches"):
+        kn.matmul_dispatch(float32, None, None, None, 512, 512, 64, 4, 1, (0, 64 * 512, 0, 64, 1), (0, 64 * 512, 0, 512, 1),
+                           (0, 0, 0, 512, 1))
+
+
+REDUCE = {"sum": Op.SUM, "mean": Op.MEAN, "max": Op.MAX, "min": Op.MIN}
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, np.float64, np.int32, np.int64])
+def test_reductions_on_the_cpu_policy(cpu_policy, dtype, monkeypatch):
+    """On a CPU device a row goes to one thread (reduce_<dt>), where a GPU gives it a workgroup: a convolution's bias
+    gradient, a linear layer's, a loss over a row; rows past a thread's loop budget, and long rows with fewer outputs
+    than a vector's 8 lanes, keep the GPU's plan. Every op agrees with the oracle either way."""
+    sfx = SFX.get(dtype) or {np.int32: "i32", np.int64: "i64"}[dtype]
+    mk = lambda *shape: rnd(*shape).astype(dtype) if np.dtype(dtype).kind == "f" else RNG.integers(-9, 9, shape).astype(dtype)
+    cases = [((32, 16, 8, 8), (0, 2, 3)), ((32, 10), (0,)), ((16, 2048), (1,)), ((1, 320), (1,)), ((5, 3000), (1,))]
+    for shape, axes in cases:
+        x = mk(*shape)
+        for name, op in REDUCE.items():
+            if name == "mean" and np.dtype(dtype).kind != "f": continue
+            with vkv.profile() as prof:
+                check_sum(lambda t, op=op: apply(op, t, arg=(axes, False)), [x], int(np.prod([shape[a] for a in axes])))
+            assert set(prof) == {f"reduce_{sfx}"}, (shape, axes, sorted(prof))
+    with vkv.profile() as prof: check_sum(lambda t: apply(Op.SUM, t, arg=((1,), False)), [mk(2, 9000)], 9000)
+    assert f"reduce_{sfx}" not in prof, sorted(prof)   # two long rows: a vector's lanes mostly empty, so workgroups
+    monkeypatch.setattr(kred, "CPU_SERIAL_MAX_K", 1000)   # rows past a thread's budget: the GPU's plan
+    monkeypatch.setattr(kred, "_plans", {})               # (plans are cached by layout)
+    with vkv.profile() as prof: check_sum(lambda t: apply(Op.SUM, t, arg=((1,), False)), [mk(16, 2048)], 2048)
+    assert f"reduce_{sfx}" not in prof and any(n.startswith("reduce_") for n in prof), sorted(prof)
 
 
 def test_grouped_weight_gradient_keeps_the_tiled_kernel(cpu_policy):
@@ -95,7 +137,7 @@ def test_a_training_step_agrees_on_both_policies(monkeypatch):
     x, y = rng.standard_normal((32, 1, 8, 8), dtype=np.float32), rng.integers(0, 10, 32)
     out = {}
     for policy in ("gpu", "auto"):
-        monkeypatch.setattr(kn, "TILE_POLICY", policy)
+        monkeypatch.setattr(kapi, "TILE_POLICY", policy)
         vkml.manual_seed(0)
         model = vkml.demo.build_model("cnn").to("vulkan")
         loss = F.cross_entropy(model(vkml.tensor(x, device="vulkan")), vkml.tensor(y, device="vulkan"))

@@ -14,7 +14,7 @@ from ...engine.schedule import Kernel, constant_value
 from .device import Device, get_device, STATS
 from .kernel_api import Dispatch, vk_kernels, kernel_dtypes, LOOP_BUDGET, groups_1d
 from .kernels import fill_dispatch, SPLIT_GROUPS, SPLIT_CHUNK
-from . import codegen, kernels_nn
+from . import codegen, kernel_api
 from .pipelines import _extra_spirv, register_shader
 from .recorder import Recorder, VkTensor, Window, _host_array, _span, runtime
 from . import replay
@@ -392,7 +392,7 @@ class _FusedKernels:
             kk = prod(rnode.srcs[0].shape[a] for a in rnode.arg[0])
             if -(-kk // codegen.LOCAL) > LOOP_BUDGET: return self._unfused(rec, k)   # lavapipe's loop budget
             if (prod(rnode.shape) < SPLIT_GROUPS and kk >= 2 * SPLIT_CHUNK and rnode.op in vk_kernels
-                    and (rt.dev.info.type != "cpu" or kernels_nn.TILE_POLICY == "gpu")):
+                    and (rt.dev.info.type != "cpu" or kernel_api.TILE_POLICY == "gpu")):
                 return self._split_reduce(rec, k)    # a workgroup per output would leave a GPU idle (a CPU's few
                                                      # cores are filled by a few: lavapipe keeps the one kernel)
         for n in k.stores:

@@ -4,13 +4,14 @@
 
 # %% ../../../nbs/23_kernel_api.ipynb #9cca2f78
 from __future__ import annotations
-import struct
+import os, struct
 from dataclasses import dataclass
 from ...core.dtypes import *
 
 # %% auto #0
-__all__ = ['MAX_PUSH_WORDS', 'MAX_GROUPS', 'LOOP_LIMIT', 'LOOP_BUDGET', 'vk_kernels', 'kernel_dtypes', 'DTYPE_SUFFIX', 'Scratch',
-           'Flag', 'Dispatch', 'kernel', 'sfx', 'f32_bits', 'pad4', 'groups_1d']
+__all__ = ['MAX_PUSH_WORDS', 'MAX_GROUPS', 'LOOP_LIMIT', 'LOOP_BUDGET', 'vk_kernels', 'kernel_dtypes', 'DTYPE_SUFFIX',
+           'TILE_POLICY', 'Scratch', 'Flag', 'Dispatch', 'kernel', 'sfx', 'f32_bits', 'pad4', 'groups_1d',
+           'device_info', 'device_type', 'cpu_shapes']
 
 # %% ../../../nbs/23_kernel_api.ipynb #0714b756
 MAX_PUSH_WORDS = 32      # 128 bytes: the push-constant size every Vulkan device guarantees
@@ -81,3 +82,22 @@ def groups_1d(n: int, local: int = 256) -> tuple:
     gy = -(-g // MAX_GROUPS)
     gx = -(-g // gy)
     return (gx, gy, 1)
+
+# %% ../../../nbs/23_kernel_api.ipynb #fc502155
+TILE_POLICY = os.environ.get("VKML_TILE_POLICY", "auto")   # auto: shapes by the device's kind; gpu: a GPU's on any device
+
+def device_info(*ts):
+    "The DeviceInfo of the device the first bound tensor of `ts` lives on (None for stand-ins and scratch)."
+    for t in ts:
+        al = getattr(t, "alloc", None)
+        if al is not None: return al.pool.dev.info
+    return None
+
+def device_type(*ts) -> str | None:
+    "The kind ('discrete', 'integrated', 'cpu', ...) of the device the first bound tensor lives on (None: not known)."
+    info = device_info(*ts)
+    return info.type if info is not None else None
+
+def cpu_shapes(*ts) -> bool:
+    "Do kernels over `ts` take the shapes chosen for a CPU device (they live on one, and TILE_POLICY is 'auto')?"
+    return TILE_POLICY == "auto" and device_type(*ts) == "cpu"

@@ -9,16 +9,17 @@ import numpy as np
 from ...core.dtypes import *
 from ...core.dtypes import prod, contiguous_strides
 from ...core.ops import Op
-from .kernel_api import Dispatch, Scratch, kernel, sfx, f32_bits, pad4, groups_1d, LOOP_BUDGET, LOOP_LIMIT
+from .kernel_api import (Dispatch, Scratch, kernel, sfx, f32_bits, pad4, groups_1d, LOOP_BUDGET, LOOP_LIMIT,
+                                            cpu_shapes)
 
 # %% auto #0
 __all__ = ['MASK', 'PLAN_CACHE_SIZE', 'REDUCE_CODE', 'ROW_MIN_K', 'ROW_FEW_OUTPUTS', 'SPLIT_GROUPS', 'SPLIT_CHUNK',
-           'SPLIT_MAX_PARTS', 'ACC_ITEMSIZE', 'VEC_DTYPES', 'ARG_CODE', 'CUMSUM_ROW_MIN_K', 'ARG_MAX_K',
-           'ARG_COLS_MAX_K', 'CUMSUM_MAX_K', 'ARGSORT_MAX_SLOTS', 'NO_KERNEL', 'words', 'scalar_words', 'view4',
-           'merge_dims', 'views4', 'FakeTensor', 'remember', 'plan_dispatches', 'fill_dispatch', 'copy_dispatch',
-           'pad_kernel', 'slice_backward_kernel', 'concat_kernel', 'merge_axes', 'split_axes', 'use_row', 'use_cols',
-           'split_parts', 'vec_ok', 'reduce_kernel', 'argreduce_kernel', 'cumsum_kernel', 'bitonic_stages',
-           'argsort_kernel']
+           'SPLIT_MAX_PARTS', 'ACC_ITEMSIZE', 'CPU_SERIAL_MAX_K', 'CPU_FEW_OUTPUTS_K', 'VEC_DTYPES', 'ARG_CODE',
+           'CUMSUM_ROW_MIN_K', 'ARG_MAX_K', 'ARG_COLS_MAX_K', 'CUMSUM_MAX_K', 'ARGSORT_MAX_SLOTS', 'NO_KERNEL', 'words',
+           'scalar_words', 'view4', 'merge_dims', 'views4', 'FakeTensor', 'remember', 'plan_dispatches',
+           'fill_dispatch', 'copy_dispatch', 'pad_kernel', 'slice_backward_kernel', 'concat_kernel', 'merge_axes',
+           'split_axes', 'use_row', 'use_cols', 'cpu_serial', 'split_parts', 'vec_ok', 'reduce_kernel',
+           'argreduce_kernel', 'cumsum_kernel', 'bitonic_stages', 'argsort_kernel']
 
 # %% ../../../nbs/25_kernels.ipynb #44f34ad7
 MASK = 0xFFFFFFFF
@@ -171,6 +172,13 @@ def use_cols(k: int, n: int, ost, ist) -> bool:
     "Are neighbouring outputs neighbours in memory while one output's terms are not (reduce_cols)?"
     return k >= 32 and n >= 32 and bool(ost) and abs(ost[-1]) == 1 and bool(ist) and abs(ist[-1]) != 1
 
+CPU_SERIAL_MAX_K = 4 * LOOP_BUDGET   # the thread variant folds 4 terms a loop trip: longer rows pass lavapipe's loop budget
+CPU_FEW_OUTPUTS_K = 8192   # under 8 outputs (a part-empty vector) a serial row beats a workgroup's only this short
+
+def cpu_serial(k: int, n: int) -> bool:
+    "On a CPU device, does a thread per output (a serial fold: no shared memory, no barriers) reduce these rows?"
+    return k <= CPU_SERIAL_MAX_K and (n >= 8 or k <= CPU_FEW_OUTPUTS_K)
+
 def split_parts(k: int, groups: int) -> int:
     "Workgroups per row for a split reduction whose one-pass form launches `groups` (1: no split)."
     if groups >= SPLIT_GROUPS or k < 2 * SPLIT_CHUNK: return 1
@@ -192,8 +200,9 @@ def vec_ok(kind: str, dtype, off: int, osh, ost, ish, ist) -> bool:
     return (bool(ost) and ost[-1] == 1 and osh[-1] % 4 == 0 and all(s % 4 == 0 for s in ost[:-1])
             and all(s % 4 == 0 for s in ist))
 
-def _reduce_plan(op, axes, dtype, xv, zv) -> tuple:
-    "(scratch bytes or 0, plan): one dispatch (thread, row or cols variant), or two through scratch (split)."
+def _reduce_plan(op, axes, dtype, xv, zv, cpu: bool = False) -> tuple:
+    """(scratch bytes or 0, plan): one dispatch (thread, row or cols variant), or two through scratch (split).
+    `cpu`: for a CPU device, where rows a GPU gives a workgroup each go to one thread each (`cpu_serial`)."""
     n = zv.numel
     v = xv if xv.shape else View((1,), (0,), xv.offset)   # a 0-d tensor reduces over its one element
     (osh, ost), (ish, ist) = split_axes(v, axes)
@@ -202,7 +211,7 @@ def _reduce_plan(op, axes, dtype, xv, zv) -> tuple:
     ish4, ist4 = pad4(ish, ist)
     code, s = REDUCE_CODE[op.name], sfx(dtype)
     cols = use_cols(k, n, ost, ist)
-    if not cols and not use_row(k, n):
+    if not cols and (not use_row(k, n) or (cpu and cpu_serial(k, n))):
         return 0, ((f"reduce_{s}", words(n, k, code, osh4, ost4, ish4, ist4, v.offset, zv.offset, 1, k, k),
                     groups_1d(n)),)
     kind = "cols" if cols else "row"
@@ -235,8 +244,9 @@ def reduce_kernel(node, out, x):
     axes, _ = node.arg
     if out.view.numel == 0: return []
     if x.view.numel == 0: return fill_dispatch(out, _identity(node.op, x.dtype))
-    key = (node.op, tuple(axes), x.dtype, x.view, out.view)
-    scratch, plan = _plans.get(key) or remember(key, _reduce_plan(node.op, axes, x.dtype, x.view, out.view))
+    cpu = cpu_shapes(out, x)
+    key = (node.op, tuple(axes), x.dtype, x.view, out.view, cpu)
+    scratch, plan = _plans.get(key) or remember(key, _reduce_plan(node.op, axes, x.dtype, x.view, out.view, cpu))
     if not scratch: return plan_dispatches(plan, (out, x))
     partials = Scratch(scratch)   # (n, parts) partials in the accumulator type, row-major; fresh for each call
     (s1, p1, g1), (s2, p2, g2) = plan

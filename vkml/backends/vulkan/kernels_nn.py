@@ -9,14 +9,15 @@ from ...core.dtypes import *
 from ...core.dtypes import contiguous_strides
 from ...core.ops import Op, conv_out, ATTENTION_OPS, ATTENTION_MAX_HEAD, attention_rows_out
 from .kernel_api import (Dispatch, Scratch, Flag, kernel, sfx, f32_bits, pad4, groups_1d, MAX_GROUPS, LOOP_BUDGET, LOOP_LIMIT,
-                                   kernel_dtypes)
+                                   kernel_dtypes, device_info, device_type, cpu_shapes)
+from . import kernel_api
 from .kernels import fill_dispatch, copy_dispatch
 from types import SimpleNamespace as NS
 
 # %% auto #0
 __all__ = ['MATMUL_TILES', 'FILL_GROUPS', 'MIN_TILE_USE', 'SMALL_MAX_MN', 'SMALL_BLOCKS', 'SMALL_CPU', 'SPLIT_K_MIN',
-           'SPLIT_TILE', 'SPLIT_TILE_MIN', 'FORCE_TILE', 'TILE_POLICY', 'COOPMAT_TILES', 'COOPMAT_MORE', 'NO_EMULATION',
-           'COOPMAT', 'F64_TILES', 'DEEP_TILES', 'DEEP', 'COL_SCRATCH_BYTES', 'IM2COL_ROWS_MAX', 'CT_LOWER_MIN_K',
+           'SPLIT_TILE', 'SPLIT_TILE_MIN', 'FORCE_TILE', 'COOPMAT_TILES', 'COOPMAT_MORE', 'NO_EMULATION', 'COOPMAT',
+           'F64_TILES', 'DEEP_TILES', 'DEEP', 'COL_SCRATCH_BYTES', 'IM2COL_ROWS_MAX', 'CT_LOWER_MIN_K',
            'INDEX_ADD_CHUNK', 'ATTENTION_DMAX', 'ATTENTION_WG', 'ATTENTION_KERNEL', 'ATTENTION_SRCS', 'tile_dims',
            'matmul_variant', 'cpu_untiled', 'variant_for', 'split_k', 'k_chunks', 'matmul_trips', 'deepen',
            'coopmat_layout_ok', 'coopmat_variant', 'matmul_dispatch', 'matmul_kernel', 'merged_stride',
@@ -37,7 +38,6 @@ SMALL_CPU = "matmul_small_cpu"   # the untiled variant a CPU device takes (bench
 SPLIT_K_MIN = 512         # split K to fill the GPU only into chunks of at least this many terms
 SPLIT_TILE, SPLIT_TILE_MIN = "matmul128", 24   # the one tile worth splitting along K, from this many tiles up (below)
 FORCE_TILE = None         # a variant name to use whatever the sizes (benchmarks compare tiles with it)
-TILE_POLICY = os.environ.get("VKML_TILE_POLICY", "auto")   # auto: by the device's type; gpu: a GPU's choice on any device
 
 COOPMAT_TILES = {"matmul_cm128x256s8": (128, 256, 32), "matmul_cm128x128s8": (128, 128, 32),
                  "matmul_cm64x64s4": (64, 64, 32)}   # tensor-core variants (f16), biggest first; see shaders/variants_nn.py
@@ -86,7 +86,7 @@ def cpu_untiled(device_type: str | None) -> bool:
     """Does a product on a device of `device_type` take the untiled kernel whatever its sizes? On a CPU device (lavapipe,
     under its own TILE_POLICY) yes: lavapipe reads a word of a buffer or of shared memory lane by lane, so time goes with
     the words loaded, and the untiled 8x16 block loads fewer per multiply-add than a tile's slabs (bench/lavapipe_tiles.py)."""
-    return device_type == "cpu" and TILE_POLICY == "auto" and not FORCE_TILE
+    return device_type == "cpu" and kernel_api.TILE_POLICY == "auto" and not FORCE_TILE
 
 def variant_for(dtype, M: int, N: int, batch: int, K: int = 0, device_type: str | None = None, split: bool = True) -> str:
     """`matmul_variant` (on a CPU device the untiled kernel: `cpu_untiled`), or for float64 its one tile (or the small kernel).
@@ -123,21 +123,14 @@ def matmul_trips(name: str, M: int, N: int, K: int, nb: int, parts: int = 1, dty
     return z * y * x * -(-kpart // bk) + z * (1 + y * (1 + x))
 
 # %% ../../../nbs/26_kernels_nn.ipynb #62194444
-def _info(*ts):
-    "The DeviceInfo of the device the first bound tensor lives on (None for stand-ins and scratch)."
-    for t in ts:
-        al = getattr(t, "alloc", None)
-        if al is not None: return al.pool.dev.info
-    return None
-
 def _features(*ts) -> dict:
     "The features of the device the first bound tensor lives on ({} for stand-ins and scratch)."
-    info = _info(*ts)
+    info = device_info(*ts)
     return info.features if info is not None else {}
 
 def _limits(*ts) -> dict:
     "The limits of the device the first bound tensor lives on ({} for stand-ins and scratch)."
-    info = _info(*ts)
+    info = device_info(*ts)
     return info.limits if info is not None else {}
 
 def deepen(name: str, dtype, *ts) -> str:
@@ -145,11 +138,6 @@ def deepen(name: str, dtype, *ts) -> str:
     deep = DEEP_TILES.get(name)
     if deep is None or dtype is float64 or FORCE_TILE or DEEP == "off": return name
     return deep[0] if _limits(*ts).get("maxComputeSharedMemorySize", 0) >= deep[2] else name
-
-def _device_type(*ts) -> str | None:
-    "The type ('discrete', 'cpu', ...) of the device the first bound tensor lives on (None for stand-ins and scratch)."
-    info = _info(*ts)
-    return info.type if info is not None else None
 
 def coopmat_layout_ok(M, N, K, A, B) -> bool:
     "Can the tensor-core kernel read A and B (offset, sb1, sb2, s_row, s_col) in whole 16-byte vectors of 8 halves?"
@@ -184,7 +172,7 @@ def _sum_slabs(dtype, c, slabs, rows, parts, c_off, f32=False) -> Dispatch:
     fin = "reduce_cols_final_f32" if dtype == float32 or f32 else f"reduce_cols_final_{sfx(dtype)}"
     push = (rows, parts, 0, *pad4((rows,), (1,))[0], *pad4((rows,), (1,))[1], *pad4((parts,), (rows,))[0],
             *pad4((parts,), (rows,))[1], 0, c_off, 1, parts, parts)   # reduce.comp's PC: a SUM of `parts`
-    if dtype == float32 and _device_type(c) == "cpu" and TILE_POLICY == "auto":
+    if dtype == float32 and cpu_shapes(c):
         # a CPU: a thread per output adds its column in order; the cols kernel's 256-thread workgroups synchronise
         # through barriers, which lavapipe runs as fibres (measured: bench/results/lavapipe_demo.json's kernels)
         return Dispatch("reduce_f32", (c, slabs), push, groups_1d(rows))
@@ -194,17 +182,21 @@ def _sum_slabs(dtype, c, slabs, rows, parts, c_off, f32=False) -> Dispatch:
 def matmul_dispatch(dtype, c, a, b, M, N, K, B1, B2, A, B, C, c_f32=False) -> list:
     "The matmul dispatches; A/B/C are (offset, stride_b1, stride_b2, stride_row, stride_col) in elements."
     nb = B1 * B2
-    kind = _device_type(c, a, b)
+    kind = device_type(c, a, b)
     name = coopmat_variant(dtype, M, N, K, nb, A, B, c, a, b) or deepen(variant_for(dtype, M, N, nb, K, kind), dtype, c, a, b)
-    if name == "matmul_small" and kind == "cpu" and TILE_POLICY == "auto": name = SMALL_CPU   # lavapipe's block
+    if name == "matmul_small" and cpu_shapes(c, a, b): name = SMALL_CPU   # lavapipe's block
     small = name in SMALL_BLOCKS
+    bsum = B1 > 1 and C[1] == 0   # C's stride 0 across b1: the B1 products summed into one C (untiled kernels only)
+    if bsum and (not small or K * B1 > LOOP_BUDGET):
+        raise BackendError(f"internal error: a product summed over {B1} batches needs the untiled kernel within "
+                           f"lavapipe's loop budget ({name}, {K} x {B1} terms)")
     if K == 0: a = b = c   # nothing is read: bind the output so no empty buffer is ever bound
     f32 = c_f32 and dtype == float16
     suffix = sfx(dtype) + ("_f32" if f32 else "")   # f16 operands, f32 result
     if small:
         tm, tn, wg = SMALL_BLOCKS[name]
-        groups = groups_1d(-(-M // tm) * -(-N // tn) * nb, wg)
-        if K <= LOOP_BUDGET: return [Dispatch(f"{name}_{suffix}", (c, a, b), (M, N, K, B1, B2, *A, *B, *C, 0, 0), groups)]
+        groups = groups_1d(-(-M // tm) * -(-N // tn) * (B2 if bsum else nb), wg)
+        if K * (B1 if bsum else 1) <= LOOP_BUDGET: return [Dispatch(f"{name}_{suffix}", (c, a, b), (M, N, K, B1, B2, *A, *B, *C, 0, 0), groups)]
         parts, kc = -(-K // LOOP_BUDGET), LOOP_BUDGET
     else:
         bm, bn, _ = tile_dims(name, dtype)
@@ -259,7 +251,7 @@ def im2col_dispatch(dtype, y, y_off, x, x_off, xs, N, C, H, W, k, s, p, d, OH, O
     or on a CPU device a thread per row, which finds its (n, c, i, j) once (bench/lavapipe_demo.py's im2col)."""
     total = N * C * k[0] * k[1] * OH * OW
     push = (total, C, H, W, *k, OH, OW, *s, *p, *d, x_off, *xs, y_off)
-    if 0 < OH * OW <= IM2COL_ROWS_MAX and TILE_POLICY == "auto" and _device_type(x) == "cpu":
+    if 0 < OH * OW <= IM2COL_ROWS_MAX and cpu_shapes(x):
         return Dispatch(f"im2col_rows_{sfx(dtype)}", (y, x), push, groups_1d(total // (OH * OW)))
     return Dispatch(f"im2col_{sfx(dtype)}", (y, x), push, groups_1d(total))
 
@@ -280,7 +272,7 @@ def implicit_conv(dt, out, wt, x, N, G, M, Cg, kh, kw, A, a_sc, OH, OW, S, P, D)
     (stride S, padding P, dilation D: pairs) gathered in the kernel. One dispatch, or None when it does not fit."""
     L, K = OH * OW, Cg * kh * kw
     H, W = x.view.shape[2:]
-    name = deepen(variant_for(dt, M, L, N * G, Cg * kh * kw, _device_type(out, wt, x), split=False), dt, out, wt, x)
+    name = deepen(variant_for(dt, M, L, N * G, Cg * kh * kw, device_type(out, wt, x), split=False), dt, out, wt, x)
     if name == "matmul_small" or not all(-32768 <= v < 32768 for v in (*S, *P, *D)) or not (0 < H < 65536 and 0 < W < 65536):
         return None
     if matmul_trips(name, M, L, K, N * G, 1, dt) > LOOP_BUDGET: return None   # lavapipe's budget: the lowered path splits K
@@ -300,17 +292,22 @@ def contiguous_copy(t):
     return buf, cp
 
 def wgrad_by_images(dt, out, g, x, k, S, P, D) -> list | None:
-    """conv2d's weight gradient where tiles do not pay (a CPU device, a small product, one group): unfold x, one
-    product per image, g_n (O × L) times its windows (L × C·kh·kw), into slabs, then the slabs summed over the
-    images in order. None where it does not fit (the tiled kernel runs)."""
+    """conv2d's weight gradient where tiles do not pay (a CPU device, a small product, one group): unfold x, then
+    the products of every image, g_n (O × L) times its windows (L × C·kh·kw), summed: in one dispatch whose
+    threads walk the images (C's image stride 0) while a thread's loop fits lavapipe's budget, else into slabs
+    summed over the images in order. None where it does not fit (the tiled kernel runs)."""
     N, O, Ho, Wo = g.view.shape
     C, H, W = x.view.shape[1:]
     L, Ckk = Ho * Wo, C * k[0] * k[1]
     pix = merged_stride((Ho, Wo), g.view.strides[2:])
     if pix is None or N * Ckk * L * dt.itemsize > COL_SCRATCH_BYTES: return None
-    col, slabs = Scratch(N * Ckk * L * dt.itemsize), Scratch(N * O * Ckk * (8 if dt is float64 else 4))
+    col = Scratch(N * Ckk * L * dt.itemsize)
     ds = [im2col_dispatch(dt, col, 0, x, x.view.offset, x.view.strides, N, C, H, W, k, S, P, D, Ho, Wo)]
     gn, go = g.view.strides[:2]
+    if N * L <= LOOP_BUDGET:
+        return ds + matmul_dispatch(dt, out, g, col, O, Ckk, L, N, 1, (g.view.offset, gn, 0, go, pix),
+                                    (0, Ckk * L, 0, 1, L), (out.view.offset, 0, 0, Ckk, 1))
+    slabs = Scratch(N * O * Ckk * (8 if dt is float64 else 4))
     ds += matmul_dispatch(dt, slabs, g, col, O, Ckk, L, N, 1, (g.view.offset, gn, 0, go, pix), (0, Ckk * L, 0, 1, L),
                           (0, O * Ckk, 0, Ckk, 1), c_f32=dt == float16)   # f16: partial products in f32
     return ds + [_sum_slabs(dt, out, slabs, O * Ckk, N, out.view.offset)]
@@ -327,7 +324,7 @@ def conv2d_weight_kernel(node, out, g, x):
     if K == 0: return fill_dispatch(out, 0)
     if not all(-32768 <= v < 32768 for v in (*S, *P, *D)) or not (H < 65536 and W < 65536):
         raise BackendError(f"conv2d weight gradient: geometry {S, P, D}, image {H}x{W} past what the kernel packs in int16")
-    if G == 1 and cpu_untiled(_device_type(out, g, x)):
+    if G == 1 and cpu_untiled(device_type(out, g, x)):
         lowered = wgrad_by_images(dt, out, g, x, (kh, kw), S, P, D)
         if lowered: return lowered
     ds = []

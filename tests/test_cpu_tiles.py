@@ -12,7 +12,8 @@ import vkml.backends.vulkan.kernel_api as kapi
 import vkml.backends.vulkan.kernels as kred
 from vkml.frontend.tensor import apply
 from vkml.core.ops import Op
-from test_parity_nn import check_sum, rnd, RNG
+from test_parity_nn import both, check_sum, rnd, RNG
+import oracle
 
 pytestmark = pytest.mark.vulkan
 SFX = {np.float32: "f32", np.float16: "f16", np.float64: "f64"}
@@ -162,3 +163,22 @@ def test_im2col_by_rows(cpu_policy, dtype, monkeypatch):
     monkeypatch.setattr(kn, "IM2COL_ROWS_MAX", 0)   # rows too long for one thread: a thread per element
     with vkv.profile() as prof: check_sum(unf, [x], 1)
     assert not any(n.startswith("im2col_rows") for n in prof) and any(n.startswith("im2col") for n in prof), sorted(prof)
+
+
+def test_row_kernels_on_the_cpu_policy(cpu_policy, monkeypatch):
+    """On a CPU device a short row's fused kernel (softmax, a loss, a norm) runs in a workgroup of one 8-lane vector:
+    one fibre, whose fold reads 8 partials from shared memory instead of 32. The forms, and the kernels' results against
+    the oracle, on rows shorter and longer than the vector's share."""
+    from vkml.backends.vulkan import codegen
+    assert codegen.row_form(10, "cpu") == "row8x2" and codegen.row_form(10, "discrete") == "row32x1"
+    assert codegen.row_form(300, "cpu") == "row16x32"       # longer rows: more threads, as on a GPU
+    cases = [(lambda x: F.softmax(x, dim=-1), (32, 10)), (lambda x: F.log_softmax(x, dim=-1), (7, 300)),
+             (lambda x: F.layer_norm(x, (48,)), (16, 48)), (lambda x: F.layer_norm(x, (5,)), (3, 5))]
+    y = RNG.integers(0, 10, 32)
+    cases.append((lambda x: F.cross_entropy(x, vkml.tensor(y, device=x.device)), (32, 10)))
+    for build, shape in cases:
+        with vkv.profile() as prof: cpu, vk = both(build, rnd(*shape))
+        oracle.assert_close(vk, cpu, k=shape[-1], what=f"{shape}")
+        assert any(n.startswith("gen_") for n in prof), sorted(prof)
+    monkeypatch.setattr(kapi, "TILE_POLICY", "gpu")          # the suite's policy: the GPU's 32 threads
+    assert codegen.row_form(10, "cpu") == "row32x1"

@@ -333,6 +333,8 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                                                                          'vkml/backends/vulkan/codegen.py'),
                                               'vkml.backends.vulkan.codegen.row_local_max': ( 'codegen.html#row_local_max',
                                                                                               'vkml/backends/vulkan/codegen.py'),
+                                              'vkml.backends.vulkan.codegen.row_local_min': ( 'codegen.html#row_local_min',
+                                                                                              'vkml/backends/vulkan/codegen.py'),
                                               'vkml.backends.vulkan.codegen.row_words': ( 'codegen.html#row_words',
                                                                                           'vkml/backends/vulkan/codegen.py'),
                                               'vkml.backends.vulkan.codegen.single_op_programs': ( 'codegen.html#single_op_programs',

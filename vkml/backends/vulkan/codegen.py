@@ -13,16 +13,18 @@ from ...core.elementwise import ELEMENTWISE
 from ...core.graph import Node
 from ...engine.schedule import Kernel, constant_value
 from .kernel_api import f32_bits
+from . import kernel_api
 
 # %% auto #0
 __all__ = ['STORAGE', 'COMPUTE', 'VEC4', 'MASK', 'ARG_HEADER', 'ARG_OPERAND', 'LOCAL', 'FORMS', 'REDUCE_HEADER', 'THREAD_MAX_K',
            'TILE', 'ROW_HEADER', 'ROW_OPERAND', 'ROW_CACHE', 'ROW_REGS', 'ROW_LOCAL_MAX', 'ROW_LOCAL_BY_TYPE',
-           'ROW_KEEP', 'SPECIALS_MODE', 'SPECIALS_CAPABILITY', 'GLSL_DIR', 'PREBUILT_DIR', 'GLSLC_FLAGS', 'Program',
-           'is_row', 'describe', 'uses_double', 'vec4_ok', 'double_literals', 'write_glsl', 'write_reduce_glsl',
-           'reduce_words', 'tile_form', 'tile_groups', 'write_tile_glsl', 'row_local_max', 'row_form', 'row_arrays',
-           'write_row_glsl', 'row_words', 'specials_modes', 'preserve_specials', 'CompilerError', 'source_hash',
-           'cache_dir', 'compiler', 'compile_glsl', 'spirv_for', 'has_spirv', 'operand_words', 'layout_words',
-           'elementwise_form', 'param_words', 'single_op_programs', 'prebuilt_sources']
+           'ROW_LOCAL_MIN', 'ROW_LOCAL_CPU_MIN', 'ROW_KEEP', 'SPECIALS_MODE', 'SPECIALS_CAPABILITY', 'GLSL_DIR',
+           'PREBUILT_DIR', 'GLSLC_FLAGS', 'Program', 'is_row', 'describe', 'uses_double', 'vec4_ok', 'double_literals',
+           'write_glsl', 'write_reduce_glsl', 'reduce_words', 'tile_form', 'tile_groups', 'write_tile_glsl',
+           'row_local_max', 'row_local_min', 'row_form', 'row_arrays', 'write_row_glsl', 'row_words', 'specials_modes',
+           'preserve_specials', 'CompilerError', 'source_hash', 'cache_dir', 'compiler', 'compile_glsl', 'spirv_for',
+           'has_spirv', 'operand_words', 'layout_words', 'elementwise_form', 'param_words', 'single_op_programs',
+           'prebuilt_sources']
 
 # %% ../../../nbs/24_codegen.ipynb #956d6410
 STORAGE = {"float32": "float", "float16": "float16_t", "float64": "double", "int32": "int", "int64": "int64_t", "bool": "uint8_t"}
@@ -511,11 +513,19 @@ ROW_CACHE = 32              # values of each array a thread keeps in registers (
 ROW_REGS = 64               # values a thread keeps in all (inputs and values kept for a later pass)
 ROW_LOCAL_MAX = 512         # threads per row at most, on a GPU (the H200's sweep, read below: 512 x 32 beat 1024 x 16)
 ROW_LOCAL_BY_TYPE = {"cpu": 64}   # a CPU (lavapipe) runs a workgroup's barriers as fibres: few threads are fast
+ROW_LOCAL_MIN = 32          # threads per row at least: a GPU's subgroup
+ROW_LOCAL_CPU_MIN = 8       # ... on a CPU device under its own policy: one 8-lane vector, a workgroup of one fibre
 ROW_KEEP = 4                # values computed in one pass over a row and kept in registers for a later pass
 
 def row_local_max(device_type: str | None = None) -> int:
     "Threads per row at most on a device of `device_type` (its `DeviceInfo.type`)."
     return ROW_LOCAL_BY_TYPE.get(device_type, ROW_LOCAL_MAX)
+
+def row_local_min(device_type: str | None = None) -> int:
+    """Threads per row at least: 32, or on a CPU device (lavapipe, `kernel_api.TILE_POLICY` 'auto') 8, so that a short
+    row's workgroup is one fibre whose barriers cost nothing and whose fold reads 8 partials from shared memory, not 32
+    (lavapipe loads them lane by lane)."""
+    return ROW_LOCAL_CPU_MIN if device_type == "cpu" and kernel_api.TILE_POLICY == "auto" else ROW_LOCAL_MIN
 
 def row_form(k: int, device_type: str | None = None, arrays: int = 1) -> str:
     """The launch of a row kernel over rows of `k` whose threads keep `arrays` arrays of values:
@@ -524,7 +534,7 @@ def row_form(k: int, device_type: str | None = None, arrays: int = 1) -> str:
     many arrays): a row is folded in registers before the workgroup meets at a barrier."""
     per = ROW_CACHE
     while per > 4 and per * arrays > ROW_REGS: per //= 2
-    local, top = 32, row_local_max(device_type)
+    local, top = row_local_min(device_type), row_local_max(device_type)
     while local * per < k and local < top: local *= 2
     ch = 1
     while ch * local < k: ch *= 2
@@ -651,14 +661,15 @@ def _row_fold(r: int, node, local: int) -> list:
     "The lines that fold reduction `r`'s per-thread accumulators into its value `v{r}`."
     rop, _arg, _ins, rout, _refs, _ = node
     t = COMPUTE[rout]
-    # Three barriers, whatever the workgroup's size: 32 threads fold a column of the partials each, then
-    # every thread folds the 32 results itself (the same order in every thread, and every run).
+    # Three barriers, whatever the workgroup's size: w = 32 threads (all 8 of a CPU's vector) fold a column of the
+    # partials each, then every thread folds the w results itself (the same order in every thread, and every run).
+    w = min(32, local)
     lines = [f"    red_{t}[tid] = acc{r};", "    barrier();",
-             f"    if (tid < 32u) {{ {t} p = red_{t}[tid];",
-             f"        for (uint i = 1u; i < {local // 32}u; i++) p = {_combine(rop, rout, 'p', f'red_{t}[tid + 32u * i]')};",
+             f"    if (tid < {w}u) {{ {t} p = red_{t}[tid];",
+             f"        for (uint i = 1u; i < {local // w}u; i++) p = {_combine(rop, rout, 'p', f'red_{t}[tid + {w}u * i]')};",
              f"        red_{t}[tid] = p; }}", "    barrier();",
              f"    {t} tot{r} = red_{t}[0];",
-             f"    for (uint i = 1u; i < 32u; i++) tot{r} = {_combine(rop, rout, f'tot{r}', f'red_{t}[i]')};"]
+             f"    for (uint i = 1u; i < {w}u; i++) tot{r} = {_combine(rop, rout, f'tot{r}', f'red_{t}[i]')};"]
     fin = f"tot{r} / {t}(K)" if rop == "MEAN" else f"tot{r}"
     return lines + [f"    {t} v{r} = {_rounded(rout, fin)};", "    barrier();"]
 

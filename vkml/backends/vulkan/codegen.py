@@ -12,19 +12,19 @@ from ...core.ops import Op, VIEW_OPS
 from ...core.elementwise import ELEMENTWISE
 from ...core.graph import Node
 from ...engine.schedule import Kernel, constant_value
-from .kernel_api import f32_bits
+from .kernel_api import f32_bits, ARGS_BYTES
 from . import kernel_api
 
 # %% auto #0
-__all__ = ['STORAGE', 'COMPUTE', 'VEC4', 'MASK', 'ARG_HEADER', 'ARG_OPERAND', 'LOCAL', 'FORMS', 'REDUCE_HEADER', 'THREAD_MAX_K',
-           'TILE', 'ROW_HEADER', 'ROW_OPERAND', 'ROW_CACHE', 'ROW_REGS', 'ROW_LOCAL_MAX', 'ROW_LOCAL_BY_TYPE',
-           'ROW_LOCAL_MIN', 'ROW_LOCAL_CPU_MIN', 'ROW_KEEP', 'SPECIALS_MODE', 'SPECIALS_CAPABILITY', 'GLSL_DIR',
-           'PREBUILT_DIR', 'GLSLC_FLAGS', 'Program', 'is_row', 'describe', 'uses_double', 'vec4_ok', 'double_literals',
-           'write_glsl', 'write_reduce_glsl', 'reduce_words', 'tile_form', 'tile_groups', 'write_tile_glsl',
-           'row_local_max', 'row_local_min', 'row_form', 'row_arrays', 'write_row_glsl', 'row_words', 'specials_modes',
-           'preserve_specials', 'CompilerError', 'source_hash', 'cache_dir', 'compiler', 'compile_glsl', 'spirv_for',
-           'has_spirv', 'operand_words', 'layout_words', 'elementwise_form', 'param_words', 'single_op_programs',
-           'prebuilt_sources']
+__all__ = ['STORAGE', 'COMPUTE', 'VEC4', 'MASK', 'ARG_HEADER', 'ARG_OPERAND', 'LOCAL', 'ARGS_DECL', 'FORMS', 'REDUCE_HEADER',
+           'THREAD_MAX_K', 'TILE', 'ROW_HEADER', 'ROW_OPERAND', 'ROW_CACHE', 'ROW_REGS', 'ROW_LOCAL_MAX',
+           'ROW_LOCAL_BY_TYPE', 'ROW_LOCAL_MIN', 'ROW_LOCAL_CPU_MIN', 'ROW_KEEP', 'SPECIALS_MODE',
+           'SPECIALS_CAPABILITY', 'GLSL_DIR', 'PREBUILT_DIR', 'GLSLC_FLAGS', 'Program', 'is_row', 'describe',
+           'uses_double', 'vec4_ok', 'double_literals', 'write_glsl', 'write_reduce_glsl', 'reduce_words', 'tile_form',
+           'tile_groups', 'write_tile_glsl', 'row_local_max', 'row_local_min', 'row_form', 'row_arrays',
+           'write_row_glsl', 'row_words', 'specials_modes', 'preserve_specials', 'CompilerError', 'source_hash',
+           'cache_dir', 'compiler', 'compile_glsl', 'spirv_for', 'has_spirv', 'operand_words', 'layout_words',
+           'elementwise_form', 'param_words', 'single_op_programs', 'prebuilt_sources']
 
 # %% ../../../nbs/24_codegen.ipynb #956d6410
 STORAGE = {"float32": "float", "float16": "float16_t", "float64": "double", "int32": "int", "int64": "int64_t", "bool": "uint8_t"}
@@ -169,11 +169,15 @@ _PREAMBLE = """#version 450
 #extension GL_EXT_shader_explicit_arithmetic_types_int64 : require
 #extension GL_EXT_shader_8bit_storage : require
 #extension GL_EXT_shader_explicit_arithmetic_types_int8 : require
+#extension GL_EXT_scalar_block_layout : require
 #define NO_T 1
 #include "common.glsl"
 #include "math.glsl"
 #include "generated.glsl"
 """
+# The argument words, the same for every invocation: a uniform buffer of packed (scalar-layout) words. Where a storage
+# buffer would be read lane by lane (lavapipe), a uniform one read at a uniform index is one scalar load.
+ARGS_DECL = f"layout(scalar, set = 0, binding = 0) uniform Args {{ uint args[{ARGS_BYTES // 4}]; }};"
 
 def uses_double(desc) -> bool:
     "Does the program of `desc` compute, read or write float64?"
@@ -239,7 +243,7 @@ def write_glsl(desc, form: str = "scalar") -> str:
     operands, ptypes, nodes, _, _ = desc
     lines = [_preamble(desc), *_helpers(nodes), f"layout(local_size_x = {LOCAL}) in;",
              "layout(push_constant) uniform PC { uint base; } pc;",
-             "layout(std430, set = 0, binding = 0) readonly buffer Args { uint args[]; };"]
+             ARGS_DECL]
     for j, (role, dt) in enumerate(operands):
         qual = "writeonly " if role == "out" else "readonly "
         elem = VEC4[dt] if vec4 else STORAGE[dt]
@@ -341,7 +345,7 @@ def write_reduce_glsl(desc, form: str = "group") -> str:
     group = form == "group"
     lines = [_preamble(desc), *_helpers(nodes), f"layout(local_size_x = {LOCAL}) in;",
              "layout(push_constant) uniform PC { uint base; } pc;",
-             "layout(std430, set = 0, binding = 0) readonly buffer Args { uint args[]; };"]
+             ARGS_DECL]
     for j, (role, dt) in enumerate(operands):
         qual = "writeonly " if role == "out" else "readonly "
         lines.append(f"layout(std430, set = 0, binding = {j + 1}) {qual}buffer B{j} {{ {STORAGE[dt]} b{j}[]; }};")
@@ -459,7 +463,7 @@ def write_tile_glsl(desc, form: str) -> str:
     cols = {int(j) for j in form.split(":")[1].split(",")}
     lines = [_preamble(desc), *_helpers(nodes), f"layout(local_size_x = {TILE}, local_size_y = 8) in;",
              "layout(push_constant) uniform PC { uint base; } pc;",
-             "layout(std430, set = 0, binding = 0) readonly buffer Args { uint args[]; };"]
+             ARGS_DECL]
     for j, (role, dt) in enumerate(operands):
         qual = "writeonly " if role == "out" else "readonly "
         lines.append(f"layout(std430, set = 0, binding = {j + 1}) {qual}buffer B{j} {{ {STORAGE[dt]} b{j}[]; }};")
@@ -629,7 +633,7 @@ def _row_head(desc, local: int, ch: int, acc_types) -> tuple:
     operands, ptypes, nodes, _, _ = desc
     lines = [_preamble(desc), *_helpers([nd for nd in nodes if Op[nd[0]] in ELEMENTWISE]), f"layout(local_size_x = {local}) in;",
              "layout(push_constant) uniform PC { uint base; } pc;",
-             "layout(std430, set = 0, binding = 0) readonly buffer Args { uint args[]; };"]
+             ARGS_DECL]
     for j, (role, dt) in enumerate(operands):
         qual = "writeonly " if role == "out" else "readonly "
         lines.append(f"layout(std430, set = 0, binding = {j + 1}) {qual}buffer B{j} {{ {STORAGE[dt]} b{j}[]; }};")

@@ -8,6 +8,7 @@ import os, time, atexit, threading, warnings
 from collections import deque
 from dataclasses import dataclass, field, replace
 from ...core.dtypes import *
+from .kernel_api import ARGS_BYTES
 
 # %% auto #0
 __all__ = ['INSTALL_HINT', 'STATS', 'DEVICE_TYPES', 'TYPE_PREFERENCE', 'vk_module', 'stats', 'reset_stats', 'validation_messages',
@@ -177,6 +178,8 @@ def _query(vk, index, pd) -> DeviceInfo:
                   maxComputeWorkGroupInvocations=L.maxComputeWorkGroupInvocations,
                   maxComputeSharedMemorySize=L.maxComputeSharedMemorySize,
                   minStorageBufferOffsetAlignment=L.minStorageBufferOffsetAlignment,
+                  maxUniformBufferRange=L.maxUniformBufferRange,
+                  minUniformBufferOffsetAlignment=L.minUniformBufferOffsetAlignment,
                   maxMemoryAllocationSize=m3.maxMemoryAllocationSize, timestampPeriod=L.timestampPeriod,
                   maxBoundDescriptorSets=L.maxBoundDescriptorSets)
     queues = vk.vkGetPhysicalDeviceQueueFamilyProperties(pd)
@@ -188,6 +191,7 @@ def _query(vk, index, pd) -> DeviceInfo:
         storage8=bool(ok12 and f12.storageBuffer8BitAccess),
         storage16=bool(ok12 and f11.storageBuffer16BitAccess),
         int8=bool(ok12 and f12.shaderInt8),
+        scalar_block_layout=bool(ok12 and f12.scalarBlockLayout),
         push_descriptor="VK_KHR_push_descriptor" in exts,
         cooperative_matrix=bool({"VK_KHR_cooperative_matrix", "VK_NV_cooperative_matrix"} & exts),
         timestamps=ts)
@@ -209,6 +213,8 @@ def _query(vk, index, pd) -> DeviceInfo:
     if not ok12: missing.append(f"Vulkan 1.2 (the driver offers {_version(api)})")
     if not features["push_descriptor"]: missing.append("VK_KHR_push_descriptor")
     if not features["storage8"]: missing.append("storageBuffer8BitAccess")
+    if not features["scalar_block_layout"]: missing.append("scalarBlockLayout")
+    if L.maxUniformBufferRange < ARGS_BYTES: missing.append(f"uniform buffers of {ARGS_BYTES >> 10} KiB (maxUniformBufferRange)")
     if not ts: missing.append("timestamp queries on a compute queue")
     driver = f"{ffi.string(drv.driverName).decode()} {ffi.string(drv.driverInfo).decode()}".strip() if ok12 else _version(props.driverVersion)
     return DeviceInfo(index=index, name=props.deviceName, type=type_name, driver=driver, api_version=_version(api),
@@ -294,7 +300,7 @@ def device_features(vk, f: dict) -> tuple:
     "(VkPhysicalDeviceFeatures2 chain, extension names, the structs the chain points to) to create a device with features `f`."
     f11 = vk.VkPhysicalDeviceVulkan11Features(storageBuffer16BitAccess=f["storage16"])
     f12 = vk.VkPhysicalDeviceVulkan12Features(pNext=f11, storageBuffer8BitAccess=True, shaderFloat16=f["f16"],
-                                              shaderInt8=f["int8"])
+                                              shaderInt8=f["int8"], scalarBlockLayout=True)
     exts, owners = ["VK_KHR_push_descriptor"], [f11, f12]
     if f.get("coopmat_f16"):   # the tensor-core kernels: the extension, its feature and the Vulkan memory model
         f12.vulkanMemoryModel = f12.vulkanMemoryModelDeviceScope = True

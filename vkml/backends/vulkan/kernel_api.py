@@ -9,12 +9,13 @@ from dataclasses import dataclass
 from ...core.dtypes import *
 
 # %% auto #0
-__all__ = ['MAX_PUSH_WORDS', 'MAX_GROUPS', 'LOOP_LIMIT', 'LOOP_BUDGET', 'vk_kernels', 'kernel_dtypes', 'DTYPE_SUFFIX',
-           'TILE_POLICY', 'Scratch', 'Flag', 'Dispatch', 'kernel', 'sfx', 'f32_bits', 'pad4', 'groups_1d',
-           'device_info', 'device_type', 'cpu_shapes']
+__all__ = ['MAX_PUSH_WORDS', 'ARGS_BYTES', 'MAX_GROUPS', 'LOOP_LIMIT', 'LOOP_BUDGET', 'vk_kernels', 'kernel_dtypes',
+           'DTYPE_SUFFIX', 'TILE_POLICY', 'Scratch', 'Flag', 'Dispatch', 'kernel', 'sfx', 'f32_bits', 'pad4',
+           'groups_1d', 'device_info', 'device_type', 'cpu_shapes']
 
 # %% ../../../nbs/23_kernel_api.ipynb #0714b756
 MAX_PUSH_WORDS = 32      # 128 bytes: the push-constant size every Vulkan device guarantees
+ARGS_BYTES = 64 << 10    # a generated kernel reads its argument words from a uniform buffer of this size (codegen)
 MAX_GROUPS = 65535       # workgroups per dimension lavapipe launches (the spec's minimum)
 LOOP_LIMIT = 65_535      # lavapipe silently stops an invocation's loops after this many trips (all loops together)
 LOOP_BUDGET = 60_000     # loop trips one invocation may run: LOOP_LIMIT less a margin; every kernel's host checks this one number

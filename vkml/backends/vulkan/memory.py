@@ -184,6 +184,7 @@ class _PoolBlocks:
             return None
         usage = (vk.VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | vk.VK_BUFFER_USAGE_TRANSFER_SRC_BIT
                  | vk.VK_BUFFER_USAGE_TRANSFER_DST_BIT)
+        if self.kind == "args": usage |= vk.VK_BUFFER_USAGE_UNIFORM_BUFFER_BIT   # a generated kernel's argument words
         buf = vk.vkCreateBuffer(dev.handle, vk.VkBufferCreateInfo(size=size, usage=usage,
                                 sharingMode=vk.VK_SHARING_MODE_EXCLUSIVE), None)
         req = vk.vkGetBufferMemoryRequirements(dev.handle, buf)
@@ -275,6 +276,7 @@ class Pool(_PoolRecording, _PoolBlocks, _PoolLists):
         self.heap_reserved = device.__dict__.setdefault("heap_reserved", {})   # heap -> bytes in blocks, all pools
         self.max_alloc = info.limits["maxMemoryAllocationSize"] or self.heap_size
         self.align = max(ALIGN, info.limits["minStorageBufferOffsetAlignment"])
+        if kind == "args": self.align = max(self.align, info.limits.get("minUniformBufferOffsetAlignment", 1))   # uniform buffers
         self.blocks: dict = {}
         self.free, self.starts, self.ends = [], {}, {}
         self.dropped = []          # appended by Alloc.__del__: never replaced, only emptied

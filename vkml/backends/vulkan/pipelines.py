@@ -12,7 +12,8 @@ from .kernel_api import MAX_PUSH_WORDS
 from .codegen import preserve_specials
 
 # %% auto #0
-__all__ = ['register_shader', 'load_spirv', 'pipeline_cache_path', 'cache_header_ok', 'Pipe', 'Pipelines']
+__all__ = ['register_shader', 'load_spirv', 'is_generated', 'descriptor_type', 'pipeline_cache_path', 'cache_header_ok', 'Pipe',
+           'Pipelines']
 
 # %% ../../../nbs/27a_pipelines.ipynb #d3bef649
 _extra_spirv: dict = {}
@@ -29,6 +30,14 @@ def load_spirv(name: str) -> bytes:
     except (FileNotFoundError, NotADirectoryError):
         raise BackendError(f"no SPIR-V for shader {name!r} (vkml/spirv/{name}.spv): build the shaders with "
                            f"`python shaders/build.py`") from None
+
+def is_generated(name: str) -> bool:
+    "Is shader `name` a generated kernel (`gen_<hash>`: codegen), whose binding 0 is a uniform buffer of argument words?"
+    return name.startswith("gen_")
+
+def descriptor_type(vk, uniform: bool) -> int:
+    "A binding's descriptor type: a storage buffer, or the uniform buffer of a generated kernel's argument words."
+    return vk.VK_DESCRIPTOR_TYPE_UNIFORM_BUFFER if uniform else vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER
 
 # %% ../../../nbs/27a_pipelines.ipynb #d90618c0
 def pipeline_cache_path(info) -> Path | None:
@@ -54,12 +63,13 @@ class Pipe:
 class _PipelineLayouts:
     "The pipeline layouts of a device, one per number of bindings."
 
-    def _layout(self, nb: int):
-        "(descriptor-set layout, pipeline layout) for `nb` storage buffers, push-descriptor style."
-        lay = self.layouts.get(nb)
+    def _layout(self, nb: int, args: bool = False):
+        """(descriptor-set layout, pipeline layout) for `nb` storage buffers, push-descriptor style; `args`: binding 0 is a
+        uniform buffer instead (a generated kernel's argument words)."""
+        lay = self.layouts.get((nb, args))
         if lay is None:
             vk, h = self.dev.vk, self.dev.handle
-            binds = [vk.VkDescriptorSetLayoutBinding(binding=i, descriptorType=vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
+            binds = [vk.VkDescriptorSetLayoutBinding(binding=i, descriptorType=descriptor_type(vk, args and i == 0),
                                                      descriptorCount=1, stageFlags=vk.VK_SHADER_STAGE_COMPUTE_BIT)
                      for i in range(nb)]
             dsl = vk.vkCreateDescriptorSetLayout(h, vk.VkDescriptorSetLayoutCreateInfo(
@@ -67,7 +77,7 @@ class _PipelineLayouts:
             pcr = vk.VkPushConstantRange(stageFlags=vk.VK_SHADER_STAGE_COMPUTE_BIT, offset=0, size=self.push_bytes)
             pl = vk.vkCreatePipelineLayout(h, vk.VkPipelineLayoutCreateInfo(setLayoutCount=1, pSetLayouts=[dsl],
                                            pushConstantRangeCount=1, pPushConstantRanges=[pcr]), None)
-            lay = self.layouts[nb] = (dsl, pl)
+            lay = self.layouts[(nb, args)] = (dsl, pl)
         return lay
 
 # %% ../../../nbs/27a_pipelines.ipynb #3d133241
@@ -134,7 +144,8 @@ class Pipelines(_PipelineCacheFile, _PipelineLayouts):
         vk, ffi, h = self.dev.vk, self.dev.ffi, self.dev.handle
         code = preserve_specials(load_spirv(name), self.dev.info.specials_widths)   # only the float widths the device honours
         module = vk.vkCreateShaderModule(h, vk.VkShaderModuleCreateInfo(codeSize=len(code), pCode=code), None)
-        _dsl, layout = self._layout(nb)
+        args = is_generated(name)
+        _dsl, layout = self._layout(nb, args)
         stage = vk.VkPipelineShaderStageCreateInfo(stage=vk.VK_SHADER_STAGE_COMPUTE_BIT, module=module, pName="main")
         try:
             pipe = vk.vkCreateComputePipelines(h, self.cache, 1, [vk.VkComputePipelineCreateInfo(
@@ -150,6 +161,6 @@ class Pipelines(_PipelineCacheFile, _PipelineLayouts):
         for i in range(nb):
             w = p.writes[i]
             w.sType, w.dstBinding, w.descriptorCount = vk.VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET, i, 1
-            w.descriptorType, w.pBufferInfo = vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, p.infos + i
+            w.descriptorType, w.pBufferInfo = descriptor_type(vk, args and i == 0), p.infos + i
         self.pipes[(name, nb)] = p
         return p

@@ -11,7 +11,7 @@ import numpy as np
 from ...core.dtypes import *
 from .device import Device, STATS
 from .memory import memory, Alloc
-from .kernel_api import Dispatch, Scratch, Flag
+from .kernel_api import Dispatch, Scratch, Flag, ARGS_BYTES
 from .pipelines import Pipelines
 
 # %% auto #0
@@ -414,15 +414,18 @@ class Recorder(_Finishing, _Reading, _IndexFlags, _Dispatching, _Recording):
         self.uploads = list(rt.pending)
         for staging, dst, n in self.uploads: self.copy(staging, 0, dst, 0, n)
 
-    ARGS_WORDS = 1 << 14   # one argument chunk: 64 KiB of words
+    ARGS_WORDS = ARGS_BYTES // 4   # one argument chunk: a uniform buffer the kernels read their words from
 
     def write_args(self, words) -> tuple:
         "Put a generated kernel's argument `words` in the current chunk: (its binding, its first word)."
         a = self.args
         n = len(words)
+        if n > self.ARGS_WORDS:
+            raise BackendError(f"a generated kernel with {n:,} argument words: more than one uniform buffer holds "
+                               f"({self.ARGS_WORDS:,}); fuse fewer operands (VKML_FUSION=0 runs each op alone)")
         if a is None or a[2] + n > len(a[1]):
-            chunk = self.rt.mem.pool("args").alloc(4 * max(self.ARGS_WORDS, n), host=True)
-            view = np.frombuffer(chunk.block.host, np.uint32, chunk.size // 4, chunk.offset)
+            chunk = self.rt.mem.pool("args").alloc(ARGS_BYTES, host=True)
+            view = np.frombuffer(chunk.block.host, np.uint32, self.ARGS_WORDS, chunk.offset)
             a = self.args = [ArgsBinding(chunk), view, 0]
             self.keep.append(chunk)
         base = a[2]

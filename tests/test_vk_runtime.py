@@ -635,3 +635,25 @@ def test_coopmat_off_keeps_the_extension_off(monkeypatch):
     from vkml.backends.vulkan.device import _coopmat_f16, vk_module
     monkeypatch.setenv("VKML_COOPMAT", "off")
     assert _coopmat_f16(vk_module(), None, {"VK_KHR_cooperative_matrix"}, 32, True) is False
+
+
+def test_generated_kernels_read_their_arguments_from_a_uniform_buffer():
+    """Binding 0 of a generated kernel is a uniform buffer of argument words (ADR 0038: lavapipe loads a uniform word
+    once, a storage word lane by lane), its other bindings storage buffers; a launch needing more words than one
+    chunk is refused, not written past it."""
+    import vkml
+    import vkml.backends.vulkan as vkv
+    from vkml.backends.vulkan.recorder import Recorder, runtime
+    from vkml.backends.vulkan.kernel_api import ARGS_BYTES
+    x = vkml.tensor(np.arange(8, dtype=np.float32), device="vulkan")
+    with vkv.profile() as prof: assert np.allclose((x * 2 + 1).exp().numpy(), np.exp(np.arange(8) * 2 + 1), rtol=1e-5)
+    name = next(n for n in prof if n.startswith("gen_"))
+    rt = runtime(vkv.get_device())
+    vk = rt.dev.vk
+    pipe = next(p for (nm, _), p in rt.pipelines.pipes.items() if nm == name)
+    kinds = [pipe.writes[i].descriptorType for i in range(pipe.nb)]
+    assert kinds[0] == vk.VK_DESCRIPTOR_TYPE_UNIFORM_BUFFER and set(kinds[1:]) == {vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER}, kinds
+    rec = Recorder(rt)
+    try:
+        with pytest.raises(BackendError, match="argument words"): rec.write_args([0] * (ARGS_BYTES // 4 + 1))
+    finally: rec.abort()

@@ -97,7 +97,7 @@ def test_elementwise_specials(row, dt):
     arrays = row_inputs(row, dt)
     rtol, atol = row.tol if row.tol and dt is float32 else (None, None)
     # max/min of +0 and -0: numpy's sign depends on its loop (SIMD or not), the NVIDIA driver's max gives +0
-    ties = (arrays[0] == 0) & (arrays[1] == 0) if row.name in ("MAXIMUM", "MINIMUM") else None
+    ties = (arrays[0] == 0) & (arrays[1] == 0) if row.name in ("MAXIMUM", "MINIMUM", "FMAX", "FMIN") else None
     with np.errstate(all="ignore"):
         op = lambda *ts: apply(row.op, *ts, arg=row.example_arg)
         assert_specials_or_flushed(op, arrays, f"{row.name} {dt.name}", rtol=rtol, atol=atol, sign_free=ties)

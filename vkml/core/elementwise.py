@@ -16,9 +16,9 @@ from .ops import (Op, ARG_DOC, ACCEPTED_DTYPES, NO_GRAD_REASONS, NO_HIGHER_ORDER
                       NUMERIC, ALL, same_shape_dtype)
 
 # %% auto #0
-__all__ = ['ELEMENTWISE', 'VATAN', 'VATAN2', 'VHYPERBOLIC', 'VTRUNC', 'VFMOD', 'VHYPOT', 'VLOGADDEXP', 'VGCD', 'VNEXTAFTER',
-           'VSPECIAL', 'VBESSEL_I', 'VGAMMA', 'VLGAMMA', 'VBESSEL_K', 'VPOLY', 'VNDTRI', 'VFREXP', 'COMPARE_OPS',
-           'FLOAT_UNARY_OPS', 'UNARY_OPS', 'BINARY_OPS', 'SOURCE_OPS', 'Elementwise', 'elementwise',
+__all__ = ['ELEMENTWISE', 'VATAN', 'VATAN2', 'VHYPERBOLIC', 'VTRUNC', 'VFMOD', 'VHYPOT', 'VLOGADDEXP', 'VLERP', 'VGCD',
+           'VNEXTAFTER', 'VSPECIAL', 'VBESSEL_I', 'VGAMMA', 'VLGAMMA', 'VBESSEL_K', 'VPOLY', 'VNDTRI', 'VFREXP',
+           'COMPARE_OPS', 'FLOAT_UNARY_OPS', 'UNARY_OPS', 'BINARY_OPS', 'SOURCE_OPS', 'Elementwise', 'elementwise',
            'remove_elementwise', 'lowbias32', 'rand_keys', 'rand_bits', 'glsl_function', 'needs', 'rows', 'table']
 
 # %% ../../nbs/03_elementwise.ipynb #90a600a8
@@ -409,7 +409,7 @@ VATAN2 = glsl_function("vatan2", """
     else if (ax == 0.0 || isinf(ay)) r = 1.57079632679489661923;
     else if (isinf(ax)) r = xneg ? 3.14159265358979323846 : 0.0;
     else {
-        r = ay <= ax ? vatan(ay / ax) : 1.57079632679489661923 - vatan(ax / ay);
+        r = ay <= ax ? vatan(vdiv(ay, ax)) : 1.57079632679489661923 - vatan(vdiv(ax, ay));   // (vdiv: |x| past 2^126 too)
         if (xneg) r = 3.14159265358979323846 - r;
     }
     return yneg ? -r : r;
@@ -540,9 +540,9 @@ VFMOD = glsl_function("vfmod", """
 {T} vremainder({T} a, {T} b) { {T} r = vfmod(a, b); return (r != 0.0 && ((r < 0.0) != (b < 0.0))) ? r + b : r; }
 {T} vfloordiv({T} a, {T} b) {
     if (b == 0.0) return a / b;
-    {T} m = vfmod(a, b), d = (a - m) / b;
+    {T} m = vfmod(a, b), d = vdiv(a - m, b);   // (vdiv: |b| past 2^126 too)
     if (m != 0.0 && ((b < 0.0) != (m < 0.0))) d -= 1.0;
-    if (d == 0.0) { {T} s = a / b; return (s < 0.0 || (s == 0.0 && 1.0 / s < 0.0)) ? -0.0 : 0.0; }   // the sign of a/b
+    if (d == 0.0) { {T} s = vdiv(a, b); return (s < 0.0 || (s == 0.0 && 1.0 / s < 0.0)) ? -0.0 : 0.0; }   // the sign of a/b
     {T} f = floor(d);
     return d - f > 0.5 ? f + 1.0 : f;
 }""", int_src="""
@@ -589,19 +589,21 @@ VHYPOT = glsl_function("vhypot", """
     if (isnan(x) || isnan(y)) return x + y;
     {T} m = max(x, y), s = min(x, y);
     if (m == 0.0) return 0.0;
-    {T} r = s / m;
+    {T} r = vdiv(s, m);                // (vdiv: m past 2^126 too)
     return m * sqrt(1.0 + r * r);
 }""")
 VLOGADDEXP = glsl_function("vlogaddexp", """
 {T} vlogaddexp({T} a, {T} b) {
     if (isnan(a) || isnan(b)) return a + b;
     {T} m = max(a, b);
-    return isinf(m) ? m : m + vlog1p(vexp(-abs(a - b)));
+    precise {T} r = m + vlog1p(vexp(-abs(a - b)));   // (precise: no fused multiply-add, as the oracle rounds)
+    return isinf(m) ? m : r;
 }
 {T} vlogaddexp2({T} a, {T} b) {
     if (isnan(a) || isnan(b)) return a + b;
     {T} m = max(a, b);
-    return isinf(m) ? m : m + vlog1p(vexp(-abs(a - b) * 0.69314718055994530942)) * 1.44269504088896340736;
+    precise {T} r = m + vlog1p(vexp(-abs(a - b) * 0.69314718055994530942)) * 1.44269504088896340736;
+    return isinf(m) ? m : r;         // (precise: -1 + ln2·(1/ln2) fused would give -0 where the oracle gives +0)
 }""")
 _COPYSIGN = _by_type("uintBitsToFloat((floatBitsToUint({a}) & 0x7fffffffu) | (floatBitsToUint({b}) & 0x80000000u))",
                      "packDouble2x32(uvec2(unpackDouble2x32({a}).x, (unpackDouble2x32({a}).y & 0x7fffffffu)"
@@ -642,8 +644,13 @@ elementwise("FMAX", 2, lambda n, a, b: np.fmax(a, b), {"f": "(isnan({a}) ? {b} :
             "i": "max({a}, {b})"}, vjp=_fextremum_vjp, dtypes=NUMERIC)
 elementwise("FMIN", 2, lambda n, a, b: np.fmin(a, b), {"f": "(isnan({a}) ? {b} : (isnan({b}) ? {a} : min({a}, {b})))",
             "i": "min({a}, {b})"}, vjp=_fextremum_vjp, dtypes=NUMERIC)
-elementwise("LERP", 3, _lerp, "(abs({c}) < 0.5 ? {a} + {c} * ({b} - {a}) : {b} - ({b} - {a}) * (1.0 - {c}))",
-            vjp=lambda g, y, a, b, w: (g * (1.0 - w), g * w, g * (b - a)), tol=(1e-5, 1e-5))
+VLERP = glsl_function("vlerp", """
+{T} vlerp({T} a, {T} b, {T} w) {   // PyTorch's two-sided form; precise: the oracle rounds each product (no fma)
+    precise {T} r = abs(w) < 0.5 ? a + w * (b - a) : b - (b - a) * (1.0 - w);
+    return r;
+}""")
+elementwise("LERP", 3, _lerp, "vlerp({a}, {b}, {c})", vjp=lambda g, y, a, b, w: (g * (1.0 - w), g * w, g * (b - a)),
+            tol=(1e-5, 1e-5), helpers=needs(VLERP))
 
 # %% ../../nbs/03_elementwise.ipynb #7503c758
 def _hardswish_vjp(g, y, x): return (g.where(x > 3.0, g * (x / 3.0 + 0.5)).where(x >= -3.0, 0.0),)
@@ -690,7 +697,7 @@ elementwise("THRESHOLD", 1, lambda n, x: np.where(x <= n.arg[0], n.arg[1], x), "
 elementwise("CELU", 1, lambda n, x: np.where(x > 0, x, n.arg * np.expm1(x / n.arg)), "({a} > 0.0 ? {a} : {p0} * vexpm1({a} / {p0}))",
             vjp=lambda g, y, x: (g.where(x > 0, g * (y / y.node.arg + 1.0)),), arg_doc="alpha (≠ 0)", example_arg=0.7,
             kinks=(0.0,), **_P1)
-elementwise("LOGIT", 1, _logit, "vlog(vclamp({a}, {p0}, {p1}) / (1.0 - vclamp({a}, {p0}, {p1})))", vjp=_logit_vjp,
+elementwise("LOGIT", 1, _logit, "vlog(vdiv(vclamp({a}, {p0}, {p1}), 1.0 - vclamp({a}, {p0}, {p1})))", vjp=_logit_vjp,
             params=lambda arg, dt: arg if arg is not None else (-math.inf, math.inf), param_types="ff",
             arg_doc="None, or (eps, 1 - eps): the bounds the input is clamped to", domain=(0.05, 0.95))
 elementwise("NAN_TO_NUM", 1, _nan_to_num, {"f": "(isnan({a}) ? {p0} : (isinf({a}) ? ({a} > 0.0 ? {p1} : {p2}) : {a}))",

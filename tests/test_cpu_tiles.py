@@ -21,8 +21,9 @@ SFX = {np.float32: "f32", np.float16: "f16", np.float64: "f64"}
 
 @pytest.fixture
 def cpu_policy(monkeypatch):
+    "A CPU device under its own policy. On a GPU these tests skip (its own kernels run there); CI's device is lavapipe."
+    if vkv.devices()[vkv.default_index()].type != "cpu": pytest.skip("the CPU device's kernels: run on lavapipe")
     monkeypatch.setattr(kapi, "TILE_POLICY", "auto")
-    assert vkv.devices()[vkv.default_index()].type == "cpu", "CI's Vulkan device is lavapipe"
 
 
 def test_every_product_stays_untiled_on_a_cpu_device(monkeypatch):

@@ -1,0 +1,56 @@
+"""Where an eager training step's time goes: building the forward, backward's graph, scheduling, recording and
+submitting, and waiting for the device (bench/real_models.py's cases, one process, no profiler in the timed steps):
+    python bench/eager_phases.py [--cases gpt cnn_bn resnet20] [--steps 10] [--small] [--out FILE]
+An eager step (no vkml.jit) builds its graph in Python, schedules it (a plan seen before is recalled), records every
+dispatch into a command buffer and submits it; the host then waits for the loss. The GPU runs only after the host has
+recorded the whole step, so an eager step costs about the host's phases plus the device's time ("wait")."""
+import argparse, collections, datetime, functools, json, os, platform, statistics, subprocess, sys, time
+from pathlib import Path
+sys.path.insert(0, str(Path(__file__).resolve().parents[1])); sys.path.insert(0, str(Path(__file__).resolve().parent))
+import vkml
+import real_models as rm
+from vkml.engine import schedule as S
+from vkml.backends.vulkan import backend as B, device as D, devices, default_index
+import vkml.frontend.autograd as AG
+
+PHASES = {"backward graph": (AG, "backward"), "schedule": (S.Schedule, "__init__"),
+          "record and submit": (B._Running, "_run"), "wait": (D.Device, "wait")}
+
+def instrument(spent: dict):
+    "Wrap each phase's function to add its wall time to `spent` (the phases do not nest)."
+    for key, (owner, name) in PHASES.items():
+        f = getattr(owner, name)
+        @functools.wraps(f)
+        def g(*a, _f=f, _k=key, **kw):
+            t0 = time.perf_counter()
+            try: return _f(*a, **kw)
+            finally: spent[_k] += time.perf_counter() - t0
+        setattr(owner, name, g)
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--cases", nargs="+", default=["gpt", "cnn_bn", "resnet20"]); ap.add_argument("--steps", type=int, default=10)
+    ap.add_argument("--small", action="store_true"); ap.add_argument("--out")
+    a = ap.parse_args(argv)
+    spent = collections.defaultdict(float)
+    instrument(spent)
+    res = dict(date=datetime.date.today().isoformat(), device=devices()[default_index()].name, machine=platform.machine(),
+               commit=os.environ.get("VKML_COMMIT") or subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
+                                                                      text=True).stdout.strip(), cases={})
+    for case in a.cases:
+        spec = rm.case_specs(a.small)[case]
+        weights = rm.init_weights(spec["build"](rm.Lib("vkml")))
+        data = spec["data"](4)
+        _model, run = rm.vk_setup(spec, weights, "eager")
+        for i in range(4): run(data[i % 4])           # warm: kernels compiled, plans remembered
+        spent.clear(); steps = []
+        for i in range(a.steps):
+            t0 = time.perf_counter(); run(data[i % 4]); steps.append(time.perf_counter() - t0)
+        ms = {k: round(v / a.steps * 1e3, 2) for k, v in spent.items()}
+        step = statistics.mean(steps) * 1e3
+        ms["forward, optimizer and the rest"] = round(step - sum(ms.values()), 2)
+        res["cases"][case] = dict(step_ms=round(step, 2), phases_ms=ms)
+        print(case, res["cases"][case], flush=True)
+    if a.out: Path(a.out).write_text(json.dumps(res, indent=1) + "\n")
+
+if __name__ == "__main__": main()

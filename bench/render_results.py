@@ -197,6 +197,23 @@ def render() -> str:
                     table(["batch", "attention", "in use before", "planned peak", "kernels"],
                           [(r["batch"], r["attention"], f"{r['in_use_before'] / 2**20:,.1f}", f"{r['planned_peak'] / 2**20:,.1f}",
                             r["kernels"]) for r in g["rows"]]), ""]
+    for name, where in (("memory_modes_h200.json", "the H200"), ("memory_modes_h100.json", "the H100")):
+        g = load(name)
+        if g: s += [f"## Each real-model mode alone on {where}: device memory", "", prov(g), "",
+                    "MiB in use when the mode starts and after it (its model and optimiser deleted), its peak, and the "
+                    "allocations still live after it (`bench/memory_modes.py`).", "",
+                    table(["case", "mode", "at start", "peak", "after", "live allocations"],
+                          [(r["case"], r["mode"], f"{r['start'] / 2**20:,.1f}", f"{r['peak'] / 2**20:,.1f}",
+                            f"{r['after'] / 2**20:,.1f}", r["live_allocations"]) for r in g["rows"]]), ""]
+    for name, where in (("eager_phases_h200.json", "the H200"),):
+        g = load(name)
+        if g:
+            phases = list(next(iter(g["cases"].values()))["phases_ms"])
+            s += [f"## Where an eager step's time goes on {where}", "", prov(g), "",
+                  "ms per eager step (`bench/eager_phases.py`): the host's phases, then the wait for the device, which "
+                  "starts only once the whole step is recorded.", "",
+                  table(["case", "step"] + phases,
+                        [(c, f"{v['step_ms']:.1f}", *(f"{v['phases_ms'][p]:.1f}" for p in phases)) for c, v in g["cases"].items()]), ""]
     for name in ("ddp_h200x2.json", "ddp_jit_h200.json", "ddp_mpi_h200.json", "ddp_shared_h200.json",
                  "ddp_shared_overlap1_h200.json", "ddp_shared_overlap0_h200.json", "ddp_mpi_overlap1_h200.json",
                  "ddp_mpi_overlap0_h200.json"):   # two GPUs; two ranks sharing one H200, jitted; each exchange, overlapped or not

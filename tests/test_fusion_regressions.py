@@ -97,3 +97,22 @@ def test_a_fused_reduction_with_few_outputs_splits_its_long_rows():
         with profile() as p: out["y"] = f(vkml.tensor(x, device="vulkan")).numpy()
         assert any(name.startswith("reduce_part") for name in p), dict(p)      # split: partials, then the final pass
         np.testing.assert_allclose(out["y"], ref(x.astype(np.float64)), rtol=1e-5 * np.sqrt(x.size), atol=0)
+
+
+def test_a_recalled_split_reduction_works_out_its_programs_once(monkeypatch):
+    """A fused reduction split into parts (few outputs over long rows: batch statistics) keeps each part's program with
+    the plan, as every other kernel does: a step whose plan is recalled describes none of them again (it re-derived
+    them every step, host time of every eager BatchNorm step)."""
+    import vkml
+    from vkml.backends.vulkan import codegen, kernel_api
+    monkeypatch.setattr(kernel_api, "TILE_POLICY", "gpu")   # (a CPU device keeps one kernel: nothing is split there)
+    x = vkml.tensor(np.random.default_rng(0).standard_normal((16, 4, 32, 32), dtype=np.float32), device="vulkan")
+    calls = []
+    recipe = codegen._recipe
+    monkeypatch.setattr(codegen, "_recipe", lambda k: calls.append(k) or recipe(k))
+    want = (x.numpy() * 2.0).sum(axis=(0, 2, 3))
+    for step in range(3):
+        calls.clear()
+        got = (x * 2.0).sum(dim=(0, 2, 3)).numpy()
+        np.testing.assert_allclose(got, want, rtol=1e-4)
+        if step: assert calls == [], f"step {step}: {len(calls)} programs worked out again"

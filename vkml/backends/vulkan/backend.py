@@ -506,6 +506,7 @@ class _OtherKernels:
         walk each row alone (a scalar sum of 10 M terms on one multiprocessor). Instead the elementwise nodes before
         and after it run as fused kernels and the reduction as its own kernel, which splits long rows in two passes."""
         keep, readers, group = {id(n) for n in k.stores}, {}, []
+        memos = k.memo.setdefault("split", [])   # each part's memo (its program), kept with k's by the plan cache
         for i, n in enumerate(k.nodes):
             for s in n.srcs: readers.setdefault(id(s), []).append(i)
         def flush(upto: int):               # the run of elementwise nodes before position `upto`, as one fused kernel
@@ -513,8 +514,11 @@ class _OtherKernels:
             ids = {id(n) for n in group}
             stores = [n for n in group if id(n) in keep or any(j >= upto and id(k.nodes[j]) not in ids
                                                                for j in readers.get(id(n), ()))]
-            self._fused(rec, Kernel("fused", list(group), stores=stores))
-            group.clear()
+            part = len(flushed)
+            if part == len(memos): memos.append({})
+            self._fused(rec, Kernel("fused", list(group), stores=stores, memo=memos[part]))
+            flushed.append(part); group.clear()
+        flushed = []
         for i, n in enumerate(k.nodes):
             if n.op in ELEMENTWISE: group.append(n); continue
             flush(i)

@@ -116,3 +116,30 @@ def test_a_recalled_split_reduction_works_out_its_programs_once(monkeypatch):
         got = (x * 2.0).sum(dim=(0, 2, 3)).numpy()
         np.testing.assert_allclose(got, want, rtol=1e-4)
         if step: assert calls == [], f"step {step}: {len(calls)} programs worked out again"
+
+
+@pytest.mark.parametrize("policy", ["gpu", "auto"])
+def test_conv_weight_gradients_are_written_in_place(policy, monkeypatch):
+    """A convolution's weight gradient is written straight into its slot of the gradients' concatenation, as a
+    product's or a sum's is (PLACEABLE_OPS): a training step copies nothing (it copied each conv's gradient), on a
+    GPU's kernels and on a CPU device's, and its gradients still match the CPU's."""
+    import vkml, vkml.demo, vkml.optim as optim
+    import vkml.nn.functional as F
+    from vkml.backends.vulkan import kernel_api, profile
+    monkeypatch.setattr(kernel_api, "TILE_POLICY", policy)
+    rng = np.random.default_rng(0)
+    x, y = rng.standard_normal((32, 1, 8, 8), dtype=np.float32), rng.integers(0, 10, 32)
+    grads = {}
+    for dev in ("cpu", "vulkan"):
+        vkml.manual_seed(0)
+        model = vkml.demo.build_model("cnn").to(dev)
+        opt = optim.Adam(model.parameters(), 1e-3)
+        xv, yv = vkml.tensor(x, device=dev), vkml.tensor(y, device=dev)
+        for step in range(3):
+            opt.zero_grad(); loss = F.cross_entropy(model(xv), yv); loss.backward()
+            if dev == "vulkan" and step == 2:
+                with profile() as prof: opt.step(); loss.item()
+                assert not any(n.startswith("copy") for n in prof), sorted(prof)
+            else: opt.step(); loss.item()
+        grads[dev] = [p.grad.numpy() for p in model.parameters()]
+    for g, w in zip(grads["vulkan"], grads["cpu"]): np.testing.assert_allclose(g, w, rtol=2e-3, atol=1e-5)

@@ -454,7 +454,7 @@ def _plan(ks, consumers, needed) -> dict:
     return _placements(ks, owner)
 
 # %% ../../nbs/05_schedule.ipynb #ba9bd549
-PLACEABLE_OPS = frozenset({Op.MATMUL, Op.SUM, Op.MEAN, Op.MAX, Op.MIN})   # hand-written kernels that write at an offset
+PLACEABLE_OPS = frozenset({Op.MATMUL, Op.SUM, Op.MEAN, Op.MAX, Op.MIN, Op.CONV2D_WEIGHT})   # hand-written kernels that write at an offset
 
 def _placements(ks, owner) -> dict:
     "Where the inputs of each CONCAT can be written directly (see above)."

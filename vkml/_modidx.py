@@ -475,6 +475,8 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                                                                            'vkml/backends/vulkan/kernel_api.py'),
                                                  'vkml.backends.vulkan.kernel_api.Scratch': ( 'kernel_api.html#scratch',
                                                                                               'vkml/backends/vulkan/kernel_api.py'),
+                                                 'vkml.backends.vulkan.kernel_api.cpu_policy': ( 'kernel_api.html#cpu_policy',
+                                                                                                 'vkml/backends/vulkan/kernel_api.py'),
                                                  'vkml.backends.vulkan.kernel_api.cpu_shapes': ( 'kernel_api.html#cpu_shapes',
                                                                                                  'vkml/backends/vulkan/kernel_api.py'),
                                                  'vkml.backends.vulkan.kernel_api.device_info': ( 'kernel_api.html#device_info',

@@ -12,9 +12,9 @@ from ...core.graph import Backend, Node, references, view_of
 from ...engine.capture import JitError, capture_in_progress
 from ...engine.schedule import Kernel, constant_value
 from .device import Device, get_device, STATS
-from .kernel_api import Dispatch, vk_kernels, kernel_dtypes, LOOP_BUDGET, groups_1d
+from .kernel_api import Dispatch, vk_kernels, kernel_dtypes, LOOP_BUDGET, groups_1d, cpu_policy
 from .kernels import fill_dispatch, SPLIT_GROUPS, SPLIT_CHUNK
-from . import codegen, kernel_api
+from . import codegen
 from .pipelines import _extra_spirv, register_shader
 from .recorder import Recorder, VkTensor, Window, _host_array, _span, runtime
 from . import replay
@@ -392,7 +392,7 @@ class _FusedKernels:
             kk = prod(rnode.srcs[0].shape[a] for a in rnode.arg[0])
             if -(-kk // codegen.LOCAL) > LOOP_BUDGET: return self._unfused(rec, k)   # lavapipe's loop budget
             if (prod(rnode.shape) < SPLIT_GROUPS and kk >= 2 * SPLIT_CHUNK and rnode.op in vk_kernels
-                    and (rt.dev.info.type != "cpu" or kernel_api.TILE_POLICY == "gpu")):
+                    and not cpu_policy(rt.dev.info.type)):
                 return self._split_reduce(rec, k)    # a workgroup per output would leave a GPU idle (a CPU's few
                                                      # cores are filled by a few: lavapipe keeps the one kernel)
         for n in k.stores:
@@ -514,11 +514,11 @@ class _OtherKernels:
             ids = {id(n) for n in group}
             stores = [n for n in group if id(n) in keep or any(j >= upto and id(k.nodes[j]) not in ids
                                                                for j in readers.get(id(n), ()))]
-            part = len(flushed)
+            nonlocal part
             if part == len(memos): memos.append({})
             self._fused(rec, Kernel("fused", list(group), stores=stores, memo=memos[part]))
-            flushed.append(part); group.clear()
-        flushed = []
+            part += 1; group.clear()
+        part = 0
         for i, n in enumerate(k.nodes):
             if n.op in ELEMENTWISE: group.append(n); continue
             flush(i)

@@ -12,8 +12,7 @@ from ...core.ops import Op, VIEW_OPS
 from ...core.elementwise import ELEMENTWISE
 from ...core.graph import Node
 from ...engine.schedule import Kernel, constant_value
-from .kernel_api import f32_bits, ARGS_BYTES
-from . import kernel_api
+from .kernel_api import f32_bits, ARGS_BYTES, cpu_policy
 
 # %% auto #0
 __all__ = ['STORAGE', 'COMPUTE', 'VEC4', 'MASK', 'ARG_HEADER', 'ARG_OPERAND', 'LOCAL', 'ARGS_DECL', 'FORMS', 'REDUCE_HEADER',
@@ -526,10 +525,10 @@ def row_local_max(device_type: str | None = None) -> int:
     return ROW_LOCAL_BY_TYPE.get(device_type, ROW_LOCAL_MAX)
 
 def row_local_min(device_type: str | None = None) -> int:
-    """Threads per row at least: 32, or on a CPU device (lavapipe, `kernel_api.TILE_POLICY` 'auto') 8, so that a short
+    """Threads per row at least: 32, or on a CPU device (lavapipe, `cpu_policy`) 8, so that a short
     row's workgroup is one fibre whose barriers cost nothing and whose fold reads 8 partials from shared memory, not 32
     (lavapipe loads them lane by lane)."""
-    return ROW_LOCAL_CPU_MIN if device_type == "cpu" and kernel_api.TILE_POLICY == "auto" else ROW_LOCAL_MIN
+    return ROW_LOCAL_CPU_MIN if cpu_policy(device_type) else ROW_LOCAL_MIN
 
 def row_form(k: int, device_type: str | None = None, arrays: int = 1) -> str:
     """The launch of a row kernel over rows of `k` whose threads keep `arrays` arrays of values:

@@ -11,7 +11,7 @@ from ...core.dtypes import *
 # %% auto #0
 __all__ = ['MAX_PUSH_WORDS', 'ARGS_BYTES', 'MAX_GROUPS', 'LOOP_LIMIT', 'LOOP_BUDGET', 'vk_kernels', 'kernel_dtypes',
            'DTYPE_SUFFIX', 'TILE_POLICY', 'Scratch', 'Flag', 'Dispatch', 'kernel', 'sfx', 'f32_bits', 'pad4',
-           'groups_1d', 'device_info', 'device_type', 'cpu_shapes']
+           'groups_1d', 'device_info', 'device_type', 'cpu_policy', 'cpu_shapes']
 
 # %% ../../../nbs/23_kernel_api.ipynb #0714b756
 MAX_PUSH_WORDS = 32      # 128 bytes: the push-constant size every Vulkan device guarantees
@@ -99,6 +99,10 @@ def device_type(*ts) -> str | None:
     info = device_info(*ts)
     return info.type if info is not None else None
 
+def cpu_policy(device_type: str | None) -> bool:
+    "Does a device of `device_type` take the kernel shapes chosen for a CPU (a CPU device, and TILE_POLICY is 'auto')?"
+    return TILE_POLICY == "auto" and device_type == "cpu"
+
 def cpu_shapes(*ts) -> bool:
-    "Do kernels over `ts` take the shapes chosen for a CPU device (they live on one, and TILE_POLICY is 'auto')?"
-    return TILE_POLICY == "auto" and device_type(*ts) == "cpu"
+    "Do kernels over `ts` take the shapes chosen for a CPU device (`cpu_policy` of the device they live on)?"
+    return cpu_policy(device_type(*ts))

@@ -9,8 +9,7 @@ from ...core.dtypes import *
 from ...core.dtypes import contiguous_strides
 from ...core.ops import Op, conv_out, ATTENTION_OPS, ATTENTION_MAX_HEAD, attention_rows_out
 from .kernel_api import (Dispatch, Scratch, Flag, kernel, sfx, f32_bits, pad4, groups_1d, MAX_GROUPS, LOOP_BUDGET, LOOP_LIMIT,
-                                   kernel_dtypes, device_info, device_type, cpu_shapes)
-from . import kernel_api
+                                   kernel_dtypes, device_info, device_type, cpu_policy, cpu_shapes)
 from .kernels import fill_dispatch, copy_dispatch
 from types import SimpleNamespace as NS
 
@@ -86,7 +85,7 @@ def cpu_untiled(device_type: str | None) -> bool:
     """Does a product on a device of `device_type` take the untiled kernel whatever its sizes? On a CPU device (lavapipe,
     under its own TILE_POLICY) yes: lavapipe reads a word of a buffer or of shared memory lane by lane, so time goes with
     the words loaded, and the untiled 8x16 block loads fewer per multiply-add than a tile's slabs (bench/lavapipe_tiles.py)."""
-    return device_type == "cpu" and kernel_api.TILE_POLICY == "auto" and not FORCE_TILE
+    return cpu_policy(device_type) and not FORCE_TILE
 
 def variant_for(dtype, M: int, N: int, batch: int, K: int = 0, device_type: str | None = None, split: bool = True) -> str:
     """`matmul_variant` (on a CPU device the untiled kernel: `cpu_untiled`), or for float64 its one tile (or the small kernel).
@@ -184,7 +183,7 @@ def matmul_dispatch(dtype, c, a, b, M, N, K, B1, B2, A, B, C, c_f32=False) -> li
     nb = B1 * B2
     kind = device_type(c, a, b)
     name = coopmat_variant(dtype, M, N, K, nb, A, B, c, a, b) or deepen(variant_for(dtype, M, N, nb, K, kind), dtype, c, a, b)
-    if name == "matmul_small" and cpu_shapes(c, a, b): name = SMALL_CPU   # lavapipe's block
+    if name == "matmul_small" and cpu_policy(kind): name = SMALL_CPU   # lavapipe's block
     small = name in SMALL_BLOCKS
     bsum = B1 > 1 and C[1] == 0   # C's stride 0 across b1: the B1 products summed into one C (untiled kernels only)
     if bsum and (not small or K * B1 > LOOP_BUDGET):

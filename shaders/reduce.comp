@@ -5,8 +5,9 @@
 // Variants, all with a fixed (deterministic) order of combination:
 //   (default) one thread per output, a serial loop over its k terms (short rows);
 //   ROW       one workgroup of 256 per output row (or per chunk of one, PART): thread t folds terms
-//             t, t+256, ... (VEC: 4 consecutive terms per load, when the row is contiguous and
-//             16-byte aligned), then the workgroup combines its 256 partials: a butterfly of
+//             t, t+256, ... (VEC: 4 consecutive terms per load, when the row's last axis is
+//             contiguous, 16-byte aligned, and a multiple of 4 long if other axes come before it),
+//             then the workgroup combines its 256 partials: a butterfly of
 //             subgroup shuffles inside each subgroup, then the subgroups' results in order;
 //   ROW PART  the first of two passes for few, very long rows: `parts` workgroups per row, each
 //             folding one chunk of the row into a partial of the accumulator type (a scratch buffer);
@@ -225,16 +226,19 @@ void main() {
     if (row >= pc.n) return;   // uniform across the workgroup: the barriers below stay uniform
     int base = AT4(coords4(row, pc.oshape[1], pc.oshape[2], pc.oshape[3]), pc.ost, pc.x_off);
 #ifdef VEC
-    // the row is contiguous and base, j0 are multiples of 4: vectors j0/4 + t, + 256, ...; the last
-    // (k % 4) terms, if any, one each by the first threads
+    // vectors of 4 terms: term 4i .. 4i+3 sit side by side, 16-byte aligned (the host checked: the inner
+    // axes' last is contiguous, and a multiple of 4 long when there are others; base, j0 and the other
+    // strides are multiples of 4). Thread t loads vectors j0/4 + t, + 256, ...; the last (k % 4) terms of
+    // a contiguous row, if any, one each by the first threads.
     ACC a0 = identity(), a1 = a0, a2 = a0, a3 = a0;
-    uint q = (uint(base) + j0) >> 2, qend = (uint(base) + (j1 & ~3u)) >> 2, i = q + t;
+    uint i = (j0 >> 2) + t, iend = j1 >> 2;
     if (j1 > j0) {
-        for (; i + 768u < qend; i += 1024u) {
-            TXV4 v0 = x4[i], v1 = x4[i + 256u], v2 = x4[i + 512u], v3 = x4[i + 768u];
+        for (; i + 768u < iend; i += 1024u) {
+            TXV4 v0 = x4[term(base, 4u * i) >> 2], v1 = x4[term(base, 4u * (i + 256u)) >> 2];
+            TXV4 v2 = x4[term(base, 4u * (i + 512u)) >> 2], v3 = x4[term(base, 4u * (i + 768u)) >> 2];
             a0 = combine4(a0, v0); a1 = combine4(a1, v1); a2 = combine4(a2, v2); a3 = combine4(a3, v3);
         }
-        for (; i < qend; i += 256u) a0 = combine4(a0, x4[i]);
+        for (; i < iend; i += 256u) a0 = combine4(a0, x4[term(base, 4u * i) >> 2]);
         uint jt = (j1 & ~3u) + t;
         if (jt < j1 && jt >= j0) a1 = combine(a1, ACC(x[base + int(jt)]));
     }

@@ -480,6 +480,9 @@ def test_reduce_vec_and_cols_paths(dtype):
         ((40, 6, 8), lambda t: t, (0,), f"reduce_cols_vec_{s}"),                       # outputs over two axes
         ((3000, 40), lambda t: t, (0,), f"reduce_cols_part_vec_{s}"),                  # few outputs, long columns: split
         ((3000, 41), lambda t: t, (0,), f"reduce_cols_part_{s}"),                      # odd width: scalar cols, split
+        ((64, 3, 8, 16), lambda t: t, (0, 2, 3), f"reduce_part_vec_{s}"),             # BatchNorm's statistic: rows of
+        ((9, 2, 7, 12), lambda t: t, (0, 2, 3), f"reduce_row_vec_{s}"),               # runs of H*W over the batch
+        ((100, 3, 5, 5), lambda t: t, (0, 2, 3), f"reduce_part_{s}"),                  # runs of 25: scalar loads
     ]
     for shape, view, axes, want in cases_:
         x = values(dtype, shape, -1, 1)

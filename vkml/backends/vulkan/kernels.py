@@ -196,7 +196,10 @@ VEC_DTYPES = ("float32", "float16", "int32", "int64")   # the variants with 16-b
 def vec_ok(kind: str, dtype, off: int, osh, ost, ish, ist) -> bool:
     "Can the `kind` ('row' or 'cols') variant load 4 elements at a time (contiguous and 4-aligned in elements)?"
     if dtype.name not in VEC_DTYPES or off % 4: return False
-    if kind == "row": return tuple(ist) == (1,) and all(s % 4 == 0 for s in ost)
+    if kind == "row":   # the last inner axis contiguous; with others before it, a multiple of 4 long (a vector
+        # never crosses into the next run: a BatchNorm statistic's rows of H*W over the batch)
+        return (bool(ist) and ist[-1] == 1 and all(s % 4 == 0 for s in ost)
+                and (len(ist) == 1 or (ish[-1] % 4 == 0 and all(s % 4 == 0 for s in ist[:-1]))))
     return (bool(ost) and ost[-1] == 1 and osh[-1] % 4 == 0 and all(s % 4 == 0 for s in ost[:-1])
             and all(s % 4 == 0 for s in ist))
 

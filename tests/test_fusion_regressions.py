@@ -82,20 +82,29 @@ def test_a_kernel_binds_at_most_what_push_descriptors_hold(steps):
 def test_a_fused_reduction_with_few_outputs_splits_its_long_rows():
     """A fused reduction gave each output one workgroup: a scalar sum of 10 M terms (GradScaler's inf check over every
     gradient) walked them on one multiprocessor, 26 ms of the H200's GPT step under amp; BatchNorm's per-channel sums
-    too. With few outputs and long rows the elementwise part is now a fused kernel of its own and the reduction the
-    hand-written one, which splits rows in two passes (a GPU's choice: the tests run it on lavapipe too)."""
-    from vkml.backends.vulkan import profile
+    too. With few outputs and long rows it now runs as two generated kernels (a GPU's choice: the tests run it on
+    lavapipe too): 'part' folds chunks of each row, its prologue computed as it reads them, into partials; 'final'
+    folds those and runs the epilogue. Nothing of the input's shape is written between them (the prologue was a kernel
+    of its own that wrote the whole tensor for the hand-written reduction to read back)."""
+    from vkml.backends.vulkan import profile, get_device
+    from vkml.backends.vulkan.recorder import runtime
     rng = np.random.default_rng(3)
     x = rng.standard_normal((8, 16, 64, 64)).astype(np.float32)
     x[1, 2, 3, 4] = np.inf
     cases = [(lambda t: (t * 2).sum(), lambda a: (a * 2).sum()),                                  # a scalar
              (lambda t: (vkml.isinf(t) | vkml.isnan(t)).any(), lambda a: (np.isinf(a) | np.isnan(a)).any()),
              (lambda t: ((t.clamp(-3, 3) - 1) ** 2).mean((0, 2, 3)), lambda a: ((np.clip(a, -3, 3) - 1) ** 2).mean((0, 2, 3))),
-             (lambda t: t.abs().amax((0, 2, 3)), lambda a: np.abs(a).max((0, 2, 3)))]             # per channel
+             (lambda t: t.abs().amax((0, 2, 3)), lambda a: np.abs(a).max((0, 2, 3))),              # per channel
+             (lambda t: (t.half() * 0.5).sum((0, 2, 3)).float(), lambda a: (a * 0.5).sum((0, 2, 3))),   # f16 sums in f32
+             (lambda t: (t > 0).int().sum((0, 2, 3)).float(), lambda a: (a > 0).sum((0, 2, 3)))]
     for f, ref in cases:
         out = {}
-        with profile() as p: out["y"] = f(vkml.tensor(x, device="vulkan")).numpy()
-        assert any(name.startswith("reduce_part") for name in p), dict(p)      # split: partials, then the final pass
+        xt = vkml.tensor(x, device="vulkan")
+        with profile() as p: out["y"] = f(xt).numpy()
+        programs = runtime(get_device(0)).programs
+        split = {name: form for (_, form), name in programs.items() if form in ("part", "final")}
+        assert sorted(split.get(name, name) for name in p) == ["final", "part"], dict(p)   # two kernels, nothing else
+        assert all(e["count"] == 1 for e in p.values()), dict(p)
         np.testing.assert_allclose(out["y"], ref(x.astype(np.float64)), rtol=1e-5 * np.sqrt(x.size), atol=0)
 
 

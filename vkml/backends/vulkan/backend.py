@@ -12,8 +12,8 @@ from ...core.graph import Backend, Node, references, view_of
 from ...engine.capture import JitError, capture_in_progress
 from ...engine.schedule import Kernel, constant_value
 from .device import Device, get_device, STATS
-from .kernel_api import Dispatch, vk_kernels, kernel_dtypes, LOOP_BUDGET, groups_1d, cpu_policy
-from .kernels import fill_dispatch, SPLIT_GROUPS, SPLIT_CHUNK
+from .kernel_api import Dispatch, Scratch, vk_kernels, kernel_dtypes, LOOP_BUDGET, groups_1d, cpu_policy
+from .kernels import fill_dispatch, split_parts, ACC_ITEMSIZE
 from . import codegen
 from .pipelines import _extra_spirv, register_shader
 from .recorder import Recorder, VkTensor, Window, _host_array, _span, runtime
@@ -386,15 +386,13 @@ class _FusedKernels:
         "A fused (or reduce) kernel: its generated shader over its operands, layout and parameters in the argument buffer."
         rt = rec.rt
         prog = codegen.describe(k)
-        r = prog.desc[4]
+        r, parts = prog.desc[4], 1
         if r is not None:
             rnode = k.reduce
             kk = prod(rnode.srcs[0].shape[a] for a in rnode.arg[0])
             if -(-kk // codegen.LOCAL) > LOOP_BUDGET: return self._unfused(rec, k)   # lavapipe's loop budget
-            if (prod(rnode.shape) < SPLIT_GROUPS and kk >= 2 * SPLIT_CHUNK and rnode.op in vk_kernels
-                    and not cpu_policy(rt.dev.info.type)):
-                return self._split_reduce(rec, k)    # a workgroup per output would leave a GPU idle (a CPU's few
-                                                     # cores are filled by a few: lavapipe keeps the one kernel)
+            if not cpu_policy(rt.dev.info.type):  # a workgroup per output would leave a GPU idle: split long rows
+                parts = split_parts(kk, prod(rnode.shape))   # (a CPU's few cores are filled by a few: one kernel)
         for n in k.stores:
             if n.op is not Op.ASSIGN: n.buf = self._out(rec, n)
         if prod(prog.shape) > INT32_MAX: _too_many(k, prog.shape)    # (after the allocation: 1 TiB is out of memory first)
@@ -406,6 +404,9 @@ class _FusedKernels:
             if form == "vec4" and not codegen.vec4_ok(prog.desc): form = "scalar"
         else:
             words, form = codegen.reduce_words(prog, views, k.reduce.srcs[0].shape)
+            if parts > 1:
+                chunk = -(-kk // parts); parts = -(-kk // chunk)
+                words, form = codegen.split_words(words, parts, chunk), "part"
         n = words[0]
         if n == 0:
             if rt.watch or rt.failed:
@@ -413,27 +414,53 @@ class _FusedKernels:
                 _inherit(rt, outs, [b for (role, _), b in zip(prog.operands, bufs) if role != "out"])
             return self._finish_assigns(k)
         threads = (n // 4 if form == "vec4" else n * codegen.LOCAL if form == "group"
+                   else n * parts * codegen.LOCAL if form == "part"
                    else codegen.tile_groups(prog.shape) * codegen.LOCAL if form.startswith("tile") else n)
-        args, base = self._launch(rec, prog, form, words, bufs, groups_1d(threads, codegen.LOCAL))
+        if form == "part": args, base = self._launch_split(rec, prog, words, bufs, groups_1d(threads, codegen.LOCAL))
+        else: args, base = self._launch(rec, prog, form, words, bufs, groups_1d(threads, codegen.LOCAL))
         self._finish_assigns(k)
         return prog, args, base
 
     @staticmethod
-    def _launch(rec, prog, form: str, words: tuple, bufs: list, groups: tuple) -> tuple:
-        "Record generated program `prog` in `form`: its shader (compiled once per process), its words, its dispatch."
-        rt = rec.rt
+    def _shader(rt, prog, form: str) -> str:
+        "The shader of generated program `prog` in `form` (compiled once per process)."
         name = rt.programs.get((prog.desc, form))
         if name is None:
             src = codegen.write_glsl(prog.desc, form)
             name = "gen_" + codegen.source_hash(src)
             if name not in _extra_spirv: register_shader(name, codegen.spirv_for(src))
             rt.programs[(prog.desc, form)] = name
+        return name
+
+    @staticmethod
+    def _write_words(rec, prog, words: tuple) -> tuple:
+        "Put a launch's words and `prog`'s parameters in the argument buffer: (its chunk, the first word)."
         args, base = rec.write_args(words + codegen.param_words(prog.params))
-        if prog.rand_params and rt.capture is not None:     # a replay writes new counters into these words
+        if prog.rand_params and rec.rt.capture is not None:     # a replay writes new counters into these words
             for node, first in prog.rand_params:
-                rt.capture.rand_words(node, rec.args[1], base + len(words) + len(codegen.param_words(prog.params[:first])))
+                rec.rt.capture.rand_words(node, rec.args[1], base + len(words) + len(codegen.param_words(prog.params[:first])))
+        return args, base
+
+    @staticmethod
+    def _launch(rec, prog, form: str, words: tuple, bufs: list, groups: tuple) -> tuple:
+        "Record generated program `prog` in `form`: its words, its dispatch."
+        args, base = _FusedKernels._write_words(rec, prog, words)
         nout = sum(1 for role, _ in prog.operands if role == "out")
-        rec.record(Dispatch(name, (args, *bufs), (base,), groups, tuple(range(1, nout + 1))), None)
+        rec.record(Dispatch(_FusedKernels._shader(rec.rt, prog, form), (args, *bufs), (base,), groups, tuple(range(1, nout + 1))), None)
+        return args, base
+
+    def _launch_split(self, rec, prog, words: tuple, bufs: list, groups: tuple) -> tuple:
+        """A split reduction: 'part' writes each output's partials into scratch, 'final' folds them and runs the
+        epilogue; both read the same words (codegen's split forms)."""
+        args, base = self._write_words(rec, prog, words)
+        n, parts = words[0], words[codegen.REDUCE_HEADER]
+        r = prog.desc[4]
+        partials = Scratch(n * parts * ACC_ITEMSIZE[prog.desc[2][r][3]])    # (the accumulator's type: f16 sums in f32)
+        bound, scratch = (args, *bufs, partials), {}
+        rec.record(Dispatch(self._shader(rec.rt, prog, "part"), bound, (base,), groups, (len(bound) - 1,)), scratch)
+        nout = sum(1 for role, _ in prog.operands if role == "out")
+        rec.record(Dispatch(self._shader(rec.rt, prog, "final"), bound, (base,), groups_1d(n * codegen.LOCAL, codegen.LOCAL),
+                            tuple(range(1, nout + 1))), scratch)
         return args, base
 
     def _finish_assigns(self, k):
@@ -500,33 +527,6 @@ class _OtherKernels:
         local = int(form[3:].split("x")[0])
         words = codegen.row_words(prog, [b.view for b in bufs])
         self._launch(rec, prog, form, words, bufs, groups_1d(n_rows * local, local))
-
-    def _split_reduce(self, rec, k: Kernel):
-        """A fused reduction with too few outputs to fill the device, each a long row: in one kernel a workgroup would
-        walk each row alone (a scalar sum of 10 M terms on one multiprocessor). Instead the elementwise nodes before
-        and after it run as fused kernels and the reduction as its own kernel, which splits long rows in two passes."""
-        keep, readers, group = {id(n) for n in k.stores}, {}, []
-        memos = k.memo.setdefault("split", [])   # each part's memo (its program), kept with k's by the plan cache
-        for i, n in enumerate(k.nodes):
-            for s in n.srcs: readers.setdefault(id(s), []).append(i)
-        def flush(upto: int):               # the run of elementwise nodes before position `upto`, as one fused kernel
-            if not group: return
-            ids = {id(n) for n in group}
-            stores = [n for n in group if id(n) in keep or any(j >= upto and id(k.nodes[j]) not in ids
-                                                               for j in readers.get(id(n), ()))]
-            nonlocal part
-            if part == len(memos): memos.append({})
-            self._fused(rec, Kernel("fused", list(group), stores=stores, memo=memos[part]))
-            part += 1; group.clear()
-        part = 0
-        for i, n in enumerate(k.nodes):
-            if n.op in ELEMENTWISE: group.append(n); continue
-            flush(i)
-            if n.op in VIEW_OPS: self._view(rec, n)
-            else: self._op(rec, vk_kernels[n.op], n)
-        flush(len(k.nodes))
-        for n in k.nodes:
-            if id(n) not in keep and n.op is not Op.ASSIGN: n.buf = None
 
     def _unfused(self, rec, k: Kernel):
         "Run kernel `k` node by node (each elementwise node alone, a reduction by its hand-written kernel)."

@@ -16,14 +16,15 @@ from .kernel_api import f32_bits, ARGS_BYTES, cpu_policy
 
 # %% auto #0
 __all__ = ['STORAGE', 'COMPUTE', 'VEC4', 'MASK', 'ARG_HEADER', 'ARG_OPERAND', 'LOCAL', 'ARGS_DECL', 'FORMS', 'REDUCE_HEADER',
-           'THREAD_MAX_K', 'TILE', 'ROW_HEADER', 'ROW_OPERAND', 'ROW_CACHE', 'ROW_REGS', 'ROW_LOCAL_MAX',
-           'ROW_LOCAL_BY_TYPE', 'ROW_LOCAL_MIN', 'ROW_LOCAL_CPU_MIN', 'ROW_KEEP', 'SPECIALS_MODE',
+           'SPLIT_HEADER', 'THREAD_MAX_K', 'SPLIT_FORMS', 'TILE', 'ROW_HEADER', 'ROW_OPERAND', 'ROW_CACHE', 'ROW_REGS',
+           'ROW_LOCAL_MAX', 'ROW_LOCAL_BY_TYPE', 'ROW_LOCAL_MIN', 'ROW_LOCAL_CPU_MIN', 'ROW_KEEP', 'SPECIALS_MODE',
            'SPECIALS_CAPABILITY', 'GLSL_DIR', 'PREBUILT_DIR', 'GLSLC_FLAGS', 'Program', 'is_row', 'describe',
-           'uses_double', 'vec4_ok', 'double_literals', 'write_glsl', 'write_reduce_glsl', 'reduce_words', 'tile_form',
-           'tile_groups', 'write_tile_glsl', 'row_local_max', 'row_local_min', 'row_form', 'row_arrays',
-           'write_row_glsl', 'row_words', 'specials_modes', 'preserve_specials', 'CompilerError', 'source_hash',
-           'cache_dir', 'compiler', 'compile_glsl', 'spirv_for', 'has_spirv', 'operand_words', 'layout_words',
-           'elementwise_form', 'param_words', 'single_op_programs', 'prebuilt_sources']
+           'uses_double', 'vec4_ok', 'double_literals', 'write_glsl', 'write_reduce_glsl', 'reduce_header',
+           'reduce_words', 'split_words', 'tile_form', 'tile_groups', 'write_tile_glsl', 'row_local_max',
+           'row_local_min', 'row_form', 'row_arrays', 'write_row_glsl', 'row_words', 'specials_modes',
+           'preserve_specials', 'CompilerError', 'source_hash', 'cache_dir', 'compiler', 'compile_glsl', 'spirv_for',
+           'has_spirv', 'operand_words', 'layout_words', 'elementwise_form', 'param_words', 'single_op_programs',
+           'prebuilt_sources']
 
 # %% ../../../nbs/24_codegen.ipynb #956d6410
 STORAGE = {"float32": "float", "float16": "float16_t", "float64": "double", "int32": "int", "int64": "int64_t", "bool": "uint8_t"}
@@ -309,7 +310,9 @@ def _vec4_main(desc, pnames) -> list:
 
 # %% ../../../nbs/24_codegen.ipynb #4635af13
 REDUCE_HEADER = 12        # n, k, extents[4], reduced-axes mask, strided flag, output shape[4]
+SPLIT_HEADER = 2          # ... then, in the split forms, parts (workgroups per output) and chunk (terms per part)
 THREAD_MAX_K = 64         # up to this many terms per output, one thread per output
+SPLIT_FORMS = ("part", "final")
 
 _IDENTITY = {("SUM", "f"): "0.0", ("SUM", "i"): "{T}(0)", ("MAX", "f"): "F_NINF", ("MIN", "f"): "F_INF",
              ("MAX", "i32"): "int(0x80000000)", ("MIN", "i32"): "int(0x7fffffff)",
@@ -338,16 +341,20 @@ def _split(var: str, index: str, want_reduced: bool) -> list:
 
 # %% ../../../nbs/24_codegen.ipynb #aeccfde7
 def write_reduce_glsl(desc, form: str = "group") -> str:
-    "The GLSL of a reduce kernel (`form`: 'group', a workgroup per output, or 'thread', a thread per output)."
+    """The GLSL of a reduce kernel (`form`: 'group', a workgroup per output; 'thread', a thread per output; 'part'
+    and 'final', the two kernels of a split reduction)."""
     operands, ptypes, nodes, _, r = desc
     acc_t = COMPUTE[nodes[r][3]]
-    group = form == "group"
+    group = form != "thread"
     lines = [_preamble(desc), *_helpers(nodes), f"layout(local_size_x = {LOCAL}) in;",
              "layout(push_constant) uniform PC { uint base; } pc;",
              ARGS_DECL]
     for j, (role, dt) in enumerate(operands):
         qual = "writeonly " if role == "out" else "readonly "
         lines.append(f"layout(std430, set = 0, binding = {j + 1}) {qual}buffer B{j} {{ {STORAGE[dt]} b{j}[]; }};")
+    if form in SPLIT_FORMS:   # the partials: (n, parts) in the accumulator's type
+        qual = "writeonly " if form == "part" else "readonly "
+        lines.append(f"layout(std430, set = 0, binding = {len(operands) + 1}) {qual}buffer P {{ {acc_t} partials[]; }};")
     if group: lines.append(f"shared {acc_t} red[{LOCAL}];")
     lines += ["uint at(uint o, uint i, uvec4 c) {",
               "    uint m = args[o]; uint off = args[o + 1u];",
@@ -364,32 +371,35 @@ def write_reduce_glsl(desc, form: str = "group") -> str:
               "    uint n = args[base]; uint k = args[base + 1u];",
               "    uvec4 ext = uvec4(args[base + 2u], args[base + 3u], args[base + 4u], args[base + 5u]);",
               "    uint mask = args[base + 6u];"]
-    if group: lines += ["    uint o = WGID; uint tid = gl_LocalInvocationID.x;", "    if (o >= n) return;"]
+    if form == "part":
+        lines += ["    uint parts = args[base + 12u]; uint chunk = args[base + 13u];",
+                  "    uint g = WGID; uint o = g / parts; uint tid = gl_LocalInvocationID.x;", "    if (o >= n) return;",
+                  "    uint j0 = (g % parts) * chunk; uint j1 = min(k, j0 + chunk);"]
+    elif form == "final": lines += ["    uint parts = args[base + 12u];",
+                                    "    uint o = WGID; uint tid = gl_LocalInvocationID.x;", "    if (o >= n) return;"]
+    elif group: lines += ["    uint o = WGID; uint tid = gl_LocalInvocationID.x;", "    if (o >= n) return;"]
     else: lines += ["    uint o = GID;", "    if (o >= n) return;"]
-    pword, pnames = REDUCE_HEADER + ARG_OPERAND * len(operands), []
+    pword, pnames = reduce_header(form) + ARG_OPERAND * len(operands), []
     for t in ptypes:
         pnames.append(f"q{len(pnames)}")
         lines.append(f"    {COMPUTE.get(t, 'uint')} q{len(pnames) - 1} = {_param_expr(t, f'base + {pword}u')};")
         pword += _param_word_count(t)
-    lines += _reduce_main(desc, group, pnames)
+    lines += _reduce_main(desc, form, pnames)
     lines.append("}")
     return "\n".join(lines) + "\n"
 
 # %% ../../../nbs/24_codegen.ipynb #82212d38
-def _reduce_main(desc, group: bool, pnames) -> list:
-    "The body of a reduce kernel's `main`: the prologue folded over the terms, the fold (a tree in shared memory for a group), the epilogue, the stores."
-    operands, _, nodes, stores, r = desc
-    rop, _rarg, (_rin,), rout, rrefs, _ = nodes[r]
-    acc_t = COMPUTE[rout]
-    def oword(j): return f"base + {REDUCE_HEADER + ARG_OPERAND * j}u"
-    lines = ["    uvec4 kept = uvec4(0u);"]
-    lines += _split("kept", "o", want_reduced=False)
-    lines.append(f"    {acc_t} acc = {_identity(rop, rout)};")
-    # The prologue's values live past the loop: an epilogue node may read one when the reduced axes all
-    # have extent 1 (softmax over a dim of size 1), and then the loop's only term is the value it needs.
-    lines += [f"    {COMPUTE[nodes[i][3]]} v{i} = {COMPUTE[nodes[i][3]]}(0);" for i in range(r)]
-    lines.append(f"    for (uint j = {'tid' if group else '0u'}; j < k; j += {LOCAL if group else 1}u) {{")
-    lines.append("        uvec4 c = kept;")
+def reduce_header(form: str) -> int:
+    "Words before the first operand's in a reduce kernel of `form`."
+    return REDUCE_HEADER + (SPLIT_HEADER if form in SPLIT_FORMS else 0)
+
+def _reduce_terms(desc, form: str, pnames, oword) -> list:
+    "The loop folding a thread's terms into `acc`, each computed by the prologue where it is read."
+    operands, _, nodes, _, r = desc
+    rop, _rarg, _, rout, rrefs, _ = nodes[r]
+    group = form != "thread"
+    first, end = ("j0 + tid", "j1") if form == "part" else ("tid", "k") if group else ("0u", "k")   # a part walks its chunk
+    lines = [f"    for (uint j = {first}; j < {end}; j += {LOCAL if group else 1}u) {{", "        uvec4 c = kept;"]
     lines += ["    " + l for l in _split("c", "j", want_reduced=True)]
     lines.append("        uint lin = ((c.x * ext.y + c.y) * ext.z + c.z) * ext.w + c.w;   // the term's index in the input")
     for j, (role, dt) in enumerate(operands):
@@ -399,13 +409,30 @@ def _reduce_main(desc, group: bool, pnames) -> list:
         lines.append(f"        v{i} = {_node_expr(name, variant, ins, out, refs, pidx, pnames, lambda j: f'a{j}', 'lin')};")
     kind, idx = rrefs[0]
     term = f"v{idx}" if kind == "v" else (f"a{idx}" if kind == "a" else pnames[idx])
-    lines.append(f"        acc = {_combine(rop, rout, 'acc', acc_t + '(' + term + ')')};")
-    lines.append("    }")
+    return lines + [f"        acc = {_combine(rop, rout, 'acc', COMPUTE[rout] + '(' + term + ')')};", "    }"]
+
+def _reduce_main(desc, form: str, pnames) -> list:
+    "The body of a reduce kernel's `main`: the prologue folded over the terms, the fold (a tree in shared memory for a group), the epilogue, the stores."
+    operands, _, nodes, stores, r = desc
+    rop, _rarg, (_rin,), rout, _rrefs, _ = nodes[r]
+    acc_t, group = COMPUTE[rout], form != "thread"
+    def oword(j): return f"base + {reduce_header(form) + ARG_OPERAND * j}u"
+    lines = ["    uvec4 kept = uvec4(0u);"]
+    lines += _split("kept", "o", want_reduced=False)
+    lines.append(f"    {acc_t} acc = {_identity(rop, rout)};")
+    # The prologue's values live past the loop: an epilogue node may read one when the reduced axes all
+    # have extent 1 (softmax over a dim of size 1), and then the loop's only term is the value it needs.
+    lines += [f"    {COMPUTE[nodes[i][3]]} v{i} = {COMPUTE[nodes[i][3]]}(0);" for i in range(r)]
+    if form == "final":    # each output's partials, in order, instead of its terms
+        lines += [f"    for (uint i = tid; i < parts; i += {LOCAL}u)",
+                  f"        acc = {_combine(rop, rout, 'acc', 'partials[o * parts + i]')};"]
+    else: lines += _reduce_terms(desc, form, pnames, oword)
     if group:
         lines += ["    red[tid] = acc;", "    barrier();"]
         for s in (128, 64, 32, 16, 8, 4, 2, 1):       # a fixed tree: the same order every run
             lines += [f"    if (tid < {s}u) red[tid] = {_combine(rop, rout, 'red[tid]', f'red[tid + {s}u]')};", "    barrier();"]
         lines += ["    if (tid != 0u) return;", "    acc = red[0];"]
+    if form == "part": return lines + ["    partials[g] = acc;"]
     fin = f"acc / {acc_t}(k)" if rop == "MEAN" else "acc"
     lines.append(f"    {acc_t} v{r} = {_rounded(rout, fin)};")
     lines.append("    uvec4 co = args[base + 7u] != 0u ? coords4(o, args[base + 9u], args[base + 10u], args[base + 11u]) : uvec4(0u);")
@@ -439,6 +466,10 @@ def reduce_words(prog: Program, views, in_shape) -> tuple:
     osh = _pad4(out_shape, (0,) * len(out_shape))[0]
     words = (n, k, *ext, mask, int(strided), *osh, *(w for o in ops for w in o))
     return words, ("thread" if k <= THREAD_MAX_K else "group")
+
+def split_words(words: tuple, parts: int, chunk: int) -> tuple:
+    "A reduce program's words for its split forms: `parts` and `chunk` after the header."
+    return words[:REDUCE_HEADER] + (parts, chunk) + words[REDUCE_HEADER:]
 
 # %% ../../../nbs/24_codegen.ipynb #a20eeabc
 TILE = 32

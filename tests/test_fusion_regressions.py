@@ -152,3 +152,18 @@ def test_conv_weight_gradients_are_written_in_place(policy, monkeypatch):
             else: opt.step(); loss.item()
         grads[dev] = [p.grad.numpy() for p in model.parameters()]
     for g, w in zip(grads["vulkan"], grads["cpu"]): np.testing.assert_allclose(g, w, rtol=2e-3, atol=1e-5)
+
+
+@pytest.mark.parametrize("shape,axes", [((3, 5, 7, 2), (1, 3)), ((6, 40, 3, 9), (0, 2)), ((2, 300, 3, 5), (1, 3)),
+                                        ((64, 3, 5, 7), (0, 2, 3)), ((9, 4, 33, 3), (0, 1, 2, 3)), ((700, 3), (0,))])
+def test_a_fused_reduction_walks_its_terms_in_every_form(shape, axes):
+    """A generated reduction finds each term's coordinates once, then steps them on (dividing only where an axis carries
+    into the next): short rows (a thread per output), long ones (a workgroup), few long ones (split), with extents
+    shorter than a workgroup's step (several carries a step) and reduced axes that are not neighbours."""
+    from vkml.backends.vulkan import kernel_api
+    x = np.random.default_rng(5).standard_normal(shape).astype(np.float32)
+    want = np.sqrt(np.abs(x.astype(np.float64) * 2 + 1)).sum(axis=axes)
+    got = (vkml.tensor(x, device="vulkan") * 2 + 1).abs().sqrt().sum(dim=axes).numpy()
+    k = int(np.prod([shape[a] for a in axes]))
+    np.testing.assert_allclose(got, want, rtol=1e-5 * np.sqrt(k), atol=1e-6 * k)
+    assert kernel_api.TILE_POLICY == "gpu"    # (the suite's: split forms run on lavapipe too)

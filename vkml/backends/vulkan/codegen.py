@@ -393,15 +393,25 @@ def reduce_header(form: str) -> int:
     "Words before the first operand's in a reduce kernel of `form`."
     return REDUCE_HEADER + (SPLIT_HEADER if form in SPLIT_FORMS else 0)
 
+def _advance(var: str, step: int) -> list:
+    """Straight-line GLSL: move coords `var` `step` terms on over the reduced axes (row-major, the last fastest), dividing
+    only where an axis carries into the next (once every ext/step terms, not three divisions every term)."""
+    lines = [f"    {{ uint carry = {step}u;"]
+    for a in (3, 2, 1, 0):
+        lines.append(f"      if (carry != 0u && ((mask >> {a}u) & 1u) != 0u) {{ uint t = {var}[{a}] + carry; carry = 0u; "
+                     f"if (t >= ext[{a}]) {{ carry = t / ext[{a}]; t -= carry * ext[{a}]; }} {var}[{a}] = t; }}")
+    return lines + ["    }"]
+
 def _reduce_terms(desc, form: str, pnames, oword) -> list:
     "The loop folding a thread's terms into `acc`, each computed by the prologue where it is read."
     operands, _, nodes, _, r = desc
     rop, _rarg, _, rout, rrefs, _ = nodes[r]
     group = form != "thread"
     first, end = ("j0 + tid", "j1") if form == "part" else ("tid", "k") if group else ("0u", "k")   # a part walks its chunk
-    lines = [f"    for (uint j = {first}; j < {end}; j += {LOCAL if group else 1}u) {{", "        uvec4 c = kept;"]
-    lines += ["    " + l for l in _split("c", "j", want_reduced=True)]
-    lines.append("        uint lin = ((c.x * ext.y + c.y) * ext.z + c.z) * ext.w + c.w;   // the term's index in the input")
+    step = LOCAL if group else 1
+    lines = ["    uvec4 c = kept;"] + _split("c", first, want_reduced=True)     # the first term's coords, divided out once
+    lines += [f"    for (uint j = {first}; j < {end}; j += {step}u) {{",
+              "        uint lin = ((c.x * ext.y + c.y) * ext.z + c.z) * ext.w + c.w;   // the term's index in the input"]
     for j, (role, dt) in enumerate(operands):
         if role == "pin": lines.append(f"        {COMPUTE[dt]} a{j} = {_load(to_dtype(dt), f'b{j}[atc({oword(j)}, c)]')};")
     for i in range(r):
@@ -409,7 +419,8 @@ def _reduce_terms(desc, form: str, pnames, oword) -> list:
         lines.append(f"        v{i} = {_node_expr(name, variant, ins, out, refs, pidx, pnames, lambda j: f'a{j}', 'lin')};")
     kind, idx = rrefs[0]
     term = f"v{idx}" if kind == "v" else (f"a{idx}" if kind == "a" else pnames[idx])
-    return lines + [f"        acc = {_combine(rop, rout, 'acc', COMPUTE[rout] + '(' + term + ')')};", "    }"]
+    lines.append(f"        acc = {_combine(rop, rout, 'acc', COMPUTE[rout] + '(' + term + ')')};")
+    return lines + ["    " + l for l in _advance("c", step)] + ["    }"]
 
 def _reduce_main(desc, form: str, pnames) -> list:
     "The body of a reduce kernel's `main`: the prologue folded over the terms, the fold (a tree in shared memory for a group), the epilogue, the stores."

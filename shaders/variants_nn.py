@@ -12,11 +12,13 @@ _T = {"f32": "T_F32", "f16": "T_F16", "f64": "T_F64", "i32": "T_I32", "i64": "T_
 FLOAT_SFX = ("f32", "f16")
 F64_SFX = ("f32", "f16", "f64")   # the float kernels that have a float64 variant too
 
-# matmul tile shapes: name -> (BM, BN, BK, TM, TN); threads = (BM/TM) * (BN/TN) = 256 for all. Shared
+# matmul tile shapes: name -> (BM, BN, BK, TM, TN); threads = (BM/TM) * (BN/TN) (256 but the skinny tiles'). Shared
 # memory (double-buffered, f32, one vec4 of padding per row): 2*BK*(BM+4 + BN+4)*4 bytes, at most
 # lavapipe's 32 KiB. kernels_nn.MATMUL_TILES must list the same shapes.
 MATMUL_TILES = {"matmul": (64, 64, 16, 4, 4), "matmul128x64": (128, 64, 16, 8, 4), "matmul64x128": (64, 128, 16, 4, 8),
-                "matmul128": (128, 128, 8, 8, 8)}
+                "matmul128": (128, 128, 8, 8, 8),
+                # skinny tiles for products of at most 32 rows (a convolution of 16 or 32 channels): 64 and 128 threads
+                "matmul16x64": (16, 64, 16, 4, 4), "matmul32x64": (32, 64, 16, 4, 4)}
 # matmul128 with slabs twice as deep, for devices with the shared memory (2 x 2 x 16 x 33 x 16 B = 33,792: the H200's
 # 48 KiB, not lavapipe's 32 KiB; measured: bench/results/matmul_bk16_h200.json). Chosen by kernels_nn.deepen from
 # the device's maxComputeSharedMemorySize, never on lavapipe.

@@ -33,7 +33,7 @@ def test_every_product_stays_untiled_on_a_cpu_device(monkeypatch):
         assert kn.variant_for(vkml.float32, M, N, B, K, "cpu") == "matmul_small"
     assert kn.variant_for(vkml.float32, 512, 512, 1, 512, "discrete") != "matmul_small"   # a GPU keeps its tile
     monkeypatch.setattr(kapi, "TILE_POLICY", "gpu")
-    assert kn.variant_for(vkml.float32, 32, 128, 1, 10, "cpu") == "matmul"        # the suite's policy: the GPU's choice
+    assert kn.variant_for(vkml.float32, 32, 128, 1, 10, "cpu") == "matmul32x64"   # the suite's policy: the GPU's choice
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float16, np.float64])

@@ -82,7 +82,8 @@ def test_matmul(bmkn, dtype):
     check_sum(lambda a, b: apply(Op.MATMUL, a, b), [rnd(B, M, K, dtype=dtype), rnd(B, K, N, dtype=dtype)], K)
 
 
-@pytest.mark.parametrize("variant", ["matmul_small", "matmul", "matmul128x64", "matmul64x128", "matmul128"])
+@pytest.mark.parametrize("variant", ["matmul_small", "matmul", "matmul128x64", "matmul64x128", "matmul128", "matmul16x64",
+                                     "matmul32x64"])
 def test_matmul_each_variant(variant, monkeypatch):
     "Every tile variant on ragged sizes (forced), each also with K split over its z grid."
     import vkml.backends.vulkan.kernels_nn as kn
@@ -173,6 +174,9 @@ def test_matmul_tile_choice():
     assert kn.matmul_variant(1024, 1024, 1) == "matmul128x64"      # 64 tiles of 128x128 would leave SMs idle
     assert kn.matmul_variant(64, 16384, 1) == "matmul64x128"       # 128-row tiles would be half empty
     assert kn.matmul_variant(20, 50, 1) == "matmul_small"
+    assert kn.matmul_variant(16, 1024, 128) == "matmul16x64"        # a 16-channel convolution: 64-row tiles 3/4 empty
+    assert kn.matmul_variant(32, 256, 128) == "matmul32x64" and kn.matmul_variant(24, 144, 1, 131072) == "matmul32x64"
+    assert kn.matmul_variant(33, 4096, 8) == "matmul"
     assert kn.split_k("matmul", 64, 576, 100352, 1) > 1 and kn.split_k("matmul128", 4096, 4096, 4096, 1) == 1
 
 
@@ -538,3 +542,22 @@ def test_same_bits_twice():
     for build in graphs:
         first, second = build().numpy(), build().numpy()
         assert first.tobytes() == second.tobytes()
+
+
+@pytest.mark.parametrize("channels,tile", [(16, "16x64"), (32, "32x64")])
+def test_a_narrow_convolution_runs_on_skinny_tiles(channels, tile):
+    """A convolution of 16 or 32 output channels (ResNet-20's first two stages) took the 64x64 tile, three quarters or
+    half of it empty, forward, input gradient and weight gradient alike: it now takes the skinny tile of its rows."""
+    import vkml, vkml.nn.functional as F
+    import vkml.backends.vulkan as vkv
+    x0, w0, g0 = rnd(4, 8, 12, 12), rnd(channels, 8, 3, 3), rnd(4, channels, 12, 12)
+    out = {}
+    for dev in ("cpu", "vulkan"):
+        x = vkml.tensor(x0, device=dev, requires_grad=True); w = vkml.tensor(w0, device=dev, requires_grad=True)
+        with vkv.profile() as prof:
+            y = F.conv2d(x, w, padding=1)
+            (y * vkml.tensor(g0, device=dev)).sum().backward()
+            out[dev] = [t.numpy() for t in (y, x.grad, w.grad)]
+        if dev == "vulkan": assert f"conv{tile}_f32" in prof and f"wgrad{tile}_f32" in prof, sorted(prof)
+    for a, b, k in zip(out["vulkan"], out["cpu"], (8 * 9, channels * 9, 4 * 144)):
+        np.testing.assert_allclose(a, b, rtol=1e-5 * np.sqrt(k), atol=1e-5 * np.sqrt(k))

@@ -237,6 +237,8 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                                                                              'vkml/backends/vulkan/codegen.py'),
                                               'vkml.backends.vulkan.codegen.Program.source': ( 'codegen.html#program.source',
                                                                                                'vkml/backends/vulkan/codegen.py'),
+                                              'vkml.backends.vulkan.codegen._advance': ( 'codegen.html#_advance',
+                                                                                         'vkml/backends/vulkan/codegen.py'),
                                               'vkml.backends.vulkan.codegen._combine': ( 'codegen.html#_combine',
                                                                                          'vkml/backends/vulkan/codegen.py'),
                                               'vkml.backends.vulkan.codegen._cone': ( 'codegen.html#_cone',

@@ -14,9 +14,9 @@ from .kernels import fill_dispatch, copy_dispatch
 from types import SimpleNamespace as NS
 
 # %% auto #0
-__all__ = ['MATMUL_TILES', 'FILL_GROUPS', 'MIN_TILE_USE', 'SMALL_MAX_MN', 'SMALL_BLOCKS', 'SMALL_CPU', 'SPLIT_K_MIN',
-           'SPLIT_TILE', 'SPLIT_TILE_MIN', 'FORCE_TILE', 'COOPMAT_TILES', 'COOPMAT_MORE', 'NO_EMULATION', 'COOPMAT',
-           'F64_TILES', 'DEEP_TILES', 'DEEP', 'COL_SCRATCH_BYTES', 'IM2COL_ROWS_MAX', 'CT_LOWER_MIN_K',
+__all__ = ['MATMUL_TILES', 'SKINNY_TILES', 'FILL_GROUPS', 'MIN_TILE_USE', 'SMALL_MAX_MN', 'SMALL_BLOCKS', 'SMALL_CPU',
+           'SPLIT_K_MIN', 'SPLIT_TILE', 'SPLIT_TILE_MIN', 'FORCE_TILE', 'COOPMAT_TILES', 'COOPMAT_MORE', 'NO_EMULATION',
+           'COOPMAT', 'F64_TILES', 'DEEP_TILES', 'DEEP', 'COL_SCRATCH_BYTES', 'IM2COL_ROWS_MAX', 'CT_LOWER_MIN_K',
            'INDEX_ADD_CHUNK', 'ATTENTION_DMAX', 'ATTENTION_WG', 'ATTENTION_KERNEL', 'ATTENTION_SRCS', 'tile_dims',
            'matmul_variant', 'cpu_untiled', 'variant_for', 'split_k', 'k_chunks', 'matmul_trips', 'deepen',
            'coopmat_layout_ok', 'coopmat_variant', 'matmul_dispatch', 'matmul_kernel', 'merged_stride',
@@ -29,6 +29,7 @@ __all__ = ['MATMUL_TILES', 'FILL_GROUPS', 'MIN_TILE_USE', 'SMALL_MAX_MN', 'SMALL
 # %% ../../../nbs/26_kernels_nn.ipynb #c9c940c7
 MATMUL_TILES = {"matmul128": (128, 128, 8), "matmul128x64": (128, 64, 16), "matmul64x128": (64, 128, 16),
                 "matmul": (64, 64, 16)}   # variant -> (BM, BN, BK), most work per thread first; see shaders/variants_nn.py
+SKINNY_TILES = {"matmul16x64": (16, 64, 16), "matmul32x64": (32, 64, 16)}   # for M <= 32: 64 and 128 threads
 FILL_GROUPS = 120         # workgroups that keep every multiprocessor of a big GPU busy (H200: 132 SMs)
 MIN_TILE_USE = 0.8        # a tile shape is a candidate only if at least this share of its tiles' area is C
 SMALL_MAX_MN = 1024       # an M*N this small fills under a quarter of one 64x64 tile: use matmul_small
@@ -57,7 +58,8 @@ def tile_dims(name: str, dtype=None) -> tuple:
     "(BM, BN, BK) of a tiled or tensor-core variant (an emulated one included); of float64's tile for `dtype` float64."
     if dtype is float64: return F64_TILES[name]
     base = name.replace("_emu", "")
-    return MATMUL_TILES.get(base) or _DEEP_DIMS.get(base) or COOPMAT_TILES.get(base) or COOPMAT_MORE[base]
+    return (MATMUL_TILES.get(base) or SKINNY_TILES.get(base) or _DEEP_DIMS.get(base) or COOPMAT_TILES.get(base)
+            or COOPMAT_MORE[base])
 
 def _tiles(name, M, N, batch) -> int:
     bm, bn, _ = tile_dims(name)
@@ -76,9 +78,11 @@ def _pick(tiles: dict, M: int, N: int, batch: int, fallback: str, K: int = 0) ->
     return fallback
 
 def matmul_variant(M: int, N: int, batch: int, K: int = 0) -> str:
-    "The variant for an (M, N) output times `batch` (sums of `K` terms): the biggest tile that still gives every SM work."
+    """The variant for an (M, N) output times `batch` (sums of `K` terms): the biggest tile that still gives every SM work;
+    for at most 32 rows (where 64-row tiles would be half or three quarters empty) the skinny tile of the fewest rows."""
     if FORCE_TILE and "_cm" not in FORCE_TILE: return FORCE_TILE
     if M * N <= SMALL_MAX_MN: return "matmul_small"
+    if M <= 32: return next(name for name, (bm, _, _) in SKINNY_TILES.items() if M <= bm)
     return _pick(MATMUL_TILES, M, N, batch, "matmul", K)
 
 def cpu_untiled(device_type: str | None) -> bool:

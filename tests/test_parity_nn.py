@@ -177,6 +177,9 @@ def test_matmul_tile_choice():
     assert kn.matmul_variant(16, 1024, 128) == "matmul16x64"        # a 16-channel convolution: 64-row tiles 3/4 empty
     assert kn.matmul_variant(32, 256, 128) == "matmul32x64" and kn.matmul_variant(24, 144, 1, 131072) == "matmul32x64"
     assert kn.matmul_variant(33, 4096, 8) == "matmul"
+    # a skinny tile's workgroup has a quarter (16x64) or half (32x64) the threads: four or two times the K chunks
+    assert kn.split_k("matmul16x64", 16, 144, 1 << 20, 1) == 4 * kn.split_k("matmul", 64, 192, 1 << 20, 1) == 320
+    assert kn.split_k("matmul32x64", 32, 144, 1 << 20, 1) == 2 * kn.split_k("matmul", 64, 192, 1 << 20, 1)
     assert kn.split_k("matmul", 64, 576, 100352, 1) > 1 and kn.split_k("matmul128", 4096, 4096, 4096, 1) == 1
 
 

@@ -653,6 +653,8 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                                                                            'vkml/backends/vulkan/kernels_nn.py'),
                                                  'vkml.backends.vulkan.kernels_nn.tile_dims': ( 'kernels_nn.html#tile_dims',
                                                                                                 'vkml/backends/vulkan/kernels_nn.py'),
+                                                 'vkml.backends.vulkan.kernels_nn.tile_threads': ( 'kernels_nn.html#tile_threads',
+                                                                                                   'vkml/backends/vulkan/kernels_nn.py'),
                                                  'vkml.backends.vulkan.kernels_nn.variant_for': ( 'kernels_nn.html#variant_for',
                                                                                                   'vkml/backends/vulkan/kernels_nn.py'),
                                                  'vkml.backends.vulkan.kernels_nn.wgrad_by_images': ( 'kernels_nn.html#wgrad_by_images',

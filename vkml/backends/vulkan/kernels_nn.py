@@ -18,8 +18,8 @@ __all__ = ['MATMUL_TILES', 'SKINNY_TILES', 'FILL_GROUPS', 'MIN_TILE_USE', 'SMALL
            'SPLIT_K_MIN', 'SPLIT_TILE', 'SPLIT_TILE_MIN', 'FORCE_TILE', 'COOPMAT_TILES', 'COOPMAT_MORE', 'NO_EMULATION',
            'COOPMAT', 'F64_TILES', 'DEEP_TILES', 'DEEP', 'COL_SCRATCH_BYTES', 'IM2COL_ROWS_MAX', 'CT_LOWER_MIN_K',
            'INDEX_ADD_CHUNK', 'ATTENTION_DMAX', 'ATTENTION_WG', 'ATTENTION_KERNEL', 'ATTENTION_SRCS', 'tile_dims',
-           'matmul_variant', 'cpu_untiled', 'variant_for', 'split_k', 'k_chunks', 'matmul_trips', 'deepen',
-           'coopmat_layout_ok', 'coopmat_variant', 'matmul_dispatch', 'matmul_kernel', 'merged_stride',
+           'tile_threads', 'matmul_variant', 'cpu_untiled', 'variant_for', 'split_k', 'k_chunks', 'matmul_trips',
+           'deepen', 'coopmat_layout_ok', 'coopmat_variant', 'matmul_dispatch', 'matmul_kernel', 'merged_stride',
            'im2col_dispatch', 'im2col_kernel', 'implicit_conv', 'contiguous_copy', 'wgrad_by_images',
            'conv2d_weight_kernel', 'conv2d_kernel', 'taps', 'check_trips', 'col2im_dispatch', 'conv_transpose2d_kernel',
            'col2im_kernel', 'window_trips', 'maxpool2d_kernel', 'avgpool2d_kernel', 'maxpool2d_backward_kernel',
@@ -61,6 +61,11 @@ def tile_dims(name: str, dtype=None) -> tuple:
     return (MATMUL_TILES.get(base) or SKINNY_TILES.get(base) or _DEEP_DIMS.get(base) or COOPMAT_TILES.get(base)
             or COOPMAT_MORE[base])
 
+def tile_threads(name: str) -> int:
+    "Threads in a workgroup of tiled variant `name`: 256, or a skinny tile's (a 4 x 4 block each)."
+    dims = SKINNY_TILES.get(name.replace("_emu", ""))
+    return 256 if dims is None else dims[0] * dims[1] // 16
+
 def _tiles(name, M, N, batch) -> int:
     bm, bn, _ = tile_dims(name)
     return -(-M // bm) * -(-N // bn) * batch
@@ -99,11 +104,12 @@ def variant_for(dtype, M: int, N: int, batch: int, K: int = 0, device_type: str 
     return matmul_variant(M, N, batch, K if split else 0)
 
 def split_k(name: str, M: int, N: int, K: int, nb: int) -> int:
-    "Chunks of K for a tiled product that launches too few workgroups to fill the GPU (1: no split)."
+    """Chunks of K for a tiled product that launches too few workgroups to fill the GPU (1: no split). A skinny tile's
+    workgroups are a quarter or half of 256 threads: it takes four or two times as many to fill the same GPU."""
     if name == "matmul_small" or FORCE_TILE: return 1
-    t = _tiles(name, M, N, nb)
-    if t >= FILL_GROUPS or K < 2 * SPLIT_K_MIN: return 1
-    return min(-(-2 * FILL_GROUPS // t), K // SPLIT_K_MIN)
+    t, fill = _tiles(name, M, N, nb), FILL_GROUPS * 256 // tile_threads(name)
+    if t >= fill or K < 2 * SPLIT_K_MIN: return 1
+    return min(-(-2 * fill // t), K // SPLIT_K_MIN)
 
 def k_chunks(name: str, M: int, N: int, K: int, nb: int, dtype=float32) -> tuple:
     """(parts, kc): the chunks of K a tiled product runs in, enough to fill the GPU (`split_k`) and to keep each

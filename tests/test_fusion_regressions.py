@@ -167,3 +167,22 @@ def test_a_fused_reduction_walks_its_terms_in_every_form(shape, axes):
     k = int(np.prod([shape[a] for a in axes]))
     np.testing.assert_allclose(got, want, rtol=1e-5 * np.sqrt(k), atol=1e-6 * k)
     assert kernel_api.TILE_POLICY == "gpu"    # (the suite's: split forms run on lavapipe too)
+
+
+def test_a_recalled_plan_works_out_its_launch_words_once(monkeypatch):
+    """A fused kernel's argument words (its operands' layouts, its form) depend only on its operands' views: a kernel of
+    a recalled plan keeps them with the plan (they were worked out again every eager step, a fifth of its host time),
+    and works them out again when a view differs (a slice at another offset, same shapes, same plan)."""
+    import vkml
+    from vkml.backends.vulkan import codegen
+    x = np.random.default_rng(0).standard_normal((8, 64), dtype=np.float32)
+    t = vkml.tensor(x, device="vulkan")
+    calls = []
+    for name in ("elementwise_form", "reduce_words"):
+        f = getattr(codegen, name)
+        monkeypatch.setattr(codegen, name, lambda *a, _f=f, _n=name, **kw: calls.append(_n) or _f(*a, **kw))
+    for step, lo in enumerate((1, 1, 1, 2, 2, 1)):
+        calls.clear()
+        got = ((t[lo:lo + 4] * 2 + 1).exp().sum(1) + 1).numpy()
+        np.testing.assert_allclose(got, np.exp(x[lo:lo + 4] * 2 + 1).sum(1) + 1, rtol=1e-5)
+        if step in (1, 2, 4): assert calls == [], f"step {step}: {calls}"

@@ -386,27 +386,31 @@ class _FusedKernels:
         "A fused (or reduce) kernel: its generated shader over its operands, layout and parameters in the argument buffer."
         rt = rec.rt
         prog = codegen.describe(k)
-        r, parts = prog.desc[4], 1
+        r, parts, cpu = prog.desc[4], 1, cpu_policy(rt.dev.info.type)
         if r is not None:
             rnode = k.reduce
             kk = prod(rnode.srcs[0].shape[a] for a in rnode.arg[0])
             if -(-kk // codegen.LOCAL) > LOOP_BUDGET: return self._unfused(rec, k)   # lavapipe's loop budget
-            if not cpu_policy(rt.dev.info.type):  # a workgroup per output would leave a GPU idle: split long rows
-                parts = split_parts(kk, prod(rnode.shape))   # (a CPU's few cores are filled by a few: one kernel)
+            if not cpu: parts = split_parts(kk, prod(rnode.shape))   # a workgroup per output would leave a GPU idle:
+                                                                     # split long rows (a CPU's few cores: one kernel)
         for n in k.stores:
             if n.op is not Op.ASSIGN: n.buf = self._out(rec, n)
         if prod(prog.shape) > INT32_MAX: _too_many(k, prog.shape)    # (after the allocation: 1 TiB is out of memory first)
         bufs = [node.buf or self._source(rec, node) for _, node in prog.operands]
         if any(b.alloc.size > INT32_MAX and _span(b.view)[1] > INT32_MAX for b in bufs): _too_many(k, prog.shape)
-        views = [b.view for b in bufs]
-        if r is None:
-            words, form = codegen.elementwise_form(views, prog.shape, {i for i, (role, _) in enumerate(prog.operands) if role == "out"})
-            if form == "vec4" and not codegen.vec4_ok(prog.desc): form = "scalar"
+        views = tuple(b.view for b in bufs)
+        launch = k.memo.get("launch")     # a recalled plan's kernels see the same views step after step: their words too
+        if launch is not None and launch[0] == (views, cpu): words, form, parts = launch[1]
         else:
-            words, form = codegen.reduce_words(prog, views, k.reduce.srcs[0].shape)
-            if parts > 1:
-                chunk = -(-kk // parts); parts = -(-kk // chunk)
-                words, form = codegen.split_words(words, parts, chunk), "part"
+            if r is None:
+                words, form = codegen.elementwise_form(views, prog.shape, {i for i, (role, _) in enumerate(prog.operands) if role == "out"})
+                if form == "vec4" and not codegen.vec4_ok(prog.desc): form = "scalar"
+            else:
+                words, form = codegen.reduce_words(prog, views, k.reduce.srcs[0].shape)
+                if parts > 1:
+                    chunk = -(-kk // parts); parts = -(-kk // chunk)
+                    words, form = codegen.split_words(words, parts, chunk), "part"
+            k.memo["launch"] = ((views, cpu), (words, form, parts))
         n = words[0]
         if n == 0:
             if rt.watch or rt.failed:

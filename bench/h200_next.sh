@@ -21,6 +21,8 @@
 #       phases where an eager step's time goes (forward, backward's graph, schedule, record+submit, wait): on the H100
 #              at b73ba02 (an ad-hoc twin of bench/eager_phases.py) GPT 81.5 ms = 7.0 backward + 11.7 schedule + 21.7
 #              record + 33.3 wait; CNN-BN 15.6 ms = 1.6 + 1.3 + 7.9 + 1.5: record and submit is the host's largest part
+#       bn     BatchNorm's statistics against bandwidth beside PyTorch (bench/bn_stats.py), and GPU time per shader of an
+#              eager step of each real model (bench/step_shaders.py)
 #       memory what each real-model mode leaves in device memory and what holds it (bench/memory_modes.py); on the
 #              H100 at 8a3b6b0 every mode started and ended at 0 bytes in use (memory_modes_h100.json)
 # Results go to $OUT; copy them into bench/results/ and run `python bench/render_results.py`. On an H100 (lent when
@@ -57,6 +59,8 @@ case "$STEP" in
          echo "BK 16:"; mm; gpt bk16
          git checkout -q shaders/variants_nn.py vkml/backends/vulkan/kernels_nn.py ;;
   phases) timeout 300 python3 bench/eager_phases.py --out "$OUT/eager_phases_h200.json" ;;
+  bn)    timeout 150 python3 bench/bn_stats.py --out "$OUT/bn_stats_h200.json" 2>&1 | grep -v "^   vk"
+         timeout 200 python3 bench/step_shaders.py cnn_bn resnet20 gpt > "$OUT/step_shaders.txt" 2>&1; head -20 "$OUT/step_shaders.txt" ;;
   memory) timeout 560 python3 bench/memory_modes.py --cases cnn_bn gpt --out "$OUT/memory_modes_h200.json" ;;
   attn)  timeout 150 python3 -m pytest -q -p no:cacheprovider tests/test_attention.py tests/test_deep_tiles.py 2>&1 | tail -3
          timeout 200 python3 bench/attention.py --out "$OUT/attention_h200.json" 2>&1 | tail -6

@@ -214,6 +214,21 @@ def render() -> str:
                   "starts only once the whole step is recorded.", "",
                   table(["case", "step"] + phases,
                         [(c, f"{v['step_ms']:.1f}", *(f"{v['phases_ms'][p]:.1f}" for p in phases)) for c, v in g["cases"].items()]), ""]
+    for name, where in (("bn_stats_h200.json", "the H200"), ("bn_stats_h100.json", "the H100")):
+        g = load(name)
+        if g: s += [f"## BatchNorm's statistics against memory bandwidth on {where}", "", prov(g), "",
+                    f"GPU time (µs) of the per-channel sum over (N, H, W), of batch_norm's forward in training and of "
+                    f"forward + backward (`bench/bn_stats.py`); the sum's GB/s as a share of a copy's, measured in the "
+                    f"same process ({g['vk_copy_gbps']:,.0f} GB/s read + write, vkML; PyTorch's clone "
+                    f"{g.get('torch_copy_gbps') or 0:,.0f}).", "",
+                    table(["activation", "MiB", "sum: vkML µs", "vkML GB/s (share)", "PyTorch µs", "PyTorch GB/s (share)",
+                           "forward: vkML / PyTorch µs", "fwd + bwd: vkML / PyTorch µs"],
+                          [(" x ".join(map(str, r["shape"])), r["mb"], f"{r['vk_sum_us']:.1f}",
+                            f"{r['vk_sum_gbps']:,.0f} ({r['vk_sum_gbps'] / g['vk_copy_gbps']:.0%})",
+                            f"{r.get('torch_sum_us', 0):.1f}",
+                            f"{r.get('torch_sum_gbps', 0):,.0f} ({r.get('torch_sum_gbps', 0) / (g.get('torch_copy_gbps') or 1):.0%})",
+                            f"{r['vk_bn_fwd_us']:.1f} / {r.get('torch_bn_fwd_us', 0):.1f}",
+                            f"{r['vk_bn_fwd_bwd_us']:.1f} / {r.get('torch_bn_fwd_bwd_us', 0):.1f}") for r in g["rows"]]), ""]
     for name in ("ddp_h200x2.json", "ddp_jit_h200.json", "ddp_mpi_h200.json", "ddp_shared_h200.json",
                  "ddp_shared_overlap1_h200.json", "ddp_shared_overlap0_h200.json", "ddp_mpi_overlap1_h200.json",
                  "ddp_mpi_overlap0_h200.json"):   # two GPUs; two ranks sharing one H200, jitted; each exchange, overlapped or not

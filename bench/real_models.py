@@ -401,6 +401,7 @@ def main(argv=None):
         r["seconds"] = round(time.perf_counter() - t0, 1)
         rows.append(r)
         out.write_text(json.dumps(dict(provenance=provenance(argv), small=a.small, steps=steps, warm=warm, results=rows,
+                                       subset=bool(a.cases) and set(a.cases) != set(specs),
                                        peak_of_all_pools=True), indent=1))   # (see render_real_models: older files' peaks)
     print(f"\n{'case':<10}{'ratio':<22}{'vkML ms':>10}{'PyTorch ms':>12}{'ratio':>8}")
     for r in rows:

@@ -41,7 +41,9 @@ def render_section(d: dict) -> str:
     "The section for one real-models JSON."
     dev = d.get("provenance", {}).get("device", "")
     on = " on the H100" if "H100" in dev else ""
-    s = [f"## Real models beside PyTorch{on} (same GPU, same process)", "", _prov(d.get("provenance", {})), "",
+    cases = [r["case"] for r in d.get("results", [])]
+    only = f": {', '.join(cases)}, a later run" if d.get("subset") else ""
+    s = [f"## Real models beside PyTorch{on} (same GPU, same process){only}", "", _prov(d.get("provenance", {})), "",
          f"Training steps of whole models from the same starting weights, {d.get('steps', '?')} timed steps after "
          f"{d.get('warm', '?')} warm-up steps, each ending with the loss read on the host (`bench/real_models.py`). "
          "Ratio = PyTorch's ms ÷ vkML's (above 1: vkML is faster); peak = the largest device memory in use during the "

@@ -175,7 +175,8 @@ def render() -> str:
             s += ["What limits the kernels that miss their goal, and what was tried:", ""]
             s += [f"- {c['case']}: {next((v for key, v in KERNEL_LIMITS.items() if c['case'].startswith(key)), 'not analysed yet.')}"
                   for c in missed] + [""]
-    for name in ("real_models_h200.json", "real_models_h100.json"):   # (an H100 when no H200 was lent: its own section)
+    for name in ("real_models_h200.json", "real_models_h100.json",    # (an H100 when no H200 was lent: its own section)
+                 "real_models_cnn_h200.json", "real_models_cnn_h100.json"):   # the convolutional cases, run again later
         rm = render_real_models(RESULTS, name)
         if rm: s += [rm, ""]
     s += _vs_section(load("vs_torch_next_h100.json"), "The step path beside PyTorch on the H100, the latest run")

@@ -300,3 +300,16 @@ def test_sorting_runs_on_vulkan_as_on_the_cpu():
     got, want = vkml.tensor(x, device="vulkan").topk(5), vkml.tensor(x).topk(5)
     np.testing.assert_array_equal(got.indices.numpy(), want.indices.numpy())
     np.testing.assert_array_equal(got.values.numpy(), want.values.numpy())
+
+
+def test_linspace_past_float32s_range_agrees_with_the_cpu():
+    """linspace(1e308, 0, 2) in float32 (the fuzzer's case): its ARANGE params rounded to float32 made the end inf and
+    the step -inf, so the device computed inf + 0 * -inf = NaN where the CPU (float64, rounded once) gives [inf, 0]. Past
+    float32's range the values are now computed in float64 and cast, on every device."""
+    import vkml
+    for args in [(1e308, 0.0, 2), (1e308, 0.0, 3), (-3e38, 3e38, 2), (0.0, -1e39, 4)]:
+        want = vkml.linspace(*args).numpy()
+        got = vkml.linspace(*args, device="vulkan").numpy()
+        assert got.dtype == np.float32 and want.dtype == np.float32
+        np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(vkml.linspace(1e308, 0.0, 2).numpy(), np.float32([np.inf, 0.0]))

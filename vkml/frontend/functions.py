@@ -125,9 +125,13 @@ def linspace(start, end, steps: int, *, dtype=None, device="cpu", requires_grad=
     if steps <= 1: t = full((steps,), start, dtype=float32, device=device)
     else:
         step, half = (end - start) / (steps - 1), steps // 2
-        up = _source(Op.ARANGE, (start, step), (half,), float32, device)
-        down = _source(Op.ARANGE, (end, -step), (steps - half,), float32, device)  # from end backwards, then flipped
+        # past float32's range (an end or the step) the values are computed in float64 and rounded once, as the
+        # CPU's are: in float32 the end would be inf and inf + 0 * -inf is NaN
+        wide = float64 if builtins.max(map(builtins.abs, (start, end, step))) > float(np.finfo(np.float32).max) else float32
+        up = _source(Op.ARANGE, (start, step), (half,), wide, device)
+        down = _source(Op.ARANGE, (end, -step), (steps - half,), wide, device)  # from end backwards, then flipped
         t = apply(Op.CONCAT, up, apply(Op.SLICE, down, arg=((steps - half - 1, -1, -1),)), arg=0)
+        if wide is float64: t = apply(Op.CAST, t, shape=t.shape, dtype=float32)
     t = t if dtype is float32 else apply(Op.CAST, t, shape=t.shape, dtype=dtype)
     return t.requires_grad_() if requires_grad else t
 

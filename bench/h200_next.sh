@@ -2,8 +2,10 @@
 # What waits for the next session with the H200 (each line fits one device call of at most 600 s):
 #     . .gpu/setup.sh && VKML_COMMIT=<the commit you ran, by hand> bash bench/h200_next.sh STEP $OUT
 # (the device's copy of the checkout can report a stale `git rev-parse HEAD`: it said 249d9fa at b73ba02.)
-# Last H200 run: fc551cd (real, vs, phases, attn, memory; bench/results/*_h200.json). Since then: a split fused
-# reduction keeps its parts' programs, conv weight gradients are placed (no copy per conv): rerun phases and real.
+# Last H200 run: fc551cd (real, vs, phases, attn, memory; bench/results/*_h200.json). Since then (measured on an H100
+# only, bench/results/logs/h100_ab_2026-12-06): split fused reductions as two generated kernels, 16-byte loads for
+# BatchNorm's statistics, skinny 16x64 / 32x64 tiles for 16- and 32-channel convolutions, launch words kept with the
+# plan, and earlier the split-memo and conv-placement commits: rerun real, vs, phases and bn on the H200 first.
 # STEP: real   the real-model benchmark (GPT, BatchNorm CNN, ResNet-20; eager, jit, amp; PyTorch eager, autocast, CUDA graph)
 #       vs     the step rows beside PyTorch (MLP and CNN, jit and eager) after this session's changes
 #       gpt    the GPT demo at nanoGPT's character-model size

@@ -105,6 +105,17 @@ def _finds(n=fz.CHUNK * fz.CI_CHUNKS) -> str:
     return ""
 
 
+@pytest.fixture
+def fresh_plans():
+    """A planted bug patches an internal function: the plans remembered before it (and the launch words their kernels
+    keep) must not hide it, and the plans made under it must not outlive it (a later test would read the wrong words)."""
+    from vkml.engine import schedule
+    schedule._plans.clear()
+    yield
+    schedule._plans.clear()
+
+
+@pytest.mark.usefixtures("fresh_plans")
 def test_fuzz_finds_a_planted_wrong_stride(monkeypatch):
     "A generated kernel that reads a strided operand with two strides swapped gives wrong answers: found."
     from vkml.backends.vulkan import codegen
@@ -117,6 +128,7 @@ def test_fuzz_finds_a_planted_wrong_stride(monkeypatch):
     assert "differ" in found, found[:500]
 
 
+@pytest.mark.usefixtures("fresh_plans")
 def test_fuzz_finds_a_planted_missing_index_check(monkeypatch):
     """Indices computed on the device, checked by no one (the flags are never read): the clamped answer is found
     (as the device returning a value where the oracle raises, or, when the program's bad index lives on the

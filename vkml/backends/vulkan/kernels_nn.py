@@ -61,6 +61,7 @@ def tile_dims(name: str, dtype=None) -> tuple:
     return (MATMUL_TILES.get(base) or SKINNY_TILES.get(base) or _DEEP_DIMS.get(base) or COOPMAT_TILES.get(base)
             or COOPMAT_MORE[base])
 
+# %% ../../../nbs/26_kernels_nn.ipynb #c9c940cb
 def tile_threads(name: str) -> int:
     "Threads in a workgroup of tiled variant `name`: 256, or a skinny tile's (a 4 x 4 block each)."
     dims = SKINNY_TILES.get(name.replace("_emu", ""))

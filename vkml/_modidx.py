@@ -215,6 +215,8 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                                                                              'vkml/backends/vulkan/backend.py'),
                                               'vkml.backends.vulkan.backend._inherit': ( 'backend.html#_inherit',
                                                                                          'vkml/backends/vulkan/backend.py'),
+                                              'vkml.backends.vulkan.backend._out_bindings': ( 'backend.html#_out_bindings',
+                                                                                              'vkml/backends/vulkan/backend.py'),
                                               'vkml.backends.vulkan.backend._planned_view': ( 'backend.html#_planned_view',
                                                                                               'vkml/backends/vulkan/backend.py'),
                                               'vkml.backends.vulkan.backend._reduce_terms': ( 'backend.html#_reduce_terms',

@@ -379,6 +379,10 @@ class _Operands:
         for d in ds: rec.record(d, {})
 
 # %% ../../../nbs/27c_backend.ipynb #8696e1b5
+def _out_bindings(prog) -> tuple:
+    "The bindings a generated program writes: its outputs, first after the argument chunk."
+    return tuple(range(1, 1 + sum(1 for role, _ in prog.operands if role == "out")))
+
 class _FusedKernels:
     "Fused kernels."
 
@@ -386,13 +390,11 @@ class _FusedKernels:
         "A fused (or reduce) kernel: its generated shader over its operands, layout and parameters in the argument buffer."
         rt = rec.rt
         prog = codegen.describe(k)
-        r, parts, cpu = prog.desc[4], 1, cpu_policy(rt.dev.info.type)
+        r, cpu = prog.desc[4], cpu_policy(rt.dev.info.type)
         if r is not None:
             rnode = k.reduce
             kk = prod(rnode.srcs[0].shape[a] for a in rnode.arg[0])
             if -(-kk // codegen.LOCAL) > LOOP_BUDGET: return self._unfused(rec, k)   # lavapipe's loop budget
-            if not cpu: parts = split_parts(kk, prod(rnode.shape))   # a workgroup per output would leave a GPU idle:
-                                                                     # split long rows (a CPU's few cores: one kernel)
         for n in k.stores:
             if n.op is not Op.ASSIGN: n.buf = self._out(rec, n)
         if prod(prog.shape) > INT32_MAX: _too_many(k, prog.shape)    # (after the allocation: 1 TiB is out of memory first)
@@ -402,11 +404,14 @@ class _FusedKernels:
         launch = k.memo.get("launch")     # a recalled plan's kernels see the same views step after step: their words too
         if launch is not None and launch[0] == (views, cpu): words, form, parts = launch[1]
         else:
+            parts = 1
             if r is None:
                 words, form = codegen.elementwise_form(views, prog.shape, {i for i, (role, _) in enumerate(prog.operands) if role == "out"})
                 if form == "vec4" and not codegen.vec4_ok(prog.desc): form = "scalar"
             else:
                 words, form = codegen.reduce_words(prog, views, k.reduce.srcs[0].shape)
+                # a workgroup per output would leave a GPU idle: split long rows (a CPU's few cores: one kernel)
+                parts = 1 if cpu else split_parts(kk, prod(rnode.shape))
                 if parts > 1:
                     chunk = -(-kk // parts); parts = -(-kk // chunk)
                     words, form = codegen.split_words(words, parts, chunk), "part"
@@ -420,7 +425,7 @@ class _FusedKernels:
         threads = (n // 4 if form == "vec4" else n * codegen.LOCAL if form == "group"
                    else n * parts * codegen.LOCAL if form == "part"
                    else codegen.tile_groups(prog.shape) * codegen.LOCAL if form.startswith("tile") else n)
-        if form == "part": args, base = self._launch_split(rec, prog, words, bufs, groups_1d(threads, codegen.LOCAL))
+        if form == "part": args, base = self._launch_split(rec, prog, words, bufs, groups_1d(threads, codegen.LOCAL), parts)
         else: args, base = self._launch(rec, prog, form, words, bufs, groups_1d(threads, codegen.LOCAL))
         self._finish_assigns(k)
         return prog, args, base
@@ -449,22 +454,19 @@ class _FusedKernels:
     def _launch(rec, prog, form: str, words: tuple, bufs: list, groups: tuple) -> tuple:
         "Record generated program `prog` in `form`: its words, its dispatch."
         args, base = _FusedKernels._write_words(rec, prog, words)
-        nout = sum(1 for role, _ in prog.operands if role == "out")
-        rec.record(Dispatch(_FusedKernels._shader(rec.rt, prog, form), (args, *bufs), (base,), groups, tuple(range(1, nout + 1))), None)
+        rec.record(Dispatch(_FusedKernels._shader(rec.rt, prog, form), (args, *bufs), (base,), groups, _out_bindings(prog)), None)
         return args, base
 
-    def _launch_split(self, rec, prog, words: tuple, bufs: list, groups: tuple) -> tuple:
-        """A split reduction: 'part' writes each output's partials into scratch, 'final' folds them and runs the
+    def _launch_split(self, rec, prog, words: tuple, bufs: list, groups: tuple, parts: int) -> tuple:
+        """A split reduction: 'part' writes each output's `parts` partials into scratch, 'final' folds them and runs the
         epilogue; both read the same words (codegen's split forms)."""
         args, base = self._write_words(rec, prog, words)
-        n, parts = words[0], words[codegen.REDUCE_HEADER]
-        r = prog.desc[4]
+        n, r = words[0], prog.desc[4]
         partials = Scratch(n * parts * ACC_ITEMSIZE[prog.desc[2][r][3]])    # (the accumulator's type: f16 sums in f32)
         bound, scratch = (args, *bufs, partials), {}
         rec.record(Dispatch(self._shader(rec.rt, prog, "part"), bound, (base,), groups, (len(bound) - 1,)), scratch)
-        nout = sum(1 for role, _ in prog.operands if role == "out")
         rec.record(Dispatch(self._shader(rec.rt, prog, "final"), bound, (base,), groups_1d(n * codegen.LOCAL, codegen.LOCAL),
-                            tuple(range(1, nout + 1))), scratch)
+                            _out_bindings(prog)), scratch)
         return args, base
 
     def _finish_assigns(self, k):

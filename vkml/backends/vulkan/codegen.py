@@ -372,10 +372,10 @@ def write_reduce_glsl(desc, form: str = "group") -> str:
               "    uvec4 ext = uvec4(args[base + 2u], args[base + 3u], args[base + 4u], args[base + 5u]);",
               "    uint mask = args[base + 6u];"]
     if form == "part":
-        lines += ["    uint parts = args[base + 12u]; uint chunk = args[base + 13u];",
+        lines += [f"    uint parts = args[base + {REDUCE_HEADER}u]; uint chunk = args[base + {REDUCE_HEADER + 1}u];",
                   "    uint g = WGID; uint o = g / parts; uint tid = gl_LocalInvocationID.x;", "    if (o >= n) return;",
                   "    uint j0 = (g % parts) * chunk; uint j1 = min(k, j0 + chunk);"]
-    elif form == "final": lines += ["    uint parts = args[base + 12u];",
+    elif form == "final": lines += [f"    uint parts = args[base + {REDUCE_HEADER}u];",
                                     "    uint o = WGID; uint tid = gl_LocalInvocationID.x;", "    if (o >= n) return;"]
     elif group: lines += ["    uint o = WGID; uint tid = gl_LocalInvocationID.x;", "    if (o >= n) return;"]
     else: lines += ["    uint o = GID;", "    if (o >= n) return;"]

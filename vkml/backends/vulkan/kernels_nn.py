@@ -88,7 +88,8 @@ def matmul_variant(M: int, N: int, batch: int, K: int = 0) -> str:
     for at most 32 rows (where 64-row tiles would be half or three quarters empty) the skinny tile of the fewest rows."""
     if FORCE_TILE and "_cm" not in FORCE_TILE: return FORCE_TILE
     if M * N <= SMALL_MAX_MN: return "matmul_small"
-    if M <= 32: return next(name for name, (bm, _, _) in SKINNY_TILES.items() if M <= bm)
+    skinny = next((name for name, (bm, _, _) in SKINNY_TILES.items() if M <= bm), None)   # (the table says how few)
+    if skinny: return skinny
     return _pick(MATMUL_TILES, M, N, batch, "matmul", K)
 
 def cpu_untiled(device_type: str | None) -> bool:

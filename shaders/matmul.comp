@@ -152,6 +152,73 @@ shared FACC4 Bs[2][BK][BN / 4 + 1];
 #define LA (BM * BK / NT)   // A values each thread stages per slab
 #define LB (BK * BN / NT)   // B values
 
+#define SCALAR 0u
+#define VEC_K 1u
+#define VEC_MN 2u
+// With VEC_A and VEC_B defined: 16-byte loads. Both operands run contiguous, A along k (VEC_K: row-major) or m
+// (VEC_MN: transposed), B along n (VEC_MN: row-major) or k (VEC_K: transposed), every offset and stride a multiple
+// of 4 and the extent along each run too (the host checks: kernels_nn.vectorised), so a slab is read 4 values at a
+// time: a quarter of the load instructions and of their index arithmetic. The runs are fixed when compiling, one
+// variant per pair: chosen at run time, the branches cost the H100 more than the vectors saved (29.9 -> 27.2 TFLOP/s
+// at 4096^3, against 34.1 for the fixed pair; bench/results/logs/h100_vec_2026-12-06).
+#if defined(VEC_A)
+#if defined(IMPLICIT) || defined(T_F64) || (LA % 4 != 0) || (LB % 4 != 0)
+#error "16-byte loads are for plain products with 4-value slabs per thread"
+#endif
+#define VEC_LOADS 1
+#if defined(T_F16)
+#define TV4 f16vec4
+#else
+#define TV4 vec4
+#endif
+layout(std430, set = 0, binding = 1) readonly buffer InA4 { TV4 a4[]; };
+layout(std430, set = 0, binding = 2) readonly buffer InB4 { TV4 b4[]; };
+#endif
+
+#if defined(VEC_LOADS)
+// The 16-byte twins of the loops below: vector v = tid + l*NT of a slab, 4 values each (pa[4l .. 4l+3]).
+// Along k a slab row holds BK/4 vectors; along m (n) a k-row of the slab holds BM/4 (BN/4).
+void load_a_vec(int abase, uint m0, uint k0, uint kend, uint tid, uint mode, inout FACC pa[LA]) {
+    [[unroll]] for (uint l = 0; l < LA / 4; ++l) {
+        const uint v = tid + l * NT;
+        const uint gk = k0 + (mode == VEC_K ? 4 * (v % (BK / 4)) : v / (BM / 4));
+        const uint gm = m0 + (mode == VEC_K ? v / (BK / 4) : 4 * (v % (BM / 4)));
+        const vec4 x = (gm < p.M && gk < kend) ? vec4(a4[(abase + int(gm) * p.a_sm + int(gk) * p.a_sk) >> 2]) : vec4(0);
+        [[unroll]] for (uint u = 0; u < 4; ++u) pa[4 * l + u] = x[u];
+    }
+}
+void load_b_vec(int bbase, uint n0, uint k0, uint kend, uint tid, uint mode, inout FACC pb[LB]) {
+    [[unroll]] for (uint l = 0; l < LB / 4; ++l) {
+        const uint v = tid + l * NT;
+        const uint gk = k0 + (mode == VEC_K ? 4 * (v % (BK / 4)) : v / (BN / 4));
+        const uint gn = n0 + (mode == VEC_K ? v / (BK / 4) : 4 * (v % (BN / 4)));
+        const vec4 x = (gn < p.N && gk < kend) ? vec4(b4[(bbase + int(gk) * p.b_sk + int(gn) * p.b_sn) >> 2]) : vec4(0);
+        [[unroll]] for (uint u = 0; u < 4; ++u) pb[4 * l + u] = x[u];
+    }
+}
+// Along m (n) the 4 values are one vec4 of the k-major slab as they are; along k they go to 4 slab rows.
+void store_a_vec(uint buf, uint tid, uint mode, FACC pa[LA]) {
+    [[unroll]] for (uint l = 0; l < LA / 4; ++l) {
+        const uint v = tid + l * NT;
+        if (mode == VEC_K) {
+            const uint k = 4 * (v % (BK / 4)), m = v / (BK / 4);
+            [[unroll]] for (uint u = 0; u < 4; ++u) As[buf][k + u][m >> 2][m & 3u] = pa[4 * l + u];
+        } else
+            As[buf][v / (BM / 4)][v % (BM / 4)] = FACC4(pa[4 * l], pa[4 * l + 1], pa[4 * l + 2], pa[4 * l + 3]);
+    }
+}
+void store_b_vec(uint buf, uint tid, uint mode, FACC pb[LB]) {
+    [[unroll]] for (uint l = 0; l < LB / 4; ++l) {
+        const uint v = tid + l * NT;
+        if (mode == VEC_K) {
+            const uint k = 4 * (v % (BK / 4)), n = v / (BK / 4);
+            [[unroll]] for (uint u = 0; u < 4; ++u) Bs[buf][k + u][n >> 2][n & 3u] = pb[4 * l + u];
+        } else
+            Bs[buf][v / (BN / 4)][v % (BN / 4)] = FACC4(pb[4 * l], pb[4 * l + 1], pb[4 * l + 2], pb[4 * l + 3]);
+    }
+}
+#endif
+
 // Read the (BM x BK) slab of A and the (BK x BN) slab of B starting at k0 into registers, zero
 // outside the matrices (and past kend). Thread tid takes elements e = tid + l*NT of each slab, with
 // the index that has unit stride running fastest across threads (coalesced).
@@ -164,14 +231,18 @@ int hi16(uint v) { return int(v) >> 16; }
 #error "the implicit-GEMM fast path needs the thread count to be a multiple of BN"
 #endif
 void load_slabs(int abase, int bbase, uint m0, uint n0, uint k0, uint kend, uint tid, bool a_kfast, bool b_nfast,
-                uint poy, uint pox, out FACC pa[LA], out FACC pb[LB]) {
+                uint amode, uint bmode, uint poy, uint pox, out FACC pa[LA], out FACC pb[LB]) {
+#if defined(VEC_LOADS)
+    if (amode != SCALAR) load_a_vec(abase, m0, k0, kend, tid, amode, pa);
+    if (bmode != SCALAR) load_b_vec(bbase, n0, k0, kend, tid, bmode, pb);
+#endif
 #if defined(IMPLICIT)
     // k = tap * Cg + channel. When Cg is a multiple of BK a slab lies within one tap: its tap is
     // uniform and computed once (no division per element).
     const bool one_tap = p.Cg % BK == 0u;
     const uint rs = k0 / p.Cg;
 #endif
-    [[unroll]] for (uint l = 0; l < LA; ++l) {
+    if (amode == SCALAR) [[unroll]] for (uint l = 0; l < LA; ++l) {
         const uint e = tid + l * NT;
         const uint gk = k0 + (a_kfast ? e % BK : e / BM), gm = m0 + (a_kfast ? e / BK : e % BM);
 #if defined(WGRAD)
@@ -202,7 +273,7 @@ void load_slabs(int abase, int bbase, uint m0, uint n0, uint k0, uint kend, uint
         return;
     }
 #endif
-    [[unroll]] for (uint l = 0; l < LB; ++l) {
+    if (bmode == SCALAR) [[unroll]] for (uint l = 0; l < LB; ++l) {
         const uint e = tid + l * NT;
         const uint gk = k0 + (b_nfast ? e / BN : e % BK), gn = n0 + (b_nfast ? e % BN : e / BK);
 #if defined(IMPLICIT)
@@ -231,13 +302,17 @@ void load_slabs(int abase, int bbase, uint m0, uint n0, uint k0, uint kend, uint
     }
 }
 
-void store_slabs(uint buf, uint tid, bool a_kfast, bool b_nfast, FACC pa[LA], FACC pb[LB]) {
-    [[unroll]] for (uint l = 0; l < LA; ++l) {
+void store_slabs(uint buf, uint tid, bool a_kfast, bool b_nfast, uint amode, uint bmode, FACC pa[LA], FACC pb[LB]) {
+#if defined(VEC_LOADS)
+    if (amode != SCALAR) store_a_vec(buf, tid, amode, pa);
+    if (bmode != SCALAR) store_b_vec(buf, tid, bmode, pb);
+#endif
+    if (amode == SCALAR) [[unroll]] for (uint l = 0; l < LA; ++l) {
         const uint e = tid + l * NT;
         const uint k = a_kfast ? e % BK : e / BM, m = a_kfast ? e / BK : e % BM;
         As[buf][k][m >> 2][m & 3u] = pa[l];
     }
-    [[unroll]] for (uint l = 0; l < LB; ++l) {
+    if (bmode == SCALAR) [[unroll]] for (uint l = 0; l < LB; ++l) {
         const uint e = tid + l * NT;
         const uint k = b_nfast ? e / BN : e % BK, n = b_nfast ? e % BN : e / BK;
         Bs[buf][k][n >> 2][n & 3u] = pb[l];
@@ -257,6 +332,11 @@ void main() {
 #else
     const bool a_kfast = p.a_sk == 1 || p.a_sm != 1;
     const bool b_nfast = p.b_sn == 1 || p.b_sk != 1;
+#endif
+#if defined(VEC_LOADS)
+    const uint amode = VEC_A, bmode = VEC_B;
+#else
+    const uint amode = SCALAR, bmode = SCALAR;
 #endif
     // C in 16-byte stores: rows contiguous and 4-aligned (never f64: 32-byte vectors need an alignment a binding does not promise)
 #if defined(T_F64) && !defined(C_F32)
@@ -283,13 +363,13 @@ void main() {
 #else
             const uint poy = 0u, pox = 0u;
 #endif
-            load_slabs(abase, bbase, m0, n0, kbeg, kend, tid, a_kfast, b_nfast, poy, pox, pa, pb);
-            store_slabs(0u, tid, a_kfast, b_nfast, pa, pb);
+            load_slabs(abase, bbase, m0, n0, kbeg, kend, tid, a_kfast, b_nfast, amode, bmode, poy, pox, pa, pb);
+            store_slabs(0u, tid, a_kfast, b_nfast, amode, bmode, pa, pb);
             barrier();
             uint buf = 0u;
             for (uint k0 = kbeg; k0 < kend; k0 += BK) {
                 const bool more = k0 + BK < kend;
-                if (more) load_slabs(abase, bbase, m0, n0, k0 + BK, kend, tid, a_kfast, b_nfast, poy, pox, pa, pb);
+                if (more) load_slabs(abase, bbase, m0, n0, k0 + BK, kend, tid, a_kfast, b_nfast, amode, bmode, poy, pox, pa, pb);
                 [[unroll]] for (uint kk = 0; kk < BK; ++kk) {
                     FACC4 ar[TM / 4], br[TN / 4];
                     [[unroll]] for (uint i = 0; i < TM / 4; ++i) ar[i] = As[buf][kk][i * TY + ty];
@@ -299,7 +379,7 @@ void main() {
                             [[unroll]] for (uint j = 0; j < TN / 4; ++j)
                                 acc[i * 4 + r][j] = fma(FACC4(ar[i][r]), br[j], acc[i * 4 + r][j]);
                 }
-                if (more) store_slabs(buf ^ 1u, tid, a_kfast, b_nfast, pa, pb);
+                if (more) store_slabs(buf ^ 1u, tid, a_kfast, b_nfast, amode, bmode, pa, pb);
                 barrier();
                 buf ^= 1u;
             }

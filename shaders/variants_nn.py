@@ -23,6 +23,11 @@ MATMUL_TILES = {"matmul": (64, 64, 16, 4, 4), "matmul128x64": (128, 64, 16, 8, 4
 # 48 KiB, not lavapipe's 32 KiB; measured: bench/results/matmul_bk16_h200.json). Chosen by kernels_nn.deepen from
 # the device's maxComputeSharedMemorySize, never on lavapipe.
 MATMUL_DEEP = {"matmul128d": (128, 128, 16, 8, 8)}
+# 16-byte loads (matmul.comp with VEC_A and VEC_B): the GPU's f32 tiles, one variant per pair of runs, named
+# <tile>_v<a><b>_f32 with a in k (A row-major) or m (A transposed), b in n (B row-major) or k (B transposed).
+# kernels_nn.VEC_TILES and kernels_nn.vectorised say the same.
+VEC_TILES = ("matmul", "matmul128x64", "matmul64x128", "matmul128", "matmul128d")
+VEC_RUNS = {"k": "VEC_K", "m": "VEC_MN", "n": "VEC_MN"}
 # small products (matmul.comp with SMALL): name -> (TM, TN, WG), a TM x TN block per thread in workgroups of WG.
 # The CPU twin loads fewer words per multiply-add (lavapipe's cost; bench/results/lavapipe_small.json).
 # kernels_nn.SMALL_BLOCKS must list the same.
@@ -57,6 +62,12 @@ def _rows():
         for s in FLOAT_SFX:
             rows.append((f"{kname}_{s}", "matmul.comp",
                          {_T[s]: "1", "BM": str(bm), "BN": str(bn), "BK": str(bk), "TM": str(tm), "TN": str(tn)}))
+    for kname in VEC_TILES:
+        bm, bn, bk, tm, tn = {**MATMUL_TILES, **MATMUL_DEEP}[kname]
+        for ra in "km":
+            for rb in "nk":
+                rows.append((f"{kname}_v{ra}{rb}_f32", "matmul.comp", {"T_F32": "1", "BM": str(bm), "BN": str(bn), "BK": str(bk),
+                             "TM": str(tm), "TN": str(tn), "VEC_A": VEC_RUNS[ra], "VEC_B": VEC_RUNS[rb]}))
     # convolutions as implicit GEMM (matmul.comp with IMPLICIT): conv, conv128x64, ... per tile shape
     for kname, (bm, bn, bk, tm, tn) in {**MATMUL_TILES, **MATMUL_DEEP}.items():
         for s in FLOAT_SFX:

@@ -73,8 +73,24 @@ def test_a_big_product_agrees_with_the_cpu_on_the_kernel_this_device_takes(dtype
     out = {}
     names = ran(lambda: out.setdefault("c", (vkml.tensor(a, device=DEV) @ vkml.tensor(b, device=DEV)).numpy()))
     sfx = "f32" if dtype == "float32" else "f16"
-    assert f"matmul128{'d' if deep_here() else ''}_{sfx}" in names, names
+    vec = "_vkn" if dtype == "float32" and not K.cpu_policy(get_backend(DEV).device.info.type) else ""   # 16-byte loads: GPUs
+    assert f"matmul128{'d' if deep_here() else ''}{vec}_{sfx}" in names, names
     close(out["c"], a.astype(np.float64) @ b.astype(np.float64), 256, 1e-5 if dtype == "float32" else 1e-3)
+
+
+@pytest.mark.vulkan
+@pytest.mark.parametrize("runs", ["kn", "kk", "mn", "mk"])
+def test_each_layout_of_16_byte_loads_agrees_with_the_cpu_on_the_tile_this_device_takes(runs, monkeypatch):
+    "The big tile's twins with 16-byte loads (matmul128d_v.. where the shared memory holds it), each pair of runs."
+    monkeypatch.setattr(K, "VEC", "on")
+    rng = np.random.default_rng(2)
+    a, b = rng.standard_normal((1536, 256)).astype(np.float32), rng.standard_normal((256, 1536)).astype(np.float32)
+    ta = vkml.tensor(a if runs[0] == "k" else np.ascontiguousarray(a.T), device=DEV)
+    tb = vkml.tensor(b if runs[1] == "n" else np.ascontiguousarray(b.T), device=DEV)
+    out = {}
+    names = ran(lambda: out.setdefault("c", ((ta if runs[0] == "k" else ta.T) @ (tb if runs[1] == "n" else tb.T)).numpy()))
+    assert f"matmul128{'d' if deep_here() else ''}_v{runs}_f32" in names, names
+    close(out["c"], a.astype(np.float64) @ b.astype(np.float64), 256, 1e-5)
 
 
 def conv_grads(dev, x, w, g):

@@ -101,6 +101,44 @@ def test_matmul_each_variant(variant, monkeypatch):
                 check_sum(lambda a, b: apply(Op.MATMUL, a, b), [rnd(B, M, K, dtype=dt), rnd(B, K, N, dtype=dt)], K)
 
 
+@pytest.mark.parametrize("variant", ["matmul", "matmul128x64", "matmul64x128", "matmul128"])
+def test_matmul_16_byte_loads_each_layout(variant, monkeypatch):
+    """The twins that read a slab 4 values at a time (`<tile>_v<a><b>`, forced on here: lavapipe keeps the plain tiles),
+    on each pair of runs (A along k or m, B along n or k), batched, broadcast and with K split into chunks of 48;
+    beside them operands that miss a condition (a ragged extent, an odd offset) take the plain tile."""
+    import vkml.backends.vulkan.kernels_nn as kn
+    import vkml.backends.vulkan as vkv
+    monkeypatch.setattr(kn, "FORCE_TILE", variant)
+    monkeypatch.setattr(kn, "VEC", "on")
+    T = (0, 2, 1)
+    mm = lambda a, b: apply(Op.MATMUL, a, b)
+    cases = [  # (build, arrays, k, the runs, or "" for the plain tile)
+        (mm, [rnd(2, 68, 36), rnd(2, 36, 132)], 36, "kn"),
+        (lambda a, b: mm(perm(a, T), b), [rnd(2, 36, 68), rnd(2, 36, 132)], 36, "mn"),
+        (lambda a, b: mm(a, perm(b, T)), [rnd(2, 68, 36), rnd(2, 132, 36)], 36, "kk"),
+        (lambda a, b: mm(perm(a, T), perm(b, T)), [rnd(1, 40, 132), rnd(1, 68, 40)], 40, "mk"),
+        (lambda a, b: mm(a, expand(b, (3, 36, 68))), [rnd(3, 33, 36), rnd(1, 36, 68)], 36, "kn"),   # broadcast B, ragged M
+        (lambda a, b: mm(perm(a, T), b), [rnd(2, 36, 67), rnd(2, 36, 132)], 36, ""),                # M % 4 != 0 along A's run
+        (lambda a, b: mm(a, perm(b, T)), [rnd(1, 68, 38), rnd(1, 132, 38)], 38, ""),                # K % 4 != 0
+        (lambda a, b: mm(a[:, :, 1:], b), [rnd(1, 68, 37), rnd(1, 36, 132)], 36, ""),               # A's offset 1
+    ]
+    for dt in FLOATS:
+        for build, arrays, k, runs in cases:
+            with vkv.profile() as prof:
+                check_sum(build, [x.astype(dt) for x in arrays], k)
+            want = f"{variant}_v{runs}_f32" if runs and dt == np.float32 else f"{variant}_f"   # _f32 or _f16
+            assert any(name.startswith(want) for name in prof), (want, sorted(prof))
+    monkeypatch.setattr(kn, "FORCE_TILE", None)
+    monkeypatch.setattr(kn, "DEEP", "off")   # (a GPU would take matmul128's deeper twin: test_deep_tiles checks that one)
+    monkeypatch.setattr(kn, "matmul_variant", lambda M, N, batch, K=0: variant)
+    monkeypatch.setattr(kn, "split_k", lambda name, M, N, K, nb: -(-K // 48))   # chunks of 48: a vector never straddles two
+    for build, arrays, runs in [(mm, [rnd(1, 36, 200), rnd(1, 200, 68)], "kn"),
+                                (lambda a, b: mm(perm(a, T), perm(b, T)), [rnd(1, 200, 36), rnd(1, 68, 200)], "mk")]:
+        with vkv.profile() as prof:
+            check_sum(build, arrays, 200)
+        assert f"{variant}_v{runs}_f32" in prof and "reduce_cols_final_f32" in prof, sorted(prof)
+
+
 CM_VARIANTS = ["matmul_cm128x256s8", "matmul_cm128x128s8", "matmul_cm128x128s4", "matmul_cm64x64s4", "matmul_cm64x64s4d"]
 
 

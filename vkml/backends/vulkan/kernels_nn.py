@@ -16,15 +16,15 @@ from types import SimpleNamespace as NS
 # %% auto #0
 __all__ = ['MATMUL_TILES', 'SKINNY_TILES', 'FILL_GROUPS', 'MIN_TILE_USE', 'SMALL_MAX_MN', 'SMALL_BLOCKS', 'SMALL_CPU',
            'SPLIT_K_MIN', 'SPLIT_TILE', 'SPLIT_TILE_MIN', 'FORCE_TILE', 'COOPMAT_TILES', 'COOPMAT_MORE', 'NO_EMULATION',
-           'COOPMAT', 'F64_TILES', 'DEEP_TILES', 'DEEP', 'COL_SCRATCH_BYTES', 'IM2COL_ROWS_MAX', 'CT_LOWER_MIN_K',
-           'INDEX_ADD_CHUNK', 'ATTENTION_DMAX', 'ATTENTION_WG', 'ATTENTION_KERNEL', 'ATTENTION_SRCS', 'tile_dims',
-           'tile_threads', 'matmul_variant', 'cpu_untiled', 'variant_for', 'split_k', 'k_chunks', 'matmul_trips',
-           'deepen', 'coopmat_layout_ok', 'coopmat_variant', 'matmul_dispatch', 'matmul_kernel', 'merged_stride',
-           'im2col_dispatch', 'im2col_kernel', 'implicit_conv', 'contiguous_copy', 'wgrad_by_images',
-           'conv2d_weight_kernel', 'conv2d_kernel', 'taps', 'check_trips', 'col2im_dispatch', 'conv_transpose2d_kernel',
-           'col2im_kernel', 'window_trips', 'maxpool2d_kernel', 'avgpool2d_kernel', 'maxpool2d_backward_kernel',
-           'gather_kernel', 'index_add_kernel', 'scatter_kernel', 'check_index_kernel', 'attention_kernel',
-           'attention_backward_kernel']
+           'COOPMAT', 'F64_TILES', 'DEEP_TILES', 'DEEP', 'VEC_TILES', 'VEC', 'COL_SCRATCH_BYTES', 'IM2COL_ROWS_MAX',
+           'CT_LOWER_MIN_K', 'INDEX_ADD_CHUNK', 'ATTENTION_DMAX', 'ATTENTION_WG', 'ATTENTION_KERNEL', 'ATTENTION_SRCS',
+           'tile_dims', 'tile_threads', 'matmul_variant', 'cpu_untiled', 'variant_for', 'split_k', 'k_chunks',
+           'matmul_trips', 'deepen', 'coopmat_layout_ok', 'coopmat_variant', 'vector_runs', 'vectorised',
+           'matmul_dispatch', 'matmul_kernel', 'merged_stride', 'im2col_dispatch', 'im2col_kernel', 'implicit_conv',
+           'contiguous_copy', 'wgrad_by_images', 'conv2d_weight_kernel', 'conv2d_kernel', 'taps', 'check_trips',
+           'col2im_dispatch', 'conv_transpose2d_kernel', 'col2im_kernel', 'window_trips', 'maxpool2d_kernel',
+           'avgpool2d_kernel', 'maxpool2d_backward_kernel', 'gather_kernel', 'index_add_kernel', 'scatter_kernel',
+           'check_index_kernel', 'attention_kernel', 'attention_backward_kernel']
 
 # %% ../../../nbs/26_kernels_nn.ipynb #c9c940c7
 MATMUL_TILES = {"matmul128": (128, 128, 8), "matmul128x64": (128, 64, 16), "matmul64x128": (64, 128, 16),
@@ -189,6 +189,26 @@ def _sum_slabs(dtype, c, slabs, rows, parts, c_off, f32=False) -> Dispatch:
         return Dispatch("reduce_f32", (c, slabs), push, groups_1d(rows))
     return Dispatch(fin, (c, slabs), push, groups_1d(-(-rows // 32) * 256))
 
+# %% ../../../nbs/26_kernels_nn.ipynb #b7bf2d57
+VEC_TILES = ("matmul", "matmul128x64", "matmul64x128", "matmul128", "matmul128d")   # f32 tiles with 16-byte twins
+VEC = os.environ.get("VKML_VEC_LOADS", "auto")   # auto: on a GPU; on: on any device (the tests, on lavapipe); off: never
+
+def vector_runs(M: int, N: int, K: int, kc: int, A: tuple, B: tuple) -> str | None:
+    "The runs both operands can be read along 4 values at a time: 'k' or 'm' for A, then 'n' or 'k' for B; else None."
+    (ao, a1, a2, am, ak), (bo, b1, b2, bk, bn) = A, B
+    fours = lambda *v: all(x % 4 == 0 for x in v)
+    k4 = K % 4 == 0 and kc % 4 == 0   # split K's chunks (kc terms) start at multiples of 4 too
+    ra = "k" if ak == 1 and k4 and fours(ao, a1, a2, am) else "m" if am == 1 and M % 4 == 0 and fours(ao, a1, a2, ak) else ""
+    rb = "n" if bn == 1 and N % 4 == 0 and fours(bo, b1, b2, bk) else "k" if bk == 1 and k4 and fours(bo, b1, b2, bn) else ""
+    return ra + rb if ra and rb else None
+
+def vectorised(name: str, dtype, M, N, K, kc, A, B, kind) -> str:
+    "`name`'s twin with 16-byte loads where both operands allow them (on a GPU unless VEC says otherwise); else `name`."
+    if dtype is not float32 or name not in VEC_TILES or VEC == "off" or (VEC == "auto" and cpu_policy(kind)): return name
+    runs = vector_runs(M, N, K, kc, A, B)
+    return f"{name}_v{runs}" if runs else name
+
+
 # %% ../../../nbs/26_kernels_nn.ipynb #1779da80
 def matmul_dispatch(dtype, c, a, b, M, N, K, B1, B2, A, B, C, c_f32=False) -> list:
     "The matmul dispatches; A/B/C are (offset, stride_b1, stride_b2, stride_row, stride_col) in elements."
@@ -213,7 +233,8 @@ def matmul_dispatch(dtype, c, a, b, M, N, K, B1, B2, A, B, C, c_f32=False) -> li
         bm, bn, _ = tile_dims(name, dtype)
         parts, kc = k_chunks(name, M, N, K, nb, dtype)
         groups = (min(-(-N // bn), MAX_GROUPS), min(-(-M // bm), MAX_GROUPS), min(nb * parts, MAX_GROUPS))
-        if parts == 1: return [Dispatch(f"{name}_{suffix}", (c, a, b), (M, N, K, B1, B2, *A, *B, *C, 0, 0), groups)]
+        kname = vectorised(name, dtype, M, N, K, kc if parts > 1 else 0, A, B, kind)   # the tile's shader, or its 16-byte twin
+        if parts == 1: return [Dispatch(f"{kname}_{suffix}", (c, a, b), (M, N, K, B1, B2, *A, *B, *C, 0, 0), groups)]
     # Split K: each chunk's product goes to an f32 (float64: f64) slab of a scratch buffer, then a cols reduction sums
     # the slabs of every output in a fixed order (deterministic). Tiled: one dispatch, the chunks on the
     # z grid; small: one dispatch per chunk (lavapipe's loop budget only).
@@ -222,7 +243,7 @@ def matmul_dispatch(dtype, c, a, b, M, N, K, B1, B2, A, B, C, c_f32=False) -> li
         raise BackendError(f"matmul of ({M}x{K}) @ ({K}x{N}) x {nb}: one shader invocation would loop past "
                            f"lavapipe's {LOOP_LIMIT:,} iterations; split the product along K (sum of smaller matmuls)")
     slabs = Scratch(parts * rows * (8 if dtype is float64 else 4))
-    pname = f"{name}_{sfx(dtype)}" + ("_f32" if dtype == float16 else "")   # partials in f32 (f64 for float64)
+    pname = f"{name if small else kname}_{sfx(dtype)}" + ("_f32" if dtype == float16 else "")   # partials in f32 (f64: f64)
     slab_c = (0, B2 * M * N, M * N, N, 1)
     if small:
         ds = [Dispatch(pname, (slabs, a, b), (M, N, min(kc, K - k0), B1, B2, A[0] + k0 * A[4], *A[1:],

@@ -230,11 +230,52 @@ int hi16(uint v) { return int(v) >> 16; }
 #if defined(IMPLICIT) && !defined(WGRAD) && (NT % BN != 0)
 #error "the implicit-GEMM fast path needs the thread count to be a multiple of BN"
 #endif
+#if defined(WGRAD)
+#if (NT % BK != 0)
+#error "the weight gradient's loads need the thread count to be a multiple of BK"
+#endif
+// The weight gradient's columns (channel, tap) do not move along k: each thread's LB columns of B are worked out once
+// per tile into their offset in an image (channel, and the tap's place in the window) and the tap's (row, column)
+// offset, which is what the bounds check needs; a column past N gets an offset far outside every image.
+int wg_off[LB];
+ivec2 wg_tap[LB];
+void wgrad_columns(uint n0, uint tid) {
+    const uint kk = p.N / p.Cg;   // taps per channel
+    [[unroll]] for (uint l = 0; l < LB; ++l) {
+        const uint gn = n0 + tid / BK + l * (NT / BK), ci = gn / kk, r = gn - ci * kk, i = r / p.kw, j = r - i * p.kw;
+        const int dy = int(i) * lo16(p.D), dx = int(j) * hi16(p.D);
+        wg_tap[l] = gn < p.N ? ivec2(dy, dx) : ivec2(-0x40000000);
+        wg_off[l] = int(ci) * p.b_sk + dy * p.x_sh + dx * p.b_sn;
+    }
+}
+#endif
 void load_slabs(int abase, int bbase, uint m0, uint n0, uint k0, uint kend, uint tid, bool a_kfast, bool b_nfast,
                 uint amode, uint bmode, uint poy, uint pox, out FACC pa[LA], out FACC pb[LB]) {
 #if defined(VEC_LOADS)
     if (amode != SCALAR) load_a_vec(abase, m0, k0, kend, tid, amode, pa);
     if (bmode != SCALAR) load_b_vec(bbase, n0, k0, kend, tid, bmode, pb);
+#endif
+#if defined(WGRAD)
+    {
+        // k = (image n, output pixel px). NT is a multiple of BK, so this thread's k is the same for every l of both
+        // slabs: one division into (n, px) and one into (oy, ox) per slab, and along l only rows of g or columns move.
+        const uint gk = k0 + tid % BK, n = gk / p.L, px = gk - n * p.L, oy = px / p.OW, ox = px - oy * p.OW;
+        const bool kin = gk < kend;
+        [[unroll]] for (uint l = 0; l < LA; ++l) {   // A is the output gradient g: row = output channel
+            const uint gm = m0 + tid / BK + l * (NT / BK);
+            pa[l] = (kin && gm < p.M) ? FACC(a[abase + int(gm) * p.a_sm + int(n) * p.a_sc + int(px) * p.a_sk]) : FACC(0);
+        }
+        // B: image n's window element of each column, zero outside the image
+        const int iy0 = int(oy) * lo16(p.S) - lo16(p.P), ix0 = int(ox) * hi16(p.S) - hi16(p.P);
+        const int pix = bbase + int(n) * p.b_sb1 + iy0 * p.x_sh + ix0 * p.b_sn;
+        [[unroll]] for (uint l = 0; l < LB; ++l) {
+            const int iy = iy0 + wg_tap[l].x, ix = ix0 + wg_tap[l].y;
+            FACC v = FACC(0);
+            if (kin && uint(iy) < (p.HW & 0xffffu) && uint(ix) < (p.HW >> 16)) v = FACC(b[pix + wg_off[l]]);
+            pb[l] = v;
+        }
+        return;
+    }
 #endif
 #if defined(IMPLICIT)
     // k = tap * Cg + channel. When Cg is a multiple of BK a slab lies within one tap: its tap is
@@ -245,11 +286,7 @@ void load_slabs(int abase, int bbase, uint m0, uint n0, uint k0, uint kend, uint
     if (amode == SCALAR) [[unroll]] for (uint l = 0; l < LA; ++l) {
         const uint e = tid + l * NT;
         const uint gk = k0 + (a_kfast ? e % BK : e / BM), gm = m0 + (a_kfast ? e / BK : e % BM);
-#if defined(WGRAD)
-        // A is the output gradient g: row = output channel, k = (image, pixel)
-        const uint n = gk / p.L, px = gk - n * p.L;
-        pa[l] = (gm < p.M && gk < kend) ? FACC(a[abase + int(gm) * p.a_sm + int(n) * p.a_sc + int(px) * p.a_sk]) : FACC(0);
-#elif defined(IMPLICIT)
+#if defined(IMPLICIT)
         const uint r = one_tap ? rs : gk / p.Cg, ci = gk - r * p.Cg;
         pa[l] = (gm < p.M && gk < kend) ? FACC(a[abase + int(gm) * p.a_sm + int(r) * p.a_sk + int(ci) * p.a_sc]) : FACC(0);
 #else
@@ -280,20 +317,12 @@ void load_slabs(int abase, int bbase, uint m0, uint n0, uint k0, uint kend, uint
         // the window element (channel ci, tap (i, j)) of output pixel (oy, ox): zero outside the image
         FACC v = FACC(0);
         if (gn < p.N && gk < kend) {
-#if defined(WGRAD)
-            // k = (image n, output pixel), column = (channel, tap) as the weight is laid out: image n's window element
-            const uint kk = p.N / p.Cg, n = gk / p.L, px = gk - n * p.L, ci = gn / kk, r = gn - ci * kk, i = r / p.kw, j = r - i * p.kw;
-            const uint oy = px / p.OW, ox = px - oy * p.OW;
-            const int img = int(n) * p.b_sb1;
-#else
             const uint r = one_tap ? rs : gk / p.Cg, ci = gk - r * p.Cg, i = r / p.kw, j = r - i * p.kw;
             const uint oy = gn / p.OW, ox = gn - oy * p.OW;
-            const int img = 0;
-#endif
             const int iy = int(oy) * lo16(p.S) - lo16(p.P) + int(i) * lo16(p.D);
             const int ix = int(ox) * hi16(p.S) - hi16(p.P) + int(j) * hi16(p.D);
             if (iy >= 0 && iy < int(p.HW & 0xffffu) && ix >= 0 && ix < int(p.HW >> 16))
-                v = FACC(b[bbase + img + int(ci) * p.b_sk + iy * p.x_sh + ix * p.b_sn]);
+                v = FACC(b[bbase + int(ci) * p.b_sk + iy * p.x_sh + ix * p.b_sn]);
         }
         pb[l] = v;
 #else
@@ -362,6 +391,9 @@ void main() {
             const uint pgn = n0 + tid % BN, poy = pgn / p.OW, pox = pgn - poy * p.OW;
 #else
             const uint poy = 0u, pox = 0u;
+#endif
+#if defined(WGRAD)
+            wgrad_columns(n0, tid);
 #endif
             load_slabs(abase, bbase, m0, n0, kbeg, kend, tid, a_kfast, b_nfast, amode, bmode, poy, pox, pa, pb);
             store_slabs(0u, tid, a_kfast, b_nfast, amode, bmode, pa, pb);

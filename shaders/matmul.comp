@@ -230,10 +230,10 @@ int hi16(uint v) { return int(v) >> 16; }
 #if defined(IMPLICIT) && !defined(WGRAD) && (NT % BN != 0)
 #error "the implicit-GEMM fast path needs the thread count to be a multiple of BN"
 #endif
-#if defined(WGRAD)
-#if (NT % BK != 0)
-#error "the weight gradient's loads need the thread count to be a multiple of BK"
+#if defined(IMPLICIT) && (NT % BK != 0)
+#error "the convolutions' loads need the thread count to be a multiple of BK"
 #endif
+#if defined(WGRAD)
 // The weight gradient's columns (channel, tap) do not move along k: each thread's LB columns of B are worked out once
 // per tile into their offset in an image (channel, and the tap's place in the window) and the tap's (row, column)
 // offset, which is what the bounds check needs; a column past N gets an offset far outside every image.
@@ -282,6 +282,18 @@ void load_slabs(int abase, int bbase, uint m0, uint n0, uint k0, uint kend, uint
     // uniform and computed once (no division per element).
     const bool one_tap = p.Cg % BK == 0u;
     const uint rs = k0 / p.Cg;
+#endif
+#if defined(IMPLICIT) && !defined(WGRAD)
+    if (a_kfast) {
+        // the weights (k runs fastest across threads): NT is a multiple of BK, so this thread's k, and with it the
+        // tap and channel, is the same for every l: one division a slab (at most), not one a value
+        const uint gk = k0 + tid % BK, r = one_tap ? rs : gk / p.Cg, ci = gk - r * p.Cg;
+        const int koff = int(r) * p.a_sk + int(ci) * p.a_sc;
+        [[unroll]] for (uint l = 0; l < LA; ++l) {
+            const uint gm = m0 + tid / BK + l * (NT / BK);
+            pa[l] = (gm < p.M && gk < kend) ? FACC(a[abase + int(gm) * p.a_sm + koff]) : FACC(0);
+        }
+    } else
 #endif
     if (amode == SCALAR) [[unroll]] for (uint l = 0; l < LA; ++l) {
         const uint e = tid + l * NT;

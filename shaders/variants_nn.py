@@ -39,10 +39,15 @@ SMALL_BLOCKS = {"matmul_small": (4, 4, 64), "matmul_small_cpu": (8, 16, 8)}
 # GLSL (compiled by glslc), which lavapipe runs in the tests. Shared memory: at most 30 KiB.
 # A trailing "d": double-buffered slabs (DBUF); the 128x128 one needs 40 KiB, more than lavapipe's 32, so it
 # has no emulated twin: its indexing is the 64x64 one's, which lavapipe runs.
+# Each tile ships in four layouts, <name>_v<a><b>_<sfx> (a: k, A row-major, or m, transposed; b: n, B row-major, or k,
+# transposed), fixed when compiling. "k64": slabs 64 deep (36 KiB, not lavapipe's 32: no emulated twin; the 64x64 "k64"
+# twin runs the same indexing there).
 COOPMAT_TILES = {"matmul_cm128x256s8": (128, 256, 32, 2, 4), "matmul_cm128x128s8": (128, 128, 32, 2, 4),
+                 "matmul_cm128x128s8k64": (128, 128, 64, 2, 4), "matmul_cm64x64s4k64": (64, 64, 64, 2, 2),
                  "matmul_cm128x128s4": (128, 128, 32, 2, 2), "matmul_cm64x64s4": (64, 64, 32, 2, 2),
                  "matmul_cm128x128s8d": (128, 128, 32, 2, 4), "matmul_cm64x64s4d": (64, 64, 32, 2, 2)}
-NO_EMULATION = {"matmul_cm128x128s8d"}
+NO_EMULATION = {"matmul_cm128x128s8d", "matmul_cm128x128s8k64"}
+CM_LAYOUTS = {"kn": ("0", "0"), "kk": ("0", "1"), "mn": ("1", "0"), "mk": ("1", "1")}   # runs -> (AT, BT)
 # fused attention (attention.comp): the kernel of each mode, and the head dims a variant holds in registers
 ATTENTION_MODES = {"ATTENTION": "fwd", "STATS": "stats", "DQ": "dq", "DK": "dk", "DV": "dv"}
 ATTENTION_DMAX = (32, 64, 128)
@@ -55,9 +60,11 @@ def _rows():
         d = {"T_F16": "1", "BM": str(bm), "BN": str(bn), "BK": str(bk), "SGM": str(sgm), "SGN": str(sgn),
              **({"DBUF": "1"} if kname.endswith("d") else {})}
         for sfx, extra in (("f16", {}), ("f16_f32", {"C_F32": "1"})):
-            rows.append((f"{kname}_{sfx}", "matmul_cm.comp", {**d, **extra, "COOPMAT": "1"}))
-            if kname not in NO_EMULATION:
-                rows.append((f"{kname}_emu_{sfx}", "matmul_cm.comp", {**d, **extra, "EMULATE": "1"}))
+            for runs, (at, bt) in CM_LAYOUTS.items():
+                lay = {"AT": at, "BT": bt}
+                rows.append((f"{kname}_v{runs}_{sfx}", "matmul_cm.comp", {**d, **extra, **lay, "COOPMAT": "1"}))
+                if kname not in NO_EMULATION:
+                    rows.append((f"{kname}_emu_v{runs}_{sfx}", "matmul_cm.comp", {**d, **extra, **lay, "EMULATE": "1"}))
     for kname, (bm, bn, bk, tm, tn) in {**MATMUL_TILES, **MATMUL_DEEP}.items():
         for s in FLOAT_SFX:
             rows.append((f"{kname}_{s}", "matmul.comp",

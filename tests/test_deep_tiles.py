@@ -118,3 +118,36 @@ def test_a_convolution_and_its_weight_gradient_agree_with_the_cpu_on_the_kernels
     ref = conv_grads("cpu", x, w, g)
     if what == "forward": close(out["vk"][0], ref[0], c * 9, 1e-5)
     else: close(out["vk"][1], ref[1], n * hw * hw, 1e-5)
+
+
+def with_coopmat(shared: int):
+    "A stand-in tensor on a device with tensor cores (f16 cooperative matrices) and `shared` bytes of shared memory."
+    return NS(alloc=NS(pool=NS(dev=NS(info=NS(limits={"maxComputeSharedMemorySize": shared}, features={"coopmat_f16": True})))))
+
+
+def test_the_tensor_core_blocks_take_slabs_64_deep_only_where_the_shared_memory_holds_them():
+    A, B = (0, 0, 0, 4096, 1), (0, 0, 0, 4096, 1)   # both row-major
+    assert K.coopmat_variant(float16, 4096, 4096, 4096, 1, A, B, with_coopmat(48 * 1024)) == "matmul_cm128x128s8k64"
+    assert K.coopmat_variant(float16, 4096, 4096, 4096, 1, A, B, with_coopmat(32 * 1024)) == "matmul_cm128x256s8"
+    assert K.coopmat_variant(float16, 256, 256, 64, 1, A, B, with_coopmat(48 * 1024)) == "matmul_cm64x64s4"
+    # the shared memory counted is matmul_cm.comp's: two slabs of max(BM (BK + PAD), BK (BM + PAD)) halves, PAD = 8
+    src = (ROOT / "shaders" / "matmul_cm.comp").read_text()
+    assert "#define PAD 8" in src and "#define ASH (max(BM * (BK + PAD), BK * (BM + PAD)) / 8)" in src
+    bm, bn, bk = K.tile_dims("matmul_cm128x128s8k64")
+    assert bm == bn and K.CM_DEEP["matmul_cm128x128s8"][1] == 2 * max(bm * (bk + 8), bk * (bm + 8)) * 2
+
+
+@pytest.mark.vulkan
+@pytest.mark.parametrize("runs", ["kn", "kk", "mn", "mk"])
+def test_a_big_f16_product_agrees_with_the_cpu_on_the_tensor_core_tile_this_device_takes(runs):
+    "Where the device has tensor cores, each layout of the 64-deep block (lavapipe: the plain f16 tile, checked the same)."
+    rng = np.random.default_rng(3)
+    a, b = rng.standard_normal((1024, 512)).astype(np.float16), rng.standard_normal((512, 1024)).astype(np.float16)
+    ta = vkml.tensor(a if runs[0] == "k" else np.ascontiguousarray(a.T), device=DEV)
+    tb = vkml.tensor(b if runs[1] == "n" else np.ascontiguousarray(b.T), device=DEV)
+    out = {}
+    names = ran(lambda: out.setdefault("c", ((ta if runs[0] == "k" else ta.T) @ (tb if runs[1] == "n" else tb.T)).numpy()))
+    info = get_backend(DEV).device.info
+    if info.features.get("coopmat_f16") and info.limits["maxComputeSharedMemorySize"] >= K.CM_DEEP["matmul_cm128x128s8"][1]:
+        assert f"matmul_cm128x128s8k64_v{runs}_f16" in names, names
+    close(out["c"], a.astype(np.float64) @ b.astype(np.float64), 512, 1e-3)

@@ -139,7 +139,8 @@ def test_matmul_16_byte_loads_each_layout(variant, monkeypatch):
         assert f"{variant}_v{runs}_f32" in prof and "reduce_cols_final_f32" in prof, sorted(prof)
 
 
-CM_VARIANTS = ["matmul_cm128x256s8", "matmul_cm128x128s8", "matmul_cm128x128s4", "matmul_cm64x64s4", "matmul_cm64x64s4d"]
+CM_VARIANTS = ["matmul_cm128x256s8", "matmul_cm128x128s8", "matmul_cm128x128s4", "matmul_cm64x64s4", "matmul_cm64x64s4d",
+               "matmul_cm64x64s4k64"]
 
 
 @pytest.mark.parametrize("variant", CM_VARIANTS)
@@ -150,21 +151,23 @@ def test_matmul_coopmat_emulated(variant, monkeypatch):
     monkeypatch.setattr(kn, "COOPMAT", "emulate")
     monkeypatch.setattr(kn, "FORCE_TILE", variant)
     f16 = np.float16
-    cases = [  # (build, arrays, k)
-        (lambda a, b: apply(Op.MATMUL, a, b), [rnd(2, 130, 48, dtype=f16), rnd(2, 48, 72, dtype=f16)], 48),          # ragged M
-        (lambda a, b: apply(Op.MATMUL, perm(a, (0, 2, 1)), b), [rnd(1, 40, 136, dtype=f16), rnd(1, 40, 24, dtype=f16)], 40),   # A m-contiguous
-        (lambda a, b: apply(Op.MATMUL, a, perm(b, (0, 2, 1))), [rnd(3, 33, 64, dtype=f16), rnd(3, 40, 64, dtype=f16)], 64),    # B k-contiguous, ragged N
-        (lambda a, b: apply(Op.MATMUL, a, expand(b, (2, 32, 40))), [rnd(2, 33, 32, dtype=f16), rnd(1, 32, 40, dtype=f16)], 32),  # broadcast B
+    T = (0, 2, 1)
+    cases = [  # (build, arrays, k, the layout twin: A's run, B's run)
+        (lambda a, b: apply(Op.MATMUL, a, b), [rnd(2, 130, 48, dtype=f16), rnd(2, 48, 72, dtype=f16)], 48, "kn"),          # ragged M
+        (lambda a, b: apply(Op.MATMUL, perm(a, T), b), [rnd(1, 40, 136, dtype=f16), rnd(1, 40, 24, dtype=f16)], 40, "mn"),   # A m-contiguous
+        (lambda a, b: apply(Op.MATMUL, a, perm(b, T)), [rnd(3, 33, 64, dtype=f16), rnd(3, 40, 64, dtype=f16)], 64, "kk"),    # B k-contiguous, ragged N
+        (lambda a, b: apply(Op.MATMUL, perm(a, T), perm(b, T)), [rnd(1, 64, 40, dtype=f16), rnd(1, 72, 64, dtype=f16)], 64, "mk"),  # both
+        (lambda a, b: apply(Op.MATMUL, a, expand(b, (2, 32, 40))), [rnd(2, 33, 32, dtype=f16), rnd(1, 32, 40, dtype=f16)], 32, "kn"),  # broadcast B
     ]
-    for build, arrays, k in cases:
+    for build, arrays, k, runs in cases:
         with vkv.profile() as prof: check_sum(build, arrays, k)
-        assert f"{variant}_emu_f16" in prof, sorted(prof)
+        assert f"{variant}_emu_v{runs}_f16" in prof, sorted(prof)
     if variant != "matmul_cm64x64s4": return   # (one block shape is enough for the split: it only moves C)
     # split K on the z grid (chunks of 32 terms: one slab each), partials in f32
     monkeypatch.setattr(kn, "split_k", lambda name, M, N, K, nb: 3)
     with vkv.profile() as prof:
         check_sum(lambda a, b: apply(Op.MATMUL, a, b), [rnd(1, 50, 96, dtype=f16), rnd(1, 96, 40, dtype=f16)], 96)
-    assert f"{variant}_emu_f16_f32" in prof and "reduce_cols_final_f16" in prof, sorted(prof)
+    assert f"{variant}_emu_vkn_f16_f32" in prof and "reduce_cols_final_f16" in prof, sorted(prof)
 
 
 def test_matmul_f16_tensor_cores_where_the_device_has_them():
@@ -202,7 +205,7 @@ def test_coopmat_layout_fallback(monkeypatch):
     with vkv.profile() as prof:   # f16 conv_transpose2d, lowered: its columns (f32) from the tensor-core kernel
         x, w = rnd(2, 16, 8, 8, dtype=np.float16), rnd(16, 8, 3, 3, dtype=np.float16)
         check_sum(lambda x, w: apply(Op.CONV_TRANSPOSE2D, x, w, arg=((1, 1), (1, 1), (0, 0), (1, 1), 1)), [x, w], 16 * 9)
-    assert any("_cm" in n and n.endswith("_emu_f16_f32") for n in prof), sorted(prof)
+    assert any("_cm" in n and "_emu_v" in n and n.endswith("_f16_f32") for n in prof), sorted(prof)
 
 
 def test_matmul_tile_choice():

@@ -16,10 +16,10 @@ from types import SimpleNamespace as NS
 # %% auto #0
 __all__ = ['MATMUL_TILES', 'SKINNY_TILES', 'FILL_GROUPS', 'MIN_TILE_USE', 'SMALL_MAX_MN', 'SMALL_BLOCKS', 'SMALL_CPU',
            'SPLIT_K_MIN', 'SPLIT_TILE', 'SPLIT_TILE_MIN', 'FORCE_TILE', 'COOPMAT_TILES', 'COOPMAT_MORE', 'NO_EMULATION',
-           'COOPMAT', 'F64_TILES', 'DEEP_TILES', 'DEEP', 'VEC_TILES', 'VEC', 'COL_SCRATCH_BYTES', 'IM2COL_ROWS_MAX',
-           'CT_LOWER_MIN_K', 'INDEX_ADD_CHUNK', 'ATTENTION_DMAX', 'ATTENTION_WG', 'ATTENTION_KERNEL', 'ATTENTION_SRCS',
-           'tile_dims', 'tile_threads', 'matmul_variant', 'cpu_untiled', 'variant_for', 'split_k', 'k_chunks',
-           'matmul_trips', 'deepen', 'coopmat_layout_ok', 'coopmat_variant', 'vector_runs', 'vectorised',
+           'CM_DEEP', 'COOPMAT', 'F64_TILES', 'DEEP_TILES', 'DEEP', 'VEC_TILES', 'VEC', 'COL_SCRATCH_BYTES',
+           'IM2COL_ROWS_MAX', 'CT_LOWER_MIN_K', 'INDEX_ADD_CHUNK', 'ATTENTION_DMAX', 'ATTENTION_WG', 'ATTENTION_KERNEL',
+           'ATTENTION_SRCS', 'tile_dims', 'tile_threads', 'matmul_variant', 'cpu_untiled', 'variant_for', 'split_k',
+           'k_chunks', 'matmul_trips', 'deepen', 'coopmat_layout_ok', 'coopmat_variant', 'vector_runs', 'vectorised',
            'matmul_dispatch', 'matmul_kernel', 'merged_stride', 'im2col_dispatch', 'im2col_kernel', 'implicit_conv',
            'contiguous_copy', 'wgrad_by_images', 'conv2d_weight_kernel', 'conv2d_kernel', 'taps', 'check_trips',
            'col2im_dispatch', 'conv_transpose2d_kernel', 'col2im_kernel', 'window_trips', 'maxpool2d_kernel',
@@ -42,8 +42,13 @@ FORCE_TILE = None         # a variant name to use whatever the sizes (benchmarks
 COOPMAT_TILES = {"matmul_cm128x256s8": (128, 256, 32), "matmul_cm128x128s8": (128, 128, 32),
                  "matmul_cm64x64s4": (64, 64, 32)}   # tensor-core variants (f16), biggest first; see shaders/variants_nn.py
 COOPMAT_MORE = {"matmul_cm128x128s4": (128, 128, 32), "matmul_cm128x128s8d": (128, 128, 32),
-                "matmul_cm64x64s4d": (64, 64, 32)}   # built and tested, not chosen by default (benchmarks force them)
-NO_EMULATION = {"matmul_cm128x128s8d"}   # too much shared memory for lavapipe: no emulated twin
+                "matmul_cm64x64s4d": (64, 64, 32), "matmul_cm128x128s8k64": (128, 128, 64),
+                "matmul_cm64x64s4k64": (64, 64, 64)}   # built and tested, not chosen by default (benchmarks force them)
+NO_EMULATION = {"matmul_cm128x128s8d", "matmul_cm128x128s8k64"}   # too much shared memory for lavapipe: no emulated twin
+# A tensor-core tile -> the twin with slabs 64 deep and the shared memory it takes (bytes), where a device has it: on an
+# H100 at 4096^3 128x128 blocks 64 deep ran at 234 TFLOP/s, 128x256 32 deep at 225, 128x128 32 deep at 186
+_K64 = ("matmul_cm128x128s8k64", 2 * 128 * (64 + 8) * 2)
+CM_DEEP = {"matmul_cm128x256s8": _K64, "matmul_cm128x128s8": _K64}
 COOPMAT = os.environ.get("VKML_COOPMAT", "auto")   # auto: where the device has them; off; emulate: the emulated kernels anywhere
 
 F64_TILES = {"matmul": (64, 64, 8)}   # float64's one tile: slabs of 8 doubles (shared memory)
@@ -166,6 +171,9 @@ def coopmat_variant(dtype, M, N, K, nb, A, B, *ts):
     if mode != "emulate" and not _features(*ts).get("coopmat_f16"): return None
     if not coopmat_layout_ok(M, N, K, A, B): return None
     name = FORCE_TILE if FORCE_TILE and "_cm" in FORCE_TILE else _pick(COOPMAT_TILES, M, N, nb, "matmul_cm64x64s4")
+    deep = CM_DEEP.get(name)
+    if deep and mode != "emulate" and not FORCE_TILE and _limits(*ts).get("maxComputeSharedMemorySize", 0) >= deep[1]:
+        name = deep[0]
     if mode == "emulate":   # lavapipe runs the emulation one multiply-add a loop trip: short products only
         bm, bn, _ = tile_dims(name)
         frags = bm * bn // 256 // (4 if "s4" in name else 8)    # 16x16 fragments per subgroup
@@ -203,7 +211,9 @@ def vector_runs(M: int, N: int, K: int, kc: int, A: tuple, B: tuple) -> str | No
     return ra + rb if ra and rb else None
 
 def vectorised(name: str, dtype, M, N, K, kc, A, B, kind) -> str:
-    "`name`'s twin with 16-byte loads where both operands allow them (on a GPU unless VEC says otherwise); else `name`."
+    """`name`'s twin with 16-byte loads where both operands allow them (on a GPU unless VEC says otherwise); else `name`.
+    A tensor-core tile always has one: its layout twin (its loads are 16-byte vectors whatever the layout)."""
+    if "_cm" in name: return f"{name}_v{'m' if A[4] != 1 else 'k'}{'k' if B[4] != 1 else 'n'}"
     if dtype is not float32 or name not in VEC_TILES or VEC == "off" or (VEC == "auto" and cpu_policy(kind)): return name
     runs = vector_runs(M, N, K, kc, A, B)
     return f"{name}_v{runs}" if runs else name

@@ -5,7 +5,11 @@
 # Last H200 run: fc551cd (real, vs, phases, attn, memory; bench/results/*_h200.json). Since then (measured on an H100
 # only, bench/results/logs/h100_ab_2026-12-06): split fused reductions as two generated kernels, 16-byte loads for
 # BatchNorm's statistics, skinny 16x64 / 32x64 tiles for 16- and 32-channel convolutions, launch words kept with the
-# plan, and earlier the split-memo and conv-placement commits: rerun real, vs, phases and bn on the H200 first.
+# plan, and earlier the split-memo and conv-placement commits; then (H100 logs: h100_vec_2026-12-06, h100_wgrad_2026-12-06)
+# 16-byte loads for f32 products (<tile>_v<a><b> twins), the weight gradient's and the convolution's loads with their
+# divisions hoisted, and tensor-core tiles with the layout fixed when compiling plus a 64-deep 128x128 block:
+# rerun real, vs, phases, bn and `tests/test_deep_tiles.py` (its tensor-core layouts: the H100 run ended before the
+# fixed test could run) on the H200 first.
 # STEP: real   the real-model benchmark (GPT, BatchNorm CNN, ResNet-20; eager, jit, amp; PyTorch eager, autocast, CUDA graph)
 #       vs     the step rows beside PyTorch (MLP and CNN, jit and eager) after this session's changes
 #       gpt    the GPT demo at nanoGPT's character-model size

@@ -25,7 +25,8 @@ def _prov(p):
     if p.get("driver"): bits.append(p["driver"])
     if p.get("torch"): bits.append(f"PyTorch {p['torch']} on {p.get('torch_device') or '?'}")
     if p.get("commit"): bits.append(f"commit {p['commit']}")
-    return "; ".join(bits) + (f"  \ncommand: `{p['command']}`" if p.get("command") else "")
+    return ("; ".join(bits) + (f"  \ncommand: `{p['command']}`" if p.get("command") else "")
+            + (f"  \nnote: {p['note']}" if p.get("note") else ""))
 
 
 def _ms(m): return f"{m['ms']:.2f}" if isinstance(m, dict) and "ms" in m else ("error" if isinstance(m, dict) and "error" in m else "–")

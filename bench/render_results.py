@@ -25,7 +25,8 @@ def prov(d):
     bits = [p.get("date", "?"), p.get("device", "?")]
     if p.get("driver"): bits.append(p["driver"])
     if p.get("commit"): bits.append(f"commit {p['commit']}")
-    return "; ".join(bits) + (f"  \ncommand: `{p['command']}`" if p.get("command") else "")
+    return ("; ".join(bits) + (f"  \ncommand: `{p['command']}`" if p.get("command") else "")
+            + (f"  \nnote: {p['note']}" if p.get("note") else ""))
 
 
 def table(header, rows):
@@ -78,6 +79,12 @@ def render() -> str:
     if m:
         s += ["## Matmul", "", prov(m) if "date" in m else f"{m.get('device', '?')} (same session as the files above)  \ncommand: `python bench/bench_matmul.py --sizes 1024,4096 --reps 5`", "",
               "An earlier run: the kernel table below has the products of later code beside PyTorch's.", "",
+              table(["n", "dtype", "variant", "GPU ms", "GFLOP/s (GPU)", "GFLOP/s (wall)"],
+                    [(r["n"], r["dtype"], r["variant"], f"{r['gpu_s'] * 1e3:.2f}", f"{r['gflops_gpu']:.0f}",
+                      f"{r['gflops_wall']:.0f}") for r in m["results"]]), ""]
+    m = load("matmul_h100.json")
+    if m:   # an H100 lent for the H200: the products after the 16-byte and tensor-core layout twins
+        s += ["## Matmul on the H100, the latest kernels", "", prov(m) if "date" in m else m.get("device", "?"), "",
               table(["n", "dtype", "variant", "GPU ms", "GFLOP/s (GPU)", "GFLOP/s (wall)"],
                     [(r["n"], r["dtype"], r["variant"], f"{r['gpu_s'] * 1e3:.2f}", f"{r['gflops_gpu']:.0f}",
                       f"{r['gflops_wall']:.0f}") for r in m["results"]]), ""]

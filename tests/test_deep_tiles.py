@@ -78,19 +78,27 @@ def test_a_big_product_agrees_with_the_cpu_on_the_kernel_this_device_takes(dtype
     close(out["c"], a.astype(np.float64) @ b.astype(np.float64), 256, 1e-5 if dtype == "float32" else 1e-3)
 
 
+def product_in_layout(runs: str, dtype, seed: int):
+    """(1536 x 256) @ (256 x 1536) on the device, A stored transposed where runs[0] is 'm', B where runs[1] is 'k' (144
+    blocks of 128 x 128: fewer would idle a big GPU's multiprocessors, and 64 x 64 blocks are taken below 120).
+    Returns the shaders it ran, its result and the float64 product."""
+    rng = np.random.default_rng(seed)
+    a, b = rng.standard_normal((1536, 256)).astype(dtype), rng.standard_normal((256, 1536)).astype(dtype)
+    ta = vkml.tensor(a if runs[0] == "k" else np.ascontiguousarray(a.T), device=DEV)
+    tb = vkml.tensor(b if runs[1] == "n" else np.ascontiguousarray(b.T), device=DEV)
+    out = {}
+    names = ran(lambda: out.setdefault("c", ((ta if runs[0] == "k" else ta.T) @ (tb if runs[1] == "n" else tb.T)).numpy()))
+    return names, out["c"], a.astype(np.float64) @ b.astype(np.float64)
+
+
 @pytest.mark.vulkan
 @pytest.mark.parametrize("runs", ["kn", "kk", "mn", "mk"])
 def test_each_layout_of_16_byte_loads_agrees_with_the_cpu_on_the_tile_this_device_takes(runs, monkeypatch):
     "The big tile's twins with 16-byte loads (matmul128d_v.. where the shared memory holds it), each pair of runs."
     monkeypatch.setattr(K, "VEC", "on")
-    rng = np.random.default_rng(2)
-    a, b = rng.standard_normal((1536, 256)).astype(np.float32), rng.standard_normal((256, 1536)).astype(np.float32)
-    ta = vkml.tensor(a if runs[0] == "k" else np.ascontiguousarray(a.T), device=DEV)
-    tb = vkml.tensor(b if runs[1] == "n" else np.ascontiguousarray(b.T), device=DEV)
-    out = {}
-    names = ran(lambda: out.setdefault("c", ((ta if runs[0] == "k" else ta.T) @ (tb if runs[1] == "n" else tb.T)).numpy()))
+    names, got, want = product_in_layout(runs, np.float32, 2)
     assert f"matmul128{'d' if deep_here() else ''}_v{runs}_f32" in names, names
-    close(out["c"], a.astype(np.float64) @ b.astype(np.float64), 256, 1e-5)
+    close(got, want, 256, 1e-5)
 
 
 def conv_grads(dev, x, w, g):
@@ -141,14 +149,8 @@ def test_the_tensor_core_blocks_take_slabs_64_deep_only_where_the_shared_memory_
 @pytest.mark.parametrize("runs", ["kn", "kk", "mn", "mk"])
 def test_a_big_f16_product_agrees_with_the_cpu_on_the_tensor_core_tile_this_device_takes(runs):
     "Where the device has tensor cores, each layout of the 64-deep block (lavapipe: the plain f16 tile, checked the same)."
-    rng = np.random.default_rng(3)
-    # 144 blocks of 128 x 128 (fewer would idle a big GPU's multiprocessors: 64 x 64 blocks are taken below 120)
-    a, b = rng.standard_normal((1536, 256)).astype(np.float16), rng.standard_normal((256, 1536)).astype(np.float16)
-    ta = vkml.tensor(a if runs[0] == "k" else np.ascontiguousarray(a.T), device=DEV)
-    tb = vkml.tensor(b if runs[1] == "n" else np.ascontiguousarray(b.T), device=DEV)
-    out = {}
-    names = ran(lambda: out.setdefault("c", ((ta if runs[0] == "k" else ta.T) @ (tb if runs[1] == "n" else tb.T)).numpy()))
+    names, got, want = product_in_layout(runs, np.float16, 3)
     info = get_backend(DEV).device.info
     if info.features.get("coopmat_f16") and info.limits["maxComputeSharedMemorySize"] >= K.CM_DEEP["matmul_cm128x128s8"][1]:
         assert f"matmul_cm128x128s8k64_v{runs}_f16" in names, names
-    close(out["c"], a.astype(np.float64) @ b.astype(np.float64), 256, 1e-3)
+    close(got, want, 256, 1e-3)

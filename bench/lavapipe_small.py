@@ -1,6 +1,6 @@
 """The untiled matrix-product kernel on a CPU device (lavapipe): the GPU's 4x4 block per thread against the CPU's 8x16
-(kernels_nn.SMALL_BLOCKS), on the products of the digits demo's training step, each timed in alternation (GPU
-timestamps, median of `--reps`):
+and 16x16 (kernels_nn.SMALL_BLOCKS), on the products of the digits demo's training step, each timed in alternation (GPU
+timestamps, median of `--reps`), and the one kernels_nn.cpu_small_block chooses:
     python bench/lavapipe_small.py [--reps N] [--out bench/results/lavapipe_small.json]
 The prediction it tests: Mesa 22's lavapipe loads a buffer word by looping over the 8 lanes of a SIMD vector, some 20
 cycles a lane, so a product's time goes with the words its threads load, M*N*K*(1/TM + 1/TN) (the multiply-adds are
@@ -24,12 +24,12 @@ def words_per_mac(variant: str) -> float:
 
 def time_product(a, b, variant: str) -> float:
     "GPU time of one product on `variant` (µs)."
-    kept, kn.SMALL_CPU = kn.SMALL_CPU, variant
+    kept, kn.cpu_small_block = kn.cpu_small_block, lambda M, N, nb: variant
     try:
         with profile() as p: (a @ b).numpy()
         assert set(p) == {f"{variant}_f32"}, sorted(p)
         return p[f"{variant}_f32"]["total_us"]
-    finally: kn.SMALL_CPU = kept
+    finally: kn.cpu_small_block = kept
 
 def main(argv=None):
     ap = argparse.ArgumentParser(); ap.add_argument("--reps", type=int, default=9); ap.add_argument("--out")
@@ -42,18 +42,22 @@ def main(argv=None):
     rows = []
     for B, M, K, N, ta, tb in SHAPES:
         x, w = operand(B, M, K, ta), operand(B, K, N, tb)
-        ts = {"matmul_small": [], "matmul_small_cpu": []}
+        ts = {"matmul_small": [], "matmul_small_cpu": [], "matmul_small_cpu16": []}
         for _ in range(a.reps):
             for v in ts: ts[v].append(time_product(x, w, v))
-        gpu_us, cpu_us = (statistics.median(ts[v]) for v in ts)
+        gpu_us, cpu_us, cpu16_us = (statistics.median(ts[v]) for v in ts)
+        chosen = kn.cpu_small_block(M, N, B)
         rows.append(dict(shape=[B, M, K, N], transposed=[ta, tb], macs=B * M * K * N, block4x4_us=round(gpu_us, 1),
-                         block8x16_us=round(cpu_us, 1), speedup=round(gpu_us / cpu_us, 2)))
+                         block8x16_us=round(cpu_us, 1), speedup=round(gpu_us / cpu_us, 2), block16x16_us=round(cpu16_us, 1),
+                         chosen="16×16" if chosen == "matmul_small_cpu16" else "8×16",
+                         chosen_us=round(cpu16_us if chosen == "matmul_small_cpu16" else cpu_us, 1)))
         print(rows[-1], flush=True)
     tot = lambda k: sum(r[k] for r in rows)
     res = dict(date=datetime.date.today().isoformat(), device=devices()[default_index()].name, cpus=os.cpu_count(),
                machine=platform.machine(), load_average=os.getloadavg()[0], reps=a.reps,
                predicted_speedup=round(words_per_mac("matmul_small") / words_per_mac("matmul_small_cpu"), 2),
-               total_block4x4_us=round(tot("block4x4_us"), 1), total_block8x16_us=round(tot("block8x16_us"), 1), rows=rows)
+               total_block4x4_us=round(tot("block4x4_us"), 1), total_block8x16_us=round(tot("block8x16_us"), 1),
+               total_block16x16_us=round(tot("block16x16_us"), 1), total_chosen_us=round(tot("chosen_us"), 1), rows=rows)
     print(json.dumps({k: v for k, v in res.items() if k != "rows"}))
     if a.out: Path(a.out).write_text(json.dumps(res, indent=1) + "\n")
 

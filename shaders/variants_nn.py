@@ -31,7 +31,7 @@ VEC_RUNS = {"k": "VEC_K", "m": "VEC_MN", "n": "VEC_MN"}
 # small products (matmul.comp with SMALL): name -> (TM, TN, WG), a TM x TN block per thread in workgroups of WG.
 # The CPU twin loads fewer words per multiply-add (lavapipe's cost; bench/results/lavapipe_small.json).
 # kernels_nn.SMALL_BLOCKS must list the same.
-SMALL_BLOCKS = {"matmul_small": (4, 4, 64), "matmul_small_cpu": (8, 16, 8)}
+SMALL_BLOCKS = {"matmul_small": (4, 4, 64), "matmul_small_cpu": (8, 16, 8), "matmul_small_cpu16": (16, 16, 8)}
 
 # f16 matmul on tensor cores (matmul_cm.comp, GL_KHR_cooperative_matrix): name -> (BM, BN, BK, SGM, SGN),
 # a workgroup of SGM x SGN subgroups of 32. Compiled by glslang >= 13 (`COOPMAT` in the defines tells

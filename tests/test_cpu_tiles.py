@@ -39,31 +39,34 @@ def test_every_product_stays_untiled_on_a_cpu_device(monkeypatch):
 @pytest.mark.parametrize("dtype", [np.float32, np.float16, np.float64])
 def test_products_on_the_cpu_policy(cpu_policy, dtype):
     mm = lambda a, b: apply(Op.MATMUL, a, b)
-    with vkv.profile() as prof:
-        for B, M, K, N in [(1, 32, 10, 128), (32, 144, 32, 16), (2, 70, 300, 67)]:
+    for B, M, K, N, block in [(1, 32, 10, 128, "matmul_small_cpu"), (32, 144, 32, 16, "matmul_small_cpu16"),
+                              (2, 70, 300, 67, "matmul_small_cpu16")]:   # 16 x 16 blocks from 32 of them: 16, 288, 50
+        with vkv.profile() as prof:
             check_sum(mm, [rnd(B, M, K, dtype=dtype), rnd(B, K, N, dtype=dtype)], K)
-    assert set(n.rsplit("_", 1)[0] for n in prof if n.startswith("matmul")) == {"matmul_small_cpu"}, sorted(prof)
+        assert set(n.rsplit("_", 1)[0] for n in prof if n.startswith("matmul")) == {block}, sorted(prof)
 
 
+@pytest.mark.parametrize("block", ["matmul_small_cpu", "matmul_small_cpu16"])
 @pytest.mark.parametrize("dtype", [np.float32, np.float16, np.float64])
-def test_small_products_take_the_cpu_block(cpu_policy, dtype):
-    """On a CPU device the untiled kernel owns an 8 x 16 block per thread in workgroups of one 8-lane vector (lavapipe's
-    time goes with the words each lane loads): ragged edges, transposed operands and K split past lavapipe's loop
-    budget agree with the oracle."""
+def test_small_products_take_the_cpu_block(cpu_policy, dtype, block, monkeypatch):
+    """On a CPU device the untiled kernel owns an 8 x 16 block per thread (16 x 16 where there are enough of them: forced
+    here) in workgroups of one 8-lane vector (lavapipe's time goes with the words each lane loads): ragged edges,
+    transposed operands and K split past lavapipe's loop budget agree with the oracle."""
+    monkeypatch.setattr(kn, "SMALL_CPU_BIG_MIN", 0 if block.endswith("16") else 10**9)
     mm = lambda a, b: apply(Op.MATMUL, a, b)
     mm_t = lambda a, b: apply(Op.MATMUL, a.transpose(-1, -2), b.transpose(-1, -2))
     with vkv.profile() as prof:
         check_sum(mm, [rnd(3, 9, 5, dtype=dtype), rnd(3, 5, 17, dtype=dtype)], 5)              # ragged: 9 x 17
         check_sum(mm, [rnd(2, 1, 7, dtype=dtype), rnd(2, 7, 1, dtype=dtype)], 7)               # 1 x 1
         check_sum(mm_t, [rnd(2, 11, 8, dtype=dtype), rnd(2, 33, 11, dtype=dtype)], 11)         # both transposed
-    assert "matmul_small_cpu_" + SFX[dtype] in prof and "matmul_small_" + SFX[dtype] not in prof, sorted(prof)
+    assert f"{block}_" + SFX[dtype] in prof and "matmul_small_" + SFX[dtype] not in prof, sorted(prof)
     with vkv.profile() as prof:
         check_sum(mm, [rnd(1, 3, 70_000, dtype=dtype), rnd(1, 70_000, 5, dtype=dtype)], 70_000)   # K past the budget
-    assert any(n.startswith("matmul_small_cpu_") for n in prof) and any(n.startswith("reduce") for n in prof), sorted(prof)
+    assert any(n.startswith(f"{block}_") for n in prof) and any(n.startswith("reduce") for n in prof), sorted(prof)
     if dtype is np.float16:   # a strided transposed convolution's columns: f16 operands, an f32 result
         ct = lambda x, w: F.conv_transpose2d(x, w, stride=2)
         with vkv.profile() as prof: check_sum(ct, [rnd(2, 8, 5, 4, dtype=dtype), rnd(8, 3, 3, 3, dtype=dtype)], 8 * 9)
-        assert "matmul_small_cpu_f16_f32" in prof, sorted(prof)
+        assert f"{block}_f16_f32" in prof, sorted(prof)
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float16, np.float64])

@@ -617,6 +617,8 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                                                                                         'vkml/backends/vulkan/kernels_nn.py'),
                                                  'vkml.backends.vulkan.kernels_nn.coopmat_variant': ( 'kernels_nn.html#coopmat_variant',
                                                                                                       'vkml/backends/vulkan/kernels_nn.py'),
+                                                 'vkml.backends.vulkan.kernels_nn.cpu_small_block': ( 'kernels_nn.html#cpu_small_block',
+                                                                                                      'vkml/backends/vulkan/kernels_nn.py'),
                                                  'vkml.backends.vulkan.kernels_nn.cpu_untiled': ( 'kernels_nn.html#cpu_untiled',
                                                                                                   'vkml/backends/vulkan/kernels_nn.py'),
                                                  'vkml.backends.vulkan.kernels_nn.deepen': ( 'kernels_nn.html#deepen',

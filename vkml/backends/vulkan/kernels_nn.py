@@ -15,16 +15,17 @@ from types import SimpleNamespace as NS
 
 # %% auto #0
 __all__ = ['MATMUL_TILES', 'SKINNY_TILES', 'FILL_GROUPS', 'MIN_TILE_USE', 'SMALL_MAX_MN', 'SMALL_BLOCKS', 'SMALL_CPU',
-           'SPLIT_K_MIN', 'SPLIT_TILE', 'SPLIT_TILE_MIN', 'FORCE_TILE', 'COOPMAT_TILES', 'COOPMAT_MORE', 'NO_EMULATION',
-           'CM_DEEP', 'COOPMAT', 'F64_TILES', 'DEEP_TILES', 'DEEP', 'VEC_TILES', 'VEC', 'COL_SCRATCH_BYTES',
-           'IM2COL_ROWS_MAX', 'CT_LOWER_MIN_K', 'INDEX_ADD_CHUNK', 'ATTENTION_DMAX', 'ATTENTION_WG', 'ATTENTION_KERNEL',
-           'ATTENTION_SRCS', 'tile_dims', 'tile_threads', 'matmul_variant', 'cpu_untiled', 'variant_for', 'split_k',
-           'k_chunks', 'matmul_trips', 'deepen', 'coopmat_layout_ok', 'coopmat_variant', 'vector_runs', 'vectorised',
-           'matmul_dispatch', 'matmul_kernel', 'merged_stride', 'im2col_dispatch', 'im2col_kernel', 'implicit_conv',
-           'contiguous_copy', 'wgrad_by_images', 'conv2d_weight_kernel', 'conv2d_kernel', 'taps', 'check_trips',
-           'col2im_dispatch', 'conv_transpose2d_kernel', 'col2im_kernel', 'window_trips', 'maxpool2d_kernel',
-           'avgpool2d_kernel', 'maxpool2d_backward_kernel', 'gather_kernel', 'index_add_kernel', 'scatter_kernel',
-           'check_index_kernel', 'attention_kernel', 'attention_backward_kernel']
+           'SMALL_CPU_BIG', 'SMALL_CPU_BIG_MIN', 'SPLIT_K_MIN', 'SPLIT_TILE', 'SPLIT_TILE_MIN', 'FORCE_TILE',
+           'COOPMAT_TILES', 'COOPMAT_MORE', 'NO_EMULATION', 'CM_DEEP', 'COOPMAT', 'F64_TILES', 'DEEP_TILES', 'DEEP',
+           'VEC_TILES', 'VEC', 'COL_SCRATCH_BYTES', 'IM2COL_ROWS_MAX', 'CT_LOWER_MIN_K', 'INDEX_ADD_CHUNK',
+           'ATTENTION_DMAX', 'ATTENTION_WG', 'ATTENTION_KERNEL', 'ATTENTION_SRCS', 'tile_dims', 'tile_threads',
+           'matmul_variant', 'cpu_untiled', 'variant_for', 'split_k', 'k_chunks', 'matmul_trips', 'cpu_small_block',
+           'deepen', 'coopmat_layout_ok', 'coopmat_variant', 'vector_runs', 'vectorised', 'matmul_dispatch',
+           'matmul_kernel', 'merged_stride', 'im2col_dispatch', 'im2col_kernel', 'implicit_conv', 'contiguous_copy',
+           'wgrad_by_images', 'conv2d_weight_kernel', 'conv2d_kernel', 'taps', 'check_trips', 'col2im_dispatch',
+           'conv_transpose2d_kernel', 'col2im_kernel', 'window_trips', 'maxpool2d_kernel', 'avgpool2d_kernel',
+           'maxpool2d_backward_kernel', 'gather_kernel', 'index_add_kernel', 'scatter_kernel', 'check_index_kernel',
+           'attention_kernel', 'attention_backward_kernel']
 
 # %% ../../../nbs/26_kernels_nn.ipynb #c9c940c7
 MATMUL_TILES = {"matmul128": (128, 128, 8), "matmul128x64": (128, 64, 16), "matmul64x128": (64, 128, 16),
@@ -33,8 +34,10 @@ SKINNY_TILES = {"matmul16x64": (16, 64, 16), "matmul32x64": (32, 64, 16)}   # fo
 FILL_GROUPS = 120         # workgroups that keep every multiprocessor of a big GPU busy (H200: 132 SMs)
 MIN_TILE_USE = 0.8        # a tile shape is a candidate only if at least this share of its tiles' area is C
 SMALL_MAX_MN = 1024       # an M*N this small fills under a quarter of one 64x64 tile: use matmul_small
-SMALL_BLOCKS = {"matmul_small": (4, 4, 64), "matmul_small_cpu": (8, 16, 8)}   # (TM, TN, workgroup): see below
-SMALL_CPU = "matmul_small_cpu"   # the untiled variant a CPU device takes (bench/lavapipe_small.py compares the GPU's)
+SMALL_BLOCKS = {"matmul_small": (4, 4, 64), "matmul_small_cpu": (8, 16, 8),
+                "matmul_small_cpu16": (16, 16, 8)}   # (TM, TN, workgroup): see below
+SMALL_CPU = "matmul_small_cpu"   # the untiled variant a CPU device takes (bench/lavapipe_small.py compares the GPU's) ...
+SMALL_CPU_BIG, SMALL_CPU_BIG_MIN = "matmul_small_cpu16", 32   # ... and its 16x16 block, from this many blocks up
 SPLIT_K_MIN = 512         # split K to fill the GPU only into chunks of at least this many terms
 SPLIT_TILE, SPLIT_TILE_MIN = "matmul128", 24   # the one tile worth splitting along K, from this many tiles up (below)
 FORCE_TILE = None         # a variant name to use whatever the sizes (benchmarks compare tiles with it)
@@ -138,6 +141,13 @@ def matmul_trips(name: str, M: int, N: int, K: int, nb: int, parts: int = 1, dty
     kpart = -(-K // parts)
     return z * y * x * -(-kpart // bk) + z * (1 + y * (1 + x))
 
+# %% ../../../nbs/26_kernels_nn.ipynb #b06e209f
+def cpu_small_block(M: int, N: int, nb: int) -> str:
+    "lavapipe's untiled block for an M x N product over `nb` batches: 16x16 where that still makes SMALL_CPU_BIG_MIN blocks."
+    tm, tn, _ = SMALL_BLOCKS[SMALL_CPU_BIG]
+    return SMALL_CPU_BIG if -(-M // tm) * -(-N // tn) * nb >= SMALL_CPU_BIG_MIN else SMALL_CPU
+
+
 # %% ../../../nbs/26_kernels_nn.ipynb #62194444
 def _features(*ts) -> dict:
     "The features of the device the first bound tensor lives on ({} for stand-ins and scratch)."
@@ -225,7 +235,7 @@ def matmul_dispatch(dtype, c, a, b, M, N, K, B1, B2, A, B, C, c_f32=False) -> li
     nb = B1 * B2
     kind = device_type(c, a, b)
     name = coopmat_variant(dtype, M, N, K, nb, A, B, c, a, b) or deepen(variant_for(dtype, M, N, nb, K, kind), dtype, c, a, b)
-    if name == "matmul_small" and cpu_policy(kind): name = SMALL_CPU   # lavapipe's block
+    if name == "matmul_small" and cpu_policy(kind): name = cpu_small_block(M, N, (B2 if B1 > 1 and C[1] == 0 else nb))
     small = name in SMALL_BLOCKS
     bsum = B1 > 1 and C[1] == 0   # C's stride 0 across b1: the B1 products summed into one C (untiled kernels only)
     if bsum and (not small or K * B1 > LOOP_BUDGET):

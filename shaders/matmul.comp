@@ -152,7 +152,6 @@ shared FACC4 Bs[2][BK][BN / 4 + 1];
 #define LA (BM * BK / NT)   // A values each thread stages per slab
 #define LB (BK * BN / NT)   // B values
 
-#define SCALAR 0u
 #define VEC_K 1u
 #define VEC_MN 2u
 // With VEC_A and VEC_B defined: 16-byte loads. Both operands run contiguous, A along k (VEC_K: row-major) or m
@@ -178,39 +177,39 @@ layout(std430, set = 0, binding = 2) readonly buffer InB4 { TV4 b4[]; };
 #if defined(VEC_LOADS)
 // The 16-byte twins of the loops below: vector v = tid + l*NT of a slab, 4 values each (pa[4l .. 4l+3]).
 // Along k a slab row holds BK/4 vectors; along m (n) a k-row of the slab holds BM/4 (BN/4).
-void load_a_vec(int abase, uint m0, uint k0, uint kend, uint tid, uint mode, inout FACC pa[LA]) {
+void load_a_vec(int abase, uint m0, uint k0, uint kend, uint tid, inout FACC pa[LA]) {
     [[unroll]] for (uint l = 0; l < LA / 4; ++l) {
         const uint v = tid + l * NT;
-        const uint gk = k0 + (mode == VEC_K ? 4 * (v % (BK / 4)) : v / (BM / 4));
-        const uint gm = m0 + (mode == VEC_K ? v / (BK / 4) : 4 * (v % (BM / 4)));
+        const uint gk = k0 + (VEC_A == VEC_K ? 4 * (v % (BK / 4)) : v / (BM / 4));
+        const uint gm = m0 + (VEC_A == VEC_K ? v / (BK / 4) : 4 * (v % (BM / 4)));
         const vec4 x = (gm < p.M && gk < kend) ? vec4(a4[(abase + int(gm) * p.a_sm + int(gk) * p.a_sk) >> 2]) : vec4(0);
         [[unroll]] for (uint u = 0; u < 4; ++u) pa[4 * l + u] = x[u];
     }
 }
-void load_b_vec(int bbase, uint n0, uint k0, uint kend, uint tid, uint mode, inout FACC pb[LB]) {
+void load_b_vec(int bbase, uint n0, uint k0, uint kend, uint tid, inout FACC pb[LB]) {
     [[unroll]] for (uint l = 0; l < LB / 4; ++l) {
         const uint v = tid + l * NT;
-        const uint gk = k0 + (mode == VEC_K ? 4 * (v % (BK / 4)) : v / (BN / 4));
-        const uint gn = n0 + (mode == VEC_K ? v / (BK / 4) : 4 * (v % (BN / 4)));
+        const uint gk = k0 + (VEC_B == VEC_K ? 4 * (v % (BK / 4)) : v / (BN / 4));
+        const uint gn = n0 + (VEC_B == VEC_K ? v / (BK / 4) : 4 * (v % (BN / 4)));
         const vec4 x = (gn < p.N && gk < kend) ? vec4(b4[(bbase + int(gk) * p.b_sk + int(gn) * p.b_sn) >> 2]) : vec4(0);
         [[unroll]] for (uint u = 0; u < 4; ++u) pb[4 * l + u] = x[u];
     }
 }
 // Along m (n) the 4 values are one vec4 of the k-major slab as they are; along k they go to 4 slab rows.
-void store_a_vec(uint buf, uint tid, uint mode, FACC pa[LA]) {
+void store_a_vec(uint buf, uint tid, FACC pa[LA]) {
     [[unroll]] for (uint l = 0; l < LA / 4; ++l) {
         const uint v = tid + l * NT;
-        if (mode == VEC_K) {
+        if (VEC_A == VEC_K) {
             const uint k = 4 * (v % (BK / 4)), m = v / (BK / 4);
             [[unroll]] for (uint u = 0; u < 4; ++u) As[buf][k + u][m >> 2][m & 3u] = pa[4 * l + u];
         } else
             As[buf][v / (BM / 4)][v % (BM / 4)] = FACC4(pa[4 * l], pa[4 * l + 1], pa[4 * l + 2], pa[4 * l + 3]);
     }
 }
-void store_b_vec(uint buf, uint tid, uint mode, FACC pb[LB]) {
+void store_b_vec(uint buf, uint tid, FACC pb[LB]) {
     [[unroll]] for (uint l = 0; l < LB / 4; ++l) {
         const uint v = tid + l * NT;
-        if (mode == VEC_K) {
+        if (VEC_B == VEC_K) {
             const uint k = 4 * (v % (BK / 4)), n = v / (BK / 4);
             [[unroll]] for (uint u = 0; u < 4; ++u) Bs[buf][k + u][n >> 2][n & 3u] = pb[4 * l + u];
         } else
@@ -250,10 +249,11 @@ void wgrad_columns(uint n0, uint tid) {
 }
 #endif
 void load_slabs(int abase, int bbase, uint m0, uint n0, uint k0, uint kend, uint tid, bool a_kfast, bool b_nfast,
-                uint amode, uint bmode, uint poy, uint pox, out FACC pa[LA], out FACC pb[LB]) {
+                uint poy, uint pox, out FACC pa[LA], out FACC pb[LB]) {
 #if defined(VEC_LOADS)
-    if (amode != SCALAR) load_a_vec(abase, m0, k0, kend, tid, amode, pa);
-    if (bmode != SCALAR) load_b_vec(bbase, n0, k0, kend, tid, bmode, pb);
+    load_a_vec(abase, m0, k0, kend, tid, pa);
+    load_b_vec(bbase, n0, k0, kend, tid, pb);
+    return;
 #endif
 #if defined(WGRAD)
     {
@@ -295,7 +295,7 @@ void load_slabs(int abase, int bbase, uint m0, uint n0, uint k0, uint kend, uint
         }
     } else
 #endif
-    if (amode == SCALAR) [[unroll]] for (uint l = 0; l < LA; ++l) {
+    [[unroll]] for (uint l = 0; l < LA; ++l) {
         const uint e = tid + l * NT;
         const uint gk = k0 + (a_kfast ? e % BK : e / BM), gm = m0 + (a_kfast ? e / BK : e % BM);
 #if defined(IMPLICIT)
@@ -322,7 +322,7 @@ void load_slabs(int abase, int bbase, uint m0, uint n0, uint k0, uint kend, uint
         return;
     }
 #endif
-    if (bmode == SCALAR) [[unroll]] for (uint l = 0; l < LB; ++l) {
+    [[unroll]] for (uint l = 0; l < LB; ++l) {
         const uint e = tid + l * NT;
         const uint gk = k0 + (b_nfast ? e / BN : e % BK), gn = n0 + (b_nfast ? e % BN : e / BK);
 #if defined(IMPLICIT)
@@ -343,17 +343,18 @@ void load_slabs(int abase, int bbase, uint m0, uint n0, uint k0, uint kend, uint
     }
 }
 
-void store_slabs(uint buf, uint tid, bool a_kfast, bool b_nfast, uint amode, uint bmode, FACC pa[LA], FACC pb[LB]) {
+void store_slabs(uint buf, uint tid, bool a_kfast, bool b_nfast, FACC pa[LA], FACC pb[LB]) {
 #if defined(VEC_LOADS)
-    if (amode != SCALAR) store_a_vec(buf, tid, amode, pa);
-    if (bmode != SCALAR) store_b_vec(buf, tid, bmode, pb);
+    store_a_vec(buf, tid, pa);
+    store_b_vec(buf, tid, pb);
+    return;
 #endif
-    if (amode == SCALAR) [[unroll]] for (uint l = 0; l < LA; ++l) {
+    [[unroll]] for (uint l = 0; l < LA; ++l) {
         const uint e = tid + l * NT;
         const uint k = a_kfast ? e % BK : e / BM, m = a_kfast ? e / BK : e % BM;
         As[buf][k][m >> 2][m & 3u] = pa[l];
     }
-    if (bmode == SCALAR) [[unroll]] for (uint l = 0; l < LB; ++l) {
+    [[unroll]] for (uint l = 0; l < LB; ++l) {
         const uint e = tid + l * NT;
         const uint k = b_nfast ? e / BN : e % BK, n = b_nfast ? e % BN : e / BK;
         Bs[buf][k][n >> 2][n & 3u] = pb[l];
@@ -373,11 +374,6 @@ void main() {
 #else
     const bool a_kfast = p.a_sk == 1 || p.a_sm != 1;
     const bool b_nfast = p.b_sn == 1 || p.b_sk != 1;
-#endif
-#if defined(VEC_LOADS)
-    const uint amode = VEC_A, bmode = VEC_B;
-#else
-    const uint amode = SCALAR, bmode = SCALAR;
 #endif
     // C in 16-byte stores: rows contiguous and 4-aligned (never f64: 32-byte vectors need an alignment a binding does not promise)
 #if defined(T_F64) && !defined(C_F32)
@@ -407,13 +403,13 @@ void main() {
 #if defined(WGRAD)
             wgrad_columns(n0, tid);
 #endif
-            load_slabs(abase, bbase, m0, n0, kbeg, kend, tid, a_kfast, b_nfast, amode, bmode, poy, pox, pa, pb);
-            store_slabs(0u, tid, a_kfast, b_nfast, amode, bmode, pa, pb);
+            load_slabs(abase, bbase, m0, n0, kbeg, kend, tid, a_kfast, b_nfast, poy, pox, pa, pb);
+            store_slabs(0u, tid, a_kfast, b_nfast, pa, pb);
             barrier();
             uint buf = 0u;
             for (uint k0 = kbeg; k0 < kend; k0 += BK) {
                 const bool more = k0 + BK < kend;
-                if (more) load_slabs(abase, bbase, m0, n0, k0 + BK, kend, tid, a_kfast, b_nfast, amode, bmode, poy, pox, pa, pb);
+                if (more) load_slabs(abase, bbase, m0, n0, k0 + BK, kend, tid, a_kfast, b_nfast, poy, pox, pa, pb);
                 [[unroll]] for (uint kk = 0; kk < BK; ++kk) {
                     FACC4 ar[TM / 4], br[TN / 4];
                     [[unroll]] for (uint i = 0; i < TM / 4; ++i) ar[i] = As[buf][kk][i * TY + ty];
@@ -423,7 +419,7 @@ void main() {
                             [[unroll]] for (uint j = 0; j < TN / 4; ++j)
                                 acc[i * 4 + r][j] = fma(FACC4(ar[i][r]), br[j], acc[i * 4 + r][j]);
                 }
-                if (more) store_slabs(buf ^ 1u, tid, a_kfast, b_nfast, amode, bmode, pa, pb);
+                if (more) store_slabs(buf ^ 1u, tid, a_kfast, b_nfast, pa, pb);
                 barrier();
                 buf ^= 1u;
             }

@@ -573,6 +573,8 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                                                                                 'vkml/backends/vulkan/kernels_nn.py'),
                                                  'vkml.backends.vulkan.kernels_nn._fills': ( 'kernels_nn.html#_fills',
                                                                                              'vkml/backends/vulkan/kernels_nn.py'),
+                                                 'vkml.backends.vulkan.kernels_nn._fours': ( 'kernels_nn.html#_fours',
+                                                                                             'vkml/backends/vulkan/kernels_nn.py'),
                                                  'vkml.backends.vulkan.kernels_nn._limits': ( 'kernels_nn.html#_limits',
                                                                                               'vkml/backends/vulkan/kernels_nn.py'),
                                                  'vkml.backends.vulkan.kernels_nn._p4': ( 'kernels_nn.html#_p4',

@@ -211,13 +211,14 @@ def _sum_slabs(dtype, c, slabs, rows, parts, c_off, f32=False) -> Dispatch:
 VEC_TILES = ("matmul", "matmul128x64", "matmul64x128", "matmul128", "matmul128d")   # f32 tiles with 16-byte twins
 VEC = os.environ.get("VKML_VEC_LOADS", "auto")   # auto: on a GPU; on: on any device (the tests, on lavapipe); off: never
 
+def _fours(*v) -> bool: return all(x % 4 == 0 for x in v)
+
 def vector_runs(M: int, N: int, K: int, kc: int, A: tuple, B: tuple) -> str | None:
     "The runs both operands can be read along 4 values at a time: 'k' or 'm' for A, then 'n' or 'k' for B; else None."
     (ao, a1, a2, am, ak), (bo, b1, b2, bk, bn) = A, B
-    fours = lambda *v: all(x % 4 == 0 for x in v)
     k4 = K % 4 == 0 and kc % 4 == 0   # split K's chunks (kc terms) start at multiples of 4 too
-    ra = "k" if ak == 1 and k4 and fours(ao, a1, a2, am) else "m" if am == 1 and M % 4 == 0 and fours(ao, a1, a2, ak) else ""
-    rb = "n" if bn == 1 and N % 4 == 0 and fours(bo, b1, b2, bk) else "k" if bk == 1 and k4 and fours(bo, b1, b2, bn) else ""
+    ra = "k" if ak == 1 and k4 and _fours(ao, a1, a2, am) else "m" if am == 1 and M % 4 == 0 and _fours(ao, a1, a2, ak) else ""
+    rb = "n" if bn == 1 and N % 4 == 0 and _fours(bo, b1, b2, bk) else "k" if bk == 1 and k4 and _fours(bo, b1, b2, bn) else ""
     return ra + rb if ra and rb else None
 
 def vectorised(name: str, dtype, M, N, K, kc, A, B, kind) -> str:
@@ -235,9 +236,9 @@ def matmul_dispatch(dtype, c, a, b, M, N, K, B1, B2, A, B, C, c_f32=False) -> li
     nb = B1 * B2
     kind = device_type(c, a, b)
     name = coopmat_variant(dtype, M, N, K, nb, A, B, c, a, b) or deepen(variant_for(dtype, M, N, nb, K, kind), dtype, c, a, b)
-    if name == "matmul_small" and cpu_policy(kind): name = cpu_small_block(M, N, (B2 if B1 > 1 and C[1] == 0 else nb))
-    small = name in SMALL_BLOCKS
     bsum = B1 > 1 and C[1] == 0   # C's stride 0 across b1: the B1 products summed into one C (untiled kernels only)
+    if name == "matmul_small" and cpu_policy(kind): name = cpu_small_block(M, N, B2 if bsum else nb)   # lavapipe's block
+    small = name in SMALL_BLOCKS
     if bsum and (not small or K * B1 > LOOP_BUDGET):
         raise BackendError(f"internal error: a product summed over {B1} batches needs the untiled kernel within "
                            f"lavapipe's loop budget ({name}, {K} x {B1} terms)")

@@ -281,3 +281,80 @@ def test_the_switch_keeps_every_call_composed(monkeypatch):
     q, k, v = (vkml.tensor(a) for a in arrays((2, 4, 8), (2, 5, 8), 8)[:3])
     monkeypatch.setattr(F, "FUSED_ATTENTION", False)
     assert F.scaled_dot_product_attention(q, k, v, is_causal=True).node.op is not Op.ATTENTION
+
+
+# ---- float16 on tensor cores (attention_cm.comp): the real kernels where the device has cooperative matrices, else
+# their emulated twins (the same indexing, fragments in plain GLSL) ----
+def _tensor_cores(monkeypatch):
+    "The kernel-name prefix the f16 calls below must take: the real tensor-core kernels, or (lavapipe) their twins."
+    import vkml.backends.vulkan as vkv
+    import vkml.backends.vulkan.kernels_nn as kn
+    if vkv.devices()[vkv.default_index()].features.get("coopmat_f16"): return "attention_cm_"
+    monkeypatch.setattr(kn, "COOPMAT", "emulate")
+    return "attention_cm_emu_"
+
+
+# (q shape, k shape, Ev, causal, mask kind or None): blocks cut short, L above and below S, head dims 8 to 64, masks
+CM_CASES = [((2, 2, 80, 32), (2, 2, 80, 32), 32, True, None), ((1, 2, 70, 64), (1, 2, 45, 64), 64, False, None),
+            ((2, 40, 16), (2, 90, 16), 24, True, None), ((33, 8), (33, 8), 8, False, None),
+            ((2, 3, 20, 16), (2, 3, 33, 16), 8, False, "bool"), ((2, 40, 8), (2, 70, 8), 16, False, "float, over the batch"),
+            ((2, 2, 70, 64), (2, 2, 70, 64), 64, False, "key padding")]
+
+
+@pytest.mark.vulkan
+@pytest.mark.parametrize("qs,ks,ev,causal,kind", CM_CASES)
+def test_float16_on_tensor_cores_agrees_with_the_oracle(qs, ks, ev, causal, kind, monkeypatch):
+    from vkml.backends.vulkan import profile
+    prefix = _tensor_cores(monkeypatch)
+    q, k, v, g = arrays(qs, ks, ev, seed=12, dtype=np.float16)
+    m, additive = mask_for(kind, qs, ks[-2]) if kind else (None, None)
+    if m is not None and m.dtype != bool: m = m.astype(np.float16)
+    cpu = fwd_bwd(q, k, v, g, "cpu", causal, mask=m)
+    with profile() as prof: vk = fwd_bwd(q, k, v, g, "vulkan", causal, mask=m)
+    assert sorted(n for n in prof if n.startswith("attention")) == [f"{prefix}{x}_f16" for x in ("dk", "dq", "dv", "fwd", "stats")], sorted(prof)
+    for what, a, w, t in zip(("o", "dq", "dk", "dv"), vk, cpu, bounds(q, k, v, g, causal, 1 / math.sqrt(qs[-1]), additive)):
+        assert a.dtype == np.float16
+        assert_close(a, w, terms=t, k=ks[-2] + qs[-1], what=what)
+
+
+@pytest.mark.vulkan
+def test_float16_heads_of_one_projection_on_tensor_cores(monkeypatch):
+    "GPT's layout in f16: q, k, v are strided head views of one (B, T, 3C) projection, read in 16-byte vectors, no copy."
+    from vkml.backends.vulkan import profile
+    prefix = _tensor_cores(monkeypatch)
+    B, T, H, hd = 2, 72, 2, 64
+    qkv0 = np.random.default_rng(13).standard_normal((B, T, 3 * H * hd)).astype(np.float16)
+    g0 = np.random.default_rng(14).standard_normal((B, H, T, hd)).astype(np.float16)
+    res = {}
+    for d in ("cpu", "vulkan"):
+        qkv = vkml.tensor(qkv0, device=d, requires_grad=True)
+        q, k, v = (t.view(B, T, H, hd).transpose(1, 2) for t in qkv.split(H * hd, dim=2))
+        o = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        with profile() as fwd: o0 = o.numpy()
+        (o * vkml.tensor(g0, device=d)).sum().backward()
+        with profile() as bwd: res[d] = (o0, qkv.grad.numpy())
+        if d == "vulkan":   # the forward reads q, k, v where they lie (no copy); the backward's three gradients too
+            assert sorted(fwd) == [f"{prefix}fwd_f16"], sorted(fwd)
+            att = sorted(n for n in bwd if n.startswith("attention"))
+            assert att == [f"{prefix}{x}_f16" for x in ("dk", "dq", "dv", "stats")], sorted(bwd)
+    assert_close(res["vulkan"][0], res["cpu"][0], k=T, rtol=2e-3, atol=2e-3, what="o")
+    assert_close(res["vulkan"][1], res["cpu"][1], k=T + hd, rtol=2e-3, atol=2e-3, what="dqkv")
+
+
+@pytest.mark.vulkan
+def test_float16_that_tensor_cores_cannot_read_takes_the_plain_kernel(monkeypatch):
+    "Head dims not a multiple of 8, or above 64, or a row stride that breaks the 16-byte vectors: the plain f16 kernel."
+    from vkml.backends.vulkan import profile
+    _tensor_cores(monkeypatch)
+    for qs, ks, ev in [((2, 20, 12), (2, 20, 12), 12), ((1, 20, 72), (1, 20, 72), 72)]:
+        q, k, v, g = arrays(qs, ks, ev, seed=15, dtype=np.float16)
+        with profile() as prof: vk = fwd_bwd(q, k, v, g, "vulkan", True)
+        assert not any("_cm" in n for n in prof) and any(n.startswith("attention_fwd") for n in prof), sorted(prof)
+        cpu = fwd_bwd(q, k, v, g, "cpu", True)
+        for what, a, w, t in zip(("o", "dq", "dk", "dv"), vk, cpu, bounds(q, k, v, g, True, 1 / math.sqrt(qs[-1]))):
+            assert_close(a, w, terms=t, k=ks[-2] + qs[-1], what=what)
+    # q, k, v slices of a (B, T, 3*8 + 4) tensor: row stride 28 halves, not a multiple of 8
+    x0 = np.random.default_rng(16).standard_normal((2, 30, 28)).astype(np.float16)
+    x = vkml.tensor(x0, device="vulkan")
+    with profile() as prof: F.scaled_dot_product_attention(x[..., :8], x[..., 8:16], x[..., 16:24]).numpy()
+    assert not any("_cm" in n for n in prof), sorted(prof)

@@ -18,14 +18,15 @@ __all__ = ['MATMUL_TILES', 'SKINNY_TILES', 'FILL_GROUPS', 'MIN_TILE_USE', 'SMALL
            'SMALL_CPU_BIG', 'SMALL_CPU_BIG_MIN', 'SPLIT_K_MIN', 'SPLIT_TILE', 'SPLIT_TILE_MIN', 'FORCE_TILE',
            'COOPMAT_TILES', 'COOPMAT_MORE', 'NO_EMULATION', 'CM_DEEP', 'COOPMAT', 'F64_TILES', 'DEEP_TILES', 'DEEP',
            'VEC_TILES', 'VEC', 'COL_SCRATCH_BYTES', 'IM2COL_ROWS_MAX', 'CT_LOWER_MIN_K', 'INDEX_ADD_CHUNK',
-           'ATTENTION_DMAX', 'ATTENTION_WG', 'ATTENTION_KERNEL', 'ATTENTION_SRCS', 'tile_dims', 'tile_threads',
-           'matmul_variant', 'cpu_untiled', 'variant_for', 'split_k', 'k_chunks', 'matmul_trips', 'cpu_small_block',
-           'deepen', 'coopmat_layout_ok', 'coopmat_variant', 'vector_runs', 'vectorised', 'matmul_dispatch',
-           'matmul_kernel', 'merged_stride', 'im2col_dispatch', 'im2col_kernel', 'implicit_conv', 'contiguous_copy',
-           'wgrad_by_images', 'conv2d_weight_kernel', 'conv2d_kernel', 'taps', 'check_trips', 'col2im_dispatch',
-           'conv_transpose2d_kernel', 'col2im_kernel', 'window_trips', 'maxpool2d_kernel', 'avgpool2d_kernel',
-           'maxpool2d_backward_kernel', 'gather_kernel', 'index_add_kernel', 'scatter_kernel', 'check_index_kernel',
-           'attention_kernel', 'attention_backward_kernel']
+           'ATTENTION_DMAX', 'ATTENTION_WG', 'ATTENTION_KERNEL', 'ATTENTION_SRCS', 'ATTENTION_CM', 'ATTENTION_CM_DMAX',
+           'ATTENTION_CM_VECTORS', 'tile_dims', 'tile_threads', 'matmul_variant', 'cpu_untiled', 'variant_for',
+           'split_k', 'k_chunks', 'matmul_trips', 'cpu_small_block', 'deepen', 'coopmat_layout_ok', 'coopmat_variant',
+           'vector_runs', 'vectorised', 'matmul_dispatch', 'matmul_kernel', 'merged_stride', 'im2col_dispatch',
+           'im2col_kernel', 'implicit_conv', 'contiguous_copy', 'wgrad_by_images', 'conv2d_weight_kernel',
+           'conv2d_kernel', 'taps', 'check_trips', 'col2im_dispatch', 'conv_transpose2d_kernel', 'col2im_kernel',
+           'window_trips', 'maxpool2d_kernel', 'avgpool2d_kernel', 'maxpool2d_backward_kernel', 'gather_kernel',
+           'index_add_kernel', 'scatter_kernel', 'check_index_kernel', 'attention_cm', 'attention_kernel',
+           'attention_backward_kernel']
 
 # %% ../../../nbs/26_kernels_nn.ipynb #c9c940c7
 MATMUL_TILES = {"matmul128": (128, 128, 8), "matmul128x64": (128, 64, 16), "matmul64x128": (64, 128, 16),
@@ -676,6 +677,19 @@ def _rows(t, copies):
     return t, (t.view.offset, *pad4(shape, strides)[1][:3])
 
 ATTENTION_SRCS = {"fwd": 3, "stats": 4, "dq": 5, "dk": 5, "dv": 5}   # sources before the optional mask
+ATTENTION_CM = (2, 32)   # tensor-core attention: (subgroups a workgroup, rows a block); shaders/variants_nn.py builds the same
+ATTENTION_CM_DMAX = 64   # ... head dims it holds
+ATTENTION_CM_VECTORS = {"fwd": 3, "stats": 2, "dq": 4, "dk": 4, "dv": 4}   # tensors it reads in 16-byte vectors (q, k, v, do)
+
+def attention_cm(mode, dtype, E, Ev, other, words, *ts) -> str | None:
+    """The tensor-core kernel for this call (`attention_cm_<mode>_f16`, or its emulated twin under COOPMAT=emulate),
+    or None: f16, head dims multiples of 8 up to 64, and every vector read whole (each tensor's offset, batch and
+    row strides, `words`, multiples of 8)."""
+    if dtype != float16 or COOPMAT == "off" or max(E, Ev) > ATTENTION_CM_DMAX or E % 8 or Ev % 8: return None
+    if any(w % 8 for w in words[:4 * ATTENTION_CM_VECTORS[mode]]): return None
+    if COOPMAT == "emulate":   # lavapipe runs the emulated fragments a loop trip an element: short walks only
+        return f"attention_cm_emu_{mode}_f16" if -(-other // ATTENTION_CM[1]) * 400 < LOOP_BUDGET else None
+    return f"attention_cm_{mode}_f16" if _features(*ts).get("coopmat_f16") else None
 
 def _attention_dispatch(mode, node, out, srcs, owned):
     n = ATTENTION_SRCS[mode]
@@ -707,8 +721,9 @@ def _attention_dispatch(mode, node, out, srcs, owned):
     m = (mask.view.offset, *pad4(mask.view.shape, mask.view.strides)[1]) if mask is not None else (-1, 0, 0, 0, 0)
     push = (B1, L, S, E, Ev, int(bool(causal)), f32_bits(scale * _LOG2E), f32_bits(scale), *words, *m,
             0 if st is None else st.view.offset, out.view.offset)
-    return copies + [Dispatch(f"attention_{mode}{dmax}_{sfx(q.dtype)}", (out, *binds, mask if mask is not None else q), push,
-                              (-(-owned // ATTENTION_WG), B0 * B1, 1))]
+    cm = attention_cm(mode, q.dtype, E, Ev, other, words, out)
+    name, rows = (cm, ATTENTION_CM[0] * 16) if cm else (f"attention_{mode}{dmax}_{sfx(q.dtype)}", ATTENTION_WG)
+    return copies + [Dispatch(name, (out, *binds, mask if mask is not None else q), push, (-(-owned // rows), B0 * B1, 1))]
 
 @kernel(Op.ATTENTION, Op.ATTENTION_STATS)
 def attention_kernel(node, out, *srcs):

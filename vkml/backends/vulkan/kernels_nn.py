@@ -25,8 +25,8 @@ __all__ = ['MATMUL_TILES', 'SKINNY_TILES', 'FILL_GROUPS', 'MIN_TILE_USE', 'SMALL
            'im2col_kernel', 'implicit_conv', 'contiguous_copy', 'wgrad_by_images', 'conv2d_weight_kernel',
            'conv2d_kernel', 'taps', 'check_trips', 'col2im_dispatch', 'conv_transpose2d_kernel', 'col2im_kernel',
            'window_trips', 'maxpool2d_kernel', 'avgpool2d_kernel', 'maxpool2d_backward_kernel', 'gather_kernel',
-           'index_add_kernel', 'scatter_kernel', 'check_index_kernel', 'attention_cm', 'attention_kernel',
-           'attention_backward_kernel']
+           'index_add_kernel', 'scatter_kernel', 'check_index_kernel', 'attention_cm_shared', 'attention_cm',
+           'attention_kernel', 'attention_backward_kernel']
 
 # %% ../../../nbs/26_kernels_nn.ipynb #c9c940c7
 MATMUL_TILES = {"matmul128": (128, 128, 8), "matmul128x64": (128, 64, 16), "matmul64x128": (64, 128, 16),
@@ -681,6 +681,12 @@ ATTENTION_CM = (2, 32)   # tensor-core attention: (subgroups a workgroup, rows a
 ATTENTION_CM_DMAX = 64   # ... head dims it holds
 ATTENTION_CM_VECTORS = {"fwd": 3, "stats": 2, "dq": 4, "dk": 4, "dv": 4}   # tensors it reads in 16-byte vectors (q, k, v, do)
 
+def attention_cm_shared(mode, sg, bc) -> int:
+    "Bytes of shared memory attention_cm.comp takes: the f16 arena (owned rows, the walked block, p) and the f32 scratch."
+    own, two_owned, two_walked = sg * 16, mode in ("dq", "dk"), mode != "stats"
+    halves = own * 72 * (1 + two_owned) + bc * 72 * (1 + two_walked) + own * (bc + 8)
+    return 2 * halves + 4 * own * (bc + 4) + (8 * bc if mode in ("dk", "dv") else 0)
+
 def attention_cm(mode, dtype, E, Ev, other, words, *ts) -> str | None:
     """The tensor-core kernel for this call (`attention_cm_<mode>_f16`, or its emulated twin under COOPMAT=emulate),
     or None: f16, head dims multiples of 8 up to 64, and every vector read whole (each tensor's offset, batch and
@@ -689,7 +695,11 @@ def attention_cm(mode, dtype, E, Ev, other, words, *ts) -> str | None:
     if any(w % 8 for w in words[:4 * ATTENTION_CM_VECTORS[mode]]): return None
     if COOPMAT == "emulate":   # lavapipe runs the emulated fragments a loop trip an element: short walks only
         return f"attention_cm_emu_{mode}_f16" if -(-other // ATTENTION_CM[1]) * 400 < LOOP_BUDGET else None
-    return f"attention_cm_{mode}_f16" if _features(*ts).get("coopmat_f16") else None
+    if not _features(*ts).get("coopmat_f16"): return None
+    trial = os.environ.get("VKML_ATTENTION_CM")   # "<SG>x<BC>": a trial shape (bench/attention_cm_sweep.py)
+    sg, bc = map(int, trial.split("x")) if trial else ATTENTION_CM
+    if attention_cm_shared(mode, sg, bc) > _limits(*ts).get("maxComputeSharedMemorySize", 0): return None
+    return f"attention_cm{trial}_{mode}_f16" if trial else f"attention_cm_{mode}_f16"
 
 def _attention_dispatch(mode, node, out, srcs, owned):
     n = ATTENTION_SRCS[mode]
@@ -722,7 +732,8 @@ def _attention_dispatch(mode, node, out, srcs, owned):
     push = (B1, L, S, E, Ev, int(bool(causal)), f32_bits(scale * _LOG2E), f32_bits(scale), *words, *m,
             0 if st is None else st.view.offset, out.view.offset)
     cm = attention_cm(mode, q.dtype, E, Ev, other, words, out)
-    name, rows = (cm, ATTENTION_CM[0] * 16) if cm else (f"attention_{mode}{dmax}_{sfx(q.dtype)}", ATTENTION_WG)
+    sg = int(cm[12:].split("x")[0]) if cm and cm[12].isdigit() else ATTENTION_CM[0]
+    name, rows = (cm, sg * 16) if cm else (f"attention_{mode}{dmax}_{sfx(q.dtype)}", ATTENTION_WG)
     return copies + [Dispatch(name, (out, *binds, mask if mask is not None else q), push, (-(-owned // rows), B0 * B1, 1))]
 
 @kernel(Op.ATTENTION, Op.ATTENTION_STATS)

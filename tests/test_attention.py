@@ -289,7 +289,9 @@ def _tensor_cores(monkeypatch):
     "The kernel-name prefix the f16 calls below must take: the real tensor-core kernels, or (lavapipe) their twins."
     import vkml.backends.vulkan as vkv
     import vkml.backends.vulkan.kernels_nn as kn
-    if vkv.devices()[vkv.default_index()].features.get("coopmat_f16"): return "attention_cm_"
+    if vkv.devices()[vkv.default_index()].features.get("coopmat_f16"):   # (VKML_ATTENTION_CM: a trial shape's kernels)
+        import os
+        return f"attention_cm{os.environ.get('VKML_ATTENTION_CM', '')}_"
     monkeypatch.setattr(kn, "COOPMAT", "emulate")
     return "attention_cm_emu_"
 

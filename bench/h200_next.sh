@@ -9,7 +9,10 @@
 # 16-byte loads for f32 products (<tile>_v<a><b> twins), the weight gradient's and the convolution's loads with their
 # divisions hoisted, and tensor-core tiles with the layout fixed when compiling plus a 64-deep 128x128 block:
 # rerun real, vs, phases, bn and `tests/test_deep_tiles.py` (its tensor-core layouts: the H100 run ended before the
-# fixed test could run) on the H200 first.
+# fixed test could run) on the H200 first. Stop 37 added f16 attention on tensor cores (attention_cm.comp; H100 logs:
+# h100_attention_cm_2026-12-06): `attn` runs its GPU tests and bench/attention.py; then `real` for the GPT amp rows.
+# Untested on any GPU: the prefetching rewrite of attention_cm.comp (e915f13, reverted): reapply, run `attn`, and
+# sweep workgroup shapes with bench/attention_cm_sweep.py (trial rows in shaders/variants_nn.py).
 # STEP: real   the real-model benchmark (GPT, BatchNorm CNN, ResNet-20; eager, jit, amp; PyTorch eager, autocast, CUDA graph)
 #       vs     the step rows beside PyTorch (MLP and CNN, jit and eager) after this session's changes
 #       gpt    the GPT demo at nanoGPT's character-model size

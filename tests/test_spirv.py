@@ -62,6 +62,55 @@ def push_constant_size(spv: bytes) -> int:
     return max(sizes, default=0)
 
 
+SC_WORKGROUP, LAVAPIPE_SHARED = 4, 32768   # shared memory: lavapipe's maxComputeSharedMemorySize
+
+
+def shared_memory_size(spv: bytes) -> int:
+    "Bytes of a module's shared (Workgroup) variables, each laid out naturally."
+    words = struct.unpack(f"<{len(spv) // 4}I", spv)
+    types, consts, shared = {}, {}, []
+    i = 5
+    while i < len(words):
+        count, op = words[i] >> 16, words[i] & 0xFFFF
+        a = words[i + 1:i + count]
+        if op in (OP_TYPE_INT, OP_TYPE_FLOAT): types[a[0]] = ("scalar", a[1] // 8)
+        elif op in (OP_TYPE_VECTOR, OP_TYPE_MATRIX): types[a[0]] = ("vector", a[1], a[2])
+        elif op == OP_TYPE_ARRAY: types[a[0]] = ("array", a[1], a[2])
+        elif op == OP_TYPE_STRUCT: types[a[0]] = ("struct", a[1:])
+        elif op == OP_TYPE_POINTER: types[a[0]] = ("pointer", a[1], a[2])
+        elif op == OP_CONSTANT: consts[a[1]] = a[2]
+        elif op == OP_VARIABLE and a[2] == SC_WORKGROUP: shared.append(a[0])
+        i += count
+
+    def size(t):
+        kind, *rest = types[t]
+        if kind == "scalar": return rest[0]
+        if kind == "vector": return rest[1] * size(rest[0])
+        if kind == "array": return consts[rest[1]] * size(rest[0])
+        if kind == "struct": return sum(size(m) for m in rest[0])
+        raise ValueError(f"unexpected type {kind} in shared memory")
+    return sum(size(types[v][2]) for v in shared)
+
+
+def test_shared_memory_is_what_the_host_checks():
+    """Every module fits lavapipe's 32 KiB of shared memory, except the deep twins, which the host chooses only where the
+    device has what they take (kernels_nn.DEEP_TILES, CM_DEEP: their figures must cover the modules), and the
+    GPU-only tiles (NO_EMULATION); the tensor-core attention takes exactly what kernels_nn.attention_cm_shared says."""
+    import vkml.backends.vulkan.kernels_nn as kn
+    deep = kn.DEEP_TILES["matmul128"][2]
+    cm_deep = {twin: need for twin, need in kn.CM_DEEP.values()}
+    for name, *_ in VARIANTS:
+        n = shared_memory_size((SPIRV / f"{name}.spv").read_bytes())
+        if name.startswith("attention_cm"):
+            mode = re.match(r"attention_cm(?:_emu)?_([a-z]+)_f16$", name).group(1)
+            assert n == kn.attention_cm_shared(mode, *kn.ATTENTION_CM), name
+        if n <= LAVAPIPE_SHARED: continue
+        tile = re.split(r"_v[km][nk]_|_f(?:16|32)", name)[0]
+        if re.match(r"(matmul|conv|wgrad)128d$", tile): assert n <= deep, (name, n, deep)
+        elif tile in cm_deep: assert n <= cm_deep[tile], (name, n)
+        else: assert tile in kn.NO_EMULATION, f"{name}: {n} bytes of shared memory, more than lavapipe's {LAVAPIPE_SHARED}"
+
+
 @pytest.mark.parametrize("name", sorted(v[0] for v in VARIANTS))
 def test_push_constants_fit(name):
     n = push_constant_size((SPIRV / f"{name}.spv").read_bytes())

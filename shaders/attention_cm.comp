@@ -2,7 +2,7 @@
 #extension GL_GOOGLE_include_directive : require
 // Fused attention on tensor cores: attention.comp's five kernels (same push constants, bindings and results) for f16
 // q, k, v, do whose rows are 16-byte vectors (E, Ev multiples of 8 and at most 64; offsets and strides multiples of 8:
-// the host checks, kernels_nn.attention_cm_ok). The products run on 16 x 16 x 16 cooperative matrices (f16 operands,
+// the host checks: kernels_nn.attention_cm). The products run on 16 x 16 x 16 cooperative matrices (f16 operands,
 // f32 accumulators); what a product cannot do, the softmax, runs in plain code between them:
 //   a workgroup of SG subgroups owns SG*16 rows (queries for ATTENTION, STATS and DQ; keys for DK and DV), staged
 //   once into shared memory; it walks the other side in blocks of BC rows, staged in turn. Per block, each subgroup

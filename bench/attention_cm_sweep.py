@@ -1,15 +1,16 @@
 """The tensor-core attention's workgroup shapes, side by side on one GPU (a measuring tool, not a test):
     python bench/attention_cm_sweep.py [--shapes 32,6,256,64 8,12,1024,64] --configs '' 2x64 4x32 1x64
-For each (subgroups x block rows) build (`VKML_ATTENTION_CM`; '' is the shipped one): GPU ms of the causal f16
+For each (subgroups x block rows) build (`VKML_ATTENTION_CM`, here `kernels_nn.ATTENTION_CM_TRIAL`; '' is the shipped one): GPU ms of the causal f16
 forward and forward + backward (bench/attention.py's timing), each kernel's µs, and the largest difference of its
 results from the shipped shape's (they differ only in summation order). A trial shape needs its variants built first:
 add its rows where shaders/variants_nn.py says, then `python shaders/build.py`. A shape whose shared memory the device
 lacks is never chosen (kernels_nn.attention_cm_shared): the shipped kernels run instead."""
-import argparse, os, sys
+import argparse, sys
 from pathlib import Path
 import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1])); sys.path.insert(0, str(Path(__file__).resolve().parent))
 import vkml, vkml.backends.vulkan, vkml.frontend.tensor
+import vkml.backends.vulkan.kernels_nn as kn
 import vkml.nn.functional as F
 from vkml.frontend.autograd import grad
 import attention as A
@@ -27,7 +28,7 @@ def main(argv=None):
         arrs = [rng.standard_normal(shape).astype(np.float16) for _ in range(4)]
         ref = None
         for cfg in a.configs:
-            os.environ["VKML_ATTENTION_CM"] = cfg
+            kn.ATTENTION_CM_TRIAL = cfg or None
             try:
                 q, k, v = (vkml.tensor(x, device="vulkan", requires_grad=True) for x in arrs[:3])
                 g = vkml.tensor(arrs[3], device="vulkan")
@@ -44,6 +45,6 @@ def main(argv=None):
                       f"max diff {diff:.3g}, µs each {each}", flush=True)
             except vkml.VkmlError as e:   # (a trial shape the device refuses: too much shared memory)
                 print(f"{sh} cfg={cfg}: failed: {type(e).__name__}: {str(e)[:200]}", flush=True)
-    os.environ.pop("VKML_ATTENTION_CM", None)
+    kn.ATTENTION_CM_TRIAL = None
 
 if __name__ == "__main__": main()

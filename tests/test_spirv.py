@@ -19,18 +19,22 @@ build = _load("_vkml_shader_build", SHADERS / "build.py")
 VARIANTS = build.load_variants()
 needs_glslc = pytest.mark.skipif(shutil.which("glslc") is None, reason="glslc is not installed")
 
-# --- a pure-Python SPIR-V reader: just enough to size the push-constant block -----------------------
+# --- a pure-Python SPIR-V reader: just enough to size the push-constant block and shared memory ----
 OP_TYPE_INT, OP_TYPE_FLOAT, OP_TYPE_VECTOR, OP_TYPE_MATRIX = 21, 22, 23, 24
 OP_TYPE_ARRAY, OP_TYPE_STRUCT, OP_TYPE_POINTER, OP_CONSTANT = 28, 30, 32, 43
 OP_VARIABLE, OP_DECORATE, OP_MEMBER_DECORATE = 59, 71, 72
 SC_PUSH_CONSTANT, DEC_ARRAY_STRIDE, DEC_OFFSET = 9, 6, 35
 
 
-def push_constant_size(spv: bytes) -> int:
-    "Bytes of the push-constant block of a SPIR-V module (0 when it has none)."
+SC_WORKGROUP, LAVAPIPE_SHARED = 4, 32768   # shared memory: lavapipe's maxComputeSharedMemorySize
+
+
+def _variable_sizes(spv: bytes, storage_class: int) -> list:
+    """Bytes of each variable of `storage_class` in a SPIR-V module: laid out by its Offset / ArrayStride decorations
+    where it has them (push constants), else naturally (shared memory)."""
     words = struct.unpack(f"<{len(spv) // 4}I", spv)
     assert words[0] == 0x07230203, "not a SPIR-V module (or not little-endian)"
-    types, consts, offsets, strides, pc_types = {}, {}, {}, {}, []
+    types, consts, offsets, strides, found = {}, {}, {}, {}, []
     i = 5                                   # the header is 5 words
     while i < len(words):
         count, op = words[i] >> 16, words[i] & 0xFFFF
@@ -43,7 +47,7 @@ def push_constant_size(spv: bytes) -> int:
         elif op == OP_CONSTANT: consts[a[1]] = a[2]
         elif op == OP_DECORATE and a[1] == DEC_ARRAY_STRIDE: strides[a[0]] = a[2]
         elif op == OP_MEMBER_DECORATE and a[2] == DEC_OFFSET: offsets[(a[0], a[1])] = a[3]
-        elif op == OP_VARIABLE and a[2] == SC_PUSH_CONSTANT: pc_types.append(a[0])
+        elif op == OP_VARIABLE and a[2] == storage_class: found.append(a[0])
         i += count
 
     def size(t):
@@ -51,45 +55,28 @@ def push_constant_size(spv: bytes) -> int:
         if kind == "scalar": return rest[0]
         if kind == "vector": return rest[1] * size(rest[0])
         if kind == "array": return consts[rest[1]] * strides.get(t, size(rest[0]))
-        if kind == "struct": return max((offsets[(t, m)] + size(mt) for m, mt in enumerate(rest[0])), default=0)
-        raise ValueError(f"unexpected type {kind} in a push-constant block")
+        if kind == "struct":
+            members = list(enumerate(rest[0]))
+            if any((t, m) in offsets for m, _ in members): return max((offsets[(t, m)] + size(mt) for m, mt in members), default=0)
+            return sum(size(mt) for _, mt in members)
+        raise ValueError(f"unexpected type {kind} in a variable")
 
     sizes = []
-    for ptr in pc_types:
+    for ptr in found:
         kind, sc, pointee = types[ptr]
-        assert kind == "pointer" and sc == SC_PUSH_CONSTANT
+        assert kind == "pointer" and sc == storage_class
         sizes.append(size(pointee))
-    return max(sizes, default=0)
+    return sizes
 
 
-SC_WORKGROUP, LAVAPIPE_SHARED = 4, 32768   # shared memory: lavapipe's maxComputeSharedMemorySize
+def push_constant_size(spv: bytes) -> int:
+    "Bytes of the push-constant block of a SPIR-V module (0 when it has none)."
+    return max(_variable_sizes(spv, SC_PUSH_CONSTANT), default=0)
 
 
 def shared_memory_size(spv: bytes) -> int:
     "Bytes of a module's shared (Workgroup) variables, each laid out naturally."
-    words = struct.unpack(f"<{len(spv) // 4}I", spv)
-    types, consts, shared = {}, {}, []
-    i = 5
-    while i < len(words):
-        count, op = words[i] >> 16, words[i] & 0xFFFF
-        a = words[i + 1:i + count]
-        if op in (OP_TYPE_INT, OP_TYPE_FLOAT): types[a[0]] = ("scalar", a[1] // 8)
-        elif op in (OP_TYPE_VECTOR, OP_TYPE_MATRIX): types[a[0]] = ("vector", a[1], a[2])
-        elif op == OP_TYPE_ARRAY: types[a[0]] = ("array", a[1], a[2])
-        elif op == OP_TYPE_STRUCT: types[a[0]] = ("struct", a[1:])
-        elif op == OP_TYPE_POINTER: types[a[0]] = ("pointer", a[1], a[2])
-        elif op == OP_CONSTANT: consts[a[1]] = a[2]
-        elif op == OP_VARIABLE and a[2] == SC_WORKGROUP: shared.append(a[0])
-        i += count
-
-    def size(t):
-        kind, *rest = types[t]
-        if kind == "scalar": return rest[0]
-        if kind == "vector": return rest[1] * size(rest[0])
-        if kind == "array": return consts[rest[1]] * size(rest[0])
-        if kind == "struct": return sum(size(m) for m in rest[0])
-        raise ValueError(f"unexpected type {kind} in shared memory")
-    return sum(size(types[v][2]) for v in shared)
+    return sum(_variable_sizes(spv, SC_WORKGROUP))
 
 
 def test_shared_memory_is_what_the_host_checks():

@@ -597,6 +597,8 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                                                                                                 'vkml/backends/vulkan/kernels_nn.py'),
                                                  'vkml.backends.vulkan.kernels_nn.attention_cm': ( 'kernels_nn.html#attention_cm',
                                                                                                    'vkml/backends/vulkan/kernels_nn.py'),
+                                                 'vkml.backends.vulkan.kernels_nn.attention_cm_shape': ( 'kernels_nn.html#attention_cm_shape',
+                                                                                                         'vkml/backends/vulkan/kernels_nn.py'),
                                                  'vkml.backends.vulkan.kernels_nn.attention_cm_shared': ( 'kernels_nn.html#attention_cm_shared',
                                                                                                           'vkml/backends/vulkan/kernels_nn.py'),
                                                  'vkml.backends.vulkan.kernels_nn.attention_kernel': ( 'kernels_nn.html#attention_kernel',

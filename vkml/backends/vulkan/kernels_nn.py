@@ -19,14 +19,14 @@ __all__ = ['MATMUL_TILES', 'SKINNY_TILES', 'FILL_GROUPS', 'MIN_TILE_USE', 'SMALL
            'COOPMAT_TILES', 'COOPMAT_MORE', 'NO_EMULATION', 'CM_DEEP', 'COOPMAT', 'F64_TILES', 'DEEP_TILES', 'DEEP',
            'VEC_TILES', 'VEC', 'COL_SCRATCH_BYTES', 'IM2COL_ROWS_MAX', 'CT_LOWER_MIN_K', 'INDEX_ADD_CHUNK',
            'ATTENTION_DMAX', 'ATTENTION_WG', 'ATTENTION_KERNEL', 'ATTENTION_SRCS', 'ATTENTION_CM', 'ATTENTION_CM_DMAX',
-           'ATTENTION_CM_VECTORS', 'tile_dims', 'tile_threads', 'matmul_variant', 'cpu_untiled', 'variant_for',
-           'split_k', 'k_chunks', 'matmul_trips', 'cpu_small_block', 'deepen', 'coopmat_layout_ok', 'coopmat_variant',
-           'vector_runs', 'vectorised', 'matmul_dispatch', 'matmul_kernel', 'merged_stride', 'im2col_dispatch',
-           'im2col_kernel', 'implicit_conv', 'contiguous_copy', 'wgrad_by_images', 'conv2d_weight_kernel',
-           'conv2d_kernel', 'taps', 'check_trips', 'col2im_dispatch', 'conv_transpose2d_kernel', 'col2im_kernel',
-           'window_trips', 'maxpool2d_kernel', 'avgpool2d_kernel', 'maxpool2d_backward_kernel', 'gather_kernel',
-           'index_add_kernel', 'scatter_kernel', 'check_index_kernel', 'attention_cm_shared', 'attention_cm',
-           'attention_kernel', 'attention_backward_kernel']
+           'ATTENTION_CM_VECTORS', 'ATTENTION_CM_TRIAL', 'tile_dims', 'tile_threads', 'matmul_variant', 'cpu_untiled',
+           'variant_for', 'split_k', 'k_chunks', 'matmul_trips', 'cpu_small_block', 'deepen', 'coopmat_layout_ok',
+           'coopmat_variant', 'vector_runs', 'vectorised', 'matmul_dispatch', 'matmul_kernel', 'merged_stride',
+           'im2col_dispatch', 'im2col_kernel', 'implicit_conv', 'contiguous_copy', 'wgrad_by_images',
+           'conv2d_weight_kernel', 'conv2d_kernel', 'taps', 'check_trips', 'col2im_dispatch', 'conv_transpose2d_kernel',
+           'col2im_kernel', 'window_trips', 'maxpool2d_kernel', 'avgpool2d_kernel', 'maxpool2d_backward_kernel',
+           'gather_kernel', 'index_add_kernel', 'scatter_kernel', 'check_index_kernel', 'attention_cm_shape',
+           'attention_cm_shared', 'attention_cm', 'attention_kernel', 'attention_backward_kernel']
 
 # %% ../../../nbs/26_kernels_nn.ipynb #c9c940c7
 MATMUL_TILES = {"matmul128": (128, 128, 8), "matmul128x64": (128, 64, 16), "matmul64x128": (64, 128, 16),
@@ -680,6 +680,11 @@ ATTENTION_SRCS = {"fwd": 3, "stats": 4, "dq": 5, "dk": 5, "dv": 5}   # sources b
 ATTENTION_CM = (2, 32)   # tensor-core attention: (subgroups a workgroup, rows a block); shaders/variants_nn.py builds the same
 ATTENTION_CM_DMAX = 64   # ... head dims it holds
 ATTENTION_CM_VECTORS = {"fwd": 3, "stats": 2, "dq": 4, "dk": 4, "dv": 4}   # tensors it reads in 16-byte vectors (q, k, v, do)
+ATTENTION_CM_TRIAL = os.environ.get("VKML_ATTENTION_CM")   # "<SG>x<BC>": a trial shape's kernels (bench/attention_cm_sweep.py)
+
+def attention_cm_shape(emulated=False) -> tuple:
+    "(subgroups a workgroup, rows a block) of the tensor-core kernels that run: the shipped shape, or a GPU's trial one."
+    return tuple(map(int, ATTENTION_CM_TRIAL.split("x"))) if ATTENTION_CM_TRIAL and not emulated else ATTENTION_CM
 
 def attention_cm_shared(mode, sg, bc) -> int:
     "Bytes of shared memory attention_cm.comp takes: the f16 arena (owned rows, the walked block, p) and the f32 scratch."
@@ -696,10 +701,8 @@ def attention_cm(mode, dtype, E, Ev, other, words, *ts) -> str | None:
     if COOPMAT == "emulate":   # lavapipe runs the emulated fragments a loop trip an element: short walks only
         return f"attention_cm_emu_{mode}_f16" if -(-other // ATTENTION_CM[1]) * 400 < LOOP_BUDGET else None
     if not _features(*ts).get("coopmat_f16"): return None
-    trial = os.environ.get("VKML_ATTENTION_CM")   # "<SG>x<BC>": a trial shape (bench/attention_cm_sweep.py)
-    sg, bc = map(int, trial.split("x")) if trial else ATTENTION_CM
-    if attention_cm_shared(mode, sg, bc) > _limits(*ts).get("maxComputeSharedMemorySize", 0): return None
-    return f"attention_cm{trial}_{mode}_f16" if trial else f"attention_cm_{mode}_f16"
+    if attention_cm_shared(mode, *attention_cm_shape()) > _limits(*ts).get("maxComputeSharedMemorySize", 0): return None
+    return f"attention_cm{ATTENTION_CM_TRIAL or ''}_{mode}_f16"
 
 def _attention_dispatch(mode, node, out, srcs, owned):
     n = ATTENTION_SRCS[mode]
@@ -732,8 +735,7 @@ def _attention_dispatch(mode, node, out, srcs, owned):
     push = (B1, L, S, E, Ev, int(bool(causal)), f32_bits(scale * _LOG2E), f32_bits(scale), *words, *m,
             0 if st is None else st.view.offset, out.view.offset)
     cm = attention_cm(mode, q.dtype, E, Ev, other, words, out)
-    sg = int(cm[12:].split("x")[0]) if cm and cm[12].isdigit() else ATTENTION_CM[0]
-    name, rows = (cm, sg * 16) if cm else (f"attention_{mode}{dmax}_{sfx(q.dtype)}", ATTENTION_WG)
+    name, rows = (cm, 16 * attention_cm_shape("_emu" in cm)[0]) if cm else (f"attention_{mode}{dmax}_{sfx(q.dtype)}", ATTENTION_WG)
     return copies + [Dispatch(name, (out, *binds, mask if mask is not None else q), push, (-(-owned // rows), B0 * B1, 1))]
 
 @kernel(Op.ATTENTION, Op.ATTENTION_STATS)

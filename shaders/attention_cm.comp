@@ -128,8 +128,12 @@ void mma(inout Acc a, uint aoff, uint ast, bool acol, uint boff, uint bst, bool 
 void store_s(Acc a, uint off, uint lane) {   // into the f32 scratch, row-major, row stride SST
     [[unroll]] for (uint e = 0; e < 8; ++e) { const uint x = lane + 32u * e; Ssh[off + (x / 16u) * SST + x % 16u] = a.v[e]; }
 }
+struct Frag { uint off; uint st; bool col; };   // a loaded fragment: where it lies in the arena
+#define FRAGA Frag
+#define FRAGB Frag
 #define ZERO(a) zero(a)
-#define MMA(a, ao, as, ac, bo, bs, bc) mma(a, ao, as, ac, bo, bs, bc, lane)
+#define LOADF(f, off, st, col) f = Frag(off, st, col)
+#define MMA(a, fa, fb) mma(a, fa.off, fa.st, fa.col, fb.off, fb.st, fb.col, lane)
 #define STORE_S(a, off) store_s(a, off, lane)
 #else
 #define FRAGA coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA>
@@ -142,33 +146,47 @@ void store_s(Acc a, uint off, uint lane) {   // into the f32 scratch, row-major,
 #define UNROLL [[unroll]]
 #define LAYOUT(col) ((col) ? gl_CooperativeMatrixLayoutColumnMajor : gl_CooperativeMatrixLayoutRowMajor)
 #define ZERO(a) a = FRAGC(0.0)
-#define MMA(a, ao, as, ac, bo, bs, bc) { FRAGA fa_; FRAGB fb_; \
-    coopMatLoad(fa_, H, (ao) / 8u, (as) / 8u, LAYOUT(ac)); coopMatLoad(fb_, H, (bo) / 8u, (bs) / 8u, LAYOUT(bc)); \
-    a = coopMatMulAdd(fa_, fb_, a); }
+#define LOADF(f, off, st, col) coopMatLoad(f, H, (off) / 8u, (st) / 8u, LAYOUT(col))
+#define MMA(a, fa, fb) a = coopMatMulAdd(fa, fb, a)
 #define STORE_S(a, off) coopMatStore(a, Ssh, off, SST, gl_CooperativeMatrixLayoutRowMajor)
 #endif
 
-// Stage rows r0 .. r0+NR-1 of a tensor (halves: batch base, row stride sl; `rows` rows of n dims) at halves `dst`
-// of the arena, a 16-byte vector a thread a step; zeros past its rows and dims.
-#define STAGE(BUF, dst, base, sl, n, r0, NR, rows)                                                  \
-    [[unroll]] for (uint t_ = 0; t_ < (NR) * (D / 8) / NT; ++t_) {                                 \
+// Rows r0 .. r0+NR-1 of a tensor (halves: batch base, row stride sl; `rows` rows of n dims) in 16-byte vectors, VPT(NR)
+// a thread, into registers (zeros past its rows and dims); PLACE puts them at halves `dst` of the arena. A walked
+// block is fetched a block ahead, so that its loads' latency hides behind this block's products.
+#define VPT(NR) ((NR) * (D / 8) / NT)
+#define FETCH(R, BUF, base, sl, n, r0, NR, rows)                                                    \
+    [[unroll]] for (uint t_ = 0; t_ < VPT(NR); ++t_) {                                              \
         const uint f_ = t_ * NT + tid, r_ = f_ / (D / 8), v_ = f_ % (D / 8);                         \
-        uvec4 w_ = uvec4(0u);                                                                        \
-        if (int(r0) + int(r_) < (rows) && int(v_) * 8 < (n)) w_ = BUF[((base) + (int(r0) + int(r_)) * (sl) + int(v_) * 8) >> 3]; \
-        H[(dst) / 8u + r_ * (HST / 8u) + v_] = w_;                                                   \
+        R[t_] = (int(r0) + int(r_) < (rows) && int(v_) * 8 < (n)) ? BUF[((base) + (int(r0) + int(r_)) * (sl) + int(v_) * 8) >> 3] : uvec4(0u); \
     }
+#define PLACE(R, dst, NR) \
+    [[unroll]] for (uint t_ = 0; t_ < VPT(NR); ++t_) { const uint f_ = t_ * NT + tid; H[(dst) / 8u + (f_ / (D / 8)) * (HST / 8u) + f_ % (D / 8)] = R[t_]; }
+#define STAGE(BUF, dst, base, sl, n, r0, NR, rows) { uvec4 R_[VPT(NR)]; FETCH(R_, BUF, base, sl, n, r0, NR, rows) PLACE(R_, dst, NR) }
 
-// this subgroup's 16 owned rows times the block's BC rows (both staged k-contiguous, D deep) into its scratch
-#define PRODUCT_ROWS(own, walk) \
-    UNROLL for (uint j = 0; j < BC / 16; ++j) { \
-        FRAGC s_; ZERO(s_); \
-        UNROLL for (uint d = 0; d < D / 16; ++d) MMA(s_, (own) + sg * 16u * HST + d * 16u, HST, false, (walk) + j * 16u * HST + d * 16u, HST, true); \
-        STORE_S(s_, sbase + j * 16u); \
-    }
+// this subgroup's 16 owned rows times the block's BC rows (both staged k-contiguous, D deep) into its scratch;
+// each A fragment is loaded once and used for the BC/16 products
+#define PRODUCT_ROWS(own, walk) { \
+    FRAGC s_[BC / 16]; \
+    [[unroll]] for (uint j = 0; j < BC / 16; ++j) ZERO(s_[j]); \
+    UNROLL for (uint d = 0; d < D / 16; ++d) { \
+        FRAGA fa_; LOADF(fa_, (own) + sg * 16u * HST + d * 16u, HST, false); \
+        UNROLL for (uint j = 0; j < BC / 16; ++j) { FRAGB fb_; LOADF(fb_, (walk) + j * 16u * HST + d * 16u, HST, true); MMA(s_[j], fa_, fb_); } \
+    } \
+    UNROLL for (uint j = 0; j < BC / 16; ++j) STORE_S(s_[j], sbase + j * 16u); }
 // acc[f] += (this subgroup's p, 16 x BC) x (the block's BC rows of a tensor staged at `walk`), output dims f*16 ..
 #define PRODUCT_P(acc, walk) \
-    UNROLL for (uint f = 0; f < D / 16; ++f) \
-        UNROLL for (uint kk = 0; kk < BC / 16; ++kk) MMA(acc[f], pbase + kk * 16u, PST, false, (walk) + kk * 16u * HST + f * 16u, HST, false);
+    UNROLL for (uint kk = 0; kk < BC / 16; ++kk) { \
+        FRAGA fa_; LOADF(fa_, pbase + kk * 16u, PST, false); \
+        UNROLL for (uint f = 0; f < D / 16; ++f) { FRAGB fb_; LOADF(fb_, (walk) + kk * 16u * HST + f * 16u, HST, false); MMA(acc[f], fa_, fb_); } \
+    }
+
+// acc's rows times each row's factor in column BC of the scratch (read once per element: an accumulator of 16 x 16
+// over a subgroup of 32 holds 8 elements a lane, the same rows in every fragment)
+#define RESCALE(acc) { \
+    float af_[8]; \
+    for (uint i = 0; i < NEL; ++i) af_[i] = Ssh[sbase + ROW(i) * SST + BC]; \
+    [[unroll]] for (uint f = 0; f < D / 16; ++f) for (uint i = 0; i < NEL; ++i) EL(acc[f], i) *= af_[i]; }
 
 // This lane's BC/2 values (row lr of the subgroup's 16, from column lh*BC/2) as f16 into its row of p.
 void put_p(uint pbase, uint lr, uint lh, float v[BC / 2]) {
@@ -217,13 +235,25 @@ void main() {
     [[unroll]] for (uint f = 0; f < D / 16; ++f) ZERO(acc[f]);
 #endif
     const int kend = p.causal != 0 ? min(p.S, row0 + OWN) : p.S;
+    uvec4 rk[VPT(BC)];
+    FETCH(rk, k4, kbase, p.k_sl, p.E, 0, BC, p.S)
+#if defined(WALK1)
+    uvec4 rv[VPT(BC)];
+    FETCH(rv, c4, cbase, p.c_sl, p.EV, 0, BC, p.S)
+#endif
     for (int j0 = 0; j0 < kend; j0 += BC) {
         barrier();
-        STAGE(k4, W0, kbase, p.k_sl, p.E, j0, BC, p.S)
-#if defined(ATTENTION) || defined(DQ)
-        STAGE(c4, W1, cbase, p.c_sl, p.EV, j0, BC, p.S)
+        PLACE(rk, W0, BC)
+#if defined(WALK1)
+        PLACE(rv, W1, BC)
 #endif
         barrier();
+        if (j0 + BC < kend) {
+            FETCH(rk, k4, kbase, p.k_sl, p.E, j0 + BC, BC, p.S)
+#if defined(WALK1)
+            FETCH(rv, c4, cbase, p.c_sl, p.EV, j0 + BC, BC, p.S)
+#endif
+        }
         PRODUCT_ROWS(O0, W0)
         SG_SYNC();
         float sv[BC / 2];
@@ -263,8 +293,7 @@ void main() {
         put_p(pbase, lr, lh, sv);
         if (lh == 0u) Ssh[sbase + lr * SST + BC] = alpha;   // (no lane reads column BC before the next sync)
         SG_SYNC();
-        [[unroll]] for (uint f = 0; f < D / 16; ++f)
-            for (uint i = 0; i < NEL; ++i) EL(acc[f], i) *= Ssh[sbase + ROW(i) * SST + BC];
+        RESCALE(acc)
         PRODUCT_P(acc, W1)
 #endif
 #endif
@@ -286,8 +315,7 @@ void main() {
 #if defined(ATTENTION)
     if (lh == 0u) Ssh[sbase + lr * SST + BC] = l == 0.0 ? 0.0 : 1.0 / l;   // no key seen: 0 (PyTorch's safe softmax)
     SG_SYNC();
-    [[unroll]] for (uint f = 0; f < D / 16; ++f)
-        for (uint i = 0; i < NEL; ++i) EL(acc[f], i) *= Ssh[sbase + ROW(i) * SST + BC];
+    RESCALE(acc)
     const int yb = p.y_off + b0 * p.d_s0 + b1 * p.d_s1 + me * p.d_sl;   // (do's words hold the result's strides here)
     const int n = p.EV;
     const float sc = 1.0;
@@ -306,16 +334,23 @@ void main() {
 #endif
     FRAGC acc[D / 16];
     [[unroll]] for (uint f = 0; f < D / 16; ++f) ZERO(acc[f]);
-    for (int i0 = p.causal != 0 ? row0 : 0; i0 < p.L; i0 += BC) {   // causal: no query before row0 sees these keys
+    const int ibeg = p.causal != 0 ? row0 : 0;   // causal: no query before row0 sees these keys
+    uvec4 rq[VPT(BC)], rd[VPT(BC)];
+    float rl = NEG_INF, rD = 0.0;
+    #define FETCH_QUERIES(i0) { \
+        FETCH(rq, q4, qbase, p.q_sl, p.E, i0, BC, p.L) \
+        FETCH(rd, d4, dbase, p.d_sl, p.EV, i0, BC, p.L) \
+        const int i_ = (i0) + int(tid), sr_ = p.st_off + 2 * (bb * p.L + i_); \
+        rl = (tid < BC && i_ < p.L) ? st[sr_] : NEG_INF; \
+        rD = (tid < BC && i_ < p.L) ? st[sr_ + 1] : 0.0; }
+    FETCH_QUERIES(ibeg)
+    for (int i0 = ibeg; i0 < p.L; i0 += BC) {
         barrier();
-        STAGE(q4, W0, qbase, p.q_sl, p.E, i0, BC, p.L)
-        STAGE(d4, W1, dbase, p.d_sl, p.EV, i0, BC, p.L)
-        if (tid < BC) {
-            const int i = i0 + int(tid), sr = p.st_off + 2 * (bb * p.L + i);
-            tileL[tid] = i < p.L ? st[sr] : NEG_INF;
-            tileD[tid] = i < p.L ? st[sr + 1] : 0.0;
-        }
+        PLACE(rq, W0, BC)
+        PLACE(rd, W1, BC)
+        if (tid < BC) { tileL[tid] = rl; tileD[tid] = rD; }
         barrier();
+        if (i0 + BC < p.L) FETCH_QUERIES(i0 + BC)
         PRODUCT_ROWS(O0, W0)   // sᵀ: this subgroup's keys against the block's queries
         SG_SYNC();
         float sv[BC / 2];

@@ -43,6 +43,7 @@ layout(std430, set = 0, binding = 4) readonly buffer InM { T mb[]; };
 // Each tensor is (B0, B1, rows, dims): offset, batch strides and row stride; its elements are contiguous. The
 // mask (B0, B1, L, S) has an element stride too (m_se, 0 for a mask broadcast along the keys); m_off < 0: none.
 // ATTENTION reads no do: its words give the result's batch and row strides instead (PyTorch's (B, L, H, Ev) layout).
+// The gradients' rows are y_sl apart: dk and dv of one ATTENTION_BACKWARD (which 3) lie side by side in one tensor.
 layout(push_constant) uniform PC {
     int B1, L, S, E, EV, causal; float sl2, scale;
     int q_off, q_s0, q_s1, q_sl;
@@ -50,7 +51,7 @@ layout(push_constant) uniform PC {
     int c_off, c_s0, c_s1, c_sl;
     int d_off, d_s0, d_s1, d_sl;
     int m_off, m_s0, m_s1, m_sl, m_se;
-    int st_off, y_off;
+    int st_off, y_off, y_sl;
 } p;
 #define q_se 1
 #define k_se 1
@@ -169,7 +170,7 @@ void main() {
     y[yb] = m + log2(l);
     y[yb + 1] = D;
 #else
-    const int yb = p.y_off + (bb * p.L + me) * p.E;
+    const int yb = p.y_off + (bb * p.L + me) * p.y_sl;
     [[unroll]] for (int c = 0; c < DV4; ++c) {
         const vec4 w = dq[c] * p.scale;
         [[unroll]] for (int u = 0; u < 4; ++u) if (4 * c + u < p.E) y[yb + 4 * c + u] = T(w[u]);
@@ -213,11 +214,11 @@ void main() {
     }
     if (!live) return;
 #if defined(DV)
-    const int yb = p.y_off + (bb * p.S + me) * p.EV;
+    const int yb = p.y_off + (bb * p.S + me) * p.y_sl;
     [[unroll]] for (int c = 0; c < DV4; ++c)
         [[unroll]] for (int u = 0; u < 4; ++u) if (4 * c + u < p.EV) y[yb + 4 * c + u] = T(acc[c][u]);
 #else
-    const int yb = p.y_off + (bb * p.S + me) * p.E;
+    const int yb = p.y_off + (bb * p.S + me) * p.y_sl;
     [[unroll]] for (int c = 0; c < DV4; ++c)
         [[unroll]] for (int u = 0; u < 4; ++u) if (4 * c + u < p.E) y[yb + 4 * c + u] = T(acc[c][u] * p.scale);
 #endif

@@ -1,16 +1,18 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
-// Fused attention on tensor cores: attention.comp's five kernels (same push constants, bindings and results) for f16
+// Fused attention on tensor cores: attention.comp's kernels (same push constants and bindings; its DK and DV as one
+// kernel, DKV, writing dk and dv side by side in each row, y_sl apart) for f16
 // q, k, v, do whose rows are 16-byte vectors (E, Ev multiples of 8 and at most 64; offsets and strides multiples of 8:
 // the host checks: kernels_nn.attention_cm). The products run on 16 x 16 x 16 cooperative matrices (f16 operands,
 // f32 accumulators); what a product cannot do, the softmax, runs in plain code between them:
-//   a workgroup of SG subgroups owns SG*16 rows (queries for ATTENTION, STATS and DQ; keys for DK and DV), staged
+//   a workgroup of SG subgroups owns SG*16 rows (queries for ATTENTION, STATS and DQ; keys for DKV), staged
 //   once into shared memory; it walks the other side in blocks of BC rows, staged in turn. Per block, each subgroup
 //     1. multiplies its 16 owned rows by the block (scores S = Q Kᵀ, or Sᵀ = K Qᵀ) into a f32 scratch,
 //     2. reads the scratch back as plain floats, two lanes a row, BC/2 scores each, and forms the softmax's p
 //        (online: the running max m and sum l per query, FlashAttention's rescaling) and, for the gradients,
 //        dp (a second product) and ds = p (dp - D); p or ds goes back to shared memory as f16,
-//     3. multiplies that by the block's other tensor into accumulators it keeps across blocks (o, dq, dk or dv).
+//     3. multiplies that by the block's other tensor into accumulators it keeps across blocks (o, dq; DKV: dv from
+//        p and dk from ds, one walk computing both: p is what dk's ds needs anyway).
 // The online softmax rescales o row by row, but which row an accumulator's element belongs to is the
 // implementation's choice: it is read once from a matrix loaded with each element's row (`rowmap`).
 // Scores stay f32 from product to exponential; p and ds are rounded to f16 for the second product, as
@@ -43,11 +45,11 @@
 #endif
 layout(local_size_x = NT) in;
 
-#if defined(DQ) || defined(DK)
-#define OWN1 1               // a second owned tensor: do (DQ) or v (DK)
+#if defined(DQ) || defined(DKV)
+#define OWN1 1               // a second owned tensor: do (DQ) or v (DKV)
 #endif
 #if !defined(STATS)
-#define WALK1 1              // a second walked tensor: v (ATTENTION, DQ) or do (DK, DV)
+#define WALK1 1              // a second walked tensor: v (ATTENTION, DQ) or do (DKV)
 #endif
 // the f16 arena, in halves: the owned rows (one or two tensors), the walked block (one or two), p per subgroup
 #define O0 0
@@ -66,7 +68,7 @@ layout(local_size_x = NT) in;
 #define NH (PA + SG * 16 * PST)
 shared uvec4 H[NH / 8];
 shared float Ssh[SG * 16 * SST];
-#if defined(DK) || defined(DV)
+#if defined(DKV)
 shared float tileL[BC], tileD[BC];
 #endif
 
@@ -85,7 +87,7 @@ layout(std430, set = 0, binding = 4) readonly buffer InDs { T db[]; };
 #if !defined(ATTENTION)
 layout(std430, set = 0, binding = 4) readonly buffer InD { uvec4 d4[]; };  // do
 #endif
-#if defined(DQ) || defined(DK) || defined(DV)
+#if defined(DQ) || defined(DKV)
 layout(std430, set = 0, binding = 5) readonly buffer InS { float st[]; };  // (lse2, D) per query row
 layout(std430, set = 0, binding = 6) readonly buffer InM { T mb[]; };
 #elif defined(STATS)
@@ -101,7 +103,7 @@ layout(push_constant) uniform PC {
     int c_off, c_s0, c_s1, c_sl;
     int d_off, d_s0, d_s1, d_sl;
     int m_off, m_s0, m_s1, m_sl, m_se;
-    int st_off, y_off;
+    int st_off, y_off, y_sl;   // y_sl: the gradients' row stride (dk and dv side by side for DKV)
 } p;
 
 // ---- the fragments: cooperative matrices, or their emulation ----
@@ -187,6 +189,21 @@ struct Frag { uint off; uint st; bool col; };   // a loaded fragment: where it l
     float af_[8]; \
     for (uint i = 0; i < NEL; ++i) af_[i] = Ssh[sbase + ROW(i) * SST + BC]; \
     [[unroll]] for (uint f = 0; f < D / 16; ++f) for (uint i = 0; i < NEL; ++i) EL(acc[f], i) *= af_[i]; }
+
+// acc (its first n dims, times sc) out to row `me` of y at yb, through the scratch two fragments (32 dims) at a time:
+// lane pair (lr, lh) writes row lr, 16 dims each
+#define STORE_OUT(acc, yb, n, sc) \
+    [[unroll]] for (uint f = 0; f < D / 16; f += 2) { \
+        STORE_S(acc[f], sbase); \
+        STORE_S(acc[f + 1], sbase + 16u); \
+        SG_SYNC(); \
+        if (live) \
+            [[unroll]] for (uint c = 0; c < 16; ++c) { \
+                const int e = int(f * 16u + lh * 16u + c); \
+                if (e < (n)) y[(yb) + e] = T(Ssh[sbase + lr * SST + lh * 16u + c] * (sc)); \
+            } \
+        SG_SYNC(); \
+    }
 
 // This lane's BC/2 values (row lr of the subgroup's 16, from column lh*BC/2) as f16 into its row of p.
 void put_p(uint pbase, uint lr, uint lh, float v[BC / 2]) {
@@ -320,20 +337,19 @@ void main() {
     const int n = p.EV;
     const float sc = 1.0;
 #else
-    const int yb = p.y_off + (bb * p.L + me) * p.E;
+    const int yb = p.y_off + (bb * p.L + me) * p.y_sl;
     const int n = p.E;
     const float sc = p.scale;
 #endif
     const bool live = me < p.L;
 #endif
 #else
-    // ---- keys owned, queries walked: dk (needs v too) or dv ----
+    // ---- DKV: keys owned (with their v), queries walked; dk in acc, dv in accv ----
     STAGE(k4, O0, kbase, p.k_sl, p.E, row0, OWN, p.S)
-#if defined(DK)
     STAGE(c4, O1, cbase, p.c_sl, p.EV, row0, OWN, p.S)
-#endif
     FRAGC acc[D / 16];
-    [[unroll]] for (uint f = 0; f < D / 16; ++f) ZERO(acc[f]);
+    FRAGC accv[D / 16];   // (one declarator each: glslang types a second coopmat declarator wrongly)
+    [[unroll]] for (uint f = 0; f < D / 16; ++f) { ZERO(acc[f]); ZERO(accv[f]); }
     const int ibeg = p.causal != 0 ? row0 : 0;   // causal: no query before row0 sees these keys
     uvec4 rq[VPT(BC)], rd[VPT(BC)];
     float rl = NEG_INF, rD = 0.0;
@@ -362,7 +378,9 @@ void main() {
             const bool seen = i < p.L && me < p.S && (p.causal == 0 || me <= i) && tileL[col] != NEG_INF;
             sv[c] = seen ? exp2(s - tileL[col]) : 0.0;   // p (a query that sees no key: no gradient)
         }
-#if defined(DK)
+        put_p(pbase, lr, lh, sv);
+        SG_SYNC();
+        PRODUCT_P(accv, W1)    // dv += pᵀ do
         SG_SYNC();
         PRODUCT_ROWS(O1, W1)   // dpᵀ = v doᵀ
         SG_SYNC();
@@ -373,36 +391,17 @@ void main() {
         put_p(pbase, lr, lh, sv);
         SG_SYNC();
         PRODUCT_P(acc, W0)     // dk += dsᵀ q
-#else
-        put_p(pbase, lr, lh, sv);
-        SG_SYNC();
-        PRODUCT_P(acc, W1)     // dv += pᵀ do
-#endif
     }
     SG_SYNC();
-#if defined(DK)
-    const int yb = p.y_off + (bb * p.S + me) * p.E;
+    const int yb = p.y_off + (bb * p.S + me) * p.y_sl;
     const int n = p.E;
     const float sc = p.scale;
-#else
-    const int yb = p.y_off + (bb * p.S + me) * p.EV;
-    const int n = p.EV;
-    const float sc = 1.0;
-#endif
     const bool live = me < p.S;
 #endif
 #if !defined(STATS)
-    // out through the scratch, two fragments (32 dims) at a time: lane pair (lr, lh) writes row lr, 16 dims each
-    [[unroll]] for (uint f = 0; f < D / 16; f += 2) {
-        STORE_S(acc[f], sbase);
-        STORE_S(acc[f + 1], sbase + 16u);
-        SG_SYNC();
-        if (live)
-            [[unroll]] for (uint c = 0; c < 16; ++c) {
-                const int e = int(f * 16u + lh * 16u + c);
-                if (e < n) y[yb + e] = T(Ssh[sbase + lr * SST + lh * 16u + c] * sc);
-            }
-        SG_SYNC();
-    }
+    STORE_OUT(acc, yb, n, sc)
+#if defined(DKV)
+    STORE_OUT(accv, yb + p.E, p.EV, 1.0)   // dv after dk in each row
+#endif
 #endif
 }

@@ -54,6 +54,7 @@ ATTENTION_DMAX = (32, 64, 128)
 # fused attention on tensor cores (attention_cm.comp, f16, head dims <= 64): (SG, BC), a workgroup of SG subgroups owning
 # SG*16 rows, walking the other side BC rows a block; `attention_cm_<mode>_f16` and its emulated twin `attention_cm_emu_...`
 ATTENTION_CM = (2, 32)
+ATTENTION_CM_MODES = {"ATTENTION": "fwd", "STATS": "stats", "DQ": "dq", "DKV": "dkv"}   # (dk and dv: one kernel)
 MATMUL_F64 = (64, 64, 8, 4, 4)   # float64's one tile (matmul_f64, conv_f64, wgrad_f64): kernels_nn.F64_TILES says the same
 
 
@@ -123,7 +124,7 @@ def _rows():
             for s in FLOAT_SFX:
                 rows.append((f"attention_{kname}{dmax}_{s}", "attention.comp", {_T[s]: "1", mode: "1", "DMAX": str(dmax)}))
     sg, bc = ATTENTION_CM
-    for mode, kname in ATTENTION_MODES.items():
+    for mode, kname in ATTENTION_CM_MODES.items():
         d = {"T_F16": "1", mode: "1", "SG": str(sg), "BC": str(bc)}
         rows.append((f"attention_cm_{kname}_f16", "attention_cm.comp", {**d, "COOPMAT": "1"}))
         rows.append((f"attention_cm_emu_{kname}_f16", "attention_cm.comp", {**d, "EMULATE": "1"}))

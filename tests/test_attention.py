@@ -135,6 +135,16 @@ def test_no_scores_matrix_in_the_graph():
     assert {Op.ATTENTION, Op.ATTENTION_STATS, Op.ATTENTION_BACKWARD} <= ops and Op.MATMUL not in ops
 
 
+def test_one_backward_node_gives_dk_and_dv():
+    "k's and v's gradients are views of one ATTENTION_BACKWARD (dk then dv in each row): one pass over the queries."
+    q, k, v = (vkml.tensor(a, requires_grad=True) for a in arrays((2, 5, 8), (2, 7, 8), 4)[:3])
+    dq, dk, dv = grad(F.scaled_dot_product_attention(q, k, v).sum(), (q, k, v))
+    back = [n for n in toposort([t.node for t in (dq, dk, dv)]) if n.op is Op.ATTENTION_BACKWARD]
+    assert sorted((n.arg[2], n.shape) for n in back) == [(0, (2, 5, 8)), (1, (2, 7, 12))]
+    assert dk.node.op is Op.SLICE and dv.node.op is Op.SLICE and dk.node.srcs[0] is dv.node.srcs[0]
+    assert dk.shape == (2, 7, 8) and dv.shape == (2, 7, 4)
+
+
 @pytest.mark.parametrize("kw,fused", [({}, True), ({"is_causal": True}, True), ({"dropout_p": 0.1}, False),
                                       ({"attn_mask": "bool"}, True), ({"attn_mask": "float"}, True),
                                       ({"attn_mask": "float, with a gradient"}, False), ({"attn_mask": "float64"}, DTypeError),
@@ -313,7 +323,7 @@ def test_float16_on_tensor_cores_agrees_with_the_oracle(qs, ks, ev, causal, kind
     if m is not None and m.dtype != bool: m = m.astype(np.float16)
     cpu = fwd_bwd(q, k, v, g, "cpu", causal, mask=m)
     with profile() as prof: vk = fwd_bwd(q, k, v, g, "vulkan", causal, mask=m)
-    assert sorted(n for n in prof if n.startswith("attention")) == [f"{prefix}{x}_f16" for x in ("dk", "dq", "dv", "fwd", "stats")], sorted(prof)
+    assert sorted(n for n in prof if n.startswith("attention")) == [f"{prefix}{x}_f16" for x in ("dkv", "dq", "fwd", "stats")], sorted(prof)
     for what, a, w, t in zip(("o", "dq", "dk", "dv"), vk, cpu, bounds(q, k, v, g, causal, 1 / math.sqrt(qs[-1]), additive)):
         assert a.dtype == np.float16
         assert_close(a, w, terms=t, k=ks[-2] + qs[-1], what=what)
@@ -338,7 +348,7 @@ def test_float16_heads_of_one_projection_on_tensor_cores(monkeypatch):
         if d == "vulkan":   # the forward reads q, k, v where they lie (no copy); the backward's three gradients too
             assert sorted(fwd) == [f"{prefix}fwd_f16"], sorted(fwd)
             att = sorted(n for n in bwd if n.startswith("attention"))
-            assert att == [f"{prefix}{x}_f16" for x in ("dk", "dq", "dv", "stats")], sorted(bwd)
+            assert att == [f"{prefix}{x}_f16" for x in ("dkv", "dq", "stats")], sorted(bwd)
     assert_close(res["vulkan"][0], res["cpu"][0], k=T, rtol=2e-3, atol=2e-3, what="o")
     assert_close(res["vulkan"][1], res["cpu"][1], k=T + hd, rtol=2e-3, atol=2e-3, what="dqkv")
 

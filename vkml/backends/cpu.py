@@ -464,9 +464,10 @@ def _attention_backward(n, q, k, v, do, st, mask=None):
         p = np.exp2(_attention_scores(q, k, causal, scale, c, mask) * c.type(np.log2(np.e)) - lse2)
     p = np.where(lse2 == -np.inf, c.type(0), p)   # a query that sees no key: no gradient
     do = do.astype(c)
-    if which == 2: return np.matmul(np.swapaxes(p, -1, -2), do)
     ds = p * (np.matmul(do, np.swapaxes(v.astype(c), -1, -2)) - st[..., 1:].astype(c))
-    return (np.matmul(ds, k.astype(c)) if which == 0 else np.matmul(np.swapaxes(ds, -1, -2), q.astype(c))) * c.type(scale)
+    if which == 0: return np.matmul(ds, k.astype(c)) * c.type(scale)
+    dk = np.matmul(np.swapaxes(ds, -1, -2), q.astype(c)) * c.type(scale)
+    return np.concatenate([dk, np.matmul(np.swapaxes(p, -1, -2), do)], -1)   # dk and dv side by side
 
 # %% ../../nbs/06_cpu.ipynb #37cd7af9
 def _avg_divisor(n_in, k, s, p, n_out, include_pad):

@@ -364,7 +364,8 @@ ARG_DOC.update({
                   "`o.transpose(1, 2).reshape(B, L, H * Ev)` is a view",
     Op.ATTENTION_STATS: "(causal, scale): srcs (q, k, o, do[, mask]) -> (..., L, 2): per query log2 Σ_j exp2(log2(e)·s_ij) "
                         "and do·o, in float32 (float64 for float64)",
-    Op.ATTENTION_BACKWARD: "(causal, scale, which): srcs (q, k, v, do, stats[, mask]) -> the gradient of q (which 0), k (1) or v (2)",
+    Op.ATTENTION_BACKWARD: "(causal, scale, which): srcs (q, k, v, do, stats[, mask]) -> the gradient of q (which 0, (..., L, E)), "
+                           "or those of k and v side by side (which 1, (..., S, E + Ev): dk then dv in each row)",
 })
 for _op in ATTENTION_OPS[1:]:
     NO_GRAD_REASONS[_op] = (Category.NOT_YET, ("fused attention's gradient op: a second derivative of attention is not "
@@ -411,7 +412,8 @@ def _attention_backward(arg, q, k, v, do, stats, mask=None):
     _attention_mask("attention backward", q, k, mask)
     if do.shape != q.shape[:-1] + (v.shape[-1],) or stats.shape != q.shape[:-1] + (2,):
         raise ShapeError(f"attention backward: do {do.shape} and stats {stats.shape} do not fit q {q.shape}, v {v.shape}")
-    return (q, k, v)[arg[2]].shape, q.dtype
+    if arg[2] not in (0, 1): raise ShapeError(f"attention backward: which is 0 (dq) or 1 (dk and dv), got {arg[2]}")
+    return (q.shape if arg[2] == 0 else k.shape[:-1] + (k.shape[-1] + v.shape[-1],)), q.dtype
 
 # %% ../../nbs/02_ops.ipynb #5b90737a
 _define("indexing", "ARGSORT NONZERO")

@@ -301,7 +301,8 @@ NO_HIGHER_ORDER[Op.MAXPOOL2D] = (Category.NOT_YET, ("its rule emits MAXPOOL2D_BA
 
 # %% ../../nbs/13_autograd.ipynb #acf4dfa3
 def _attention_vjp(node, g, srcs):
-    "AttentionBackward(q, k, v, g, AttentionStats(q, k, o, g, [mask]), [mask]), one node for each of q, k and v; none for the mask"
+    """AttentionBackward(q, k, v, g, AttentionStats(q, k, o, g, [mask]), [mask]): one node for q's gradient, one for k's
+    and v's side by side (one pass over the queries gives both), each theirs a view of it; none for the mask"""
     q, k, v, *mask = srcs
     if mask and mask[0].requires_grad:
         raise GradError("fused attention has no gradient for its mask: scaled_dot_product_attention takes the composed "
@@ -311,8 +312,11 @@ def _attention_vjp(node, g, srcs):
         o, g = _permute(o, (0, 2, 1, 3)), _permute(g, (0, 2, 1, 3))
     arg = node.arg[:2]
     stats = _apply(Op.ATTENTION_STATS, q, k, o, g, *mask, arg=arg)
-    grads = tuple(_apply(Op.ATTENTION_BACKWARD, q, k, v, g, stats, *mask, arg=(*arg, which)) for which in range(3))
-    return grads + (None,) * len(mask)
+    dq = _apply(Op.ATTENTION_BACKWARD, q, k, v, g, stats, *mask, arg=(*arg, 0))
+    dkv = _apply(Op.ATTENTION_BACKWARD, q, k, v, g, stats, *mask, arg=(*arg, 1))
+    E, rows = k.shape[-1], [(0, d, 1) for d in k.shape[:-1]]
+    dk, dv = _slice(dkv, rows + [(0, E, 1)]), _slice(dkv, rows + [(E, E + v.shape[-1], 1)])
+    return (dq, dk, dv) + (None,) * len(mask)
 vjp_rules[Op.ATTENTION] = _attention_vjp
 NO_HIGHER_ORDER[Op.ATTENTION] = (Category.NOT_YET, ("its rule emits ATTENTION_STATS and ATTENTION_BACKWARD, which have no "
                                                     "rule yet: a second derivative of fused attention stops there"))

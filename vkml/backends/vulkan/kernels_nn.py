@@ -676,10 +676,10 @@ def _rows(t, copies):
         return buf, (0, *pad4(shape, contiguous_strides(shape))[1][:3])
     return t, (t.view.offset, *pad4(shape, strides)[1][:3])
 
-ATTENTION_SRCS = {"fwd": 3, "stats": 4, "dq": 5, "dk": 5, "dv": 5}   # sources before the optional mask
+ATTENTION_SRCS = {"fwd": 3, "stats": 4, "dq": 5, "dkv": 5}   # sources before the optional mask
 ATTENTION_CM = (2, 32)   # tensor-core attention: (subgroups a workgroup, rows a block); shaders/variants_nn.py builds the same
 ATTENTION_CM_DMAX = 64   # ... head dims it holds
-ATTENTION_CM_VECTORS = {"fwd": 3, "stats": 2, "dq": 4, "dk": 4, "dv": 4}   # tensors it reads in 16-byte vectors (q, k, v, do)
+ATTENTION_CM_VECTORS = {"fwd": 3, "stats": 2, "dq": 4, "dkv": 4}   # tensors it reads in 16-byte vectors (q, k, v, do)
 ATTENTION_CM_TRIAL = os.environ.get("VKML_ATTENTION_CM")   # "<SG>x<BC>": a trial shape's kernels (bench/attention_cm_sweep.py)
 
 def attention_cm_shape(emulated=False) -> tuple:
@@ -688,9 +688,9 @@ def attention_cm_shape(emulated=False) -> tuple:
 
 def attention_cm_shared(mode, sg, bc) -> int:
     "Bytes of shared memory attention_cm.comp takes: the f16 arena (owned rows, the walked block, p) and the f32 scratch."
-    own, two_owned, two_walked = sg * 16, mode in ("dq", "dk"), mode != "stats"
+    own, two_owned, two_walked = sg * 16, mode in ("dq", "dkv"), mode != "stats"
     halves = own * 72 * (1 + two_owned) + bc * 72 * (1 + two_walked) + own * (bc + 8)
-    return 2 * halves + 4 * own * (bc + 4) + (8 * bc if mode in ("dk", "dv") else 0)
+    return 2 * halves + 4 * own * (bc + 4) + (8 * bc if mode == "dkv" else 0)
 
 def attention_cm(mode, dtype, E, Ev, other, words, *ts) -> str | None:
     """The tensor-core kernel for this call (`attention_cm_<mode>_f16`, or its emulated twin under COOPMAT=emulate),
@@ -715,7 +715,7 @@ def _attention_dispatch(mode, node, out, srcs, owned):
     if dmax is None: raise ShapeError(f"fused attention holds head dims up to {ATTENTION_DMAX[-1]}, got {max(E, Ev)}: "
                                       "scaled_dot_product_attention takes the composed path for such heads")
     if B0 * B1 > MAX_GROUPS: raise ShapeError(f"fused attention: {B0 * B1} (batch x heads) is more than {MAX_GROUPS}: split the batch")
-    other = L if mode in ("dk", "dv") else S   # the rows each thread walks
+    other = L if mode == "dkv" else S   # the rows each thread walks
     check_trips(other + -(-other // (2048 // dmax)) + 2, f"attention over {other} rows", "a shorter sequence")
     copies, binds, words = [], [], []
     for t in srcs[:4]:   # q, k, v (or o), do
@@ -732,11 +732,17 @@ def _attention_dispatch(mode, node, out, srcs, owned):
             raise ShapeError("attention backward reads its stats contiguous: realize them with `.contiguous()`")
         binds.append(st)
     m = (mask.view.offset, *pad4(mask.view.shape, mask.view.strides)[1]) if mask is not None else (-1, 0, 0, 0, 0)
+    y_sl = {"dq": E, "dkv": E + Ev}.get(mode, 0)   # the gradients' row stride: dk and dv lie side by side
     push = (B1, L, S, E, Ev, int(bool(causal)), f32_bits(scale * _LOG2E), f32_bits(scale), *words, *m,
-            0 if st is None else st.view.offset, out.view.offset)
+            0 if st is None else st.view.offset, out.view.offset, y_sl)
     cm = attention_cm(mode, q.dtype, E, Ev, other, words, out)
-    name, rows = (cm, 16 * attention_cm_shape("_emu" in cm)[0]) if cm else (f"attention_{mode}{dmax}_{sfx(q.dtype)}", ATTENTION_WG)
-    return copies + [Dispatch(name, (out, *binds, mask if mask is not None else q), push, (-(-owned // rows), B0 * B1, 1))]
+    bufs = (out, *binds, mask if mask is not None else q)
+    if cm: return copies + [Dispatch(cm, bufs, push, (-(-owned // (16 * attention_cm_shape("_emu" in cm)[0])), B0 * B1, 1))]
+    groups = (-(-owned // ATTENTION_WG), B0 * B1, 1)
+    if mode == "dkv":   # the row-a-thread kernels hold one gradient a thread: dk, then dv beside it in each row
+        return copies + [Dispatch(f"attention_dk{dmax}_{sfx(q.dtype)}", bufs, push, groups),
+                         Dispatch(f"attention_dv{dmax}_{sfx(q.dtype)}", bufs, push[:-2] + (out.view.offset + E, y_sl), groups)]
+    return copies + [Dispatch(f"attention_{mode}{dmax}_{sfx(q.dtype)}", bufs, push, groups)]
 
 @kernel(Op.ATTENTION, Op.ATTENTION_STATS)
 def attention_kernel(node, out, *srcs):
@@ -746,9 +752,10 @@ def attention_kernel(node, out, *srcs):
 
 @kernel(Op.ATTENTION_BACKWARD)
 def attention_backward_kernel(node, out, *srcs):
-    "The gradient of q (a thread per query row), k or v (a thread per key row)."
+    """The gradient of q (a thread per query row), or those of k and v side by side (a thread per key row): on tensor
+    cores one kernel gives both; the row-a-thread kernels hold one of them a thread, so they run as two, dk then dv."""
     if out.view.numel == 0: return []
     which = node.arg[2]
-    return _attention_dispatch(("dq", "dk", "dv")[which], node, out, srcs, srcs[which].view.shape[-2])
+    return _attention_dispatch(("dq", "dkv")[which], node, out, srcs, srcs[which].view.shape[-2])
 
 kernel_dtypes.update({op: (float32, float16) for op in ATTENTION_OPS})

@@ -43,6 +43,9 @@
 #if BC < 32 || BC % 32 != 0
 #error "BC: a multiple of 32 (the scratch holds two output fragments a row)"
 #endif
+#if BC > NT
+#error "BC: at most the workgroup's threads (DKV stages a block's statistics one row a thread)"
+#endif
 layout(local_size_x = NT) in;
 
 #if defined(DQ) || defined(DKV)

@@ -128,7 +128,7 @@ def _rows():
         d = {"T_F16": "1", mode: "1", "SG": str(sg), "BC": str(bc)}
         rows.append((f"attention_cm_{kname}_f16", "attention_cm.comp", {**d, "COOPMAT": "1"}))
         rows.append((f"attention_cm_emu_{kname}_f16", "attention_cm.comp", {**d, "EMULATE": "1"}))
-        for sg2, bc2 in ((2, 64), (4, 32), (1, 64)):   # trial shapes, for bench/attention_cm_sweep.py (VKML_ATTENTION_CM="<SG>x<BC>")
+        for sg2, bc2 in ((2, 64), (4, 32)):   # trial shapes, for bench/attention_cm_sweep.py (VKML_ATTENTION_CM="<SG>x<BC>")
             rows.append((f"attention_cm{sg2}x{bc2}_{kname}_f16", "attention_cm.comp", {**d, "SG": str(sg2), "BC": str(bc2), "COOPMAT": "1"}))
     return rows
 

@@ -4,7 +4,7 @@
 
 # %% ../../../nbs/26_kernels_nn.ipynb #5030aa46
 from __future__ import annotations
-import math, os
+import math, os, re
 from ...core.dtypes import *
 from ...core.dtypes import contiguous_strides
 from ...core.ops import Op, conv_out, ATTENTION_OPS, ATTENTION_MAX_HEAD, attention_rows_out
@@ -72,7 +72,9 @@ def tile_dims(name: str, dtype=None) -> tuple:
 
 # %% ../../../nbs/26_kernels_nn.ipynb #c9c940cb
 def tile_threads(name: str) -> int:
-    "Threads in a workgroup of tiled variant `name`: 256, or a skinny tile's (a 4 x 4 block each)."
+    "Threads in a workgroup of tiled variant `name`: 256, a skinny tile's (a 4 x 4 block each), a tensor-core tile's (s<n>: n subgroups of 32)."
+    cm = re.search(r"_cm\d+x\d+s(\d+)", name)
+    if cm: return 32 * int(cm.group(1))
     dims = SKINNY_TILES.get(name.replace("_emu", ""))
     return 256 if dims is None else dims[0] * dims[1] // 16
 

@@ -116,6 +116,9 @@ def _rows():
         rows.append((f"gather_{s}", "gather.comp", {_T[s]: "1"}))
     for s in ("f32", "f16", "f64", "i32", "i64"):
         rows.append((f"index_add_{s}", "index_add.comp", {_T[s]: "1"}))
+    for s in ("f32", "f16"):   # an index broadcast along the columns (an embedding's backward): each entry added once
+        rows.append((f"index_add_rows_{s}", "index_add_rows.comp", {_T[s]: "1"}))
+        rows.append((f"index_add_rows_part_{s}", "index_add_rows.comp", {_T[s]: "1", "PART": "1"}))
     for s in ("f32", "f16", "f64", "i32", "i64", "b8"):
         rows.append((f"scatter_{s}", "index_add.comp", {_T[s]: "1", "SET": "1"}))
     rows.append(("check_index_i64", "check_index.comp", {"T_I64": "1"}))

@@ -550,6 +550,67 @@ def test_index_add_strided():
     check_sum(build, [d0, i0, s0], 8, abs_arrays=[np.abs(d0), i0, np.abs(s0)])
 
 
+# an index broadcast along the columns (an embedding's backward): index_add_rows.comp, each entry added once
+ROWS_CASES = [((65, 40), 300, False), ((7, 3, 5), 50, False), ((130, 70), 1000, True), ((3, 1), 9, False)]
+
+
+def _rows_build(shape, n, transposed):
+    "INDEX_ADD(dst (V, ...), idx (n,) broadcast over the columns, src (n, ...)), src read through a transpose when asked."
+    def build(d, i, s):
+        i = expand(apply(Op.RESHAPE, i, shape=(n,) + (1,) * (len(shape) - 1), dtype=i.dtype), (n, *shape[1:]))
+        return apply(Op.INDEX_ADD, d, i, perm(s, (1, 0)) if transposed else s, arg=0)
+    return build
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("case", ROWS_CASES)
+@pytest.mark.parametrize("parts", [1, 3])
+def test_index_add_rows(case, dtype, parts, monkeypatch):
+    "One chunk gives the oracle's bits in f32 (each (row, column) adds its entries in index order); chunks, the bound."
+    import vkml.backends.vulkan.kernels_nn as kn
+    from vkml.backends.vulkan import profile
+    monkeypatch.setattr(kn, "ROWS_PARTS", parts)
+    shape, n, transposed = case
+    idx = RNG.integers(0, shape[0], n).astype(np.int64)
+    src = values((shape[1], n) if transposed else (n, *shape[1:]), dtype)
+    args, build = [values(shape, dtype), idx, src], _rows_build(shape, n, transposed)
+    with profile() as prof: vk = build(*[tensor(a, device="vulkan") for a in args]).numpy()
+    assert any(k.startswith("index_add_rows" + ("_part" if parts > 1 else "")) for k in prof), sorted(prof)
+    cpu = build(*[tensor(a) for a in args]).numpy()
+    if dtype == np.float32 and parts == 1: np.testing.assert_array_equal(vk, cpu)
+    cnt = np.bincount(idx, minlength=1).max() + 1
+    check_sum(build, args, int(cnt), abs_arrays=[np.abs(args[0]), idx, np.abs(args[2])])
+    again = build(*[tensor(a, device="vulkan") for a in args]).numpy()
+    assert again.tobytes() == vk.tobytes()
+
+
+@pytest.mark.parametrize("parts", [1, 2])
+def test_index_add_rows_out_of_range_index(parts, monkeypatch):
+    "An index computed on the device and out of range matches no row, and the realize raises IndexOutOfRangeError."
+    import vkml.backends.vulkan.kernels_nn as kn
+    monkeypatch.setattr(kn, "ROWS_PARTS", parts)
+    t = lambda a: tensor(a, device="vulkan")
+    idx = apply(Op.ADD, t(np.array([0, 1, 2, 3], np.int64)), t(np.array([0, 0, 5, 0], np.int64)))   # 7: past 5 rows
+    with pytest.raises(D.IndexOutOfRangeError, match="index 7"):
+        _rows_build((5, 4), 4, False)(t(np.zeros((5, 4), np.float32)), idx, t(np.ones((4, 4), np.float32))).numpy()
+
+
+def test_embedding_backward_adds_each_entry_once():
+    "nn.Embedding's weight gradient takes index_add_rows, not the scan, and agrees with the oracle."
+    import vkml
+    from vkml.backends.vulkan import profile
+    ids, g0 = RNG.integers(0, 50, (4, 30)), values((4, 30, 16), np.float32)
+    res = {}
+    for d in DEVS:
+        emb = vkml.nn.Embedding(50, 16)
+        emb.weight = vkml.nn.Parameter(tensor(np.linspace(-1, 1, 800, dtype=np.float32).reshape(50, 16), device=d))
+        g = tensor(g0, device=d)
+        (emb(tensor(ids, device=d)) * g).sum().backward()
+        with profile() as prof: res[d] = emb.weight.grad.numpy()
+        if d == "vulkan": assert any(k.startswith("index_add_rows") for k in prof) and "index_add_f32" not in prof, sorted(prof)
+    oracle.assert_close(res["vulkan"], res["cpu"], rtol=1e-5, atol=1e-5, k=int(np.bincount(ids.ravel()).max()))
+
+
 def test_index_add_int_exact_large():
     "Integer scatter-add with heavy collisions: exact, wrap-around included for int32."
     dst = np.zeros(3, np.int32); idx = RNG.integers(0, 3, 5000).astype(np.int64)

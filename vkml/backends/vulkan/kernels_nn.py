@@ -18,14 +18,15 @@ __all__ = ['MATMUL_TILES', 'SKINNY_TILES', 'FILL_GROUPS', 'MIN_TILE_USE', 'SMALL
            'SMALL_CPU_BIG', 'SMALL_CPU_BIG_MIN', 'SPLIT_K_MIN', 'SPLIT_TILE', 'SPLIT_TILE_MIN', 'FORCE_TILE',
            'COOPMAT_TILES', 'COOPMAT_MORE', 'NO_EMULATION', 'CM_DEEP', 'COOPMAT', 'F64_TILES', 'DEEP_TILES', 'DEEP',
            'VEC_TILES', 'VEC', 'COL_SCRATCH_BYTES', 'IM2COL_ROWS_MAX', 'CT_LOWER_MIN_K', 'INDEX_ADD_CHUNK',
-           'ATTENTION_DMAX', 'ATTENTION_WG', 'ATTENTION_KERNEL', 'ATTENTION_SRCS', 'ATTENTION_CM', 'ATTENTION_CM_DMAX',
-           'ATTENTION_CM_VECTORS', 'ATTENTION_CM_TRIAL', 'tile_dims', 'tile_threads', 'matmul_variant', 'cpu_untiled',
-           'variant_for', 'split_k', 'k_chunks', 'matmul_trips', 'cpu_small_block', 'deepen', 'coopmat_layout_ok',
-           'coopmat_variant', 'vector_runs', 'vectorised', 'matmul_dispatch', 'matmul_kernel', 'merged_stride',
-           'im2col_dispatch', 'im2col_kernel', 'implicit_conv', 'contiguous_copy', 'wgrad_by_images',
-           'conv2d_weight_kernel', 'conv2d_kernel', 'taps', 'check_trips', 'col2im_dispatch', 'conv_transpose2d_kernel',
-           'col2im_kernel', 'window_trips', 'maxpool2d_kernel', 'avgpool2d_kernel', 'maxpool2d_backward_kernel',
-           'gather_kernel', 'index_add_kernel', 'scatter_kernel', 'check_index_kernel', 'attention_cm_shape',
+           'ROWS_CHUNK', 'ROWS_SLAB_BYTES', 'ROWS_PARTS', 'ATTENTION_DMAX', 'ATTENTION_WG', 'ATTENTION_KERNEL',
+           'ATTENTION_SRCS', 'ATTENTION_CM', 'ATTENTION_CM_DMAX', 'ATTENTION_CM_VECTORS', 'ATTENTION_CM_TRIAL',
+           'tile_dims', 'tile_threads', 'matmul_variant', 'cpu_untiled', 'variant_for', 'split_k', 'k_chunks',
+           'matmul_trips', 'cpu_small_block', 'deepen', 'coopmat_layout_ok', 'coopmat_variant', 'vector_runs',
+           'vectorised', 'matmul_dispatch', 'matmul_kernel', 'merged_stride', 'im2col_dispatch', 'im2col_kernel',
+           'implicit_conv', 'contiguous_copy', 'wgrad_by_images', 'conv2d_weight_kernel', 'conv2d_kernel', 'taps',
+           'check_trips', 'col2im_dispatch', 'conv_transpose2d_kernel', 'col2im_kernel', 'window_trips',
+           'maxpool2d_kernel', 'avgpool2d_kernel', 'maxpool2d_backward_kernel', 'gather_kernel', 'index_add_kernel',
+           'scatter_kernel', 'check_index_kernel', 'rows_layout', 'index_add_rows', 'attention_cm_shape',
            'attention_cm_shared', 'attention_cm', 'attention_kernel', 'attention_backward_kernel']
 
 # %% ../../../nbs/26_kernels_nn.ipynb #c9c940c7
@@ -608,8 +609,8 @@ INDEX_ADD_CHUNK = 8 * (LOOP_BUDGET - 16)   # index entries one dispatch scans (8
 
 @kernel(Op.INDEX_ADD)
 def index_add_kernel(node, out, dst, idx, src):
-    "torch.scatter_add, deterministic: each output scans the index entries along `axis`."
-    return _scan_dispatches("index_add", node, out, dst, idx, src)
+    "torch.scatter_add, deterministic: each output scans the index entries along `axis` (an embedding's backward: each entry added once)."
+    return index_add_rows(node, out, dst, idx, src) or _scan_dispatches("index_add", node, out, dst, idx, src)
 
 @kernel(Op.SCATTER)
 def scatter_kernel(node, out, dst, idx, src):
@@ -658,6 +659,42 @@ def check_index_kernel(node, out, idx):
                      (total, *pad4(idx.view.shape), *_p4(idx), size, int(ignore is not None) | int(bool(wrap)) << 1,
                       ig & 0xFFFFFFFF, ig >> 32),
                      groups_1d(total), (0, 2))]
+
+# %% ../../../nbs/26_kernels_nn.ipynb #8e70811e
+ROWS_CHUNK = 64 * 4096        # entries one chunk of index_add_rows walks (lavapipe's loop budget: 9 trips per 64)
+ROWS_SLAB_BYTES = 32 << 20    # the most a split index_add_rows takes for its partial sums
+ROWS_PARTS = None             # force the number of chunks (the tests split on lavapipe)
+
+def rows_layout(axis, dst, idx, src):
+    """((dst offset, row and column strides), (idx offset, entry stride), (src ...), V, C, N) where the index is the
+    same across src's columns (axis 0, the other dims merged into C columns); else None."""
+    ds, ish, ss = dst.view.shape, idx.view.shape, src.view.shape
+    if axis != 0 or len(ds) < 2 or ish != ss or ds[1:] != ss[1:]: return None
+    if any(s != 0 and d != 1 for d, s in zip(ish[1:], idx.view.strides[1:])): return None   # not broadcast
+    dc, sc = merged_stride(ds[1:], dst.view.strides[1:]), merged_stride(ss[1:], src.view.strides[1:])
+    if dc is None or sc is None: return None
+    return ((dst.view.offset, dst.view.strides[0], dc), (idx.view.offset, idx.view.strides[0]),
+            (src.view.offset, src.view.strides[0], sc), ds[0], math.prod(ds[1:]), ish[0])
+
+def index_add_rows(node, out, dst, idx, src) -> list | None:
+    "The dispatches of index_add_rows.comp (f32 and f16, an index broadcast along the columns), or None."
+    lay = rows_layout(node.arg, dst, idx, src) if node.dtype in (float32, float16) and out.view.numel else None
+    if lay is None or lay[5] == 0: return None
+    (d, i, s, V, C, N), sd = lay, sfx(node.dtype)
+    blocks = -(-C // 64) * -(-V // 64)
+    parts = -(-N // ROWS_CHUNK)
+    if not cpu_policy(device_type(out)):   # a GPU: fill it, in chunks of >= 256 entries, the slabs within their bytes
+        parts = max(parts, min(-(-4 * FILL_GROUPS // blocks), N // 256, ROWS_SLAB_BYTES // (4 * V * C)))
+    chunk = -(-N // (ROWS_PARTS or parts))
+    parts = -(-N // chunk)
+    flag = Flag("index_add", V, idx.view.shape, 0)
+    groups = (-(-C // 64), parts, -(-V // 64))
+    if parts == 1:
+        return [Dispatch(f"index_add_rows_{sd}", (out, dst, idx, src, flag), (V, C, N, chunk, *d, *i, *s, out.view.offset, 0),
+                         groups, (0, 4))]
+    slabs = Scratch(parts * V * C * 4)
+    return [Dispatch(f"index_add_rows_part_{sd}", (slabs, dst, idx, src, flag), (V, C, N, chunk, *d, *i, *s, 0, V * C),
+                     groups, (0, 4)), _sum_slabs(node.dtype, out, slabs, V * C, parts, out.view.offset)]
 
 # %% ../../../nbs/26_kernels_nn.ipynb #2f2bef62
 kernel_dtypes.update({op: (float32, float16) for op in (Op.MAXPOOL2D, Op.AVGPOOL2D, Op.MAXPOOL2D_BACKWARD)})

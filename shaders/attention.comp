@@ -43,7 +43,8 @@ layout(std430, set = 0, binding = 4) readonly buffer InM { T mb[]; };
 // Each tensor is (B0, B1, rows, dims): offset, batch strides and row stride; its elements are contiguous. The
 // mask (B0, B1, L, S) has an element stride too (m_se, 0 for a mask broadcast along the keys); m_off < 0: none.
 // ATTENTION reads no do: its words give the result's batch and row strides instead (PyTorch's (B, L, H, Ev) layout).
-// The gradients' rows are y_sl apart: dk and dv of one ATTENTION_BACKWARD (which 3) lie side by side in one tensor.
+// The gradients' rows are y_sl apart: dk and dv of one ATTENTION_BACKWARD (which 1) lie side by side in one tensor
+// (DK and DV each write theirs: y_off of DV's dispatch is where dv starts).
 layout(push_constant) uniform PC {
     int B1, L, S, E, EV, causal; float sl2, scale;
     int q_off, q_s0, q_s1, q_sl;
@@ -53,6 +54,14 @@ layout(push_constant) uniform PC {
     int m_off, m_s0, m_s1, m_sl, m_se;
     int st_off, y_off, y_sl;
 } p;
+// causal: bit 0 hides key j from query i < j; bit 1 (HEADS_OUT, the gradients) lays each gradient out (B0, rows, B1, w)
+// inside rows y_sl apart, as PyTorch's (B, L, H, E): the heads side by side, so that merging them is a view
+#define CAUSAL ((p.causal & 1) != 0)
+#define HEADS_OUT ((p.causal & 2) != 0)
+// where row `me` of batch (b0, b1) of a gradient `w` wide starts in y
+int y_row(int b0, int b1, int rows, int me, int w) {
+    return HEADS_OUT ? (b0 * rows + me) * p.y_sl + b1 * w : ((b0 * p.B1 + b1) * rows + me) * p.y_sl;
+}
 #define q_se 1
 #define k_se 1
 #define c_se 1
@@ -105,7 +114,7 @@ void main() {
     vec4 q[DV4];
     load_row(q, qbase, p.q_sl, q_se, me, p.E, live, 0);
     [[unroll]] for (int c = 0; c < DV4; ++c) q[c] *= p.sl2;
-    const int kend = p.causal != 0 ? min(p.S, row0 + WG) : p.S;
+    const int kend = CAUSAL ? min(p.S, row0 + WG) : p.S;
 #if defined(ATTENTION)
     vec4 o[DV4];
     [[unroll]] for (int c = 0; c < DV4; ++c) o[c] = vec4(0.0);
@@ -126,7 +135,7 @@ void main() {
         STAGE(tileB, cb, cbase, p.c_sl, c_se, p.EV, j0, p.S)
 #endif
         barrier();
-        const int jn = min(BC, (p.causal != 0 ? min(kend, me + 1) : kend) - j0);
+        const int jn = min(BC, (CAUSAL ? min(kend, me + 1) : kend) - j0);
         for (int jj = 0; jj < jn; ++jj) {
             float s = 0.0;
             [[unroll]] for (int c = 0; c < DV4; ++c) s += dot(q[c], tileA[jj][c]);
@@ -170,7 +179,7 @@ void main() {
     y[yb] = m + log2(l);
     y[yb + 1] = D;
 #else
-    const int yb = p.y_off + (bb * p.L + me) * p.y_sl;
+    const int yb = p.y_off + y_row(b0, b1, p.L, me, p.E);
     [[unroll]] for (int c = 0; c < DV4; ++c) {
         const vec4 w = dq[c] * p.scale;
         [[unroll]] for (int u = 0; u < 4; ++u) if (4 * c + u < p.E) y[yb + 4 * c + u] = T(w[u]);
@@ -186,7 +195,7 @@ void main() {
     vec4 vr[DV4];
     load_row(vr, cbase, p.c_sl, c_se, me, p.EV, live, 2);
 #endif
-    for (int i0 = p.causal != 0 ? row0 : 0; i0 < p.L; i0 += BC) {   // causal: no query before row0 sees these keys
+    for (int i0 = CAUSAL ? row0 : 0; i0 < p.L; i0 += BC) {   // causal: no query before row0 sees these keys
         barrier();
         STAGE(tileA, qb, qbase, p.q_sl, q_se, p.E, i0, p.L)
         STAGE(tileB, db, dbase, p.d_sl, d_se, p.EV, i0, p.L)
@@ -196,7 +205,7 @@ void main() {
             tileD[gl_LocalInvocationID.x] = i < p.L ? st[sr + 1] : 0.0;
         }
         barrier();
-        const int ilo = p.causal != 0 ? max(0, me - i0) : 0, in_ = min(BC, p.L - i0);
+        const int ilo = CAUSAL ? max(0, me - i0) : 0, in_ = min(BC, p.L - i0);
         for (int ii = ilo; ii < in_; ++ii) {
             float s = 0.0;
             [[unroll]] for (int c = 0; c < DV4; ++c) s += dot(kr[c], tileA[ii][c]);
@@ -214,11 +223,11 @@ void main() {
     }
     if (!live) return;
 #if defined(DV)
-    const int yb = p.y_off + (bb * p.S + me) * p.y_sl;
+    const int yb = p.y_off + y_row(b0, b1, p.S, me, p.EV);
     [[unroll]] for (int c = 0; c < DV4; ++c)
         [[unroll]] for (int u = 0; u < 4; ++u) if (4 * c + u < p.EV) y[yb + 4 * c + u] = T(acc[c][u]);
 #else
-    const int yb = p.y_off + (bb * p.S + me) * p.y_sl;
+    const int yb = p.y_off + y_row(b0, b1, p.S, me, p.E);
     [[unroll]] for (int c = 0; c < DV4; ++c)
         [[unroll]] for (int u = 0; u < 4; ++u) if (4 * c + u < p.E) y[yb + 4 * c + u] = T(acc[c][u] * p.scale);
 #endif

@@ -108,6 +108,14 @@ layout(push_constant) uniform PC {
     int m_off, m_s0, m_s1, m_sl, m_se;
     int st_off, y_off, y_sl;   // y_sl: the gradients' row stride (dk and dv side by side for DKV)
 } p;
+// causal: bit 0 hides key j from query i < j; bit 1 (HEADS_OUT, the gradients) lays each gradient out (B0, rows, B1, w)
+// inside rows y_sl apart, as PyTorch's (B, L, H, E): the heads side by side, so that merging them is a view
+#define CAUSAL ((p.causal & 1) != 0)
+#define HEADS_OUT ((p.causal & 2) != 0)
+// where row `me` of batch (b0, b1) of a gradient `w` wide starts in y
+int y_row(int b0, int b1, int rows, int me, int w) {
+    return HEADS_OUT ? (b0 * rows + me) * p.y_sl + b1 * w : ((b0 * p.B1 + b1) * rows + me) * p.y_sl;
+}
 
 // ---- the fragments: cooperative matrices, or their emulation ----
 #ifdef EMULATE
@@ -254,7 +262,7 @@ void main() {
     FRAGC acc[D / 16];
     [[unroll]] for (uint f = 0; f < D / 16; ++f) ZERO(acc[f]);
 #endif
-    const int kend = p.causal != 0 ? min(p.S, row0 + OWN) : p.S;
+    const int kend = CAUSAL ? min(p.S, row0 + OWN) : p.S;
     uvec4 rk[VPT(BC)];
     FETCH(rk, k4, kbase, p.k_sl, p.E, 0, BC, p.S)
 #if defined(WALK1)
@@ -282,7 +290,7 @@ void main() {
             const int j = j0 + int(lh * (BC / 2) + c);
             float s = Ssh[sbase + lr * SST + lh * (BC / 2) + c] * p.sl2;
             if (p.m_off >= 0 && me < p.L && j < p.S) s += LOG2E * float(mb[mbase + me * p.m_sl + j * p.m_se]);
-            if (j >= p.S || (p.causal != 0 && j > me)) s = NEG_INF;
+            if (j >= p.S || (CAUSAL && j > me)) s = NEG_INF;
             sv[c] = s;
             mx = max(mx, s);
         }
@@ -340,7 +348,7 @@ void main() {
     const int n = p.EV;
     const float sc = 1.0;
 #else
-    const int yb = p.y_off + (bb * p.L + me) * p.y_sl;
+    const int yb = p.y_off + y_row(b0, b1, p.L, me, p.E);
     const int n = p.E;
     const float sc = p.scale;
 #endif
@@ -353,7 +361,7 @@ void main() {
     FRAGC acc[D / 16];
     FRAGC accv[D / 16];   // (one declarator each: glslang types a second coopmat declarator wrongly)
     [[unroll]] for (uint f = 0; f < D / 16; ++f) { ZERO(acc[f]); ZERO(accv[f]); }
-    const int ibeg = p.causal != 0 ? row0 : 0;   // causal: no query before row0 sees these keys
+    const int ibeg = CAUSAL ? row0 : 0;   // causal: no query before row0 sees these keys
     uvec4 rq[VPT(BC)], rd[VPT(BC)];
     float rl = NEG_INF, rD = 0.0;
     #define FETCH_QUERIES(i0) { \
@@ -378,7 +386,7 @@ void main() {
             const int i = i0 + int(col);
             float s = Ssh[sbase + lr * SST + col] * p.sl2;
             if (p.m_off >= 0 && me < p.S && i < p.L) s += LOG2E * float(mb[mbase + i * p.m_sl + me * p.m_se]);
-            const bool seen = i < p.L && me < p.S && (p.causal == 0 || me <= i) && tileL[col] != NEG_INF;
+            const bool seen = i < p.L && me < p.S && (!CAUSAL || me <= i) && tileL[col] != NEG_INF;
             sv[c] = seen ? exp2(s - tileL[col]) : 0.0;   // p (a query that sees no key: no gradient)
         }
         put_p(pbase, lr, lh, sv);
@@ -396,7 +404,8 @@ void main() {
         PRODUCT_P(acc, W0)     // dk += dsᵀ q
     }
     SG_SYNC();
-    const int yb = p.y_off + (bb * p.S + me) * p.y_sl;
+    const int yb = p.y_off + y_row(b0, b1, p.S, me, p.E);
+    const int yv = HEADS_OUT ? p.y_off + p.B1 * p.E + y_row(b0, b1, p.S, me, p.EV) : yb + p.E;   // dv: after dk
     const int n = p.E;
     const float sc = p.scale;
     const bool live = me < p.S;
@@ -404,7 +413,7 @@ void main() {
 #if !defined(STATS)
     STORE_OUT(acc, yb, n, sc)
 #if defined(DKV)
-    STORE_OUT(accv, yb + p.E, p.EV, 1.0)   // dv after dk in each row
+    STORE_OUT(accv, yv, p.EV, 1.0)
 #endif
 #endif
 }

@@ -135,6 +135,25 @@ def test_no_scores_matrix_in_the_graph():
     assert {Op.ATTENTION, Op.ATTENTION_STATS, Op.ATTENTION_BACKWARD} <= ops and Op.MATMUL not in ops
 
 
+@pytest.mark.vulkan
+def test_gradients_of_heads_are_laid_out_as_pytorch_writes_them():
+    "With (B, H, L, E) heads the gradients come (B, L, H, E), heads side by side: merging the heads is a view, no copy."
+    from vkml.backends.vulkan import profile
+    B, H, T, hd = 2, 3, 10, 8
+    q0, k0, v0, g0 = arrays((B, H, T, hd), (B, H, T, hd), hd, seed=3)   # (g0: a gradient whose rows are read as they lie)
+    q, k, v = (vkml.tensor(a, device="vulkan", requires_grad=True) for a in (q0, k0, v0))
+    grads = grad(F.scaled_dot_product_attention(q, k, v, is_causal=True), (q, k, v), vkml.tensor(g0, device="vulkan"))
+    back = sorted((n.arg, n.shape) for n in toposort([g.node for g in grads]) if n.op is Op.ATTENTION_BACKWARD)
+    assert [(a[2:], s) for a, s in back] == [((0, True), (B, T, H, hd)), ((1, True), (B, T, H * 2 * hd))]
+    merged = [g.transpose(1, 2).reshape(B, T, H * hd) for g in grads]
+    with profile() as prof: got = [merged[0].numpy()]   # dq's merged heads: contiguous, read back as they lie
+    assert not any(n.startswith("copy") for n in prof), sorted(prof)
+    got += [m.numpy() for m in merged[1:]]   # (dk and dv: rows 2 H hd apart, copied to be read back)
+    cpu = [vkml.tensor(a, requires_grad=True) for a in (q0, k0, v0)]
+    want = [g.transpose(1, 2).reshape(B, T, H * hd).numpy() for g in grad(F.scaled_dot_product_attention(*cpu, is_causal=True), cpu, vkml.tensor(g0))]
+    for a, w in zip(got, want): assert_close(a, w, k=T, rtol=1e-5, atol=1e-5)
+
+
 def test_one_backward_node_gives_dk_and_dv():
     "k's and v's gradients are views of one ATTENTION_BACKWARD (dk then dv in each row): one pass over the queries."
     q, k, v = (vkml.tensor(a, requires_grad=True) for a in arrays((2, 5, 8), (2, 7, 8), 4)[:3])

@@ -1258,6 +1258,7 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                'vkml.core.ops._square': ('ops.html#_square', 'vkml/core/ops.py'),
                                'vkml.core.ops._square_same': ('ops.html#_square_same', 'vkml/core/ops.py'),
                                'vkml.core.ops._svd': ('ops.html#_svd', 'vkml/core/ops.py'),
+                               'vkml.core.ops.attention_backward_rows_out': ('ops.html#attention_backward_rows_out', 'vkml/core/ops.py'),
                                'vkml.core.ops.attention_rows_out': ('ops.html#attention_rows_out', 'vkml/core/ops.py'),
                                'vkml.core.ops.conv_out': ('ops.html#conv_out', 'vkml/core/ops.py'),
                                'vkml.core.ops.ops_of': ('ops.html#ops_of', 'vkml/core/ops.py'),

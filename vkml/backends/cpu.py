@@ -457,7 +457,7 @@ def _attention_stats(n, q, k, o, do, mask=None):
 
 @impl(Op.ATTENTION_BACKWARD)
 def _attention_backward(n, q, k, v, do, st, mask=None):
-    causal, scale, which = n.arg
+    causal, scale, which = n.arg[:3]
     c = acc_np(n.dtype)
     lse2 = st[..., :1].astype(c)
     with np.errstate(invalid="ignore"):
@@ -465,9 +465,12 @@ def _attention_backward(n, q, k, v, do, st, mask=None):
     p = np.where(lse2 == -np.inf, c.type(0), p)   # a query that sees no key: no gradient
     do = do.astype(c)
     ds = p * (np.matmul(do, np.swapaxes(v.astype(c), -1, -2)) - st[..., 1:].astype(c))
-    if which == 0: return np.matmul(ds, k.astype(c)) * c.type(scale)
-    dk = np.matmul(np.swapaxes(ds, -1, -2), q.astype(c)) * c.type(scale)
-    return np.concatenate([dk, np.matmul(np.swapaxes(p, -1, -2), do)], -1)   # dk and dv side by side
+    heads = (lambda g: np.swapaxes(g, 1, 2)) if attention_backward_rows_out(n.arg) else (lambda g: g)   # (B, L, H, E)
+    if which == 0: return np.ascontiguousarray(heads(np.matmul(ds, k.astype(c)) * c.type(scale)))
+    dk = heads(np.matmul(np.swapaxes(ds, -1, -2), q.astype(c)) * c.type(scale))
+    dv = heads(np.matmul(np.swapaxes(p, -1, -2), do))
+    if attention_backward_rows_out(n.arg): dk, dv = dk.reshape(*dk.shape[:2], -1), dv.reshape(*dv.shape[:2], -1)
+    return np.concatenate([dk, dv], -1)   # dk and dv side by side
 
 # %% ../../nbs/06_cpu.ipynb #37cd7af9
 def _avg_divisor(n_in, k, s, p, n_out, include_pad):

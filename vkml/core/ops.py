@@ -13,7 +13,8 @@ from .dtypes import DTYPES, FLOATS
 # %% auto #0
 __all__ = ['KINDS', 'REDUCE_OPS', 'VIEW_OPS', 'MOVEMENT_OPS', 'ARG_DOC', 'NUMERIC', 'ALL', 'ACCEPTED_DTYPES', 'NO_GRAD_REASONS',
            'NO_HIGHER_ORDER', 'SHAPE_RULES', 'LINALG_DTYPES', 'ATTENTION_OPS', 'ATTENTION_MAX_HEAD', 'CALLER_SHAPED',
-           'Op', 'ops_of', 'Category', 'same_shape_dtype', 'conv_out', 'shape_rule', 'attention_rows_out']
+           'Op', 'ops_of', 'Category', 'same_shape_dtype', 'conv_out', 'shape_rule', 'attention_rows_out',
+           'attention_backward_rows_out']
 
 # %% ../../nbs/02_ops.ipynb #b8b574bd
 KINDS = ("input", "source", "elementwise", "reduce", "movement", "indexing", "contraction", "linalg", "autograd")
@@ -364,8 +365,10 @@ ARG_DOC.update({
                   "`o.transpose(1, 2).reshape(B, L, H * Ev)` is a view",
     Op.ATTENTION_STATS: "(causal, scale): srcs (q, k, o, do[, mask]) -> (..., L, 2): per query log2 Σ_j exp2(log2(e)·s_ij) "
                         "and do·o, in float32 (float64 for float64)",
-    Op.ATTENTION_BACKWARD: "(causal, scale, which): srcs (q, k, v, do, stats[, mask]) -> the gradient of q (which 0, (..., L, E)), "
-                           "or those of k and v side by side (which 1, (..., S, E + Ev): dk then dv in each row)",
+    Op.ATTENTION_BACKWARD: "(causal, scale, which[, rows_out]): srcs (q, k, v, do, stats[, mask]) -> the gradient of q (which 0, "
+                           "(..., L, E)), or those of k and v side by side (which 1, (..., S, E + Ev): dk then dv in each row). "
+                           "rows_out (q (B, H, L, E)): laid out with the heads side by side, as PyTorch's (B, L, H, E): dq "
+                           "(B, L, H, E), dk and dv (B, S, H·E + H·Ev), so that each, as (B, S, H·E), is a view",
 })
 for _op in ATTENTION_OPS[1:]:
     NO_GRAD_REASONS[_op] = (Category.NOT_YET, ("fused attention's gradient op: a second derivative of attention is not "
@@ -374,6 +377,10 @@ for _op in ATTENTION_OPS[1:]:
 def attention_rows_out(arg) -> bool:
     "Does an ATTENTION node with `arg` (causal, scale[, rows_out]) lay its result out (B, L, H, Ev)?"
     return len(arg) > 2 and bool(arg[2])
+
+def attention_backward_rows_out(arg) -> bool:
+    "Does an ATTENTION_BACKWARD node with `arg` (causal, scale, which[, rows_out]) lay its gradients out with the heads side by side?"
+    return len(arg) > 3 and bool(arg[3])
 
 def _attention_check(what, q, k, v):
     r = len(q.shape)
@@ -413,7 +420,11 @@ def _attention_backward(arg, q, k, v, do, stats, mask=None):
     if do.shape != q.shape[:-1] + (v.shape[-1],) or stats.shape != q.shape[:-1] + (2,):
         raise ShapeError(f"attention backward: do {do.shape} and stats {stats.shape} do not fit q {q.shape}, v {v.shape}")
     if arg[2] not in (0, 1): raise ShapeError(f"attention backward: which is 0 (dq) or 1 (dk and dv), got {arg[2]}")
-    return (q.shape if arg[2] == 0 else k.shape[:-1] + (k.shape[-1] + v.shape[-1],)), q.dtype
+    if not attention_backward_rows_out(arg):
+        return (q.shape if arg[2] == 0 else k.shape[:-1] + (k.shape[-1] + v.shape[-1],)), q.dtype
+    if len(q.shape) != 4: raise ShapeError(f"attention backward: rows_out lays out a (B, H, L, E) query's gradients, got q {q.shape}")
+    (B, H, L, E), S, Ev = q.shape, k.shape[-2], v.shape[-1]
+    return ((B, L, H, E) if arg[2] == 0 else (B, S, H * (E + Ev))), q.dtype
 
 # %% ../../nbs/02_ops.ipynb #5b90737a
 _define("indexing", "ARGSORT NONZERO")

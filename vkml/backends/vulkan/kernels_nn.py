@@ -7,7 +7,7 @@ from __future__ import annotations
 import math, os, re
 from ...core.dtypes import *
 from ...core.dtypes import contiguous_strides
-from ...core.ops import Op, conv_out, ATTENTION_OPS, ATTENTION_MAX_HEAD, attention_rows_out
+from ...core.ops import Op, conv_out, ATTENTION_OPS, ATTENTION_MAX_HEAD, attention_rows_out, attention_backward_rows_out
 from .kernel_api import (Dispatch, Scratch, Flag, kernel, sfx, f32_bits, pad4, groups_1d, MAX_GROUPS, LOOP_BUDGET, LOOP_LIMIT,
                                    kernel_dtypes, device_info, device_type, cpu_policy, cpu_shapes)
 from .kernels import fill_dispatch, copy_dispatch
@@ -771,8 +771,10 @@ def _attention_dispatch(mode, node, out, srcs, owned):
             raise ShapeError("attention backward reads its stats contiguous: realize them with `.contiguous()`")
         binds.append(st)
     m = (mask.view.offset, *pad4(mask.view.shape, mask.view.strides)[1]) if mask is not None else (-1, 0, 0, 0, 0)
-    y_sl = {"dq": E, "dkv": E + Ev}.get(mode, 0)   # the gradients' row stride: dk and dv lie side by side
-    push = (B1, L, S, E, Ev, int(bool(causal)), f32_bits(scale * _LOG2E), f32_bits(scale), *words, *m,
+    # the gradients' row stride (dk and dv lie side by side), and with heads_out the heads of a row too: (B, L, H, E)
+    heads_out = mode in ("dq", "dkv") and attention_backward_rows_out(node.arg)
+    y_sl = {"dq": E, "dkv": E + Ev}.get(mode, 0) * (B1 if heads_out else 1)
+    push = (B1, L, S, E, Ev, int(bool(causal)) | 2 * heads_out, f32_bits(scale * _LOG2E), f32_bits(scale), *words, *m,
             0 if st is None else st.view.offset, out.view.offset, y_sl)
     cm = attention_cm(mode, q.dtype, E, Ev, other, words, out)
     bufs = (out, *binds, mask if mask is not None else q)
@@ -780,7 +782,7 @@ def _attention_dispatch(mode, node, out, srcs, owned):
     groups = (-(-owned // ATTENTION_WG), B0 * B1, 1)
     if mode == "dkv":   # the row-a-thread kernels hold one gradient a thread: dk, then dv beside it in each row
         return copies + [Dispatch(f"attention_dk{dmax}_{sfx(q.dtype)}", bufs, push, groups),
-                         Dispatch(f"attention_dv{dmax}_{sfx(q.dtype)}", bufs, push[:-2] + (out.view.offset + E, y_sl), groups)]
+                         Dispatch(f"attention_dv{dmax}_{sfx(q.dtype)}", bufs, push[:-2] + (out.view.offset + E * (B1 if heads_out else 1), y_sl), groups)]
     return copies + [Dispatch(f"attention_{mode}{dmax}_{sfx(q.dtype)}", bufs, push, groups)]
 
 @kernel(Op.ATTENTION, Op.ATTENTION_STATS)

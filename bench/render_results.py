@@ -188,7 +188,7 @@ def render() -> str:
         if rm: s += [rm, ""]
     s += _vs_section(load("vs_torch_next_h100.json"), "The step path beside PyTorch on the H100, the latest run")
     for name, where in (("attention_h200.json", "the H200"), ("attention_h100.json", "the H100"),
-                        ("attention_cm_h100.json", "the H100, f16 on tensor cores"), ("attention_lavapipe.json", "lavapipe")):
+                        ("attention_cm_h100.json", "the H100, the latest run (f16 on tensor cores)"), ("attention_lavapipe.json", "lavapipe")):
         s += _attention_section(load(name), where)
     for name, where in (("gpt_memory_h200.json", "the H200"), ("gpt_memory_h100.json", "the H100"), ("gpt_memory_lavapipe.json", "lavapipe")):
         g = load(name)

@@ -716,6 +716,8 @@ def _rows(t, copies):
     return t, (t.view.offset, *pad4(shape, strides)[1][:3])
 
 ATTENTION_SRCS = {"fwd": 3, "stats": 4, "dq": 5, "dkv": 5}   # sources before the optional mask
+
+# %% ../../../nbs/26_kernels_nn.ipynb #343b9a4b
 ATTENTION_CM = (2, 32)   # tensor-core attention: (subgroups a workgroup, rows a block); shaders/variants_nn.py builds the same
 ATTENTION_CM_DMAX = 64   # ... head dims it holds
 ATTENTION_CM_VECTORS = {"fwd": 3, "stats": 2, "dq": 4, "dkv": 4}   # tensors it reads in 16-byte vectors (q, k, v, do)
@@ -743,6 +745,7 @@ def attention_cm(mode, dtype, E, Ev, other, words, *ts) -> str | None:
     if attention_cm_shared(mode, *attention_cm_shape()) > _limits(*ts).get("maxComputeSharedMemorySize", 0): return None
     return f"attention_cm{ATTENTION_CM_TRIAL or ''}_{mode}_f16"
 
+# %% ../../../nbs/26_kernels_nn.ipynb #2b18f675
 def _attention_dispatch(mode, node, out, srcs, owned):
     n = ATTENTION_SRCS[mode]
     srcs, mask = srcs[:n], (srcs[n] if len(srcs) > n else None)

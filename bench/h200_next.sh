@@ -11,10 +11,9 @@
 # rerun real, vs, phases, bn and `tests/test_deep_tiles.py` (its tensor-core layouts: the H100 run ended before the
 # fixed test could run) on the H200 first. Stop 37 added f16 attention on tensor cores (attention_cm.comp; H100 logs:
 # h100_attention_cm_2026-12-06): `attn` runs its GPU tests and bench/attention.py; then `real` for the GPT amp rows.
-# Stop 38 (H100 logs: h100_dkv_2026-12-06) ran the prefetching attention_cm and DKV (dk and dv in one kernel) at 2abf065.
-# Not yet run on a GPU: the gradients' heads-out layout (d699c83), split K for the 128-thread tensor-core tiles
-# (7182635) and index_add_rows.comp (4a50ee7): run `attn`, `tests/test_parity_nn.py -k "index_add or embedding"`,
-# then `real` (the GPT amp rows move with all three) and bench/step_shaders.py --mode amp gpt.
+# Stop 38 (H100 logs: h100_dkv_2026-12-06, 74fa713): the prefetching attention_cm, DKV (dk and dv in one kernel), the
+# gradients' heads-out layout, split K for the 128-thread tensor-core tiles and index_add_rows.comp ran on an H100:
+# rerun `attn` and `real` here for the H200's rows.
 # STEP: real   the real-model benchmark (GPT, BatchNorm CNN, ResNet-20; eager, jit, amp; PyTorch eager, autocast, CUDA graph)
 #       vs     the step rows beside PyTorch (MLP and CNN, jit and eager) after this session's changes
 #       gpt    the GPT demo at nanoGPT's character-model size

@@ -784,8 +784,9 @@ def _attention_dispatch(mode, node, out, srcs, owned):
     if cm: return copies + [Dispatch(cm, bufs, push, (-(-owned // (16 * attention_cm_shape("_emu" in cm)[0])), B0 * B1, 1))]
     groups = (-(-owned // ATTENTION_WG), B0 * B1, 1)
     if mode == "dkv":   # the row-a-thread kernels hold one gradient a thread: dk, then dv beside it in each row
+        dv_at = out.view.offset + E * (B1 if heads_out else 1)   # after every head's dk
         return copies + [Dispatch(f"attention_dk{dmax}_{sfx(q.dtype)}", bufs, push, groups),
-                         Dispatch(f"attention_dv{dmax}_{sfx(q.dtype)}", bufs, push[:-2] + (out.view.offset + E * (B1 if heads_out else 1), y_sl), groups)]
+                         Dispatch(f"attention_dv{dmax}_{sfx(q.dtype)}", bufs, push[:-2] + (dv_at, y_sl), groups)]
     return copies + [Dispatch(f"attention_{mode}{dmax}_{sfx(q.dtype)}", bufs, push, groups)]
 
 @kernel(Op.ATTENTION, Op.ATTENTION_STATS)

@@ -1,10 +1,10 @@
 """The tensor-core attention's workgroup shapes, side by side on one GPU (a measuring tool, not a test):
-    python bench/attention_cm_sweep.py [--shapes 32,6,256,64 8,12,1024,64] --configs '' 2x64 4x32 1x64
-For each (subgroups x block rows) build (`VKML_ATTENTION_CM`, here `kernels_nn.ATTENTION_CM_TRIAL`; '' is the shipped one): GPU ms of the causal f16
-forward and forward + backward (bench/attention.py's timing), each kernel's µs, and the largest difference of its
-results from the shipped shape's (they differ only in summation order). A trial shape needs its variants built first:
-add its rows where shaders/variants_nn.py says, then `python shaders/build.py`. A shape whose shared memory the device
-lacks is never chosen (kernels_nn.attention_cm_shared): the shipped kernels run instead."""
+    python bench/attention_cm_sweep.py [--shapes 32,6,256,64 8,12,1024,64] [--configs '' 2x64 4x32]
+For each (subgroups x block rows) build (`VKML_ATTENTION_CM`, here `kernels_nn.ATTENTION_CM_TRIAL`; '' is the shipped
+one): GPU ms of the causal f16 forward and forward + backward (bench/attention.py's timing), each kernel's µs, and the
+largest difference of its results from the shipped shape's (they differ only in summation order). The trial shapes
+built are shaders/variants_nn.py's trial rows; another needs a row there, then `python shaders/build.py`. A shape whose
+shared memory the device lacks is never chosen (kernels_nn.attention_cm_shared): the shipped kernels run instead."""
 import argparse, sys
 from pathlib import Path
 import numpy as np
@@ -18,7 +18,7 @@ import attention as A
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--shapes", nargs="+", default=["32,6,256,64", "8,12,1024,64"])
-    ap.add_argument("--configs", nargs="+", default=[""])
+    ap.add_argument("--configs", nargs="+", default=["", "2x64", "4x32"])
     ap.add_argument("--reps", type=int, default=20)
     a = ap.parse_args(argv)
     fn = lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True)

@@ -465,11 +465,13 @@ def _attention_backward(n, q, k, v, do, st, mask=None):
     p = np.where(lse2 == -np.inf, c.type(0), p)   # a query that sees no key: no gradient
     do = do.astype(c)
     ds = p * (np.matmul(do, np.swapaxes(v.astype(c), -1, -2)) - st[..., 1:].astype(c))
-    heads = (lambda g: np.swapaxes(g, 1, 2)) if attention_backward_rows_out(n.arg) else (lambda g: g)   # (B, L, H, E)
-    if which == 0: return np.ascontiguousarray(heads(np.matmul(ds, k.astype(c)) * c.type(scale)))
-    dk = heads(np.matmul(np.swapaxes(ds, -1, -2), q.astype(c)) * c.type(scale))
-    dv = heads(np.matmul(np.swapaxes(p, -1, -2), do))
-    if attention_backward_rows_out(n.arg): dk, dv = dk.reshape(*dk.shape[:2], -1), dv.reshape(*dv.shape[:2], -1)
+    rows_out = attention_backward_rows_out(n.arg)   # heads side by side: (B, H, L, E) -> (B, L, H, E)
+    if which == 0:
+        dq = np.matmul(ds, k.astype(c)) * c.type(scale)
+        return np.ascontiguousarray(np.swapaxes(dq, 1, 2)) if rows_out else dq
+    dk = np.matmul(np.swapaxes(ds, -1, -2), q.astype(c)) * c.type(scale)
+    dv = np.matmul(np.swapaxes(p, -1, -2), do)
+    if rows_out: dk, dv = (np.swapaxes(x, 1, 2).reshape(x.shape[0], x.shape[2], -1) for x in (dk, dv))
     return np.concatenate([dk, dv], -1)   # dk and dv side by side
 
 # %% ../../nbs/06_cpu.ipynb #37cd7af9

@@ -312,18 +312,14 @@ def _attention_vjp(node, g, srcs):
         o, g = _permute(o, (0, 2, 1, 3)), _permute(g, (0, 2, 1, 3))
     arg = node.arg[:2]
     stats = _apply(Op.ATTENTION_STATS, q, k, o, g, *mask, arg=arg)
-    E, Ev = k.shape[-1], v.shape[-1]
-    if attention_rows_out(node.arg):   # the gradients too, heads side by side: each a view once its heads are merged
-        dq = _apply(Op.ATTENTION_BACKWARD, q, k, v, g, stats, *mask, arg=(*arg, 0, True))
-        dkv = _apply(Op.ATTENTION_BACKWARD, q, k, v, g, stats, *mask, arg=(*arg, 1, True))
-        (B, H, S, _), rows = k.shape, [(0, d, 1) for d in dkv.shape[:-1]]
+    heads = attention_rows_out(node.arg)   # the gradients too, heads side by side: each a view once its heads are merged
+    dq, dkv = (_apply(Op.ATTENTION_BACKWARD, q, k, v, g, stats, *mask, arg=(*arg, which, heads)) for which in (0, 1))
+    E, Ev, rows = k.shape[-1], v.shape[-1], [(0, d, 1) for d in dkv.shape[:-1]]
+    if heads:
+        B, H, S, _ = k.shape
         part = lambda lo, w: _permute(_reshape(_slice(dkv, rows + [(lo, lo + H * w, 1)]), (B, S, H, w)), (0, 2, 1, 3))
         return (_permute(dq, (0, 2, 1, 3)), part(0, E), part(H * E, Ev)) + (None,) * len(mask)
-    dq = _apply(Op.ATTENTION_BACKWARD, q, k, v, g, stats, *mask, arg=(*arg, 0))
-    dkv = _apply(Op.ATTENTION_BACKWARD, q, k, v, g, stats, *mask, arg=(*arg, 1))
-    rows = [(0, d, 1) for d in k.shape[:-1]]
-    dk, dv = _slice(dkv, rows + [(0, E, 1)]), _slice(dkv, rows + [(E, E + Ev, 1)])
-    return (dq, dk, dv) + (None,) * len(mask)
+    return (dq, _slice(dkv, rows + [(0, E, 1)]), _slice(dkv, rows + [(E, E + Ev, 1)])) + (None,) * len(mask)
 vjp_rules[Op.ATTENTION] = _attention_vjp
 NO_HIGHER_ORDER[Op.ATTENTION] = (Category.NOT_YET, ("its rule emits ATTENTION_STATS and ATTENTION_BACKWARD, which have no "
                                                     "rule yet: a second derivative of fused attention stops there"))

@@ -4,7 +4,7 @@
 
 # %% ../../../nbs/26_kernels_nn.ipynb #5030aa46
 from __future__ import annotations
-import math, os, re
+import functools, math, os, re
 from ...core.dtypes import *
 from ...core.dtypes import contiguous_strides
 from ...core.ops import Op, conv_out, ATTENTION_OPS, ATTENTION_MAX_HEAD, attention_rows_out, attention_backward_rows_out
@@ -72,6 +72,7 @@ def tile_dims(name: str, dtype=None) -> tuple:
             or COOPMAT_MORE[base])
 
 # %% ../../../nbs/26_kernels_nn.ipynb #c9c940cb
+@functools.cache   # (asked on every tiled product: read each name once)
 def tile_threads(name: str) -> int:
     "Threads in a workgroup of tiled variant `name`: 256, a skinny tile's (a 4 x 4 block each), a tensor-core tile's (s<n>: n subgroups of 32)."
     cm = re.search(r"_cm\d+x\d+s(\d+)", name)
@@ -776,7 +777,8 @@ def _attention_dispatch(mode, node, out, srcs, owned):
     m = (mask.view.offset, *pad4(mask.view.shape, mask.view.strides)[1]) if mask is not None else (-1, 0, 0, 0, 0)
     # the gradients' row stride (dk and dv lie side by side), and with heads_out the heads of a row too: (B, L, H, E)
     heads_out = mode in ("dq", "dkv") and attention_backward_rows_out(node.arg)
-    y_sl = {"dq": E, "dkv": E + Ev}.get(mode, 0) * (B1 if heads_out else 1)
+    heads = B1 if heads_out else 1   # heads a row of a gradient holds
+    y_sl = {"dq": E, "dkv": E + Ev}.get(mode, 0) * heads
     push = (B1, L, S, E, Ev, int(bool(causal)) | 2 * heads_out, f32_bits(scale * _LOG2E), f32_bits(scale), *words, *m,
             0 if st is None else st.view.offset, out.view.offset, y_sl)
     cm = attention_cm(mode, q.dtype, E, Ev, other, words, out)
@@ -784,7 +786,7 @@ def _attention_dispatch(mode, node, out, srcs, owned):
     if cm: return copies + [Dispatch(cm, bufs, push, (-(-owned // (16 * attention_cm_shape("_emu" in cm)[0])), B0 * B1, 1))]
     groups = (-(-owned // ATTENTION_WG), B0 * B1, 1)
     if mode == "dkv":   # the row-a-thread kernels hold one gradient a thread: dk, then dv beside it in each row
-        dv_at = out.view.offset + E * (B1 if heads_out else 1)   # after every head's dk
+        dv_at = out.view.offset + E * heads   # after every head's dk
         return copies + [Dispatch(f"attention_dk{dmax}_{sfx(q.dtype)}", bufs, push, groups),
                          Dispatch(f"attention_dv{dmax}_{sfx(q.dtype)}", bufs, push[:-2] + (dv_at, y_sl), groups)]
     return copies + [Dispatch(f"attention_{mode}{dmax}_{sfx(q.dtype)}", bufs, push, groups)]

@@ -93,3 +93,31 @@ def test_an_ahead_point_that_returns_arrays_is_refused_at_the_capture():
     f(vkml.ones((8, 8), device=DEV))
     with pytest.raises(JitError, match="ahead=True"):
         f(vkml.ones((8, 8), device=DEV))
+
+
+def test_a_point_at_the_capture_reads_the_step_inputs_once_earlier_work_is_done():
+    """Regression: at the capture a point read nothing's serial (`wait(self.last)`, 0 before the step's first
+    submission) and, where memory is read in place, the static inputs before their copies were submitted: it read
+    garbage, and a point that reads nothing (DistributedDataParallel's guard) ran while earlier work still read
+    the shared buckets it guards."""
+    from vkml.engine.jit import host_call
+    dev = get_backend(DEV).device
+    seen = []
+    def step(x):
+        notes = capture_in_progress()
+        if notes is not None:                                            # a point that reads nothing
+            notes.recording.host_point([], lambda arrays: (seen.append(("empty", dev.poll())), [])[1], "a guard")
+        host_call(lambda arrays: (seen.append(("x", dev.poll(), arrays[0].tolist())), [])[1], [x], "a point")
+        return x * 2
+    f = vkml.jit(step)
+    a = vkml.tensor(np.linspace(-1, 1, 1024 * 1024, dtype=np.float32).reshape(1024, 1024), device=DEV)
+    a.numpy()
+    for i in range(3):                                                   # eager, captured, replayed
+        realize(a @ a @ a)                                               # in flight when the step begins
+        before = dev.submitted
+        seen.clear()
+        x = vkml.tensor(np.arange(4, dtype=np.float32) + 10 * i, device=DEV)
+        np.testing.assert_array_equal(f(x).numpy(), 2 * (np.arange(4) + 10 * i))
+        assert [s[-1] for s in seen if s[0] == "x"] == [[10.0 * i, 10 * i + 1, 10 * i + 2, 10 * i + 3]], seen
+        if i: assert all(s[1] >= before for s in seen), (before, seen)  # captured, replayed: what came before was done
+    assert len(f.captures) == 1

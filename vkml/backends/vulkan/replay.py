@@ -269,15 +269,14 @@ def host_point(self, reads: list, fn, what: str = "a host function", ahead: bool
     `ahead=True`: the segment after the point needs nothing of it, so a replay submits that segment first (see below)."""
     rt = self.rt
     if rt.capture is not self: raise JitError(f"{what}: host_point is called inside this step's capture")
-    if rt.mem.direct_readback: gets = [_reader(t) for t in reads]
-    else:
-        rec = Recorder(rt)                  # (kept with the segment before the point)
-        try: gets = [rec.readback(t) for t in reads]
-        except BaseException: rec.abort(); raise
-        if rec.n: rec.submit()
-        else: rec.abort()
+    rec = Recorder(rt)                      # (kept with the segment before the point)
+    try: gets = [_reader(t) for t in reads] if rt.mem.direct_readback else [rec.readback(t) for t in reads]
+    except BaseException: rec.abort(); raise
+    # submitted if it reads back, or if the step's input copies (`prologue`) still wait for a first recording
+    if rec.n or self.prologue is not None: rec.submit()
+    else: rec.abort()
     point = HostPoint(len(self.cbs), gets, fn, what, ahead)
-    self.dev.wait(self.last)
+    self.dev.wait()                         # all the work so far: the step's, and what was submitted before it
     arrays = point.call([get() for get in gets])
     if ahead and arrays:
         raise JitError(f"{what} returned arrays from a host point with ahead=True: the segment after it starts before "

@@ -104,11 +104,44 @@ def test_heads_read_through_strides():
         with profile() as prof: y0 = y.numpy()
         if d == "vulkan": assert list(prof) == ["attention_fwd32_f32"], sorted(prof)   # one dispatch: no copy of q, k, v or y
         (o * vkml.tensor(g0, device=d)).sum().backward()
-        res[d] = (o.numpy(), qkv.grad.numpy())
+        with profile() as bwd: dqkv = qkv.grad.numpy()
+        if d == "vulkan":   # dq, and dk | dv, written into their parts of each row of qkv's gradient: nothing copied
+            assert sorted(n for n in bwd if n.startswith("attention")) == ["attention_dk32_f32", "attention_dq32_f32",
+                                                                           "attention_dv32_f32", "attention_stats32_f32"]
+            assert not any(n.startswith("copy") for n in bwd), sorted(bwd)
+        res[d] = (o.numpy(), dqkv)
         assert np.array_equal(y0, res[d][0].transpose(0, 2, 1, 3).reshape(B, T, H * hd))
     assert_close(res["vulkan"][0], res["cpu"][0], k=T, rtol=1e-5 * 4, what="o")
     assert_close(res["vulkan"][1], res["cpu"][1], k=T + hd, atol=1e-5, what="dqkv")
 
+
+
+# how q, k, v come from the projections, and the copies their gradient's concatenations then make: the attention
+# kernels write a gradient into each row of a concatenation only where its views show all of it, in order, and nothing
+# else reads it (else a kernel's rows would land on another input's part, or outside the result)
+LAYOUTS = {"q|k|v": ("qkv", 0), "q, k|v": ("q kv", 0), "q|k, v": ("qk v", 1), "q, v|k": ("q vk", 2)}
+
+
+@pytest.mark.vulkan
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_attention_gradients_are_written_into_the_rows_of_the_projections_gradient(layout):
+    from vkml.backends.vulkan import profile
+    parts, copies = LAYOUTS[layout]
+    B, T, H, hd = 2, 12, 2, 8
+    C = H * hd
+    rng = np.random.default_rng(21)
+    arrays0 = {p: rng.standard_normal((B, T, len(p) * C)).astype(np.float32) for p in parts.split()}
+    g0 = rng.standard_normal((B, H, T, hd)).astype(np.float32)
+    res = {}
+    for d in ("cpu", "vulkan"):
+        ts = {p: vkml.tensor(a, device=d, requires_grad=True) for p, a in arrays0.items()}
+        heads = {name: t[:, :, i * C:(i + 1) * C].reshape(B, T, H, hd).transpose(1, 2)
+                 for p, t in ts.items() for i, name in enumerate(p)}
+        o = F.scaled_dot_product_attention(heads["q"], heads["k"], heads["v"], is_causal=True)
+        (o * vkml.tensor(g0, device=d)).sum().backward()
+        with profile() as prof: res[d] = [ts[p].grad.numpy() for p in ts]
+        if d == "vulkan": assert sum(v["count"] for n, v in prof.items() if n.startswith("copy")) == copies, prof
+    for a, w in zip(res["vulkan"], res["cpu"]): assert_close(a, w, k=T + hd, atol=1e-5, what=layout)
 
 @pytest.mark.parametrize("device", ["cpu", pytest.param("vulkan", marks=pytest.mark.vulkan)])
 def test_nan_reaches_only_the_queries_that_see_it(device):
@@ -368,6 +401,8 @@ def test_float16_heads_of_one_projection_on_tensor_cores(monkeypatch):
             assert sorted(fwd) == [f"{prefix}fwd_f16"], sorted(fwd)
             att = sorted(n for n in bwd if n.startswith("attention"))
             assert att == [f"{prefix}{x}_f16" for x in ("dkv", "dq", "stats")], sorted(bwd)
+            # ... written into their parts of each row of qkv's gradient (dq | dk | dv): no concatenation copies them
+            assert not any(n.startswith("copy") for n in bwd), sorted(bwd)
     assert_close(res["vulkan"][0], res["cpu"][0], k=T, rtol=2e-3, atol=2e-3, what="o")
     assert_close(res["vulkan"][1], res["cpu"][1], k=T + hd, rtol=2e-3, atol=2e-3, what="dqkv")
 

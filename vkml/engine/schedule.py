@@ -7,14 +7,15 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from ..core.dtypes import *
-from ..core.ops import Op, VIEW_OPS
+from ..core.ops import Op, VIEW_OPS, attention_backward_rows_out
 from ..core.elementwise import ELEMENTWISE
 from ..core.graph import Node
 
 # %% auto #0
 __all__ = ['FUSED_REDUCE', 'MAX_FUSED_OPS', 'MAX_FUSED_BUFFERS', 'MAX_BINDINGS', 'RECOMPUTE_OPS', 'ROW_VIEWS', 'ROW_MIN_ROWS',
-           'ROW_LONG', 'PLACEABLE_OPS', 'PLAN_CACHE_SIZE', 'READBACK_BYTES', 'ScheduleError', 'order', 'write_limits',
-           'Kernel', 'constant_value', 'plan_cache_enabled', 'signature', 'fusion_default', 'Schedule', 'schedule']
+           'ROW_LONG', 'PLACEABLE_OPS', 'ROW_PLACEABLE', 'PLAN_CACHE_SIZE', 'READBACK_BYTES', 'ScheduleError', 'order',
+           'write_limits', 'Kernel', 'constant_value', 'plan_cache_enabled', 'signature', 'fusion_default', 'Schedule',
+           'schedule']
 
 # %% ../../nbs/05_schedule.ipynb #22db6109
 class ScheduleError(VkmlError, RuntimeError):
@@ -451,19 +452,23 @@ def _plan(ks, consumers, needed) -> dict:
         for n in k.stores:
             if n.op is not Op.ASSIGN and id(n) not in kept and id(n) in last:
                 ks[last[id(n)]].frees.extend([n] + aliases.get(id(n), []))
-    return _placements(ks, owner)
+    return _placements(ks, owner, consumers)
 
 # %% ../../nbs/05_schedule.ipynb #ba9bd549
 PLACEABLE_OPS = frozenset({Op.MATMUL, Op.SUM, Op.MEAN, Op.MAX, Op.MIN, Op.CONV2D_WEIGHT})   # hand-written kernels that write at an offset
+# hand-written kernels that write rows any distance apart: the dims of a row's prefix (those before it) for node n
+ROW_PLACEABLE = {Op.ATTENTION_BACKWARD: lambda n: 2 if attention_backward_rows_out(n.arg) else len(n.shape) - 1}
 
-def _placements(ks, owner) -> dict:
+def _placements(ks, owner, consumers) -> dict:
     "Where the inputs of each CONCAT can be written directly (see above)."
     placed, kind = {}, {id(n): k.kind for k in ks for n in k.stores}
     for k in ks:
         if k.kind != "op" or k.nodes[0].op is not Op.CONCAT: continue
         c = k.nodes[0]
         axis, off = c.arg, 0
-        if prod(c.shape[:axis]) != 1: continue          # a slab is contiguous only when the dims before the axis are 1
+        if prod(c.shape[:axis]) != 1:                   # a slab is contiguous only when the dims before the axis are 1
+            placed.update(_row_placements(c, owner, consumers, kind, placed))
+            continue
         inner = prod(c.shape[axis + 1:])
         for s in c.srcs:
             q = s
@@ -471,9 +476,48 @@ def _placements(ks, owner) -> dict:
             if (id(q) in owner and owner[id(q)] is q and q.op is not Op.ASSIGN and id(q) not in placed
                     and (kind.get(id(q)) in ("fused", "reduce") or q.op in PLACEABLE_OPS)
                     and not any(id(m) in placed for m in (q,))):
-                placed[id(q)] = (c, off)
+                placed[id(q)] = (c, off, None)
             off += s.shape[axis] * inner
     return placed
+
+# %% ../../nbs/05_schedule.ipynb #e141b9f5
+def _row_chain(s: Node, c: Node, owner: dict):
+    """Follow input `s` of CONCAT `c` back through views that keep the dims before the axis: (the stored node it shows,
+    the views, the range of each of that node's rows it shows), or None."""
+    axis, pre = c.arg, c.shape[:c.arg]
+    q, views, lo, hi = s, [], 0, prod(s.shape[axis:])
+    while q.op in (Op.RESHAPE, Op.SLICE) and q.buf is None and owner.get(id(q)) is not q:
+        x = q.srcs[0]
+        if x.shape[:axis] != pre: return None
+        if q.op is Op.SLICE:                            # along the axis only, a step of 1: a run of each row
+            if any(tuple(r) != (0, d, 1) for i, (r, d) in enumerate(zip(q.arg, x.shape)) if i != axis) or q.arg[axis][2] != 1:
+                return None
+            at = q.arg[axis][0] * prod(x.shape[axis + 1:])
+            lo, hi = lo + at, hi + at
+        views.append(q); q = x
+    return (q, views, lo, hi) if owner.get(id(q)) is q else None
+
+def _row_placements(c: Node, owner: dict, consumers: dict, kind: dict, placed: dict) -> dict:
+    "The inputs of CONCAT `c` that a ROW_PLACEABLE kernel can write into the rows of its result (see above)."
+    axis, off, seen = c.arg, 0, {}                  # id(producer) -> (producer, [(lo, hi, offset in c's row)], views)
+    for s in c.srcs:
+        chain = _row_chain(s, c, owner)
+        if chain is not None:
+            q, views, lo, hi = chain
+            e = seen.setdefault(id(q), (q, [], []))
+            e[1].append((lo, hi, off)); e[2].extend(views)
+        off += prod(s.shape[axis:])
+    out = {}
+    for q, runs, views in seen.values():
+        runs.sort()
+        ends = [0] + [hi for _, hi, _ in runs]
+        inside = {id(v) for v in views} | {id(c)}
+        if (q.op in ROW_PLACEABLE and ROW_PLACEABLE[q.op](q) == axis and kind.get(id(q)) == "op" and id(q) not in placed
+                and len({at - lo for lo, _, at in runs}) == 1                          # its runs keep their order in c
+                and all(lo == ends[i] for i, (lo, _, _) in enumerate(runs)) and ends[-1] == prod(q.shape[axis:])  # all, once
+                and all(id(r) in inside for n in [q, *views] for r in consumers.get(id(n), ()))):   # read by nothing else
+            out[id(q)] = (c, runs[0][2] - runs[0][0], axis)
+    return out
 
 # %% ../../nbs/05_schedule.ipynb #5c52fb3a
 PLAN_CACHE_SIZE = 256
@@ -511,7 +555,7 @@ def _remember(key, nodes, kernels, placed):
     index = {id(n): i for i, n in enumerate(nodes)}
     ix = lambda ns: tuple(index[id(n)] for n in ns)
     plan = ([(k.kind, ix(k.nodes), ix(k.stores), ix(k.frees), k.memo) for k in kernels],
-            tuple((index[m], index[id(c)], off) for m, (c, off) in placed.items()))
+            tuple((index[m], index[id(c)], off, axis) for m, (c, off, axis) in placed.items()))
     if len(_plans) >= PLAN_CACHE_SIZE: _plans.pop(next(iter(_plans)))
     _plans[key] = plan
 
@@ -520,7 +564,7 @@ def _recall(plan, nodes) -> tuple:
     ks, placed = plan
     at = lambda ix: [nodes[i] for i in ix]
     kernels = [Kernel(kind, at(ns), at(st), at(fr), memo) for kind, ns, st, fr, memo in ks]
-    return kernels, {id(nodes[m]): (nodes[c], off) for m, c, off in placed}
+    return kernels, {id(nodes[m]): (nodes[c], off, axis) for m, c, off, axis in placed}
 
 # %% ../../nbs/05_schedule.ipynb #2e2b0fe7
 READBACK_BYTES = 64 * 1024   # asked-for outputs this small are copied back in the same submission
@@ -588,7 +632,8 @@ def _schedule_table(self) -> str:
     def written(n):     # an ASSIGN writes its target; a placed node its slab of a concatenation
         if n.op is Op.ASSIGN: return f"{name(n)} {n.shape}"
         if id(n) in self.placed:
-            c, off = self.placed[id(n)]
+            c, off, axis = self.placed[id(n)]
+            if axis is not None: return f"{names[id(c)]}[{':, ' * axis}{off}:{off + prod(n.shape[axis:])}]"   # rows
             return f"{names[id(c)]}[{off}:{off + prod(n.shape)}]"
         return f"{names[id(n)]} {n.shape}"
     rows = [f"{'#':>3}  {'kernel':<34} {'writes':<26} reads"]

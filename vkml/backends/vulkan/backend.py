@@ -352,12 +352,15 @@ class _Operands:
     "What a kernel writes, and a hand-written kernel's launch."
 
     def _out(self, rec, n: Node) -> VkTensor:
-        "Fresh contiguous memory for node `n`, or its slab of a concatenation's result (the schedule's placement)."
+        """Fresh contiguous memory for node `n`, or its slab of a concatenation's result (the schedule's placement), or
+        its part of each row of that result (a row placement: the result's strides before the axis)."""
         p = self._placed.get(id(n))
         if p is None: return VkTensor(rec.rt.mem.tensors.alloc(prod(n.shape) * n.dtype.itemsize), contiguous_view(n.shape), n.dtype)
-        c, off = p
+        c, off, axis = p
         if c.buf is None: c.buf = VkTensor(rec.rt.mem.tensors.alloc(prod(c.shape) * c.dtype.itemsize), contiguous_view(c.shape), c.dtype)
-        return VkTensor(c.buf.alloc, View(n.shape, contiguous_view(n.shape).strides, c.buf.view.offset + off), n.dtype)
+        strides = contiguous_view(n.shape).strides if axis is None else \
+            c.buf.view.strides[:axis] + contiguous_view(n.shape[axis:]).strides
+        return VkTensor(c.buf.alloc, View(n.shape, strides, c.buf.view.offset + off), n.dtype)
 
     def _op(self, rec, kernel, n: Node):
         "A node run by its hand-written kernel."

@@ -747,6 +747,15 @@ def attention_cm(mode, dtype, E, Ev, other, words, *ts) -> str | None:
     return f"attention_cm{ATTENTION_CM_TRIAL or ''}_{mode}_f16"
 
 # %% ../../../nbs/26_kernels_nn.ipynb #2b18f675
+def _gradient_rows(out, prefix: int) -> int:
+    """The distance between the rows of attention gradients `out` (each row contiguous, the `prefix` dims before it
+    rows in order): their width, or more where the schedule placed them in a concatenation's rows (dq | dk | dv)."""
+    shape, strides = out.view.shape, out.view.strides
+    y_sl = strides[prefix - 1]
+    if strides != tuple(y_sl * math.prod(shape[i + 1:prefix]) for i in range(prefix)) + contiguous_strides(shape[prefix:]):
+        raise BackendError(f"internal error: attention gradients laid out {shape} with strides {strides}, not in rows")
+    return y_sl
+
 def _attention_dispatch(mode, node, out, srcs, owned):
     n = ATTENTION_SRCS[mode]
     srcs, mask = srcs[:n], (srcs[n] if len(srcs) > n else None)
@@ -778,10 +787,10 @@ def _attention_dispatch(mode, node, out, srcs, owned):
     # the gradients' row stride (dk and dv lie side by side), and with heads_out the heads of a row too: (B, L, H, E)
     heads_out = mode in ("dq", "dkv") and attention_backward_rows_out(node.arg)
     heads = B1 if heads_out else 1   # heads a row of a gradient holds
-    y_sl = {"dq": E, "dkv": E + Ev}.get(mode, 0) * heads
+    y_sl = _gradient_rows(out, 2 if heads_out else len(out.view.shape) - 1) if mode in ("dq", "dkv") else 0
     push = (B1, L, S, E, Ev, int(bool(causal)) | 2 * heads_out, f32_bits(scale * _LOG2E), f32_bits(scale), *words, *m,
             0 if st is None else st.view.offset, out.view.offset, y_sl)
-    cm = attention_cm(mode, q.dtype, E, Ev, other, words, out)
+    cm = attention_cm(mode, q.dtype, E, Ev, other, words, out)   # (gradients are stored an element at a time)
     bufs = (out, *binds, mask if mask is not None else q)
     if cm: return copies + [Dispatch(cm, bufs, push, (-(-owned // (16 * attention_cm_shape("_emu" in cm)[0])), B0 * B1, 1))]
     groups = (-(-owned // ATTENTION_WG), B0 * B1, 1)

@@ -376,10 +376,8 @@ class _Operands:
         n.buf = out           # (scratch goes when this returns: its range is the recording's to reuse)
 
     def _concat_rest(self, rec, kernel, n: Node):
-        "A CONCAT whose result some inputs were written into already (placed): copy only the others."
-        placed = {id(s.buf.alloc) for s in n.srcs if s.buf is not None and s.buf.alloc is n.buf.alloc}
-        ds = [d for d in kernel(n, n.buf, *(s.buf for s in n.srcs)) if id(d.bindings[1].alloc) not in placed]
-        for d in ds: rec.record(d, {})
+        "A CONCAT whose result some inputs were written into already (placed): the kernel copies only the others."
+        for d in kernel(n, n.buf, *(s.buf for s in n.srcs)): rec.record(d, {})
 
 # %% ../../../nbs/27c_backend.ipynb #8696e1b5
 def _out_bindings(prog) -> tuple:

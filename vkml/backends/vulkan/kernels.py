@@ -132,11 +132,13 @@ def slice_backward_kernel(node, out, g):
 
 @kernel(Op.CONCAT)
 def concat_kernel(node, out, *xs):
-    "One dispatch per non-empty input, each writing its slab of out."
+    """One dispatch per non-empty input, each writing its slab of out; none for an input already in out's memory
+    (the schedule placed it there: its kernel wrote it in place)."""
     axis, ds, start = node.arg, [], 0
     zst = contiguous_strides(out.view.shape)
     for x in xs:
-        if x.view.numel: ds.append(copy_dispatch(out, x, x.view.shape, zst, out.view.offset + start * zst[axis]))
+        if x.view.numel and x.alloc is not out.alloc:
+            ds.append(copy_dispatch(out, x, x.view.shape, zst, out.view.offset + start * zst[axis]))
         start += x.view.shape[axis]
     return ds
 

@@ -20,6 +20,9 @@
 //             combined in shared memory, in order;
 //   COLS PART the first pass of a split COLS reduction: partials laid out (parts, n), so that
 //   COLS FINAL (the second pass, the same kernel over ACC partials) reads them coalesced too.
+//   SLABS FINAL a thread per output adds its few ACC partials (laid out (parts, n): coalesced) in order, one load
+//             each: a split product's partial slabs, where the COLS FINAL kernel's 32 x 8 threads would leave most
+//             of the 8 idle and wait at a barrier.
 // f16 accumulates in f32, f64 in double, ints exactly in their own width (wrapping), bool SUM is OR. MAX/MIN
 // propagate NaN. The host never launches k == 0 (an empty reduction is a FILL of the identity).
 // lavapipe stops an invocation's loops after 65,535 trips in total, silently: fold takes 4 terms
@@ -258,6 +261,13 @@ void main() {
     uint gid = GID;
     if (gid >= pc.n) return;
     int base = AT4(coords4(gid, pc.oshape[1], pc.oshape[2], pc.oshape[3]), pc.ost, pc.x_off);
+#ifdef SLABS
+    // a split product's few partials per output (FINAL: read as ACC), added in order: the COLS FINAL kernel's bits
+    ACC a = identity();
+    for (uint j = 0u; j < pc.k; ++j) a = combine(a, ACC(x[term(base, j)]));
+    z[pc.z_off + gid] = finish(a);
+#else
     z[pc.z_off + gid] = finish(fold(base, 0u, pc.k, 1u));
+#endif
 }
 #endif

@@ -34,6 +34,8 @@ def _rows():
         rows.append((f"reduce_part_{s}", "reduce.comp", {T[s]: "1", "ROW": "1", "PART": "1"}))
         rows.append((f"reduce_final_{s}", "reduce.comp", {T[s]: "1", "ROW": "1", "FINAL": "1"}))
         rows.append((f"reduce_cols_final_{s}", "reduce.comp", {T[s]: "1", "COLS": "1", "FINAL": "1"}))
+    for s in ("f32", "f16", "f64"):   # a split product's partial slabs, summed a thread per output (kernels_nn._sum_slabs)
+        rows.append((f"reduce_slabs_{s}", "reduce.comp", {T[s]: "1", "SLABS": "1", "FINAL": "1"}))
     for s in ("f32", "f16", "i32", "i64"):   # 16-byte loads of 4 terms (rows) or 4 neighbouring outputs (cols), when aligned (kernels.VEC_DTYPES)
         rows.append((f"reduce_row_vec_{s}", "reduce.comp", {T[s]: "1", "ROW": "1", "VEC": "1"}))
         rows.append((f"reduce_part_vec_{s}", "reduce.comp", {T[s]: "1", "ROW": "1", "PART": "1", "VEC": "1"}))

@@ -87,8 +87,8 @@ def test_conv_weight_gradient_by_images(cpu_policy, dtype, monkeypatch):
     monkeypatch.setattr(kn, "LOOP_BUDGET", 50)   # N x L terms past a thread's budget (L is not): slabs, then their sum
     for case in cases[:2]:
         with vkv.profile() as prof: run(case)
-        # the slabs are summed by a thread per output (float32), not by the cols kernel's barrier-bound workgroups
-        assert ("reduce_f32" in prof) == (dtype == np.float32) and any(n.startswith("reduce_cols") for n in prof) == (dtype != np.float32), sorted(prof)
+        # the slabs are summed by a thread per output, not by the cols kernel's barrier-bound workgroups
+        assert f"reduce_slabs_{SFX[dtype]}" in prof and not any(n.startswith("reduce_cols") for n in prof), sorted(prof)
     monkeypatch.undo()
     monkeypatch.setattr(kapi, "TILE_POLICY", "gpu")   # the test can tell: the GPU's path is the tiled kernel
     with vkv.profile() as prof: run(cases[0])

@@ -68,15 +68,15 @@ def test_matmul_computes_in_double():
 
 
 def test_matmul_views_and_split_k(monkeypatch):
-    "Transposed and broadcast operands; K split to fill the GPU (f64 slabs summed by reduce_cols_final_f64); lavapipe's budget."
+    "Transposed and broadcast operands; K split to fill the GPU (f64 slabs summed by reduce_slabs_f64); lavapipe's budget."
     perm = lambda t: apply(Op.PERMUTE, t, arg=(0, 2, 1))
     check64(lambda a, b: mm(perm(a), b), [rnd(2, 40, 70), rnd(2, 40, 50)], 40)
     check64(lambda a, b: mm(a, apply(Op.EXPAND, b, shape=(3, 20, 90), dtype=b.dtype)), [rnd(3, 70, 20), rnd(1, 20, 90)], 20)
     names = check64(mm, [rnd(1, 64, 2048), rnd(1, 2048, 64)], 2048)          # one tile, long K: split
-    assert "reduce_cols_final_f64" in names and "matmul_f64" in names, names
+    assert "reduce_slabs_f64" in names and "matmul_f64" in names, names
     monkeypatch.setattr(kn, "LOOP_BUDGET", 40)                                   # the loop-budget split, small kernel too
     names = check64(mm, [rnd(2, 9, 300), rnd(2, 300, 7)], 300)
-    assert "matmul_small_f64" in names and "reduce_cols_final_f64" in names, names
+    assert "matmul_small_f64" in names and "reduce_slabs_f64" in names, names
 
 
 @pytest.mark.parametrize("case", [(2, 16, 13, 11, 24, 3, 3, (1, 1), (1, 1), (1, 1), 1),    # one tap per slab (C/g % 8 == 0)
@@ -101,9 +101,10 @@ def test_conv2d_weight_gradient(monkeypatch):
     wg = lambda arg: (lambda g, x: apply(Op.CONV2D_WEIGHT, g, x, arg=arg))
     names = check64(wg(((3, 3), (1, 1), (1, 1), (1, 1), 1)), [rnd(2, 8, 7, 6), rnd(2, 4, 7, 6)], 2 * 42)
     assert "wgrad_f64" in names, names
-    monkeypatch.setattr(kn, "split_k", lambda name, M, N, K, nb: 5)
-    names = check64(wg(((3, 3), (1, 1), (1, 1), (1, 1), 2)), [rnd(3, 4, 9, 8), rnd(3, 6, 9, 8)], 3 * 72)
-    assert "reduce_cols_final_f64" in names, names
+    for parts, summed in [(5, "reduce_slabs_f64"), (12, "reduce_cols_final_f64")]:   # few slabs: a thread per output
+        monkeypatch.setattr(kn, "split_k", lambda name, M, N, K, nb: parts)
+        names = check64(wg(((3, 3), (1, 1), (1, 1), (1, 1), 2)), [rnd(3, 4, 9, 8), rnd(3, 6, 9, 8)], 3 * 72)
+        assert summed in names, names
 
 
 def test_conv_transpose2d():

@@ -67,6 +67,23 @@ def check_exact(build, *arrays):
     return cpu, vk
 
 
+
+@pytest.mark.parametrize("parts", [2, 5, 8])
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_a_thread_per_output_adds_a_split_products_slabs_as_the_cols_kernel_does(parts, dtype, monkeypatch):
+    "Up to 8 slabs, reduce_slabs (a thread per output, in order) gives the bits of reduce_cols_final (8 slices in order)."
+    import vkml.backends.vulkan as vkv
+    import vkml.backends.vulkan.kernels_nn as kn
+    monkeypatch.setattr(kn, "split_k", lambda name, M, N, K, nb: parts)
+    a, b = rnd(1, 96, 256, dtype=dtype), rnd(1, 256, 80, dtype=dtype)   # (tiled: split K on the z grid)
+    a[0, 3, :8] = -0.0; b[0, :8, 5] = -0.0                          # (a zero product: the sign of 0 + -0 too)
+    got = {}
+    for most, summed in [(kn.SLAB_PARTS, "reduce_slabs_"), (0, "reduce_cols_final_")]:
+        monkeypatch.setattr(kn, "SLAB_PARTS", most)
+        with vkv.profile() as prof: got[summed] = check_sum(lambda x, y: apply(Op.MATMUL, x, y), [a, b], 256)[1]
+        assert any(n.startswith(summed) for n in prof), sorted(prof)
+    assert got["reduce_slabs_"].tobytes() == got["reduce_cols_final_"].tobytes()
+
 FLOATS = [np.float32, np.float16]
 
 # ------------------------------------------------------------------------------------------ matmul
@@ -136,7 +153,7 @@ def test_matmul_16_byte_loads_each_layout(variant, monkeypatch):
                                 (lambda a, b: mm(perm(a, T), perm(b, T)), [rnd(1, 200, 36), rnd(1, 68, 200)], "mk")]:
         with vkv.profile() as prof:
             check_sum(build, arrays, 200)
-        assert f"{variant}_v{runs}_f32" in prof and "reduce_cols_final_f32" in prof, sorted(prof)
+        assert f"{variant}_v{runs}_f32" in prof and "reduce_slabs_f32" in prof, sorted(prof)   # (5 slabs: a thread each)
 
 
 CM_VARIANTS = ["matmul_cm128x256s8", "matmul_cm128x128s8", "matmul_cm128x128s4", "matmul_cm64x64s4", "matmul_cm64x64s4d",
@@ -167,7 +184,7 @@ def test_matmul_coopmat_emulated(variant, monkeypatch):
     monkeypatch.setattr(kn, "split_k", lambda name, M, N, K, nb: 3)
     with vkv.profile() as prof:
         check_sum(lambda a, b: apply(Op.MATMUL, a, b), [rnd(1, 50, 96, dtype=f16), rnd(1, 96, 40, dtype=f16)], 96)
-    assert f"{variant}_emu_vkn_f16_f32" in prof and "reduce_cols_final_f16" in prof, sorted(prof)
+    assert f"{variant}_emu_vkn_f16_f32" in prof and "reduce_slabs_f16" in prof, sorted(prof)
 
 
 def test_matmul_f16_tensor_cores_where_the_device_has_them():
@@ -343,10 +360,12 @@ def test_conv2d_weight_implicit(dtype, monkeypatch):
     g0 = rnd(8, 2, 5, 5, dtype=dtype)   # g as a permuted view (O, N, ...): copied contiguous first
     check_sum(lambda g, x: apply(Op.CONV2D_WEIGHT, perm(g, (1, 0, 2, 3)), x, arg=((3, 3), (1, 1), (1, 1), (1, 1), 1)),
               [g0, rnd(2, 3, 5, 5, dtype=dtype)], 50)
-    monkeypatch.setattr(kn, "split_k", lambda name, M, N, K, nb: 5)   # K split over the z grid, partials summed
-    with vkv.profile() as prof:
-        check_sum(wg(((3, 3), (1, 1), (1, 1), (1, 1), 2)), [rnd(3, 4, 9, 8, dtype=dtype), rnd(3, 6, 9, 8, dtype=dtype)], 3 * 72)
-    assert "reduce_cols_final_" + ("f32" if dtype == np.float32 else "f16") in prof, sorted(prof)
+    # K split over the z grid, partials summed: a few slabs by a thread per output, more by the cols kernel
+    for parts, (H, W), summed in [(5, (9, 8), "reduce_slabs_"), (20, (17, 16), "reduce_cols_final_")]:
+        monkeypatch.setattr(kn, "split_k", lambda name, M, N, K, nb: parts)
+        with vkv.profile() as prof:
+            check_sum(wg(((3, 3), (1, 1), (1, 1), (1, 1), 2)), [rnd(3, 4, H, W, dtype=dtype), rnd(3, 6, H, W, dtype=dtype)], 3 * H * W)
+        assert summed + ("f32" if dtype == np.float32 else "f16") in prof, sorted(prof)
 
 
 def test_conv2d_two_scratch_buffers_of_one_size():

@@ -17,17 +17,17 @@ from types import SimpleNamespace as NS
 __all__ = ['MATMUL_TILES', 'SKINNY_TILES', 'FILL_GROUPS', 'MIN_TILE_USE', 'SMALL_MAX_MN', 'SMALL_BLOCKS', 'SMALL_CPU',
            'SMALL_CPU_BIG', 'SMALL_CPU_BIG_MIN', 'SPLIT_K_MIN', 'SPLIT_TILE', 'SPLIT_TILE_MIN', 'FORCE_TILE',
            'COOPMAT_TILES', 'COOPMAT_MORE', 'NO_EMULATION', 'CM_DEEP', 'COOPMAT', 'F64_TILES', 'DEEP_TILES', 'DEEP',
-           'VEC_TILES', 'VEC', 'COL_SCRATCH_BYTES', 'IM2COL_ROWS_MAX', 'CT_LOWER_MIN_K', 'INDEX_ADD_CHUNK',
-           'ROWS_CHUNK', 'ROWS_SLAB_BYTES', 'ROWS_PARTS', 'ATTENTION_DMAX', 'ATTENTION_WG', 'ATTENTION_KERNEL',
-           'ATTENTION_SRCS', 'ATTENTION_CM', 'ATTENTION_CM_DMAX', 'ATTENTION_CM_VECTORS', 'ATTENTION_CM_TRIAL',
-           'tile_dims', 'tile_threads', 'matmul_variant', 'cpu_untiled', 'variant_for', 'split_k', 'k_chunks',
-           'matmul_trips', 'cpu_small_block', 'deepen', 'coopmat_layout_ok', 'coopmat_variant', 'vector_runs',
-           'vectorised', 'matmul_dispatch', 'matmul_kernel', 'merged_stride', 'im2col_dispatch', 'im2col_kernel',
-           'implicit_conv', 'contiguous_copy', 'wgrad_by_images', 'conv2d_weight_kernel', 'conv2d_kernel', 'taps',
-           'check_trips', 'col2im_dispatch', 'conv_transpose2d_kernel', 'col2im_kernel', 'window_trips',
-           'maxpool2d_kernel', 'avgpool2d_kernel', 'maxpool2d_backward_kernel', 'gather_kernel', 'index_add_kernel',
-           'scatter_kernel', 'check_index_kernel', 'rows_layout', 'index_add_rows', 'attention_cm_shape',
-           'attention_cm_shared', 'attention_cm', 'attention_kernel', 'attention_backward_kernel']
+           'SLAB_PARTS', 'VEC_TILES', 'VEC', 'COL_SCRATCH_BYTES', 'IM2COL_ROWS_MAX', 'CT_LOWER_MIN_K',
+           'INDEX_ADD_CHUNK', 'ROWS_CHUNK', 'ROWS_SLAB_BYTES', 'ROWS_PARTS', 'ATTENTION_DMAX', 'ATTENTION_WG',
+           'ATTENTION_KERNEL', 'ATTENTION_SRCS', 'ATTENTION_CM', 'ATTENTION_CM_DMAX', 'ATTENTION_CM_VECTORS',
+           'ATTENTION_CM_TRIAL', 'tile_dims', 'tile_threads', 'matmul_variant', 'cpu_untiled', 'variant_for', 'split_k',
+           'k_chunks', 'matmul_trips', 'cpu_small_block', 'deepen', 'coopmat_layout_ok', 'coopmat_variant',
+           'vector_runs', 'vectorised', 'matmul_dispatch', 'matmul_kernel', 'merged_stride', 'im2col_dispatch',
+           'im2col_kernel', 'implicit_conv', 'contiguous_copy', 'wgrad_by_images', 'conv2d_weight_kernel',
+           'conv2d_kernel', 'taps', 'check_trips', 'col2im_dispatch', 'conv_transpose2d_kernel', 'col2im_kernel',
+           'window_trips', 'maxpool2d_kernel', 'avgpool2d_kernel', 'maxpool2d_backward_kernel', 'gather_kernel',
+           'index_add_kernel', 'scatter_kernel', 'check_index_kernel', 'rows_layout', 'index_add_rows',
+           'attention_cm_shape', 'attention_cm_shared', 'attention_cm', 'attention_kernel', 'attention_backward_kernel']
 
 # %% ../../../nbs/26_kernels_nn.ipynb #c9c940c7
 MATMUL_TILES = {"matmul128": (128, 128, 8), "matmul128x64": (128, 64, 16), "matmul64x128": (64, 128, 16),
@@ -201,16 +201,19 @@ def _contiguous_c(M, N, B1, B2, C) -> bool:
     "Does C's (offset, sb1, sb2, sm, sn) walk (B1, B2, M, N) row-major with no gaps?"
     return all(d == 1 or s == e for d, s, e in zip((B1, B2, M, N), C[1:], (B2 * M * N, M * N, N, 1)))
 
+SLAB_PARTS = 8   # up to this many slabs, a thread per output sums them (the cols kernel's 8 slices: the same order)
+
 def _sum_slabs(dtype, c, slabs, rows, parts, c_off, f32=False) -> Dispatch:
-    "Sum `parts` f32 slabs of `rows` outputs each (laid out (parts, rows)) into C, in order: a cols reduction."
-    fin = "reduce_cols_final_f32" if dtype == float32 or f32 else f"reduce_cols_final_{sfx(dtype)}"
+    """Sum `parts` f32 slabs of `rows` outputs each (laid out (parts, rows)) into C, in order: a thread per output for
+    a few slabs (or on a CPU), else a cols reduction (8 threads share an output's slabs)."""
+    out = "f32" if dtype == float32 or f32 else sfx(dtype)
     push = (rows, parts, 0, *pad4((rows,), (1,))[0], *pad4((rows,), (1,))[1], *pad4((parts,), (rows,))[0],
             *pad4((parts,), (rows,))[1], 0, c_off, 1, parts, parts)   # reduce.comp's PC: a SUM of `parts`
-    if dtype == float32 and cpu_shapes(c):
-        # a CPU: a thread per output adds its column in order; the cols kernel's 256-thread workgroups synchronise
-        # through barriers, which lavapipe runs as fibres (measured: bench/results/lavapipe_demo.json's kernels)
-        return Dispatch("reduce_f32", (c, slabs), push, groups_1d(rows))
-    return Dispatch(fin, (c, slabs), push, groups_1d(-(-rows // 32) * 256))
+    if parts <= SLAB_PARTS or cpu_shapes(c):
+        # the cols kernel's 32 x 8 threads would leave most of the 8 idle and wait at a barrier (which lavapipe runs
+        # as fibres: bench/results/lavapipe_demo.json's kernels); up to 8 slabs both add in the same order
+        return Dispatch(f"reduce_slabs_{out}", (c, slabs), push, groups_1d(rows))
+    return Dispatch(f"reduce_cols_final_{out}", (c, slabs), push, groups_1d(-(-rows // 32) * 256))
 
 # %% ../../../nbs/26_kernels_nn.ipynb #b7bf2d57
 VEC_TILES = ("matmul", "matmul128x64", "matmul64x128", "matmul128", "matmul128d")   # f32 tiles with 16-byte twins

@@ -14,6 +14,11 @@
 # Stop 38 (H100 logs: h100_dkv_2026-12-06, 74fa713): the prefetching attention_cm, DKV (dk and dv in one kernel), the
 # gradients' heads-out layout, split K for the 128-thread tensor-core tiles and index_add_rows.comp ran on an H100:
 # rerun `attn` and `real` here for the H200's rows.
+# Stop 39 (not run on any GPU: no device time was left): attention's gradients written into the rows of qkv's gradient
+# (the 18 copy_f16 of the amp GPT step gone; dispatch counts checked on lavapipe) and a split product's slabs summed
+# a thread per output (reduce_slabs; predicted: the amp GPT step's 565 us of reduce_cols_final_f16 to under 190):
+# run `attn` (its GPU tests cover both) and `bn` (bench/step_shaders.py's per-shader GPU time) to check the
+# prediction, then `real`.
 # STEP: real   the real-model benchmark (GPT, BatchNorm CNN, ResNet-20; eager, jit, amp; PyTorch eager, autocast, CUDA graph)
 #       vs     the step rows beside PyTorch (MLP and CNN, jit and eager) after this session's changes
 #       gpt    the GPT demo at nanoGPT's character-model size

@@ -457,6 +457,7 @@ def _plan(ks, consumers, needed) -> dict:
 # %% ../../nbs/05_schedule.ipynb #ba9bd549
 PLACEABLE_OPS = frozenset({Op.MATMUL, Op.SUM, Op.MEAN, Op.MAX, Op.MIN, Op.CONV2D_WEIGHT})   # hand-written kernels that write at an offset
 # hand-written kernels that write rows any distance apart: the dims of a row's prefix (those before it) for node n
+# (a generated kernel writes any view: its outputs are placed in rows too)
 ROW_PLACEABLE = {Op.ATTENTION_BACKWARD: lambda n: 2 if attention_backward_rows_out(n.arg) else len(n.shape) - 1}
 
 def _placements(ks, owner, consumers) -> dict:
@@ -498,7 +499,7 @@ def _row_chain(s: Node, c: Node, owner: dict):
     return (q, views, lo, hi) if owner.get(id(q)) is q else None
 
 def _row_placements(c: Node, owner: dict, consumers: dict, kind: dict, placed: dict) -> dict:
-    "The inputs of CONCAT `c` that a ROW_PLACEABLE kernel can write into the rows of its result (see above)."
+    "The inputs of CONCAT `c` that a generated or ROW_PLACEABLE kernel can write into the rows of its result (see above)."
     axis, off, seen = c.arg, 0, {}                  # id(producer) -> (producer, [(lo, hi, offset in c's row)], views)
     for s in c.srcs:
         chain = _row_chain(s, c, owner)
@@ -512,7 +513,9 @@ def _row_placements(c: Node, owner: dict, consumers: dict, kind: dict, placed: d
         runs.sort()
         ends = [0] + [hi for _, hi, _ in runs]
         inside = {id(v) for v in views} | {id(c)}
-        if (q.op in ROW_PLACEABLE and ROW_PLACEABLE[q.op](q) == axis and kind.get(id(q)) == "op" and id(q) not in placed
+        writes_rows = kind.get(id(q)) == "fused" or (q.op in ROW_PLACEABLE and ROW_PLACEABLE[q.op](q) == axis
+                                                     and kind.get(id(q)) == "op")
+        if (writes_rows and id(q) not in placed
                 and len({at - lo for lo, _, at in runs}) == 1                          # its runs keep their order in c
                 and all(lo == ends[i] for i, (lo, _, _) in enumerate(runs)) and ends[-1] == prod(q.shape[axis:])  # all, once
                 and all(id(r) in inside for n in [q, *views] for r in consumers.get(id(n), ()))):   # read by nothing else

@@ -75,6 +75,7 @@ def test_fuzz_ci_ran_ten_thousand_cases():
 
 
 @pytest.mark.skipif(PROFILE != "long", reason="the long profile: VKML_FUZZ_PROFILE=long")
+@pytest.mark.timeout(60 * float(os.environ.get("VKML_FUZZ_MINUTES", "60")) + 600)   # (the 300 s default cut it short)
 def test_fuzz_long():
     end = time.monotonic() + 60 * float(os.environ.get("VKML_FUZZ_MINUTES", "60"))
     rng, total = random.Random(), 0

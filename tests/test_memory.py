@@ -40,6 +40,9 @@ def vk_objects() -> dict:
 
 
 def sample() -> tuple:
+    "Memory once the device has finished the step (a read waits only for the part of the step that computed it)."
+    from vkml.core.graph import get_backend
+    get_backend("vulkan:0").device.wait()
     s = vkml.memory_stats()
     return s["bytes_in_use"], s["buffers"], rss(), vk_objects()
 

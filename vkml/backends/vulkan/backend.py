@@ -4,6 +4,7 @@
 
 # %% ../../../nbs/27c_backend.ipynb #351540ed
 from __future__ import annotations
+import os
 import numpy as np
 from ...core.dtypes import *
 from ...core.ops import Op, VIEW_OPS
@@ -20,7 +21,7 @@ from .recorder import Recorder, VkTensor, Window, _host_array, _span, runtime
 from . import replay
 
 # %% auto #0
-__all__ = ['INT32_MAX', 'contiguous_view', 'VulkanBackend']
+__all__ = ['INT32_MAX', 'SUBMIT_FIRST', 'contiguous_view', 'VulkanBackend']
 
 # %% ../../../nbs/27c_backend.ipynb #adfd8084
 _contiguous: dict = {}
@@ -251,11 +252,13 @@ class _Checking:
         return launchers
 
 # %% ../../../nbs/27c_backend.ipynb #908ebb16
+SUBMIT_FIRST = int(os.environ.get("VKML_SUBMIT_FIRST", "32"))   # commands in an eager realize's first submission; 0: one
+
 class _Running:
-    "Running a schedule: one recording, one submission."
+    "Running a schedule: recordings submitted as they grow (one, when captured)."
 
     def run(self, schedule):
-        "Record the schedule into one command buffer and submit it once (the host does not wait)."
+        "Record the schedule and submit it, in parts when it is long (the host does not wait)."
         dev = self.device
         with dev.lock:
             try: self._run(dev, schedule)
@@ -271,6 +274,8 @@ class _Running:
         self._placed = schedule.placed
         cuts = list(schedule.cuts)                  # [(ids of nodes, then(serial))]: submit once they are computed
         done, ids = [], set()
+        every = SUBMIT_FIRST if rt.capture is None else 0   # (a captured step is replayed whole: one recording)
+        STATS["realizes"] += 1
         try:
             for k, launch in zip(schedule.kernels, launchers):
                 if k.kind == "view": self._view(rec, k.nodes[0])
@@ -286,6 +291,10 @@ class _Running:
                         done, rec = [], None
                         cuts.pop(0)[1](s)
                         rec = Recorder(rt)
+                if every and rec.n >= every:        # the device starts on what is recorded; the next part is twice as long
+                    rec.submit()
+                    done, rec, every = [], None, every * 2
+                    rec = Recorder(rt)
             keep = schedule.keep
             for n in schedule.nodes:                # constants the schedule folded away that a tensor holds
                 if n.buf is None and n.op in VIEW_OPS and id(n) in keep: self._source(rec, n)

@@ -32,10 +32,10 @@ def vk_module():
 
 # %% ../../../nbs/21_vulkan_device.ipynb #e2528f11
 STATS = dict(submissions=0, dispatches=0, waits=0, barriers=0, bytes_uploaded=0, bytes_downloaded=0,
-             pipelines_created=0)
+             pipelines_created=0, realizes=0)
 
 def stats() -> dict:
-    "Counts since the last `reset_stats()` (submissions, dispatches, waits, barriers, bytes moved), and whether kernels fuse."
+    "Counts since the last `reset_stats()` (submissions, realizes, dispatches, waits, barriers, bytes moved), and whether kernels fuse."
     from vkml.backends.vulkan.codegen import compiler      # (the code generator comes later; it needs no device)
     glslc, why = compiler()
     return dict(STATS, fusion="on" if glslc else f"off: {why}; every op runs its own prebuilt kernel")

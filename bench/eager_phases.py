@@ -1,9 +1,9 @@
 """Where an eager training step's time goes: building the forward, backward's graph, scheduling, recording and
 submitting, and waiting for the device (bench/real_models.py's cases, one process, no profiler in the timed steps):
-    python bench/eager_phases.py [--cases gpt cnn_bn resnet20] [--steps 10] [--small] [--out FILE]
+    [VKML_SUBMIT_FIRST=0] python bench/eager_phases.py [--cases gpt cnn_bn resnet20] [--steps 10] [--small] [--out FILE]
 An eager step (no vkml.jit) builds its graph in Python, schedules it (a plan seen before is recalled), records every
-dispatch into a command buffer and submits it; the host then waits for the loss. The GPU runs only after the host has
-recorded the whole step, so an eager step costs about the host's phases plus the device's time ("wait")."""
+dispatch into command buffers, submitted in parts as they are recorded (ADR 0040; VKML_SUBMIT_FIRST=0: one submission
+once all is recorded); the host then waits for the loss ("wait": what of the device's work is not yet done)."""
 import argparse, collections, datetime, functools, json, os, platform, statistics, subprocess, sys, time
 from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1])); sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -36,7 +36,7 @@ def main(argv=None):
     instrument(spent)
     res = dict(date=datetime.date.today().isoformat(), device=devices()[default_index()].name, machine=platform.machine(),
                commit=os.environ.get("VKML_COMMIT") or subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
-                                                                      text=True).stdout.strip(), cases={})
+                                                                      text=True).stdout.strip(), submit_first=B.SUBMIT_FIRST, cases={})
     for case in a.cases:
         spec = rm.case_specs(a.small)[case]
         weights = rm.init_weights(spec["build"](rm.Lib("vkml")))

@@ -275,6 +275,8 @@ class _Running:
         cuts = list(schedule.cuts)                  # [(ids of nodes, then(serial))]: submit once they are computed
         done, ids = [], set()
         every = SUBMIT_FIRST if rt.capture is None else 0   # (a captured step is replayed whole: one recording)
+        want = {id(n) for n in schedule.readback} if every and not rt.mem.direct_readback else ()
+        ready, fetched = [], set()                  # what is read back: computed in this part, copied back already
         STATS["realizes"] += 1
         try:
             for k, launch in zip(schedule.kernels, launchers):
@@ -283,6 +285,7 @@ class _Running:
                 elif k.kind == "row": self._row(rec, k)
                 else: self._fused(rec, k)
                 done.extend(k.stores or k.nodes)
+                if want: ready += [n for n in (k.stores or k.nodes) if id(n) in want]
                 for n in k.frees: n.buf = None      # the memory plan: the range is this recording's to reuse
                 if cuts:
                     ids.update(id(n) for n in (k.stores or k.nodes))
@@ -292,13 +295,15 @@ class _Running:
                         cuts.pop(0)[1](s)
                         rec = Recorder(rt)
                 if every and rec.n >= every:        # the device starts on what is recorded; the next part is twice as long
-                    rec.submit()
-                    done, rec, every = [], None, every * 2
+                    gets = [(n, rec.readback(n.buf)) for n in ready if n.buf is not None]   # each part reads back its own
+                    s = rec.submit()
+                    for n, get in gets: n.buf.fetch = (s, get); fetched.add(id(n))
+                    done, rec, ready, every = [], None, [], every * 2
                     rec = Recorder(rt)
             keep = schedule.keep
             for n in schedule.nodes:                # constants the schedule folded away that a tensor holds
                 if n.buf is None and n.op in VIEW_OPS and id(n) in keep: self._source(rec, n)
-            gets = [(n, rec.readback(n.buf)) for n in schedule.readback if n.buf is not None] \
+            gets = [(n, rec.readback(n.buf)) for n in schedule.readback if n.buf is not None and id(n) not in fetched] \
                 if not rt.mem.direct_readback else []
         except BaseException:
             if rec is not None: rec.abort()

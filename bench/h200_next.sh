@@ -19,7 +19,13 @@
 # a thread per output (reduce_slabs; predicted: the amp GPT step's 565 us of reduce_cols_final_f16 to under 190):
 # run `attn` (its GPU tests cover both) and `bn` (bench/step_shaders.py's per-shader GPU time) to check the
 # prediction, then `real`.
-# STEP: real   the real-model benchmark (GPT, BatchNorm CNN, ResNet-20; eager, jit, amp; PyTorch eager, autocast, CUDA graph)
+# Stop 40 (one H100 call, then every start refused): stop 39's kernels passed their GPU tests on an H100
+# (bench/results/logs/h100_s40_2026-12-06), but its step profile was 4-5x long on that host (not a result), so the slab
+# sums' prediction is unchecked. New: an eager realize is submitted in parts (ADR 0040): run `parts` (eager phases with
+# one submission and with parts, both files rendered in RESULTS.md), then `real` (its eager rows now have the parts),
+# `bn` (step_shaders now checks its profile against the replayed step's wall time) and `attn`.
+# STEP: parts  eager phases with VKML_SUBMIT_FIRST=0 (one submission a step) and the default parts (ADR 0040)
+#       real   the real-model benchmark (GPT, BatchNorm CNN, ResNet-20; eager, jit, amp; PyTorch eager, autocast, CUDA graph)
 #       vs     the step rows beside PyTorch (MLP and CNN, jit and eager) after this session's changes
 #       gpt    the GPT demo at nanoGPT's character-model size
 #       ddp    2 ranks on the one GPU: the host-staged and the shared-memory exchange, jitted (issue 24's rows)
@@ -43,7 +49,7 @@
 # Results go to $OUT; copy them into bench/results/ and run `python bench/render_results.py`. On an H100 (lent when
 # no H200 is), commit them renamed *_h100.json: RESULTS.md renders those in sections of their own.
 set -uo pipefail
-STEP=${1:?usage: bash bench/h200_next.sh real|vs|gpt|ddp|tiles|memory|... OUTDIR}
+STEP=${1:?usage: bash bench/h200_next.sh parts|real|vs|gpt|ddp|tiles|memory|... OUTDIR}
 OUT=${2:?usage: bash bench/h200_next.sh STEP OUTDIR}
 cd "$(dirname "$0")/.."
 export MPLBACKEND=Agg PYTHONUNBUFFERED=1 PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
@@ -74,6 +80,8 @@ case "$STEP" in
          echo "BK 16:"; mm; gpt bk16
          git checkout -q shaders/variants_nn.py vkml/backends/vulkan/kernels_nn.py ;;
   phases) timeout 300 python3 bench/eager_phases.py --out "$OUT/eager_phases_h200.json" ;;
+  parts) VKML_SUBMIT_FIRST=0 timeout 200 python3 bench/eager_phases.py --out "$OUT/eager_phases_first0_h200.json"
+         timeout 200 python3 bench/eager_phases.py --out "$OUT/eager_phases_h200.json" ;;
   bn)    timeout 150 python3 bench/bn_stats.py --out "$OUT/bn_stats_h200.json" 2>&1 | grep -v "^   vk"
          timeout 200 python3 bench/step_shaders.py cnn_bn resnet20 gpt > "$OUT/step_shaders.txt" 2>&1; head -20 "$OUT/step_shaders.txt" ;;
   memory) timeout 560 python3 bench/memory_modes.py --cases cnn_bn gpt --out "$OUT/memory_modes_h200.json" ;;

@@ -35,6 +35,7 @@ def _mb(m): return f"{m['peak_bytes'] / 2**20:.0f}" if isinstance(m, dict) and m
 
 def _families(m, n=3):
     fams = (m or {}).get("gpu_us_per_step") or {}
+    if fams and (m or {}).get("profile_trusted") is False: return "(profile longer than the step: not trusted)"
     return ", ".join(f"{k} {v / 1e3:.2f}" for k, v in list(fams.items())[:n]) or "–"
 
 

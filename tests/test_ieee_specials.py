@@ -20,6 +20,7 @@ from vkml.core.dtypes import float16, float32, float64
 from vkml.core.elementwise import ELEMENTWISE
 from vkml.core.ops import Op
 from vkml.frontend.tensor import tensor, apply
+import vkml
 import vkml.nn.functional as F
 import oracle
 
@@ -280,3 +281,12 @@ def test_double_rounding_between_2_24_and_2_52(op):
     want = getattr(tensor(x), op)().numpy()
     np.testing.assert_array_equal(got, want)
     assert (np.signbit(got) == np.signbit(want)).all()
+
+
+@pytest.mark.vulkan
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+def test_arange_element_zero_is_start_when_the_step_overflows_the_dtype(dtype):
+    "Regression (found by the long fuzz profile): a step of 1e308 is inf in float32, and element 0 was 0 * inf = NaN."
+    for dev in ("cpu", "vulkan"):
+        np.testing.assert_array_equal(vkml.arange(0, 1, 1e308, dtype=dtype, device=dev).numpy(), [0.0], err_msg=dev)
+        np.testing.assert_array_equal(vkml.arange(2, 3, 1e300, dtype=dtype, device=dev).numpy(), [2.0], err_msg=dev)

@@ -141,7 +141,7 @@ elementwise("CONST", 0, lambda n: np.full(n.shape, n.arg), "{p0}", dtypes=ALL, n
             params=lambda arg, dt: (arg,), param_types="T", arg_doc="value: a Python scalar; shape ()")
 elementwise("FULL", 0, lambda n: np.full(n.shape, n.arg), "{p0}", dtypes=ALL, no_grad=_NO_SRC,
             params=lambda arg, dt: (arg,), param_types="T", arg_doc="value: a Python scalar")
-elementwise("ARANGE", 0, _arange, "({p0} + {T}({i}) * {p1})",
+elementwise("ARANGE", 0, _arange, "({T}({i}) == {T}(0) ? {p0} : {p0} + {T}({i}) * {p1})",   # (element 0 is start: 0 * an inf step is NaN)
             dtypes=NUMERIC, no_grad=_NO_SRC, params=lambda arg, dt: arg, param_types="TT",
             arg_doc="(start, step): element i is start + i*step")
 elementwise("RAND", 0, _rand, _rand_glsl, dtypes=FLOATS, no_grad=_NO_SRC,

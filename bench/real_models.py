@@ -362,13 +362,17 @@ def run_case(name, spec, steps, warm, profile_steps, vk_modes=VK_MODES, th_modes
                                                if "ms" in r else r["error"]))
     row["ratios"] = {k: row["torch"][t]["ms"] / row["vkml"][v]["ms"] for k, (v, t) in PAIRS.items()
                      if "ms" in row["vkml"].get(v, {}) and "ms" in row["torch"].get(t, {})}
-    # A second measure of a profile: the same step replayed (jit) takes about its GPU time in wall time, and GPU time
-    # cannot pass it by much (some hosts' timestamps counted every shader 4-5x long). Such a profile is marked.
     for prof, replay in (("eager", "jit"), ("amp", "amp_jit")):
         p, w = row["vkml"].get(prof, {}), row["vkml"].get(replay, {})
         if "gpu_us_per_step" in p and "ms" in w:
-            p["profile_trusted"] = sum(p["gpu_us_per_step"].values()) <= 1.25 * w["ms"] * 1e3
+            p["profile_trusted"] = profile_trusted(sum(p["gpu_us_per_step"].values()), w["ms"] * 1e3)
     return row
+
+
+def profile_trusted(gpu_us: float, replay_us: float) -> bool:
+    """A second measure of a step's profile: the same step replayed (jit) takes about its GPU time in wall time, and
+    GPU time cannot pass it by much (some hosts' timestamps counted every shader 4-5x long)."""
+    return gpu_us <= 1.25 * replay_us
 
 
 def provenance(argv):

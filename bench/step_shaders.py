@@ -32,7 +32,7 @@ def main(argv=None):
         for i in range(5):
             t0 = time.perf_counter(); replay(data[i % 2]); times.append(time.perf_counter() - t0)
         wall_us = statistics.median(times) * 1e6
-        verdict = "" if gpu_us <= 1.25 * wall_us else "  NOT TRUSTED: more GPU time than the replayed step's wall time"
+        verdict = "" if rm.profile_trusted(gpu_us, wall_us) else "  NOT TRUSTED: more GPU time than the replayed step's wall time"
         print(f"== {case} ({a.mode}): {gpu_us:,.1f} us of GPU time per step; replayed step {wall_us:,.1f} us wall{verdict}", flush=True)
         print(p, flush=True)
 

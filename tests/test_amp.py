@@ -500,3 +500,47 @@ def test_an_eager_scaled_step_computes_backward_once():
         return V.stats()["dispatches"] - before
     plain, scaled = step_dispatches(False), step_dispatches(True)
     assert scaled <= plain + 12, (plain, scaled)      # the scaling, the checks and the unscaling: a few kernels, not a backward
+
+
+@pytest.mark.vulkan
+def test_an_eager_scaled_step_is_one_realize_that_reads_nothing():
+    """With a vkml.optim optimiser, GradScaler.step skips on the device in eager mode too: the step (backward, the
+    checks, the unscaling, the update) is one realize, and nothing is read back in the middle of it. It was three:
+    the flag read on the host split backward from the update, and the unscaled gradients were copied into the
+    optimiser's flat store."""
+    import vkml.backends.vulkan as V
+    vkml.manual_seed(0)
+    net = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 4)).to("vulkan")
+    opt = optim.Adam(net.parameters(), lr=1e-2)
+    scaler = GradScaler("vulkan")
+    x, y = vkml.randn(6, 8, device="vulkan"), tensor([0, 1, 2, 3, 0, 1], device="vulkan")
+    def step():
+        opt.zero_grad()
+        with autocast("vulkan"): loss = F.cross_entropy(net(x), y)
+        scaler.scale(loss).backward(); scaler.step(opt); scaler.update()
+        return loss
+    step().item()
+    before = V.stats()["realizes"]
+    step(); step()
+    assert V.stats()["realizes"] - before == 2
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_a_skipped_eager_step_is_not_counted(device):
+    "A step GradScaler skipped does not count (PyTorch's): state_dict() and the next step see the count before it."
+    vkml.manual_seed(0)
+    net = nn.Linear(3, 2).to(device)
+    opt = optim.Adam(net.parameters(), lr=1e-2)
+    scaler = GradScaler(kind(device))
+    good = tensor(np.ones((4, 3), np.float32), device=device)
+    bad = tensor(np.full((4, 3), np.nan, np.float32), device=device)
+    def step(x):
+        opt.zero_grad()
+        scaler.scale((net(x) ** 2).mean()).backward(); scaler.step(opt); scaler.update()
+    step(good)
+    w = net.weight.numpy().copy()
+    step(bad)                                               # NaN gradients: skipped
+    np.testing.assert_array_equal(net.weight.numpy(), w)
+    assert {s["step"] for s in opt.state_dict()["state"].values()} == {1}
+    step(good)
+    assert {s["step"] for s in opt.state.values()} == {2}

@@ -170,14 +170,14 @@ def _step(self: GradScaler, optimizer, *args, **kwargs):
     if st["stage"] == _READY: self.unscale_(optimizer)
     if not st["found_inf_per_device"]: raise AmpError("No inf checks were recorded for this optimizer: it had no gradients")
     found = functools.reduce(operator.add, st["found_inf_per_device"].values())
-    if capture_in_progress() is None:     # the one number read per step, in one schedule with the unscaled gradients
+    if not isinstance(optimizer, Optimizer):  # another library's optimiser: the one number read now, as PyTorch does
+        if capture_in_progress() is not None:
+            raise JitError(f"GradScaler.step inside vkml.jit skips lazily, which only vkml.optim's optimisers do, not a "
+                           f"{type(optimizer).__name__}: step outside the jit function, or use vkml.optim")
         realize(found, *[p.grad for g in optimizer.param_groups for p in g["params"] if p.grad is not None])
         out = None if found.item() else optimizer.step(*args, **kwargs)    # (alone, the read would compute backward
                                                                            # and drop it, and the step compute it again)
-    else:                                  # a vkml.jit capture: the skip goes into the update itself
-        if not isinstance(optimizer, Optimizer):
-            raise JitError(f"GradScaler.step inside vkml.jit skips lazily, which only vkml.optim's optimisers do, not a "
-                           f"{type(optimizer).__name__}: step outside the jit function, or use vkml.optim")
+    else:                                  # vkml.optim: the skip goes into the update itself, nothing read now
         optimizer._amp_found_inf = found
         try: out = optimizer.step(*args, **kwargs)
         finally: del optimizer._amp_found_inf

@@ -122,6 +122,7 @@ _optimizers = weakref.WeakSet()   # every optimiser, so that a vkml.jit capture 
 
 def _repair_stores(device: str) -> None:
     "Before a capture on `device`: every fused store whose parameters were rebound is repaired outside the capture."
+    for opt in list(_optimizers): opt._settle_skip()   # (an eager scaled step's skip is read now, not inside the capture)
     for opt in list(_optimizers):
         f = opt._flat
         if f is None or f.device != device or f.valid_for(opt): continue
@@ -179,14 +180,35 @@ class Optimizer:
 # %% ../nbs/32_optim.ipynb #fa98f20f
 def _step(self, closure=None):
     "Update every parameter that has a gradient: one lazy graph, one realize (`closure` recomputes the loss first)."
+    self._settle_skip()
     self._check_groups()
     loss = closure() if closure is not None else None
+    skip = getattr(self, "_amp_found_inf", None)      # (GradScaler: skip this step on the device if the flag is set)
+    counted = _counts(self) if skip is not None and capture_in_progress() is None else None
     with no_grad():
         outs, after = self._step_fused() if self._fusable() else (self._step_each(), None)
     if isinstance(loss, Tensor): outs.append(loss)
+    if counted is not None:      # the flag comes back with the step; read at the next, the count is taken back then
+        outs.append(skip)
+        self._skip_pending = (skip, [(self.state[p], old) for p, old in counted if p in self.state and self.state[p].get("step") != old])
     if outs: realize(*outs)
     if after is not None: after()
     return loss
+
+def _counts(self) -> list:
+    "(parameter, its step count or None) of every parameter, before a step counts them."
+    return [(p, self.state[p].get("step") if p in self.state else None) for g in self.param_groups for p in g["params"]]
+
+def _settle_skip(self):
+    """Take back the count of an eager step GradScaler skipped on the device: PyTorch does not count a skipped step
+    (Adam's bias corrections). Its flag was read back with that step, so this read does not wait for the device."""
+    pending = self.__dict__.pop("_skip_pending", None)
+    if pending is None: return
+    skip, counted = pending
+    if skip.item():
+        for st, old in counted:
+            if old is None: st.pop("step", None)
+            else: st["step"] = old
 
 def _fusable(self) -> bool:
     ps = [p for g in self.param_groups for p in g["params"]]
@@ -216,7 +238,7 @@ def _advance(self, group) -> np.ndarray:
         st["step"] = step = st.get("step", 0) + 1
     return np.array(list(self._hyper(group, step).values()), np.float32)
 
-Optimizer.step = _step
+Optimizer.step, Optimizer._settle_skip = _step, _settle_skip
 Optimizer._fusable = _fusable
 Optimizer._numbers = _numbers
 Optimizer._advance = _advance
@@ -310,6 +332,7 @@ Optimizer._check_groups = _check_groups
 # %% ../nbs/32_optim.ipynb #0936c747
 def _state_dict(self) -> dict:
     "{'state': {index: {name: tensor or number}}, 'param_groups': [{hyperparameters, 'params': [indices]}]}."
+    self._settle_skip()
     index, groups = {}, []
     for g in self.param_groups:
         ids = []

@@ -298,17 +298,21 @@ class _IndexFlags:
     def _taint(self, allocs, writes_ix, flagged):
         "What a dispatch writes depends on the index checks of what it reads, and on its own (`flagged`)."
         rt = self.rt
+        watch = rt.watch
         kept = self.capture.flag_serials if self.capture is not None else ()   # a replay repeats these checks
-        taint = {flagged} if flagged else set()
+        taint = frozenset((flagged,)) if flagged else None
         for i, a in enumerate(allocs):
-            if i not in writes_ix and a.checks:
-                live = {c for c in a.checks if c[0] in rt.watch or c in rt.failed or c[0] in kept}
-                a.checks = frozenset(live) or None
-                taint |= live
+            live = a.checks
+            if not live or i in writes_ix: continue
+            if not all(c[0] in watch for c in live):   # (usually every check is still pending: the set stays)
+                live = a.checks = frozenset(c for c in live if c[0] in watch or c in rt.failed or c[0] in kept) or None
+                if live is None: continue
+            taint = live if taint is None or live <= taint else live | taint
         if taint:
             for i in writes_ix:
                 a = allocs[i]
-                a.checks = frozenset(taint | (a.checks or set()))
+                old = a.checks
+                a.checks = taint if not old or old <= taint else taint | old
 
 # %% ../../../nbs/27b_recorder.ipynb #3cbf222c
 class _Reading:

@@ -280,7 +280,7 @@ class _Running:
         STATS["realizes"] += 1
         try:
             for k, launch in zip(schedule.kernels, launchers):
-                if k.kind == "view": self._view(rec, k.nodes[0])
+                if k.kind == "view": self._view(rec, k.nodes[0], k.memo)
                 elif k.kind == "op": self._op(rec, launch, k.nodes[0])
                 elif k.kind == "row": self._row(rec, k)
                 else: self._fused(rec, k)
@@ -335,10 +335,14 @@ class _Sources:
         rec.made.append(n)
         return n.buf
 
-    def _view(self, rec, n: Node):
+    def _view(self, rec, n: Node, memo=None):
         "A view node: new strides over its source's memory (a copy first for RESHAPE of a strided view)."
         s = self._source(rec, n.srcs[0])
-        v = view_of(n.op, n, s.view)
+        last = memo.get("view") if memo is not None else None
+        if last is not None and last[0] == s.view: v = last[1]   # a recalled plan's view: the same source view each step
+        else:
+            v = view_of(n.op, n, s.view)
+            if memo is not None and v is not None: memo["view"] = (s.view, v)
         if v is None:   # RESHAPE of a strided view: materialize it first
             src = n.srcs[0]
             c = Node(Op.CONTIGUOUS, (src,), None, src.shape, n.dtype, n.device)

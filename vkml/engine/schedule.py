@@ -69,9 +69,12 @@ def _readers(nodes, assigns, memory_of) -> tuple:
     for n in nodes:
         mine = memory(n.srcs[0]) if n.op is Op.ASSIGN else None
         # (a source that is computed here and is no view is its own memory: a target only if an ASSIGN writes it)
-        ms = {memory(s) for s in n.srcs if s.buf is not None or s.op in VIEW_OPS or id(s) in unrealized_targets}
-        for m in ms & targets:
-            if m != mine: readers[m].append(n)
+        for s in n.srcs:
+            if s.buf is not None or s.op in VIEW_OPS or id(s) in unrealized_targets:
+                m = memory(s)
+                if m in targets and m != mine:
+                    rs = readers[m]
+                    if not rs or rs[-1] is not n: rs.append(n)    # (once per node: its sources come together)
     return memory, readers
 
 # %% ../../nbs/05_schedule.ipynb #cf5df3ad
@@ -538,16 +541,18 @@ def signature(nodes, outputs, fuse: bool, read: bool):
     "A hashable summary of the ordered `nodes` that fixes their plan (None when an arg is not hashable)."
     index = {id(n): i for i, n in enumerate(nodes)}
     outside = {}                                      # id -> (dtype, shape) of a source computed before, in order
-    rows = []
+    rows, inside, rules = [], index.get, ELEMENTWISE  # (names bound once: this runs for every node of every realize)
     for n in nodes:
         srcs = []
         for s in n.srcs:
-            i = index.get(id(s))
+            i = inside(id(s))
             if i is None:
                 i = outside.get(id(s))
                 if i is None: i = outside[id(s)] = (-1 - len(outside), s.dtype, s.shape)
             srcs.append(i)
-        rows.append((n.op, _arg_key(n), n.shape, n.dtype, tuple(srcs), n.tref is not None and n.tref() is not None))
+        row, ref = rules.get(n.op), n.tref                # (`_arg_key` and `held`, inline)
+        arg = n.arg if row is None else row.variant(n.arg) if row.variant is not None else None
+        rows.append((n.op, arg, n.shape, n.dtype, tuple(srcs), ref is not None and ref() is not None))
     outs = tuple(index.get(id(n), -1) for n in outputs)
     key = (tuple(rows), outs, fuse, read)
     try: hash(key)
@@ -585,7 +590,7 @@ class Schedule:
         self.fuse = fusion_default() if fuse is None else fuse
         limits = {}        # (how far fusion may carry a read of memory that a later ASSIGN writes)
         self.nodes = order(self.outputs, memory_of, limits)
-        needed = {id(n) for n in self.outputs} | {id(n) for n in self.nodes if n.held}
+        needed = {id(n) for n in self.outputs} | {id(n) for n in self.nodes if n.tref is not None and n.tref() is not None}   # (held)
         self.keep = needed
         key = signature(self.nodes, self.outputs, self.fuse, read) if plan_cache_enabled() else None
         if key is not None and limits:

@@ -24,6 +24,10 @@
 # sums' prediction is unchecked. New: an eager realize is submitted in parts (ADR 0040): run `parts` (eager phases with
 # one submission and with parts, both files rendered in RESULTS.md), then `real` (its eager rows now have the parts),
 # `bn` (step_shaders now checks its profile against the replayed step's wall time) and `attn`.
+# Stop 41 (two H100 calls, bench/results/logs/h100_s41_2026-12-07): the parts and stop 39's kernels measured on an H100
+# (eager GPT 85 -> 50 ms in eager_phases, 0.47 of PyTorch eager in real_models; the slab sums 150 us, predicted < 190).
+# New since: GradScaler skips on the device in eager mode (a scaled eager step is one realize, not three) and ~13% less
+# host work per eager step (schedule, views, row words, index-check taints): on the H200 run `parts`, `real` and `vs`.
 # STEP: parts  eager phases with VKML_SUBMIT_FIRST=0 (one submission a step) and the default parts (ADR 0040)
 #       real   the real-model benchmark (GPT, BatchNorm CNN, ResNet-20; eager, jit, amp; PyTorch eager, autocast, CUDA graph)
 #       vs     the step rows beside PyTorch (MLP and CNN, jit and eager) after this session's changes

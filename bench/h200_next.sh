@@ -28,7 +28,9 @@
 # (eager GPT 85 -> 50 ms in eager_phases, 0.47 of PyTorch eager in real_models; the slab sums 150 us, predicted < 190).
 # New since: GradScaler skips on the device in eager mode (a scaled eager step is one realize, not three) and ~13% less
 # host work per eager step (schedule, views, row words, index-check taints): on the H200 run `parts`, `real` and `vs`.
-# STEP: parts  eager phases with VKML_SUBMIT_FIRST=0 (one submission a step) and the default parts (ADR 0040)
+# The amp GPT's losses differed from run to run on the H100 (f32 did not): run `det` (bench/repeatable.py) first.
+# STEP: det    is a training run repeatable bit for bit? eager, amp, amp_jit; then amp with one submission a step
+#       parts  eager phases with VKML_SUBMIT_FIRST=0 (one submission a step) and the default parts (ADR 0040)
 #       real   the real-model benchmark (GPT, BatchNorm CNN, ResNet-20; eager, jit, amp; PyTorch eager, autocast, CUDA graph)
 #       vs     the step rows beside PyTorch (MLP and CNN, jit and eager) after this session's changes
 #       gpt    the GPT demo at nanoGPT's character-model size
@@ -53,7 +55,7 @@
 # Results go to $OUT; copy them into bench/results/ and run `python bench/render_results.py`. On an H100 (lent when
 # no H200 is), commit them renamed *_h100.json: RESULTS.md renders those in sections of their own.
 set -uo pipefail
-STEP=${1:?usage: bash bench/h200_next.sh parts|real|vs|gpt|ddp|tiles|memory|... OUTDIR}
+STEP=${1:?usage: bash bench/h200_next.sh det|parts|real|vs|gpt|ddp|tiles|memory|... OUTDIR}
 OUT=${2:?usage: bash bench/h200_next.sh STEP OUTDIR}
 cd "$(dirname "$0")/.."
 export MPLBACKEND=Agg PYTHONUNBUFFERED=1 PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
@@ -84,6 +86,8 @@ case "$STEP" in
          echo "BK 16:"; mm; gpt bk16
          git checkout -q shaders/variants_nn.py vkml/backends/vulkan/kernels_nn.py ;;
   phases) timeout 300 python3 bench/eager_phases.py --out "$OUT/eager_phases_h200.json" ;;
+  det)   timeout 200 python3 bench/repeatable.py --out "$OUT/repeatable_h200.json"
+         VKML_SUBMIT_FIRST=0 timeout 100 python3 bench/repeatable.py --modes amp --out "$OUT/repeatable_first0_h200.json" ;;
   parts) VKML_SUBMIT_FIRST=0 timeout 200 python3 bench/eager_phases.py --out "$OUT/eager_phases_first0_h200.json"
          timeout 200 python3 bench/eager_phases.py --out "$OUT/eager_phases_h200.json" ;;
   bn)    timeout 150 python3 bench/bn_stats.py --out "$OUT/bn_stats_h200.json" 2>&1 | grep -v "^   vk"

@@ -57,3 +57,15 @@ def test_a_failing_mode_is_recorded_and_the_run_goes_on(rm):
     spec["opt"] = ("NoSuchOptimizer", {})
     r = rm.run_case("cnn_bn", spec, steps=1, warm=0, profile_steps=0, vk_modes=("eager", "jit"), log=lambda s: None)
     assert set(r["vkml"]) == {"eager", "jit"} and all("NoSuchOptimizer" in m["error"] for m in r["vkml"].values())
+
+
+@pytest.mark.vulkan
+def test_a_training_run_repeats_bit_for_bit(rm, tmp_path):
+    "bench/repeatable.py at --small: the same weights and batches, trained twice in each mode, give the same parameters."
+    import json
+    rep = importlib.import_module("repeatable")
+    out = tmp_path / "r.json"
+    rep.main(["--small", "--modes", "eager", "amp", "--runs", "2", "--steps", "3", "--out", str(out)])
+    res = json.loads(out.read_text())
+    assert all(r["repeatable"] for r in res.values()), {m: [x["params_sha1"] for x in r["runs"]] for m, r in res.items()}
+    assert res["eager"]["runs"][0]["params_sha1"] != res["amp"]["runs"][0]["params_sha1"]   # (autocast changed the numbers)

@@ -190,7 +190,8 @@ def _step(self, closure=None):
     if isinstance(loss, Tensor): outs.append(loss)
     if counted is not None:      # the flag comes back with the step; read at the next, the count is taken back then
         outs.append(skip)
-        self._skip_pending = (skip, [(self.state[p], old) for p, old in counted if p in self.state and self.state[p].get("step") != old])
+        moved = [(self.state[p], old) for p, old in counted if p in self.state and self.state[p].get("step") != old]
+        self._skip_pending = (skip, moved)       # (the state dicts whose count this step moved, and from what)
     if outs: realize(*outs)
     if after is not None: after()
     return loss

@@ -122,13 +122,17 @@ _optimizers = weakref.WeakSet()   # every optimiser, so that a vkml.jit capture 
 
 def _repair_stores(device: str) -> None:
     "Before a capture on `device`: every fused store whose parameters were rebound is repaired outside the capture."
-    for opt in list(_optimizers): opt._settle_skip()   # (an eager scaled step's skip is read now, not inside the capture)
     for opt in list(_optimizers):
         f = opt._flat
         if f is None or f.device != device or f.valid_for(opt): continue
         try: f.repair(opt)
         except InplaceError: pass   # (its parameters hold values since overwritten: its own next step will say so)
 before_capture.append(_repair_stores)
+
+def _settle_skips(device: str) -> None:
+    "Before a capture: an eager scaled step's skip is read now (see `_settle_skip`), not inside the capture."
+    for opt in list(_optimizers): opt._settle_skip()
+before_capture.append(_settle_skips)
 
 # %% ../nbs/32_optim.ipynb #1f95d21f
 class Optimizer:

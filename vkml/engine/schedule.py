@@ -531,17 +531,11 @@ _plans: dict = {}
 
 def plan_cache_enabled() -> bool: return os.environ.get("VKML_PLAN_CACHE", "1") != "0"
 
-def _arg_key(n: Node):
-    "The part of `n.arg` that shapes a plan (an elementwise op's numbers do not)."
-    row = ELEMENTWISE.get(n.op)
-    if row is None: return n.arg
-    return row.variant(n.arg) if row.variant is not None else None
-
 def signature(nodes, outputs, fuse: bool, read: bool):
     "A hashable summary of the ordered `nodes` that fixes their plan (None when an arg is not hashable)."
     index = {id(n): i for i, n in enumerate(nodes)}
     outside = {}                                      # id -> (dtype, shape) of a source computed before, in order
-    rows, inside, rules = [], index.get, ELEMENTWISE  # (names bound once: this runs for every node of every realize)
+    rows, inside, rules = [], index.get, ELEMENTWISE  # (bound once: this runs for every node of every realize)
     for n in nodes:
         srcs = []
         for s in n.srcs:
@@ -550,9 +544,9 @@ def signature(nodes, outputs, fuse: bool, read: bool):
                 i = outside.get(id(s))
                 if i is None: i = outside[id(s)] = (-1 - len(outside), s.dtype, s.shape)
             srcs.append(i)
-        row, ref = rules.get(n.op), n.tref                # (`_arg_key` and `held`, inline)
-        arg = n.arg if row is None else row.variant(n.arg) if row.variant is not None else None
-        rows.append((n.op, arg, n.shape, n.dtype, tuple(srcs), ref is not None and ref() is not None))
+        row = rules.get(n.op)                             # the part of the arg that shapes a plan: an elementwise
+        arg = n.arg if row is None else row.variant(n.arg) if row.variant is not None else None   # op's numbers do not
+        rows.append((n.op, arg, n.shape, n.dtype, tuple(srcs), n.held))
     outs = tuple(index.get(id(n), -1) for n in outputs)
     key = (tuple(rows), outs, fuse, read)
     try: hash(key)
@@ -590,7 +584,7 @@ class Schedule:
         self.fuse = fusion_default() if fuse is None else fuse
         limits = {}        # (how far fusion may carry a read of memory that a later ASSIGN writes)
         self.nodes = order(self.outputs, memory_of, limits)
-        needed = {id(n) for n in self.outputs} | {id(n) for n in self.nodes if n.tref is not None and n.tref() is not None}   # (held)
+        needed = {id(n) for n in self.outputs} | {id(n) for n in self.nodes if n.held}
         self.keep = needed
         key = signature(self.nodes, self.outputs, self.fuse, read) if plan_cache_enabled() else None
         if key is not None and limits:

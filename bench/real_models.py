@@ -223,6 +223,7 @@ def vk_setup(spec, weights, mode):
     def run(batch):
         x, y = batch
         return f(vkml.tensor(x, device=DEV), vkml.tensor(y, device=DEV)).item()
+    run.scaler = scaler    # (bench/repeatable.py reads its scale after each step)
     return model, run
 
 

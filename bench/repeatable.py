@@ -33,13 +33,17 @@ def main(argv=None):
         runs = []
         for _ in range(a.runs):
             model, run = rm.vk_setup(spec, weights, mode)
-            losses = [run(data[i % len(data)]) for i in range(a.steps)]
+            losses, scales = [], []
+            for i in range(a.steps):
+                losses.append(run(data[i % len(data)])); scales.append(run.scaler.get_scale())
             digest = hashlib.sha1(b"".join(p.numpy().tobytes() for p in model.parameters())).hexdigest()[:16]
-            runs.append(dict(losses=losses, params_sha1=digest))
+            runs.append(dict(losses=losses, scales=scales, params_sha1=digest))
         same = len({r["params_sha1"] for r in runs}) == 1
         res[mode] = dict(repeatable=same, runs=runs)
+        first = next((i for i in range(a.steps) if len({r["losses"][i] for r in runs}) > 1), None)   # first step whose loss differs
         print(f"{mode:8s} {'repeatable' if same else 'DIFFERS'}: last losses {[round(r['losses'][-1], 6) for r in runs]}, "
-              f"parameters {[r['params_sha1'][:8] for r in runs]}", flush=True)
+              f"parameters {[r['params_sha1'][:8] for r in runs]}, losses differ from step {first}, "
+              f"scales {[r['scales'] for r in runs] if mode.startswith('amp') else '-'}", flush=True)
     if a.out: Path(a.out).write_text(json.dumps(res, indent=1) + "\n")
 
 

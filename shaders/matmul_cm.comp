@@ -162,6 +162,7 @@ void main() {
             }
             LOAD_SLABS(kbeg)
 #ifdef DBUF
+            barrier();   // a workgroup with more than one tile (grid-stride): every subgroup has read its staged C
             STORE_SLABS(0u)
             barrier();
             uint buf = 0u;

@@ -188,6 +188,33 @@ def test_matmul_coopmat_emulated(variant, monkeypatch):
     assert f"{variant}_emu_vkn_f16_f32" in prof and "reduce_slabs_f16" in prof, sorted(prof)
 
 
+def test_matmul_tiles_walk_a_grid_smaller_than_their_tiles(monkeypatch):
+    """Past 65,535 tiles a dimension (MAX_GROUPS) a workgroup walks several tiles, batches and K chunks in turn; forced
+    here with a grid of one workgroup. The tensor-core kernels stage C in the shared memory their next tile's slabs go
+    to: a double-buffered one (`d`) must wait for every subgroup before storing them (fixed after stop 41); on a GPU with
+    tensor cores the real kernels run, elsewhere their emulation (which waits for the workgroup at every fragment)."""
+    import vkml.backends.vulkan as vkv
+    import vkml.backends.vulkan.kernels_nn as kn
+    has = vkv.devices()[vkv.default_index()].features.get("coopmat_f16")
+    monkeypatch.setattr(kn, "MAX_GROUPS", 1)
+    grids, dispatch = [], kn.matmul_dispatch
+    def spy(*args, **kw):
+        ds = dispatch(*args, **kw); grids.extend(d.groups for d in ds if "matmul" in d.shader); return ds
+    monkeypatch.setattr(kn, "matmul_dispatch", spy)
+    f16, mm = np.float16, (lambda a, b: apply(Op.MATMUL, a, b))
+    cm = ["matmul_cm64x64s4", "matmul_cm64x64s4d"] + (["matmul_cm128x128s8d", "matmul_cm128x128s8"] if has else [])
+    for name in ["matmul", "matmul128"] + cm:
+        monkeypatch.setattr(kn, "FORCE_TILE", name)
+        emulated = "_cm" in name and not has
+        monkeypatch.setattr(kn, "COOPMAT", "emulate" if emulated else "auto" if "_cm" in name else "off")
+        for dt in ([f16] if "_cm" in name else FLOATS):
+            k = 32 if emulated else 96      # (lavapipe ends a shader's loops past 65,535 trips in all: short products)
+            with vkv.profile() as prof:
+                check_sum(mm, [rnd(2, 136, k, dtype=dt), rnd(2, k, 200, dtype=dt)], k)   # 3 x 4 tiles x 2 batches, one workgroup
+            assert any(n.startswith(name + ("_emu" if "_cm" in name and not has else "")) for n in prof), sorted(prof)
+    assert grids and all(g == (1, 1, 1) for g in grids), grids
+
+
 def test_matmul_f16_tensor_cores_where_the_device_has_them():
     "Aligned f16 products: on a device with cooperative matrices the real tensor-core kernels (no emulation), elsewhere the plain one."
     import vkml.backends.vulkan as vkv

@@ -285,6 +285,7 @@ def th_setup(spec, weights, mode):
         def run(batch):
             x, y = (torch.from_numpy(np.asarray(a)).to(dev) for a in batch)
             return eager_step(x, y).item()
+        run.scaler = scaler
         return model, run
     return model, _graph_runner(model, opt, loss_of)
 

@@ -29,6 +29,11 @@
 # New since: GradScaler skips on the device in eager mode (a scaled eager step is one realize, not three) and ~13% less
 # host work per eager step (schedule, views, row words, index-check taints): on the H200 run `parts`, `real` and `vs`.
 # The amp GPT's losses differed from run to run on the H100 (f32 did not): run `det` (bench/repeatable.py) first.
+# Stop 42 (two H100 calls, bench/results/logs/h100_s42_2026-12-07): runs repeat bit for bit, but the GPT under amp does not
+# train as float32 and PyTorch do (eager amp skips every step, amp_jit ends far below float32's loss; the CNN and ResNet-20
+# train alike): run `amp` FIRST (bench/amp_check.py: the training, the gradients, then with tensor cores off and with the
+# composed attention, to find the kernel), then `real`, `parts`, `vs`.
+# STEP: amp    does the GPT train alike in float32 and under amp, and which gradients differ (bench/amp_check.py)
 # STEP: det    is a training run repeatable bit for bit? eager, amp, amp_jit; then amp with one submission a step
 #       parts  eager phases with VKML_SUBMIT_FIRST=0 (one submission a step) and the default parts (ADR 0040)
 #       real   the real-model benchmark (GPT, BatchNorm CNN, ResNet-20; eager, jit, amp; PyTorch eager, autocast, CUDA graph)
@@ -55,7 +60,7 @@
 # Results go to $OUT; copy them into bench/results/ and run `python bench/render_results.py`. On an H100 (lent when
 # no H200 is), commit them renamed *_h100.json: RESULTS.md renders those in sections of their own.
 set -uo pipefail
-STEP=${1:?usage: bash bench/h200_next.sh det|parts|real|vs|gpt|ddp|tiles|memory|... OUTDIR}
+STEP=${1:?usage: bash bench/h200_next.sh amp|det|parts|real|vs|gpt|ddp|tiles|memory|... OUTDIR}
 OUT=${2:?usage: bash bench/h200_next.sh STEP OUTDIR}
 cd "$(dirname "$0")/.."
 export MPLBACKEND=Agg PYTHONUNBUFFERED=1 PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
@@ -86,6 +91,9 @@ case "$STEP" in
          echo "BK 16:"; mm; gpt bk16
          git checkout -q shaders/variants_nn.py vkml/backends/vulkan/kernels_nn.py ;;
   phases) timeout 300 python3 bench/eager_phases.py --out "$OUT/eager_phases_h200.json" ;;
+  amp)   timeout 200 python3 bench/amp_check.py --grads --out "$OUT/amp_check_h200.json"
+         for v in VKML_COOPMAT=off VKML_FUSED_ATTENTION=0; do echo "== $v"
+           env $v timeout 150 python3 bench/amp_check.py --grads --steps 6 --out "$OUT/amp_check_${v//=/_}_h200.json"; done ;;
   det)   timeout 200 python3 bench/repeatable.py --out "$OUT/repeatable_h200.json"
          VKML_SUBMIT_FIRST=0 timeout 100 python3 bench/repeatable.py --modes amp --out "$OUT/repeatable_first0_h200.json" ;;
   parts) VKML_SUBMIT_FIRST=0 timeout 200 python3 bench/eager_phases.py --out "$OUT/eager_phases_first0_h200.json"

@@ -69,3 +69,22 @@ def test_a_training_run_repeats_bit_for_bit(rm, tmp_path):
     res = json.loads(out.read_text())
     assert all(r["repeatable"] for r in res.values()), {m: [x["params_sha1"] for x in r["runs"]] for m, r in res.items()}
     assert res["eager"]["runs"][0]["params_sha1"] != res["amp"]["runs"][0]["params_sha1"]   # (autocast changed the numbers)
+
+
+@pytest.mark.vulkan
+def test_the_gpt_trains_alike_in_float32_and_under_amp(rm, tmp_path):
+    """bench/amp_check.py: float32, amp (in parts and in one submission a step) and amp under vkml.jit train alike (losses
+    within 2e-2 of float32's, no overflow lowering the scale), and every amp gradient is finite and near float32's.
+    On lavapipe at --small's sizes; on a GPU at the full GPT's (6 layers, batch 32), where an H100 trained amp
+    differently in stop 42 (bench/results/logs/h100_s42_2026-12-07): this test fails there until that is found."""
+    import json
+    import vkml.backends.vulkan as vkv
+    ac = importlib.import_module("amp_check")
+    gpu = vkv.devices()[vkv.default_index()].features.get("coopmat_f16")
+    out = tmp_path / "a.json"
+    ac.main((["--steps", "6"] if gpu else ["--small", "--layers", "2", "--batch", "2", "--steps", "6"]) + ["--grads", "--out", str(out)])
+    res = json.loads(out.read_text())
+    assert set(res["runs"]) == {"vkml eager", "vkml amp", "vkml amp_first0", "vkml amp_jit"}
+    assert all(r["alike"] for r in res["runs"].values()), {k: (r["losses"], r["scales"]) for k, r in res["runs"].items()}
+    bad = {n: r for n, r in res["grads"].items() if not r["finite"] or r["rel_err"] > 1e-2}
+    assert not bad, bad

@@ -3667,6 +3667,7 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                             'vkml.optim._repair_stores': ('optim.html#_repair_stores', 'vkml/optim.py'),
                             'vkml.optim._replayed': ('optim.html#_replayed', 'vkml/optim.py'),
                             'vkml.optim._rounded_copies': ('optim.html#_rounded_copies', 'vkml/optim.py'),
+                            'vkml.optim._settle_replayed_skip': ('optim.html#_settle_replayed_skip', 'vkml/optim.py'),
                             'vkml.optim._settle_skip': ('optim.html#_settle_skip', 'vkml/optim.py'),
                             'vkml.optim._settle_skips': ('optim.html#_settle_skips', 'vkml/optim.py'),
                             'vkml.optim._state_dict': ('optim.html#_state_dict', 'vkml/optim.py'),

@@ -179,6 +179,7 @@ def _step(self: GradScaler, optimizer, *args, **kwargs):
                                                                            # and drop it, and the step compute it again)
     else:                                  # vkml.optim: the skip goes into the update itself, nothing read now
         optimizer._amp_found_inf = found
+        optimizer._amp_scaler = weakref.ref(self)   # (a replayed step reads the scale to learn whether it was skipped)
         try: out = optimizer.step(*args, **kwargs)
         finally: del optimizer._amp_found_inf
     st["stage"] = _STEPPED

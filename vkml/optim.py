@@ -130,8 +130,11 @@ def _repair_stores(device: str) -> None:
 before_capture.append(_repair_stores)
 
 def _settle_skips(device: str) -> None:
-    "Before a capture: an eager scaled step's skip is read now (see `_settle_skip`), not inside the capture."
-    for opt in list(_optimizers): opt._settle_skip()
+    """Before a capture: an eager scaled step's skip is read now (see `_settle_skip`), not inside the capture, and a
+    scaled optimiser notes the scale the captured step starts from (see `_settle_replayed_skip`)."""
+    for opt in list(_optimizers):
+        opt._settle_skip()
+        opt._settle_replayed_skip()
 before_capture.append(_settle_skips)
 
 # %% ../nbs/32_optim.ipynb #1f95d21f
@@ -185,6 +188,7 @@ class Optimizer:
 def _step(self, closure=None):
     "Update every parameter that has a gradient: one lazy graph, one realize (`closure` recomputes the loss first)."
     self._settle_skip()
+    if "_scale_seen" in self.__dict__ and capture_in_progress() is None: self._settle_replayed_skip(then=False)
     self._check_groups()
     loss = closure() if closure is not None else None
     skip = getattr(self, "_amp_found_inf", None)      # (GradScaler: skip this step on the device if the flag is set)
@@ -243,7 +247,27 @@ def _advance(self, group) -> np.ndarray:
         st["step"] = step = st.get("step", 0) + 1
     return np.array(list(self._hyper(group, step).values()), np.float32)
 
-Optimizer.step, Optimizer._settle_skip = _step, _settle_skip
+def _settle_replayed_skip(self, then=True):
+    """Take back the count of a captured or replayed step (`vkml.jit`) that GradScaler skipped on the device: such a
+    step counts itself on the host before it runs, and reads nothing back. The scale falls exactly when a step is
+    skipped (backoff_factor < 1; `update(new_scale)` setting a lower one inside the step would read as a skip too): a
+    lower scale than at that step's start (`_scale_seen`) means it was. A replay waits
+    for the last one before it starts, so this read does not wait. `then`: remember the scale for the step to come."""
+    seen = self.__dict__.pop("_scale_seen", None)
+    ref = self.__dict__.get("_amp_scaler")
+    sc = ref() if ref is not None else None
+    if sc is None or not sc.is_enabled() or sc._scale is None: return
+    now = sc.get_scale()
+    if then: self._scale_seen = now
+    if seen is not None and now < seen:
+        for g in self.param_groups:
+            for p in g["params"]:
+                st = self.state.get(p)
+                if st and st.get("step"):
+                    st["step"] -= 1
+                    if not st["step"]: del st["step"]
+
+Optimizer.step, Optimizer._settle_skip, Optimizer._settle_replayed_skip = _step, _settle_skip, _settle_replayed_skip
 Optimizer._fusable = _fusable
 Optimizer._numbers = _numbers
 Optimizer._advance = _advance
@@ -316,6 +340,7 @@ def _baked(self) -> list:
 def _replayed(self, group, baked) -> np.ndarray:
     "A replayed step's numbers of `group` (`vkml.jit`), once the groups are checked as `step()` checks them."
     if group is self.param_groups[0]:       # once per replay, before any group counts the step
+        self._settle_replayed_skip()        # (the last step, if GradScaler skipped it)
         self._check_groups()
         changed = sorted({k for was, now in zip(baked, self._baked()) for k in was if was[k] != now[k]})
         if changed:

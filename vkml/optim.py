@@ -363,6 +363,7 @@ Optimizer._check_groups = _check_groups
 def _state_dict(self) -> dict:
     "{'state': {index: {name: tensor or number}}, 'param_groups': [{hyperparameters, 'params': [indices]}]}."
     self._settle_skip()
+    if "_scale_seen" in self.__dict__ and capture_in_progress() is None: self._settle_replayed_skip()   # (a replay's)
     index, groups = {}, []
     for g in self.param_groups:
         ids = []

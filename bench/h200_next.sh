@@ -32,7 +32,9 @@
 # Stop 42 (two H100 calls, bench/results/logs/h100_s42_2026-12-07): runs repeat bit for bit, but the GPT under amp does not
 # train as float32 and PyTorch do (eager amp skips every step, amp_jit ends far below float32's loss; the CNN and ResNet-20
 # train alike): run `amp` FIRST (bench/amp_check.py: the training, the gradients, then with tensor cores off and with the
-# composed attention, to find the kernel), then `real`, `parts`, `vs`.
+# composed attention, to find the kernel), then `real`, `parts`, `vs`. Since those calls: a replayed step GradScaler skipped
+# is no longer counted (f7190b7: amp_jit's losses after a skip now match eager's on lavapipe); the replay reads the scale
+# each step for it (one small readback: see vs's replay_host).
 # STEP: amp    does the GPT train alike in float32 and under amp, and which gradients differ (bench/amp_check.py)
 # STEP: det    is a training run repeatable bit for bit? eager, amp, amp_jit; then amp with one submission a step
 #       parts  eager phases with VKML_SUBMIT_FIRST=0 (one submission a step) and the default parts (ADR 0040)

@@ -238,6 +238,12 @@ def test_matmul_f16_tensor_cores_where_the_device_has_them():
             finally: kn.FORCE_TILE = None
             # a tensor-core tile's name carries its operands' layout (_v<a><b>, fixed when compiling)
             assert any(re.fullmatch(rf"{name}(_v[mk][kn])?_f16", n) for n in prof), sorted(prof)
+        # the GPT's shapes, unforced: a weight gradient (Gᵀ X, A m-contiguous, K split) and a projection (X Wᵀ)
+        T = (0, 2, 1)
+        for build, arrays, k in [(lambda g, x: apply(Op.MATMUL, perm(g, T), x), [rnd(1, 2048, 384, dtype=f16), rnd(1, 2048, 1152, dtype=f16)], 2048),
+                                 (lambda x, w: apply(Op.MATMUL, x, perm(w, T)), [rnd(1, 2048, 384, dtype=f16), rnd(1, 1152, 384, dtype=f16)], 384)]:
+            with vkv.profile() as prof: check_sum(build, arrays, k)
+            assert any("_cm" in n for n in prof), sorted(prof)
 
 
 def test_coopmat_layout_fallback(monkeypatch):

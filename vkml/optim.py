@@ -249,10 +249,10 @@ def _advance(self, group) -> np.ndarray:
 
 def _settle_replayed_skip(self, then=True):
     """Take back the count of a captured or replayed step (`vkml.jit`) that GradScaler skipped on the device: such a
-    step counts itself on the host before it runs, and reads nothing back. The scale falls exactly when a step is
-    skipped (backoff_factor < 1; `update(new_scale)` setting a lower one inside the step would read as a skip too): a
-    lower scale than at that step's start (`_scale_seen`) means it was. A replay waits
-    for the last one before it starts, so this read does not wait. `then`: remember the scale for the step to come."""
+    step counts itself on the host before it runs and reads nothing back. The scale falls exactly when a step is
+    skipped (backoff_factor < 1), so a scale lower than at that step's start (`_scale_seen`) means it was (an
+    `update(new_scale)` inside the step that lowers it would read as a skip too). A replay waits for the last one
+    before it starts, so this read does not wait. `then`: remember the scale for the step to come."""
     seen = self.__dict__.pop("_scale_seen", None)
     ref = self.__dict__.get("_amp_scaler")
     sc = ref() if ref is not None else None

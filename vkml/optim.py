@@ -188,7 +188,6 @@ class Optimizer:
 def _step(self, closure=None):
     "Update every parameter that has a gradient: one lazy graph, one realize (`closure` recomputes the loss first)."
     self._settle_skip()
-    if "_scale_seen" in self.__dict__ and capture_in_progress() is None: self._settle_replayed_skip(then=False)
     self._check_groups()
     loss = closure() if closure is not None else None
     skip = getattr(self, "_amp_found_inf", None)      # (GradScaler: skip this step on the device if the flag is set)
@@ -210,7 +209,9 @@ def _counts(self) -> list:
 
 def _settle_skip(self):
     """Take back the count of an eager step GradScaler skipped on the device: PyTorch does not count a skipped step
-    (Adam's bias corrections). Its flag was read back with that step, so this read does not wait for the device."""
+    (Adam's bias corrections). Its flag was read back with that step, so this read does not wait for the device.
+    A replayed step's skip, if one is pending, is settled too (`_settle_replayed_skip`)."""
+    if "_scale_seen" in self.__dict__ and capture_in_progress() is None: self._settle_replayed_skip(then=False)
     pending = self.__dict__.pop("_skip_pending", None)
     if pending is None: return
     skip, counted = pending
@@ -363,7 +364,6 @@ Optimizer._check_groups = _check_groups
 def _state_dict(self) -> dict:
     "{'state': {index: {name: tensor or number}}, 'param_groups': [{hyperparameters, 'params': [indices]}]}."
     self._settle_skip()
-    if "_scale_seen" in self.__dict__ and capture_in_progress() is None: self._settle_replayed_skip()   # (a replay's)
     index, groups = {}, []
     for g in self.param_groups:
         ids = []

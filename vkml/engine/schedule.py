@@ -423,6 +423,27 @@ def _inlines(c: Node, s: Node, where: dict) -> bool:
     ks = where.get(id(c), ())
     return bool(ks) and all(id(s) in k_ids for k_ids in ks)
 
+def _prologue(k: Kernel) -> set:
+    "ids of the nodes a `reduce` kernel's reduction reads, itself or through others of the kernel (one per term)."
+    inside, out, stack = {id(n) for n in k.nodes}, set(), [k.reduce]
+    while stack:
+        for s in stack.pop().srcs:
+            if id(s) in inside and id(s) not in out: out.add(id(s)); stack.append(s)
+    return out
+
+def _store_prologues_elsewhere(ks):
+    "Drop the prologue values from reduce kernels' stores: a kernel that computes each one too stores it."
+    for k in ks:
+        if k.kind != "reduce": continue
+        pro = _prologue(k)
+        if not any(id(n) in pro for n in k.stores): continue
+        for n in k.stores:
+            if id(n) in pro and not any(k2 is not k and any(m is n for m in k2.stores) and
+                                        (k2.kind != "reduce" or id(n) not in _prologue(k2)) for k2 in ks):
+                raise ScheduleError(f"internal error: {n.op.name} {n.shape} is read outside the reduction that "
+                                    f"computes it, and no other kernel stores it (VKML_FUSION=0 runs each op alone)")
+        k.stores = [n for n in k.stores if id(n) not in pro]
+
 def _plan(ks, consumers, needed) -> dict:
     "Fill each kernel's `stores` and `frees`; return the placements (see below)."
     ids = [{id(n) for n in k.nodes} for k in ks]
@@ -439,6 +460,7 @@ def _plan(ks, consumers, needed) -> dict:
                            and not _inlines(c, n, where) for c in consumers[id(n)])]
         if k.kind == "row": k.stores = [n for n in k.stores if n.op not in VIEW_OPS]   # (views are made again after it)
         if k.kind in ("reduce", "op") and k.nodes[-1] not in k.stores: k.stores.append(k.nodes[-1])
+    _store_prologues_elsewhere(ks)
     owner, aliases = {}, {}                           # id(node) -> the stored node whose memory it is; its views
     for k in ks:
         for n in k.stores: owner[id(n)] = n

@@ -35,6 +35,10 @@
 # composed attention, to find the kernel), then `real`, `parts`, `vs`. Since those calls: a replayed step GradScaler skipped
 # is no longer counted (f7190b7: amp_jit's losses after a skip now match eager's on lavapipe); the replay reads the scale
 # each step for it (one small readback: see vs's replay_host).
+# Stop 43 (H100 calls, bench/results/logs/h100_s43_2026-12-07): found and fixed (37a3491): a reduce kernel stored a
+# recomputed prologue value at the outputs' index (LayerNorm's dx in a GPT of >= 6 layers): every amp mode of the GPT
+# now trains as float32 and PyTorch do on the H100 (amp_check_h100.json); real, vs and eager phases rerun there on a
+# slower host (PyTorch's host-bound rows 1.4-1.7x stop 42's). On the H200: `amp` (to confirm), then `real`, `vs`, `parts`.
 # STEP: amp    does the GPT train alike in float32 and under amp, and which gradients differ (bench/amp_check.py)
 # STEP: det    is a training run repeatable bit for bit? eager, amp, amp_jit; then amp with one submission a step
 #       parts  eager phases with VKML_SUBMIT_FIRST=0 (one submission a step) and the default parts (ADR 0040)

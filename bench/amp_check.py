@@ -1,5 +1,6 @@
 """Does the GPT train alike in float32 and under amp, here and in PyTorch? A diagnostic for stop 42's finding (on an
-H100 the GPT under amp trained differently from float32 and from PyTorch's amp; the CNN and ResNet-20 did not):
+H100 the GPT under amp trained differently from float32 and from PyTorch's amp; the CNN and ResNet-20 did not). It
+found the cause in stop 43: from 6 layers on, a reduce kernel stored a prologue value at the outputs' index (fixed):
 
     python bench/amp_check.py [--layers 6] [--batch 32] [--steps 13] [--grads] [--out FILE]
 

@@ -578,14 +578,14 @@ def _walk(roots: list, seeds: list, create_graph: bool, wanted=None) -> dict:
     """Reverse mode over the graph of `roots` (nodes) seeded with `seeds` (their gradients). Without `wanted`,
     each leaf's gradient goes to its `.grad`; with `wanted` (node ids), the gradients of those nodes are
     returned, only nodes from which one of them is reached are walked, and no `.grad` is touched.
-    Returns ({id: gradient} of the wanted nodes, the leaves whose hooks are due)."""
+    Returns ({id: gradient} of the wanted nodes, the leaves whose hooks are due, the leaves whose `.grad` it set)."""
     order = toposort(roots, skip=lambda n: not n.requires_grad)
     needed = None
     if wanted is not None:   # the nodes on a path to a wanted one (sources first, so one pass)
         needed = set()
         for n in order:
             if id(n) in wanted or any(id(s) in needed for s in n.srcs): needed.add(id(n))
-    wrap, ready, found = seeds[0]._wrap, [], {}
+    wrap, ready, found, filled = seeds[0]._wrap, [], {}, []
     with enable_grad() if create_graph else no_grad():
         grads = {}                                      # id(node) -> its gradient's parts, one per reader so far
         for r, g in zip(roots, seeds): grads.setdefault(id(r), []).append(g)
@@ -601,6 +601,7 @@ def _walk(roots: list, seeds: list, create_graph: bool, wanted=None) -> dict:
                 leaf = node.leaf_of()
                 if leaf is not None:
                     leaf.grad = g if leaf.grad is None else leaf.grad + g
+                    filled.append(leaf)
                     if id(leaf) in _hooks: ready.append(leaf)
                 continue
             if not any(s.requires_grad and (needed is None or id(s) in needed) for s in node.srcs): continue
@@ -613,7 +614,7 @@ def _walk(roots: list, seeds: list, create_graph: bool, wanted=None) -> dict:
                 if gs is None or not src.requires_grad or (needed is not None and id(src) not in needed): continue
                 if gs.device != src.device: gs = gs.to(src.device)   # through `Tensor.to`: back to the source's device
                 grads.setdefault(id(src), []).append(gs)
-    return found, ready
+    return found, ready, filled
 
 def _sum_grads(parts: list, wrap):
     "The sum of a node's gradient parts, in the order they came; slices' gradients that tile an axis concatenated first."
@@ -646,18 +647,22 @@ def backward(tensor: Tensor, gradient=None, retain_graph=None, create_graph: boo
     _check_output(tensor, "this tensor")
     seed = _initial_grad(tensor, gradient)
     if inputs is None:
-        _, ready = _walk([tensor.node], [seed], create_graph)
+        _, ready, filled = _walk([tensor.node], [seed], create_graph)
     else:
-        inputs, ready = _tensors(inputs, "inputs"), []
+        inputs, ready, filled = _tensors(inputs, "inputs"), [], []
         for i, t in enumerate(inputs):
             if not t.requires_grad: raise GradError(f"backward: inputs[{i}] does not require grad")
-        found, _ = _walk([tensor.node], [seed], create_graph, wanted={id(t.node) for t in inputs})
+        found, _, _ = _walk([tensor.node], [seed], create_graph, wanted={id(t.node) for t in inputs})
         for t in dict.fromkeys(inputs):
             g = found.get(id(t.node))
             if g is None: continue
             t.grad = g if t.grad is None else t.grad + g
+            filled.append(t)
             if id(t) in _hooks: ready.append(t)
-    defer(tensor)  # the output joins the next realize on its device (the optimiser's): one submission per step
+    # The output and every gradient join the next realize on their device (the optimiser's): one submission per step,
+    # and reading one gradient first computes them all at once, as PyTorch's backward does (read one by one, each
+    # would compute again what it shares with the others: the layers behind it).
+    defer(tensor, *(t.grad for t in dict.fromkeys(filled)))
     for leaf in ready:
         for hook in list(_hooks.get(id(leaf), ())): hook(leaf)
 
@@ -681,7 +686,7 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph: bo
     if materialize_grads and not allow_unused:
         raise GradError("grad: materialize_grads=True needs allow_unused=True (or None)")
     seeds = [_initial_grad(o, g) for o, g in zip(outputs, gos)]
-    found, _ = _walk([o.node for o in outputs], seeds, create_graph, wanted={id(t.node) for t in inputs})
+    found, _, _ = _walk([o.node for o in outputs], seeds, create_graph, wanted={id(t.node) for t in inputs})
     out = []
     for i, t in enumerate(inputs):
         g = found.get(id(t.node))

@@ -188,48 +188,19 @@ def test_a_recalled_plan_works_out_its_launch_words_once(monkeypatch):
         if step in (1, 2, 4): assert calls == [], f"step {step}: {calls}"
 
 
-def _tiny_gpt(n_layer, C=32, n_head=2, T=16, V=65):
-    "nanoGPT's model (bias=False, weights tied) at a tiny width: bench/real_models.py's GPT."
-    nn = vkml.nn
-    class Block(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.ln_1, self.ln_2 = nn.LayerNorm(C, bias=False), nn.LayerNorm(C, bias=False)
-            self.c_attn, self.c_proj = nn.Linear(C, 3 * C, bias=False), nn.Linear(C, C, bias=False)
-            self.c_fc, self.gelu, self.mlp_proj = nn.Linear(C, 4 * C, bias=False), nn.GELU(), nn.Linear(4 * C, C, bias=False)
-        def forward(self, x):
-            B, T, _ = x.shape
-            q, k, v = (self.c_attn(self.ln_1(x))[:, :, i * C:(i + 1) * C].reshape(B, T, n_head, C // n_head).transpose(1, 2)
-                       for i in range(3))
-            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-            x = x + self.c_proj(y.transpose(1, 2).reshape(B, T, C))
-            return x + self.mlp_proj(self.gelu(self.c_fc(self.ln_2(x))))
-    class GPT(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.wte, self.wpe = nn.Embedding(V, C), nn.Embedding(T, C)
-            self.h = nn.ModuleList([Block() for _ in range(n_layer)])
-            self.ln_f, self.lm_head = nn.LayerNorm(C, bias=False), nn.Linear(C, V, bias=False)
-            self.lm_head.weight = self.wte.weight
-        def forward(self, idx):
-            x = self.wte(idx) + self.wpe(vkml.arange(idx.shape[1], device=idx.device))
-            for b in self.h: x = b(x)
-            return self.lm_head(self.ln_f(x))
-    return GPT()
-
-
 def test_a_reduction_stores_no_value_of_its_prologue():
-    """A six-layer GPT's gradients under amp: LayerNorm's backward put a small region (dx) in a row kernel and, recomputed,
-    in the reduce kernel that sums it; both stored it, and a reduce kernel's GLSL writes at the outputs' index, so
-    dx's memory got one value per row over the right ones. Most gradients of the first layers came out 10-100% off
+    """A six-layer GPT's gradients under amp (nb 38's GPT at 32 wide): LayerNorm's backward put a small region (dx) in a
+    row kernel and, recomputed, in the reduce kernel that sums it; both stored it, and a reduce kernel's GLSL writes at
+    the outputs' index, so dx's memory got one value per row over the right ones. Most gradients of the first layers came out 10-100% off
     or inf, on lavapipe and on an H100 alike (the eager amp GPT skipped every step). Fewer layers did not cut it so."""
+    from vkml.demo_gpt import GPTConfig, build_gpt
     rng = np.random.default_rng(0)
     idx, tgt = (rng.integers(0, 65, (1, 16)) for _ in range(2))
     grads = {}
     for device in ("cpu", "vulkan"):
-        model, w = _tiny_gpt(6), np.random.default_rng(1)
+        model = build_gpt(GPTConfig(vocab_size=65, block_size=16, n_layer=6, n_head=2, n_embd=32, bias=False))
+        w = np.random.default_rng(1)                            # (weights large enough for f16 to matter)
         sd = {k: (w.standard_normal(v.shape) * 0.2 + (len(v.shape) == 1)).astype(np.float32) for k, v in model.state_dict().items()}
-        sd["lm_head.weight"] = sd["wte.weight"]                 # (tied)
         model.load_state_dict({k: vkml.tensor(v) for k, v in sd.items()})
         model = model.to(device)
         with vkml.amp.autocast(device):

@@ -433,16 +433,16 @@ def _prologue(k: Kernel) -> set:
 
 def _store_prologues_elsewhere(ks):
     "Drop the prologue values from reduce kernels' stores: a kernel that computes each one too stores it."
+    pro = {id(k): _prologue(k) for k in ks if k.kind == "reduce"}
+    kept = {id(n) for k in ks for n in k.stores if id(n) not in pro.get(id(k), ())}   # stored where it may be
     for k in ks:
-        if k.kind != "reduce": continue
-        pro = _prologue(k)
-        if not any(id(n) in pro for n in k.stores): continue
+        p = pro.get(id(k))
+        if not p or not any(id(n) in p for n in k.stores): continue
         for n in k.stores:
-            if id(n) in pro and not any(k2 is not k and any(m is n for m in k2.stores) and
-                                        (k2.kind != "reduce" or id(n) not in _prologue(k2)) for k2 in ks):
+            if id(n) in p and id(n) not in kept:
                 raise ScheduleError(f"internal error: {n.op.name} {n.shape} is read outside the reduction that "
                                     f"computes it, and no other kernel stores it (VKML_FUSION=0 runs each op alone)")
-        k.stores = [n for n in k.stores if id(n) not in pro]
+        k.stores = [n for n in k.stores if id(n) not in p]
 
 def _plan(ks, consumers, needed) -> dict:
     "Fill each kernel's `stores` and `frees`; return the placements (see below)."

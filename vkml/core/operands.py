@@ -180,9 +180,12 @@ def scalar_dtype(vs) -> DType:
 def expand_to(x: TensorBase, shape) -> TensorBase:
     "`x` viewed at the broadcast `shape`: RESHAPE adds leading 1s, EXPAND stretches size-1 dims."
     shape = tuple(shape)
-    if x.shape == shape: return x
-    if x.ndim < len(shape): x = x._apply(Op.RESHAPE, x, shape=(1,) * (len(shape) - x.ndim) + x.shape, dtype=x.dtype)
-    return x if x.shape == shape else x._apply(Op.EXPAND, x, shape=shape, dtype=x.dtype)
+    return x if x.shape == shape else x._wrap(_broadcast_node(x.node, shape))
+
+def _broadcast_node(n: Node, shape: tuple) -> Node:
+    "`expand_to` on nodes (no tensor wraps the RESHAPE between: nothing else reads it)."
+    if len(n.shape) < len(shape): n = make_node(Op.RESHAPE, (n,), shape=(1,) * (len(shape) - len(n.shape)) + n.shape, dtype=n.dtype)
+    return n if n.shape == shape else make_node(Op.EXPAND, (n,), shape=shape, dtype=n.dtype)
 
 def reshape_to(x: TensorBase, shape) -> TensorBase:
     "`x` at `shape` (same element count, checked by the caller)."
@@ -265,21 +268,36 @@ def common_operands(name: str, xs, accepted, like: TensorBase | None = None):
     shapes = [x.shape for x in xs if not is_scalar(x)] + ([like.shape] if like is not None else [])
     return dtype, device, broadcast_shapes(*shapes) if shapes else ()
 
+def _scalar_node(v, dtype: DType, device: str, shape: tuple, name: str) -> Node:
+    "The Python scalar `v` as a CONST of `dtype`, broadcast to `shape` by one EXPAND view."
+    # (No tensor wraps these two nodes: they are an op's operand and nothing else. Building the graph is the
+    # host's cost per op, and scalars are common: `x * 0.5`, `1 - p`, every constant in a backward rule.)
+    c = Node(Op.CONST, (), scalar_as(v, dtype, name), (), dtype, device)
+    return make_node(Op.EXPAND, (c,), shape=shape, dtype=dtype) if shape else c
+
 def lift(x, like: TensorBase, dtype: DType, device: str, shape, name="op") -> TensorBase:
     "Operand `x` (checked by `common_operands`) as a tensor of `shape`; `like` is any tensor operand."
     if isinstance(x, TensorBase): t = _cast_to(x, dtype)   # (a cast only under autocast: `autocast_widest`)
     elif isinstance(x, np.ndarray): t = like._wrap(Node(Op.INPUT, (), None, x.shape, dtype, device,
                                                         buf=get_backend(device).from_numpy(np.array(x, order="C"))))
-    else: t = like._wrap(Node(Op.CONST, (), scalar_as(x, dtype, name), (), dtype, device))
+    else: return like._wrap(_scalar_node(x, dtype, device, tuple(shape), name))
     return expand_to(t, shape)
+
+def _lift_node(x, like: TensorBase, dtype: DType, device: str, shape: tuple, name: str) -> Node:
+    "`lift`'s node (`elementwise_op` wraps only its result)."
+    if is_scalar(x): return _scalar_node(x, dtype, device, shape, name)
+    if isinstance(x, TensorBase):
+        n = x.node if x.node.dtype is dtype else _cast_to(x, dtype).node
+        return n if n.shape == shape else _broadcast_node(n, shape)
+    return lift(x, like, dtype, device, shape, name).node
 
 # %% ../../nbs/07_operands.ipynb #beb985b0
 def elementwise_op(op: Op, name: str, *xs, arg=None, accepted=None) -> TensorBase:
     "`op` over the broadcast operands `xs` (tensors, numpy arrays on the CPU, or Python scalars)."
     if autocast_enabled() and op.name in AUTOCAST_FLOAT32_OPS: xs = autocast_float32(*xs)
     dtype, device, shape = common_operands(name, xs, accepted or ACCEPTED_DTYPES[op])
-    like = next(x for x in xs if isinstance(x, TensorBase))
-    return like._apply(op, *(lift(x, like, dtype, device, shape, name) for x in xs), arg=arg)
+    like, shape = next(x for x in xs if isinstance(x, TensorBase)), tuple(shape)
+    return like._wrap(make_node(op, tuple(_lift_node(x, like, dtype, device, shape, name) for x in xs), arg))
 
 def _tensors_in(args):
     for a in args:

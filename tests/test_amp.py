@@ -525,6 +525,36 @@ def test_an_eager_scaled_step_is_one_realize_that_reads_nothing():
     assert V.stats()["realizes"] - before == 2
 
 
+@pytest.mark.vulkan
+def test_an_eager_scaled_step_schedules_once():
+    """The loss the caller reads after the step is computed with the step's update: GradScaler.scale defers it, as
+    backward defers the (scaled) loss it starts from. Before, the update's in-place writes found the unscaled loss still
+    lazy and reading the parameters, and the step's schedule was built a second time to compute it first (on the H100,
+    7 of an amp GPT step's 20 ms of scheduling). Its value is the one before the update, as in PyTorch."""
+    from vkml.engine import schedule as S
+    vkml.manual_seed(0)
+    net = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 4)).to("vulkan")
+    opt = optim.Adam(net.parameters(), lr=1e-2)
+    scaler = GradScaler("vulkan")
+    x, y = vkml.randn(6, 8, device="vulkan"), tensor([0, 1, 2, 3, 0, 1], device="vulkan")
+    def step():
+        opt.zero_grad()
+        with autocast("vulkan"): loss = F.cross_entropy(net(x), y)
+        scaler.scale(loss).backward(); scaler.step(opt); scaler.update()
+        return loss
+    step().item()
+    made, init = [], S.Schedule.__init__
+    def counted(self, *a, **kw): made.append(1); init(self, *a, **kw)
+    S.Schedule.__init__ = counted
+    try:
+        with vkml.no_grad(): before = F.cross_entropy(net(x), y).item()   # the loss at the weights the step starts from
+        made.clear()
+        loss = step()
+        assert len(made) == 1 and loss.node.realized
+    finally: S.Schedule.__init__ = init
+    assert loss.item() == pytest.approx(before, rel=1e-2)     # (float16 products: the plain forward rounds alike)
+
+
 @pytest.mark.parametrize("device", DEVICES)
 def test_a_skipped_eager_step_is_not_counted(device):
     "A step GradScaler skipped does not count (PyTorch's): state_dict() and the next step see the count before it."

@@ -121,6 +121,10 @@ def _scale(self: GradScaler, outputs):
     if isinstance(outputs, Tensor):
         if self._scale is None: self._lazy_init(outputs.device)
         note_guard(("GradScaler", id(self)), functools.partial(_settings, weakref.ref(self)))   # (baked into a captured step)
+        # backward defers the tensor it starts from, the scaled loss; the caller reads the unscaled one after the step.
+        # Deferred too, it is computed with the step's update, not found reading the parameters the update writes
+        # (which would make the step schedule itself a second time to compute it first).
+        defer(outputs)
         return outputs * self._scale.to(outputs.device, outputs.dtype)
     if isinstance(outputs, (list, tuple)): return type(outputs)(self.scale(o) for o in outputs)
     raise ArgumentError(f"GradScaler.scale takes a tensor or a list or tuple of tensors, got {type(outputs).__name__}")

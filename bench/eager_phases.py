@@ -1,6 +1,6 @@
 """Where an eager training step's time goes: building the forward, backward's graph, scheduling, recording and
 submitting, and waiting for the device (bench/real_models.py's cases, one process, no profiler in the timed steps):
-    [VKML_SUBMIT_FIRST=0] python bench/eager_phases.py [--cases gpt cnn_bn resnet20] [--steps 10] [--small] [--out FILE]
+    [VKML_SUBMIT_FIRST=0] python bench/eager_phases.py [--cases gpt cnn_bn resnet20] [--steps 10] [--small] [--mode eager|amp] [--out FILE]
 An eager step (no vkml.jit) builds its graph in Python, schedules it (a plan seen before is recalled), records every
 dispatch into command buffers, submitted in parts as they are recorded (ADR 0040; VKML_SUBMIT_FIRST=0: one submission
 once all is recorded); the host then waits for the loss ("wait": what of the device's work is not yet done)."""
@@ -31,17 +31,18 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--cases", nargs="+", default=["gpt", "cnn_bn", "resnet20"]); ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--small", action="store_true"); ap.add_argument("--out")
+    ap.add_argument("--mode", default="eager", choices=["eager", "amp"], help="amp: under autocast with a GradScaler")
     a = ap.parse_args(argv)
     spent = collections.defaultdict(float)
     instrument(spent)
     res = dict(date=datetime.date.today().isoformat(), device=devices()[default_index()].name, machine=platform.machine(),
                commit=os.environ.get("VKML_COMMIT") or subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
-                                                                      text=True).stdout.strip(), submit_first=B.SUBMIT_FIRST, cases={})
+                                                                      text=True).stdout.strip(), submit_first=B.SUBMIT_FIRST, mode=a.mode, cases={})
     for case in a.cases:
         spec = rm.case_specs(a.small)[case]
         weights = rm.init_weights(spec["build"](rm.Lib("vkml")))
         data = spec["data"](4)
-        _model, run = rm.vk_setup(spec, weights, "eager")
+        _model, run = rm.vk_setup(spec, weights, a.mode)
         for i in range(4): run(data[i % 4])           # warm: kernels compiled, plans remembered
         spent.clear(); steps = []
         for i in range(a.steps):

@@ -215,7 +215,8 @@ def render() -> str:
                           [(r["case"], r["mode"], f"{r['start'] / 2**20:,.1f}", f"{r['peak'] / 2**20:,.1f}",
                             f"{r['after'] / 2**20:,.1f}", r["live_allocations"]) for r in g["rows"]]), ""]
     for name, where in (("eager_phases_h200.json", "the H200"), ("eager_phases_first0_h200.json", "the H200"),
-                        ("eager_phases_h100.json", "the H100"), ("eager_phases_first0_h100.json", "the H100")):
+                        ("eager_phases_amp_h200.json", "the H200"), ("eager_phases_h100.json", "the H100"),
+                        ("eager_phases_first0_h100.json", "the H100"), ("eager_phases_amp_h100.json", "the H100")):
         g = load(name)
         if g:
             phases = list(next(iter(g["cases"].values()))["phases_ms"])
@@ -224,8 +225,11 @@ def render() -> str:
                    "part: ADR 0040), so the device runs while the host records" if first else
                    "its realize submitted once the whole step is recorded (one submission; `VKML_SUBMIT_FIRST=0` since "
                    "ADR 0040), so the device starts only then")
-            s += [f"## Where an eager step's time goes on {where}{'' if first else ', one submission a step'}", "", prov(g), "",
-                  f"ms per eager step (`bench/eager_phases.py`): the host's phases, then the wait for the device; {how}.", "",
+            amp = g.get("mode") == "amp"
+            s += [f"## Where an eager{' amp' if amp else ''} step's time goes on {where}{'' if first else ', one submission a step'}", "",
+                  prov(g), "",
+                  f"ms per eager step (`bench/eager_phases.py`{' --mode amp: under autocast to float16, with a GradScaler' if amp else ''}): "
+                  f"the host's phases, then the wait for the device; {how}.", "",
                   table(["case", "step"] + phases,
                         [(c, f"{v['step_ms']:.1f}", *(f"{v['phases_ms'][p]:.1f}" for p in phases)) for c, v in g["cases"].items()]), ""]
     for name, where in (("bn_stats_h200.json", "the H200"), ("bn_stats_h100.json", "the H100")):

@@ -39,6 +39,11 @@
 # recomputed prologue value at the outputs' index (LayerNorm's dx in a GPT of >= 6 layers): every amp mode of the GPT
 # now trains as float32 and PyTorch do on the H100 (amp_check_h100.json); real, vs and eager phases rerun there on a
 # slower host (PyTorch's host-bound rows 1.4-1.7x stop 42's). On the H200: `amp` (to confirm), then `real`, `vs`, `parts`.
+# Stop 44 (H100 calls, bench/results/logs/h100_s44_2026-12-07): erfc with one exponential and no branch (GELU's kernels were
+# compute-bound: 58 us for 12.6M float16 elements on a good H100; every prebuilt generated kernel renamed), an eager amp
+# step schedules once (GradScaler.scale defers the loss), scalar operands build two nodes and no tensors. The H100 hosts
+# it got were degraded or noisy: on the H200 run `amp`, `real`, `parts` (eager_phases --mode amp too) and `bn` (the GELU
+# kernels' GPU time in step_shaders' amp table, against 58 us and 55 us at 5bc4501).
 # STEP: amp    does the GPT train alike in float32 and under amp, and which gradients differ (bench/amp_check.py)
 # STEP: det    is a training run repeatable bit for bit? eager, amp, amp_jit; then amp with one submission a step
 #       parts  eager phases with VKML_SUBMIT_FIRST=0 (one submission a step) and the default parts (ADR 0040)
@@ -103,9 +108,11 @@ case "$STEP" in
   det)   timeout 200 python3 bench/repeatable.py --out "$OUT/repeatable_h200.json"
          VKML_SUBMIT_FIRST=0 timeout 100 python3 bench/repeatable.py --modes amp --out "$OUT/repeatable_first0_h200.json" ;;
   parts) VKML_SUBMIT_FIRST=0 timeout 200 python3 bench/eager_phases.py --out "$OUT/eager_phases_first0_h200.json"
-         timeout 200 python3 bench/eager_phases.py --out "$OUT/eager_phases_h200.json" ;;
+         timeout 200 python3 bench/eager_phases.py --out "$OUT/eager_phases_h200.json"
+         timeout 100 python3 bench/eager_phases.py --cases gpt --mode amp --out "$OUT/eager_phases_amp_h200.json" ;;
   bn)    timeout 150 python3 bench/bn_stats.py --out "$OUT/bn_stats_h200.json" 2>&1 | grep -v "^   vk"
-         timeout 200 python3 bench/step_shaders.py cnn_bn resnet20 gpt > "$OUT/step_shaders.txt" 2>&1; head -20 "$OUT/step_shaders.txt" ;;
+         timeout 200 python3 bench/step_shaders.py cnn_bn resnet20 gpt > "$OUT/step_shaders.txt" 2>&1; head -20 "$OUT/step_shaders.txt"
+         timeout 120 python3 bench/step_shaders.py gpt --mode amp > "$OUT/step_shaders_amp.txt" 2>&1; head -20 "$OUT/step_shaders_amp.txt" ;;
   memory) timeout 560 python3 bench/memory_modes.py --cases cnn_bn gpt --out "$OUT/memory_modes_h200.json" ;;
   attn)  timeout 150 python3 -m pytest -q -p no:cacheprovider tests/test_attention.py tests/test_deep_tiles.py 2>&1 | tail -3
          timeout 200 python3 bench/attention.py --out "$OUT/attention_h200.json" 2>&1 | tail -6

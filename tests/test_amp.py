@@ -502,13 +502,8 @@ def test_an_eager_scaled_step_computes_backward_once():
     assert scaled <= plain + 12, (plain, scaled)      # the scaling, the checks and the unscaling: a few kernels, not a backward
 
 
-@pytest.mark.vulkan
-def test_an_eager_scaled_step_is_one_realize_that_reads_nothing():
-    """With a vkml.optim optimiser, GradScaler.step skips on the device in eager mode too: the step (backward, the
-    checks, the unscaling, the update) is one realize, and nothing is read back in the middle of it. It was three:
-    the flag read on the host split backward from the update, and the unscaled gradients were copied into the
-    optimiser's flat store."""
-    import vkml.backends.vulkan as V
+def _scaled_adam_step():
+    "A small net on Vulkan, its Adam and GradScaler, and a function taking one eager amp step (returns the loss); one step taken."
     vkml.manual_seed(0)
     net = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 4)).to("vulkan")
     opt = optim.Adam(net.parameters(), lr=1e-2)
@@ -520,6 +515,17 @@ def test_an_eager_scaled_step_is_one_realize_that_reads_nothing():
         scaler.scale(loss).backward(); scaler.step(opt); scaler.update()
         return loss
     step().item()
+    return net, x, y, step
+
+
+@pytest.mark.vulkan
+def test_an_eager_scaled_step_is_one_realize_that_reads_nothing():
+    """With a vkml.optim optimiser, GradScaler.step skips on the device in eager mode too: the step (backward, the
+    checks, the unscaling, the update) is one realize, and nothing is read back in the middle of it. It was three:
+    the flag read on the host split backward from the update, and the unscaled gradients were copied into the
+    optimiser's flat store."""
+    import vkml.backends.vulkan as V
+    net, x, y, step = _scaled_adam_step()
     before = V.stats()["realizes"]
     step(); step()
     assert V.stats()["realizes"] - before == 2
@@ -532,17 +538,7 @@ def test_an_eager_scaled_step_schedules_once():
     lazy and reading the parameters, and the step's schedule was built a second time to compute it first (on the H100,
     7 of an amp GPT step's 20 ms of scheduling). Its value is the one before the update, as in PyTorch."""
     from vkml.engine import schedule as S
-    vkml.manual_seed(0)
-    net = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 4)).to("vulkan")
-    opt = optim.Adam(net.parameters(), lr=1e-2)
-    scaler = GradScaler("vulkan")
-    x, y = vkml.randn(6, 8, device="vulkan"), tensor([0, 1, 2, 3, 0, 1], device="vulkan")
-    def step():
-        opt.zero_grad()
-        with autocast("vulkan"): loss = F.cross_entropy(net(x), y)
-        scaler.scale(loss).backward(); scaler.step(opt); scaler.update()
-        return loss
-    step().item()
+    net, x, y, step = _scaled_adam_step()
     made, init = [], S.Schedule.__init__
     def counted(self, *a, **kw): made.append(1); init(self, *a, **kw)
     S.Schedule.__init__ = counted

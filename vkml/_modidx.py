@@ -1725,7 +1725,6 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                       'vkml.frontend.tensor._replay': ('tensor.html#_replay', 'vkml/frontend/tensor.py'),
                                       'vkml.frontend.tensor._run': ('tensor.html#_run', 'vkml/frontend/tensor.py'),
                                       'vkml.frontend.tensor._shapes': ('tensor.html#_shapes', 'vkml/frontend/tensor.py'),
-                                      'vkml.frontend.tensor._track_ref': ('tensor.html#_track_ref', 'vkml/frontend/tensor.py'),
                                       'vkml.frontend.tensor._written': ('tensor.html#_written', 'vkml/frontend/tensor.py'),
                                       'vkml.frontend.tensor.apply': ('tensor.html#apply', 'vkml/frontend/tensor.py'),
                                       'vkml.frontend.tensor.bind': ('tensor.html#bind', 'vkml/frontend/tensor.py'),

@@ -275,21 +275,18 @@ def _scalar_node(v, dtype: DType, device: str, shape: tuple, name: str) -> Node:
     c = Node(Op.CONST, (), scalar_as(v, dtype, name), (), dtype, device)
     return make_node(Op.EXPAND, (c,), shape=shape, dtype=dtype) if shape else c
 
+def _lift_node(x, dtype: DType, device: str, shape: tuple, name: str) -> Node:
+    "Operand `x` (checked by `common_operands`) as a node of `shape` (`elementwise_op` wraps only its result)."
+    if isinstance(x, TensorBase): n = _cast_to(x, dtype).node   # (a cast only under autocast: `autocast_widest`)
+    elif isinstance(x, np.ndarray): n = Node(Op.INPUT, (), None, x.shape, dtype, device,
+                                             buf=get_backend(device).from_numpy(np.array(x, order="C")))
+    else: return _scalar_node(x, dtype, device, shape, name)
+    return n if n.shape == shape else _broadcast_node(n, shape)
+
 def lift(x, like: TensorBase, dtype: DType, device: str, shape, name="op") -> TensorBase:
     "Operand `x` (checked by `common_operands`) as a tensor of `shape`; `like` is any tensor operand."
-    if isinstance(x, TensorBase): t = _cast_to(x, dtype)   # (a cast only under autocast: `autocast_widest`)
-    elif isinstance(x, np.ndarray): t = like._wrap(Node(Op.INPUT, (), None, x.shape, dtype, device,
-                                                        buf=get_backend(device).from_numpy(np.array(x, order="C"))))
-    else: return like._wrap(_scalar_node(x, dtype, device, tuple(shape), name))
-    return expand_to(t, shape)
-
-def _lift_node(x, like: TensorBase, dtype: DType, device: str, shape: tuple, name: str) -> Node:
-    "`lift`'s node (`elementwise_op` wraps only its result)."
-    if is_scalar(x): return _scalar_node(x, dtype, device, shape, name)
-    if isinstance(x, TensorBase):
-        n = x.node if x.node.dtype is dtype else _cast_to(x, dtype).node
-        return n if n.shape == shape else _broadcast_node(n, shape)
-    return lift(x, like, dtype, device, shape, name).node
+    n = _lift_node(x, dtype, device, tuple(shape), name)
+    return x if isinstance(x, TensorBase) and n is x.node else like._wrap(n)
 
 # %% ../../nbs/07_operands.ipynb #beb985b0
 def elementwise_op(op: Op, name: str, *xs, arg=None, accepted=None) -> TensorBase:
@@ -297,7 +294,7 @@ def elementwise_op(op: Op, name: str, *xs, arg=None, accepted=None) -> TensorBas
     if autocast_enabled() and op.name in AUTOCAST_FLOAT32_OPS: xs = autocast_float32(*xs)
     dtype, device, shape = common_operands(name, xs, accepted or ACCEPTED_DTYPES[op])
     like, shape = next(x for x in xs if isinstance(x, TensorBase)), tuple(shape)
-    return like._wrap(make_node(op, tuple(_lift_node(x, like, dtype, device, shape, name) for x in xs), arg))
+    return like._wrap(make_node(op, tuple(_lift_node(x, dtype, device, shape, name) for x in xs), arg))
 
 def _tensors_in(args):
     for a in args:

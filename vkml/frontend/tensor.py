@@ -207,10 +207,7 @@ _prune_at = 4096
 
 def track(t) -> None:
     "Remember `t` (just bound to a node not computed yet) as a tensor a write may have to compute first."
-    _track_ref(t.node.tref if t.node.tref is not None and t.node.tref() is t else weakref.ref(t))   # (reuse the node's own)
-
-def _track_ref(r) -> None:
-    "`track` of a weak reference made already (`Tensor.__init__` has its node's)."
+    r = t.node.tref if t.node.tref is not None and t.node.tref() is t else weakref.ref(t)   # (reuse the node's own)
     with _lazy_lock:
         _lazy.append(r)
         if len(_lazy) > _prune_at: _prune()
@@ -448,10 +445,8 @@ class Tensor(_InPlace, _Fill, _GradFields, _Reading, MathOps, ReduceOps, Statist
 
     def __init__(self, node: Node):
         self.node, self.grad, self._base = node, None, None
-        r = node.tref                        # (a tensor per op: this is `track` inlined, the node's reference reused)
-        if r is None or r() is None: r = node.tref = weakref.ref(self)
-        elif node.buf is None: r = weakref.ref(self)
-        if node.buf is None: _track_ref(r)
+        if node.tref is None or node.tref() is None: node.tref = weakref.ref(self)
+        if node.buf is None: track(self)
     @staticmethod
     def _wrap(node: Node) -> Tensor: return Tensor(node)
 

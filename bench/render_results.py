@@ -13,6 +13,7 @@ RESULTS = HERE / "results"
 sys.path.insert(0, str(HERE))
 from render_ddp import render_ddp   # the two-GPU data-parallel run (bench/ddp.py), when its JSON exists
 from render_real_models import render_real_models   # whole models beside PyTorch (bench/real_models.py), when its JSON exists
+from render_goals import render_goals   # each real-models goal, computed per GPU from the files below
 
 
 def load(name):
@@ -182,6 +183,8 @@ def render() -> str:
             s += ["What limits the kernels that miss their goal, and what was tried:", ""]
             s += [f"- {c['case']}: {next((v for key, v in KERNEL_LIMITS.items() if c['case'].startswith(key)), 'not analysed yet.')}"
                   for c in missed] + [""]
+    g = render_goals()
+    if g: s += [g, ""]
     for name in ("real_models_h200.json", "real_models_h100.json",    # (an H100 when no H200 was lent: its own section)
                  "real_models_cnn_h200.json", "real_models_cnn_h100.json"):   # the convolutional cases, run again later
         rm = render_real_models(RESULTS, name)

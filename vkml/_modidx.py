@@ -247,6 +247,8 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                                                                       'vkml/backends/vulkan/codegen.py'),
                                               'vkml.backends.vulkan.codegen._elementwise_node': ( 'codegen.html#_elementwise_node',
                                                                                                   'vkml/backends/vulkan/codegen.py'),
+                                              'vkml.backends.vulkan.codegen._f16_overflow': ( 'codegen.html#_f16_overflow',
+                                                                                              'vkml/backends/vulkan/codegen.py'),
                                               'vkml.backends.vulkan.codegen._helpers': ( 'codegen.html#_helpers',
                                                                                          'vkml/backends/vulkan/codegen.py'),
                                               'vkml.backends.vulkan.codegen._identity': ( 'codegen.html#_identity',

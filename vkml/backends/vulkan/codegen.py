@@ -135,6 +135,10 @@ def _elementwise_node(n: Node, i: int, refs: list, params: list, rand_params: li
     variant = row.variant(n.arg) if row.variant else None
     return (n.op.name, variant, tuple(s.dtype.name for s in n.srcs), n.dtype.name, tuple(refs), tuple(range(first, len(params))))
 
+def _f16_overflow(v: float) -> float:
+    "`v` rounded to float16 where it may overflow (to inf; numpy warns of that, the oracle does not)."
+    with np.errstate(over="ignore"): return float(np.float16(v))
+
 def _instantiate(recipe: tuple, k: Kernel) -> Program:
     "The program of `k` from its recipe: its operands and parameters read from its nodes."
     perm, desc, operand_refs, param_refs, stores, rand_refs = recipe
@@ -148,7 +152,7 @@ def _instantiate(recipe: tuple, k: Kernel) -> Program:
             s = nodes_in[ref[1]].srcs[ref[2]]
             v = constant_value(s)
             if s.dtype is float16:      # a float16 constant holds a float16 value (2**63 is inf), as the oracle stores it
-                with np.errstate(over="ignore"): v = float(np.float16(v))
+                v = float(np.float16(v)) if abs(v) <= 65504 else _f16_overflow(v)
             params.append(v)
         elif ref[1] not in done:             # a row's parameters: all of the node's values at once
             done.add(ref[1])

@@ -152,6 +152,7 @@ class Runtime:
         self.pending = []   # (staging alloc, tensor alloc, nbytes) uploads for the next submission
         self.capture = None # the step being captured for replay (vkml.jit), if any
         self.programs = {}  # (desc, form) -> pipeline name of a generated kernel
+        self.program_ids = {}   # id(desc) -> (desc, {form: that name}): a remembered kernel's description, found unhashed
         self._pc1 = ffi.new("uint32_t[32]")
         self.push_data = {}   # push words -> their cdata (see `push_cdata`)
         self.max_range = device.info.limits["maxStorageBufferRange"]

@@ -498,7 +498,9 @@ def batch_norm_stats(x, weight=None, bias=None, eps=1e-5):
     if n < 2: raise ShapeError(f"batch_norm in training needs more than 1 value per channel, got input {x.shape}")
     y, mu, var = _normalize(x, dims, eps)
     c = (x.shape[1],)
-    return _affine(y, weight, bias, cs), VF.reshape(mu, c), VF.reshape(var * (n / (n - 1)), c)
+    # (C,) views first: the unbiased variance's scaling is then elementwise over (C,), like the running statistics'
+    # update that reads it, and fuses into that update's kernel (scaled at (1, C, 1, 1) it was a kernel of its own)
+    return _affine(y, weight, bias, cs), VF.reshape(mu, c), VF.reshape(var, c) * (n / (n - 1))
 
 @_autocast("float32")
 def batch_norm(x, running_mean, running_var, weight=None, bias=None, training=False, momentum=0.1, eps=1e-5) -> Tensor:

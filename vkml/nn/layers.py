@@ -248,13 +248,13 @@ class _BatchNorm(Module):
         return y
     def _update(self, mu, var):
         "New running statistics, lazily and deferred to the next realize."
-        with no_grad():
+        with no_grad():   # (no .detach(): a DETACH view between the unbiased variance and its update kept them apart)
             n = self.num_batches_tracked + 1
             m = (1.0 / n.float()) if self.momentum is None else self.momentum
-            rm = self.running_mean * (1.0 - m) + mu.detach() * m if self.momentum is not None else \
-                 self.running_mean + (mu.detach() - self.running_mean) * m
-            rv = self.running_var * (1.0 - m) + var.detach() * m if self.momentum is not None else \
-                 self.running_var + (var.detach() - self.running_var) * m
+            rm = self.running_mean * (1.0 - m) + mu * m if self.momentum is not None else \
+                 self.running_mean + (mu - self.running_mean) * m
+            rv = self.running_var * (1.0 - m) + var * m if self.momentum is not None else \
+                 self.running_var + (var - self.running_var) * m
             assign(self.running_mean, rm); assign(self.running_var, rv); assign(self.num_batches_tracked, n)
         defer(self.running_mean, self.running_var, self.num_batches_tracked)
     def extra_repr(self):

@@ -397,6 +397,26 @@ class _Operands:
         "A CONCAT whose result some inputs were written into already (placed): the kernel copies only the others."
         for d in kernel(n, n.buf, *(s.buf for s in n.srcs)): rec.record(d, {})
 
+# %% ../../../nbs/27c_backend.ipynb #5fba98a9
+def _generated_shader(rt, prog, form: str) -> str:
+    "The shader of generated program `prog` in `form` (compiled once per process)."
+    # A recalled plan's kernels hand over the same description step after step: found by its id (the entry keeps
+    # it, so the id stays its own), a long description is not hashed again (about 3 us a kernel on lavapipe's host).
+    seen = rt.program_ids.get(id(prog.desc))
+    if seen is not None and seen[0] is prog.desc and form in seen[1]: return seen[1][form]
+    name = rt.programs.get((prog.desc, form))
+    if name is None:
+        src = codegen.write_glsl(prog.desc, form)
+        name = "gen_" + codegen.source_hash(src)
+        if name not in _extra_spirv: register_shader(name, codegen.spirv_for(src))
+        rt.programs[(prog.desc, form)] = name
+    if seen is None or seen[0] is not prog.desc:
+        if len(rt.program_ids) >= 4096: rt.program_ids.clear()   # (plans come and go: keep it bounded)
+        seen = rt.program_ids[id(prog.desc)] = (prog.desc, {})
+    seen[1][form] = name
+    return name
+
+
 # %% ../../../nbs/27c_backend.ipynb #8696e1b5
 def _out_bindings(prog) -> tuple:
     "The bindings a generated program writes: its outputs, first after the argument chunk."
@@ -449,24 +469,7 @@ class _FusedKernels:
         self._finish_assigns(k)
         return prog, args, base
 
-    @staticmethod
-    def _shader(rt, prog, form: str) -> str:
-        "The shader of generated program `prog` in `form` (compiled once per process)."
-        # A recalled plan's kernels hand over the same description step after step: found by its id (the entry keeps
-        # it, so the id stays its own), a long description is not hashed again (about 3 us a kernel on lavapipe's host).
-        seen = rt.program_ids.get(id(prog.desc))
-        if seen is not None and seen[0] is prog.desc and form in seen[1]: return seen[1][form]
-        name = rt.programs.get((prog.desc, form))
-        if name is None:
-            src = codegen.write_glsl(prog.desc, form)
-            name = "gen_" + codegen.source_hash(src)
-            if name not in _extra_spirv: register_shader(name, codegen.spirv_for(src))
-            rt.programs[(prog.desc, form)] = name
-        if seen is None or seen[0] is not prog.desc:
-            if len(rt.program_ids) >= 4096: rt.program_ids.clear()   # (plans come and go: keep it bounded)
-            seen = rt.program_ids[id(prog.desc)] = (prog.desc, {})
-        seen[1][form] = name
-        return name
+    _shader = staticmethod(_generated_shader)
 
     @staticmethod
     def _write_words(rec, prog, words: tuple) -> tuple:

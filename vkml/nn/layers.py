@@ -255,7 +255,9 @@ class _BatchNorm(Module):
                  self.running_mean + (mu - self.running_mean) * m
             rv = self.running_var * (1.0 - m) + var * m if self.momentum is not None else \
                  self.running_var + (var - self.running_var) * m
-            assign(self.running_mean, rm); assign(self.running_var, rv); assign(self.num_batches_tracked, n)
+            # the variance's write first: the schedule walks from the writes in the order they were made, so the mean's
+            # update (which needs only the mean) then follows the variance's, and the two merge into one kernel
+            assign(self.running_var, rv); assign(self.running_mean, rm); assign(self.num_batches_tracked, n)
         defer(self.running_mean, self.running_var, self.num_batches_tracked)
     def extra_repr(self):
         return f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, affine={self.affine}"

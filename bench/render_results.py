@@ -148,12 +148,7 @@ def render() -> str:
         if tt.get("failures"): s += ["Failures:", ""] + [f"- `{f}`" for f in tt["failures"]] + [""]
     k = load("kernels_h200.json")
     if k:
-        s += ["## Kernels beside PyTorch", "", prov(k), "",
-              table(["case", "vkML µs", "PyTorch µs", "ratio", "goal", "met", "vkML rate", "PyTorch rate", "shaders"],
-                    [(c["case"], f"{c['vkml_us']:.1f}", f"{c['torch_us']:.1f}" if c.get("torch_us") else "–",
-                      f"{c['ratio']:.2f}" if c.get("ratio") else "–", c.get("goal") or "–",
-                      {True: "yes", False: "**no**", None: "–"}[c.get("met")], c.get("vkml_rate", ""),
-                      c.get("torch_rate", ""), " ".join(c.get("shaders", []))) for c in k["cases"]]), ""]
+        s += ["## Kernels beside PyTorch", "", prov(k), "", _kernel_table(k), ""]
     if k and k.get("cpu_prod"):
         p = k["cpu_prod"]
         s += [f"{p['case']} (host wall time, beside numpy's `prod` in the same process): vkML {p['vkml_us']:.0f} µs, "
@@ -183,6 +178,8 @@ def render() -> str:
             s += ["What limits the kernels that miss their goal, and what was tried:", ""]
             s += [f"- {c['case']}: {next((v for key, v in KERNEL_LIMITS.items() if c['case'].startswith(key)), 'not analysed yet.')}"
                   for c in missed] + [""]
+    k1 = load("kernels_h100.json")       # (an H100 when no H200 was lent: its cases only)
+    if k1: s += ["## Kernels beside PyTorch on the H100", "", prov(k1), "", _kernel_table(k1), ""]
     g = render_goals()
     if g: s += [g, ""]
     for name in ("real_models_h200.json", "real_models_h100.json",    # (an H100 when no H200 was lent: its own section)
@@ -256,6 +253,15 @@ def render() -> str:
         ddp = render_ddp(RESULTS / name)
         if ddp: s += [ddp, ""]
     return "\n".join(s)
+
+
+def _kernel_table(k) -> str:
+    "Each case of a kernels file (bench/bench_kernels.py) against PyTorch's and its goal."
+    return table(["case", "vkML µs", "PyTorch µs", "ratio", "goal", "met", "vkML rate", "PyTorch rate", "shaders"],
+                 [(c["case"], f"{c['vkml_us']:.1f}", f"{c['torch_us']:.1f}" if c.get("torch_us") else "–",
+                   f"{c['ratio']:.2f}" if c.get("ratio") else "–", c.get("goal") or "–",
+                   {True: "yes", False: "**no**", None: "–"}[c.get("met")], c.get("vkml_rate", ""),
+                   c.get("torch_rate", ""), " ".join(c.get("shaders", []))) for c in k["cases"]])
 
 
 def _attention_section(a, where) -> list:

@@ -9,14 +9,15 @@ RESULTS = Path(__file__).resolve().parent / "results"
 GPUS = ("h200", "h100")
 
 
-def _load(name):
+def load(name):
+    "A committed result file's JSON, or None (render_results.py uses this one too)."
     p = RESULTS / name
     return json.loads(p.read_text()) if p.exists() else None
 
 
 def _latest(*names):
     "The newest (by its date) of the files that exist."
-    got = [d for d in map(_load, names) if d]
+    got = [d for d in map(load, names) if d]
     return max(got, key=lambda d: str(d.get("provenance", d).get("date", ""))) if got else None
 
 
@@ -26,7 +27,7 @@ def _when(d) -> str:
 
 
 def _real(gpu):
-    d = _load(f"real_models_{gpu}.json")
+    d = load(f"real_models_{gpu}.json")
     return (d, {r["case"]: r for r in d["results"]}) if d else (None, None)
 
 
@@ -43,7 +44,7 @@ def _step(gpu, case, vk_mode, torch_mode):
 def _eager(gpu):
     "The smallest of the eager steps' ratios (the real models', and the MLP's from the step-path bench)."
     d, rs = _real(gpu)
-    v = _load(f"vs_torch_next_{gpu}.json")
+    v = load(f"vs_torch_next_{gpu}.json")
     got = {c: r["torch"]["eager"]["ms"] / r["vkml"]["eager"]["ms"] for c, r in (rs or {}).items() if "eager" in r["vkml"]}
     got.update({r["case"]: r["ratio"] for r in (v or {}).get("results", []) if r["case"] == "mlp_eager"})
     if not got: return None
@@ -51,7 +52,7 @@ def _eager(gpu):
 
 
 def _kernel(gpu, case):
-    d = _load(f"kernels_{gpu}.json")
+    d = load(f"kernels_{gpu}.json")
     c = next((c for c in (d or {}).get("cases", []) if c["case"] == case), None)
     if not c: return None
     return c["ratio"], f"{c['vkml_us']:.0f} µs against {c['torch_us']:.0f}", _when(d)

@@ -5,7 +5,7 @@
 
 Each section names the date, device, driver, commit and command its file records.
 """
-import json, sys
+import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -13,12 +13,7 @@ RESULTS = HERE / "results"
 sys.path.insert(0, str(HERE))
 from render_ddp import render_ddp   # the two-GPU data-parallel run (bench/ddp.py), when its JSON exists
 from render_real_models import render_real_models   # whole models beside PyTorch (bench/real_models.py), when its JSON exists
-from render_goals import render_goals   # each real-models goal, computed per GPU from the files below
-
-
-def load(name):
-    p = RESULTS / name
-    return json.loads(p.read_text()) if p.exists() else None
+from render_goals import load, render_goals   # each real-models goal, computed per GPU from the files below
 
 
 def prov(d):

@@ -469,8 +469,6 @@ class _FusedKernels:
         self._finish_assigns(k)
         return prog, args, base
 
-    _shader = staticmethod(_generated_shader)
-
     @staticmethod
     def _write_words(rec, prog, words: tuple) -> tuple:
         "Put a launch's words and `prog`'s parameters in the argument buffer: (its chunk, the first word)."
@@ -484,7 +482,7 @@ class _FusedKernels:
     def _launch(rec, prog, form: str, words: tuple, bufs: list, groups: tuple) -> tuple:
         "Record generated program `prog` in `form`: its words, its dispatch."
         args, base = _FusedKernels._write_words(rec, prog, words)
-        rec.record(Dispatch(_FusedKernels._shader(rec.rt, prog, form), (args, *bufs), (base,), groups, _out_bindings(prog)), None)
+        rec.record(Dispatch(_generated_shader(rec.rt, prog, form), (args, *bufs), (base,), groups, _out_bindings(prog)), None)
         return args, base
 
     def _launch_split(self, rec, prog, words: tuple, bufs: list, groups: tuple, parts: int) -> tuple:
@@ -494,8 +492,8 @@ class _FusedKernels:
         n, r = words[0], prog.desc[4]
         partials = Scratch(n * parts * ACC_ITEMSIZE[prog.desc[2][r][3]])    # (the accumulator's type: f16 sums in f32)
         bound, scratch = (args, *bufs, partials), {}
-        rec.record(Dispatch(self._shader(rec.rt, prog, "part"), bound, (base,), groups, (len(bound) - 1,)), scratch)
-        rec.record(Dispatch(self._shader(rec.rt, prog, "final"), bound, (base,), groups_1d(n * codegen.LOCAL, codegen.LOCAL),
+        rec.record(Dispatch(_generated_shader(rec.rt, prog, "part"), bound, (base,), groups, (len(bound) - 1,)), scratch)
+        rec.record(Dispatch(_generated_shader(rec.rt, prog, "final"), bound, (base,), groups_1d(n * codegen.LOCAL, codegen.LOCAL),
                             _out_bindings(prog)), scratch)
         return args, base
 

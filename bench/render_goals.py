@@ -76,11 +76,20 @@ def _memory(gpu):
     return max(got.values()), ", ".join(f"{c} {x:.2f}" for c, x in got.items()), _when(d)
 
 
+def _per_node(gpu):
+    "The host's µs per graph node of an eager step (the step but its wait, over the nodes it makes), the largest."
+    d = load(f"eager_phases_{gpu}.json")
+    got = {c: r["host_us_per_node"] for c, r in (d or {}).get("cases", {}).items() if "host_us_per_node" in r}
+    if not got: return None
+    return max(got.values()), ", ".join(f"{c} {x:.1f} µs × {d['cases'][c]['nodes_per_step']:.0f} nodes" for c, x in got.items()), _when(d)
+
+
 ROWS = [  # (row, goal, at least?, how)
     ("GPT step f32, jit", 1.0, True, lambda g: _step(g, "gpt", "jit", "eager")),
     ("GPT step mixed precision, jit, against PyTorch's bf16 autocast", 0.8, True, lambda g: _step(g, "gpt", "amp_jit", "amp_bf16")),
     ("BatchNorm CNN step f32, jit", 1.0, True, lambda g: _step(g, "cnn_bn", "jit", "eager")),
     ("eager steps (the smallest)", 0.5, True, _eager),
+    ("host µs per graph node of an eager step (the largest)", 5.0, False, _per_node),
     ("f32 GEMM 4096³", 0.8, True, lambda g: _kernel(g, "matmul float32 4096^3")),
     ("f16 GEMM 4096³", 0.5, True, lambda g: _kernel(g, "matmul float16 4096^3")),
     ("conv f32 fwd+bwd", 0.8, True, lambda g: _kernel(g, "conv2d fwd+bwd float32 64->64 56x56 batch 32")),
@@ -107,7 +116,8 @@ def render_goals() -> str:
     head = ["row", "goal"] + [f"{g.upper()}" for g in GPUS]
     lines = ["## The real-models goals, from the committed results", "",
              ("Each cell is computed from that GPU's committed JSON (its date and commit beside it): ratio = PyTorch's "
-             "time ÷ vkML's, same GPU, same process; the memory row is vkML's peak ÷ PyTorch's. A GPU with no file "
+             "time ÷ vkML's, same GPU, same process; the memory row is vkML's peak ÷ PyTorch's; the host's µs per node is an eager step's time but its wait for the "
+             "device, over the graph nodes the step makes (`bench/eager_phases.py`). A GPU with no file "
              "for a row shows –."), "",
              "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for name, goal, cells in rows:

@@ -225,8 +225,10 @@ def render() -> str:
                   prov(g), "",
                   f"ms per eager step (`bench/eager_phases.py`{' --mode amp: under autocast to float16, with a GradScaler' if amp else ''}): "
                   f"the host's phases, then the wait for the device; {how}.", "",
-                  table(["case", "step"] + phases,
-                        [(c, f"{v['step_ms']:.1f}", *(f"{v['phases_ms'][p]:.1f}" for p in phases)) for c, v in g["cases"].items()]), ""]
+                  table(["case", "step"] + phases + ["nodes a step", "host µs a node"],
+                        [(c, f"{v['step_ms']:.1f}", *(f"{v['phases_ms'][p]:.1f}" for p in phases),
+                          *((f"{v['nodes_per_step']:.0f}", f"{v['host_us_per_node']:.1f}") if "nodes_per_step" in v else ("–", "–")))
+                         for c, v in g["cases"].items()]), ""]
     for name, where in (("bn_stats_h200.json", "the H200"), ("bn_stats_h100.json", "the H100")):
         g = load(name)
         if g: s += [f"## BatchNorm's statistics against memory bandwidth on {where}", "", prov(g), "",

@@ -13,7 +13,8 @@ RESULTS = HERE / "results"
 sys.path.insert(0, str(HERE))
 from render_ddp import render_ddp   # the two-GPU data-parallel run (bench/ddp.py), when its JSON exists
 from render_real_models import render_real_models   # whole models beside PyTorch (bench/real_models.py), when its JSON exists
-from render_goals import load, render_goals   # each real-models goal, computed per GPU from the files below
+from render_goals import render_goals   # each real-models goal, computed per GPU from the files below (vkml.lab.goals)
+from vkml.lab.experiments import load_result as load   # a committed results file, or None
 
 
 def prov(d):

@@ -3046,6 +3046,7 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                     'vkml.nn.functional._as_rows': ('nn_functional.html#_as_rows', 'vkml/nn/functional.py'),
                                     'vkml.nn.functional._attention_mask': ('nn_functional.html#_attention_mask', 'vkml/nn/functional.py'),
                                     'vkml.nn.functional._autocast': ('nn_functional.html#_autocast', 'vkml/nn/functional.py'),
+                                    'vkml.nn.functional._batch_norm_rule': ('nn_functional.html#_batch_norm_rule', 'vkml/nn/functional.py'),
                                     'vkml.nn.functional._batched': ('nn_functional.html#_batched', 'vkml/nn/functional.py'),
                                     'vkml.nn.functional._causal_mask': ('nn_functional.html#_causal_mask', 'vkml/nn/functional.py'),
                                     'vkml.nn.functional._channel_dropout': ('nn_functional.html#_channel_dropout', 'vkml/nn/functional.py'),

@@ -14,9 +14,9 @@ from ..core.operands import TensorBase as Tensor
 import itertools, weakref
 
 # %% auto #0
-__all__ = ['vjp_rules', 'RECOMPUTED', 'overwritten', 'EAGER_DETACH', 'vjp_rule', 'mark_overwritten', 'backward', 'grad',
-           'RemovableHandle', 'register_post_accumulate_grad_hook', 'register_hook', 'retain_grad', 'retains_grad',
-           'detach']
+__all__ = ['vjp_rules', 'RECOMPUTED', 'overwritten', 'EAGER_DETACH', 'vjp_rule', 'mark_overwritten', 'composite_vjp', 'backward',
+           'grad', 'RemovableHandle', 'register_post_accumulate_grad_hook', 'register_hook', 'retain_grad',
+           'retains_grad', 'detach']
 
 # %% ../../nbs/13_autograd.ipynb #275eddb6
 def _apply(op: Op, *srcs: Tensor, arg=None, shape=None, dtype=None) -> Tensor:
@@ -579,12 +579,12 @@ def _walk(roots: list, seeds: list, create_graph: bool, wanted=None) -> dict:
     each leaf's gradient goes to its `.grad`; with `wanted` (node ids), the gradients of those nodes are
     returned, only nodes from which one of them is reached are walked, and no `.grad` is touched.
     Returns ({id: gradient} of the wanted nodes, the leaves whose hooks are due, the leaves whose `.grad` it set)."""
-    order = toposort(roots, skip=lambda n: not n.requires_grad)
+    order = _grad_order(roots) if _composites else toposort(roots, skip=lambda n: not n.requires_grad)
     needed = None
     if wanted is not None:   # the nodes on a path to a wanted one (sources first, so one pass)
         needed = set()
         for n in order:
-            if id(n) in wanted or any(id(s) in needed for s in n.srcs): needed.add(id(n))
+            if id(n) in wanted or any(id(s) in needed for s in _grad_srcs(n)): needed.add(id(n))
     wrap, ready, found, filled = seeds[0]._wrap, [], {}, []
     with enable_grad() if create_graph else no_grad():
         grads = {}                                      # id(node) -> its gradient's parts, one per reader so far
@@ -604,13 +604,17 @@ def _walk(roots: list, seeds: list, create_graph: bool, wanted=None) -> dict:
                     filled.append(leaf)
                     if id(leaf) in _hooks: ready.append(leaf)
                 continue
-            if not any(s.requires_grad and (needed is None or id(s) in needed) for s in node.srcs): continue
-            rule = vjp_rule(node.op)
-            if rule is None:
-                raise GradError(f"cannot differentiate through {node.op.name}: {_reason(node.op)}")
-            out = rule(node, g, tuple(wrap(s) for s in node.srcs))
-            if overwritten: _check_saved(node, g, out)
-            for src, gs in zip(node.srcs, out):
+            comp = _composites.get(id(node)) if _composites else None
+            srcs = node.srcs if comp is None else comp[0]
+            if not any(s.requires_grad and (needed is None or id(s) in needed) for s in srcs): continue
+            if comp is not None: out = _composite_grads(node, g, comp)
+            else:
+                rule = vjp_rule(node.op)
+                if rule is None:
+                    raise GradError(f"cannot differentiate through {node.op.name}: {_reason(node.op)}")
+                out = rule(node, g, tuple(wrap(s) for s in node.srcs))
+                if overwritten: _check_saved(node, g, out)
+            for src, gs in zip(srcs, out):
                 if gs is None or not src.requires_grad or (needed is not None and id(src) not in needed): continue
                 if gs.device != src.device: gs = gs.to(src.device)   # through `Tensor.to`: back to the source's device
                 grads.setdefault(id(src), []).append(gs)
@@ -639,6 +643,50 @@ def _sum_grads(parts: list, wrap):
     out = parts[0]
     for g in parts[1:]: out = out + g
     return out
+
+# %% ../../nbs/13_autograd.ipynb #1da64397
+_composites: dict = {}   # id(node) -> (its inputs, its rule, the inputs its rule reads) of a composite's output
+
+def composite_vjp(out: Tensor, inputs, rule, saved=None) -> Tensor:
+    """Make backward go from `out` straight to `inputs` (tensors, or None for an absent one) by `rule(g)`, which
+    returns one gradient per input (None where there is none); `saved`: the inputs the rule reads (all of them
+    by default). The ops between `inputs` and `out` still compute `out`; their rules are not used."""
+    n = out.node
+    if not n.requires_grad: return out              # (no_grad, or no input requires grad: no backward to shape)
+    keep = [i for i, t in enumerate(inputs) if t is not None]
+    def grads(g, rule=rule, keep=keep):
+        got = rule(g)
+        return tuple(got[i] for i in keep)
+    nodes = tuple(inputs[i].node for i in keep)
+    reads = nodes if saved is None else tuple(t.node for t in saved if t is not None)
+    _composites[id(n)] = (nodes, grads, reads)
+    weakref.finalize(n, _composites.pop, id(n), None)   # (a node's id is its own while it lives)
+    return out
+
+def _grad_srcs(n: Node) -> tuple:
+    "The nodes backward hands `n`'s gradient to: its sources, or a composite's inputs."
+    c = _composites.get(id(n)) if _composites else None
+    return n.srcs if c is None else c[0]
+
+def _grad_order(roots) -> list:
+    "`toposort` of the nodes that require grad, a composite's inputs standing for its sources."
+    order, seen, stack = [], set(), [(n, False) for n in reversed(roots)]
+    while stack:
+        n, done = stack.pop()
+        if done: order.append(n); continue
+        if id(n) in seen or not n.requires_grad: continue
+        seen.add(id(n)); stack.append((n, True))
+        stack.extend((s, False) for s in reversed(_grad_srcs(n)) if id(s) not in seen)
+    return order
+
+def _composite_grads(node: Node, g: Tensor, comp) -> tuple:
+    "A composite's gradients by its rule, after the in-place check of what the rule reads."
+    hit = next((n for n in comp[2] if n in overwritten), None) if overwritten else None
+    if hit is not None:
+        raise InplaceError(f"one of the variables needed for gradient computation has been modified by an inplace "
+                           f"operation: an input ({hit.shape} {hit.dtype.name}) that the gradient of a composite "
+                           f"(batch norm, ...) reads: call backward before the in-place op, or apply the op to a copy (`.clone()`)")
+    return comp[1](g)
 
 # %% ../../nbs/13_autograd.ipynb #6dfe4646
 def backward(tensor: Tensor, gradient=None, retain_graph=None, create_graph: bool = False, inputs=None) -> None:

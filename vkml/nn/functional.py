@@ -13,6 +13,7 @@ from ..core.graph import no_grad
 from ..frontend.tensor import Tensor, apply
 from ..frontend.tensor_shape import host_values, check_index_values, checked_index
 from ..frontend.tensor_linalg import matmul
+from ..frontend.autograd import composite_vjp
 import vkml.frontend.functions as VF
 from ..core.graph import autocast_dtype, autocast_suspended, autocast_enabled
 from ..core.operands import ArgumentError, check_dtype, need_tensor, autocast_lower, autocast_float32
@@ -496,11 +497,31 @@ def batch_norm_stats(x, weight=None, bias=None, eps=1e-5):
     dims = (0,) + tuple(range(2, x.ndim))
     n = prod(x.shape) // x.shape[1]
     if n < 2: raise ShapeError(f"batch_norm in training needs more than 1 value per channel, got input {x.shape}")
-    y, mu, var = _normalize(x, dims, eps)
+    mu = VF.mean(x, dims, keepdim=True)              # (`_normalize`, with its scale kept for the gradient)
+    xc = x - mu
+    var = VF.mean(xc * xc, dims, keepdim=True)
+    r = VF.rsqrt(var + eps)
     c = (x.shape[1],)
+    y = composite_vjp(_affine(xc * r, weight, bias, cs), (x, weight, bias), _batch_norm_rule(x, mu, r, weight, dims, n),
+                      saved=(x, weight))
     # (C,) views first: the unbiased variance's scaling is then elementwise over (C,), like the running statistics'
     # update that reads it, and fuses into that update's kernel (scaled at (1, C, 1, 1) it was a kernel of its own)
-    return _affine(y, weight, bias, cs), VF.reshape(mu, c), VF.reshape(var, c) * (n / (n - 1))
+    return y, VF.reshape(mu, c), VF.reshape(var, c) * (n / (n - 1))
+
+def _batch_norm_rule(x, mu, r, weight, dims, n):
+    """Batch norm's gradient in two reductions over the activation, side by side: Σ dy (the bias's gradient) and
+    Σ dy·x̂ (the weight's), then dx = (dy - (Σ dy + x̂ Σ dy·x̂) / n)·r·w, r = 1/√(var + eps), in one kernel."""
+    xn, mun, rn, wn = x.node, mu.node, r.node, weight.node if weight is not None else None   # (nodes: values, never rewritten)
+    cs, c = _channel_shape(x, "batch_norm"), (x.shape[1],)
+    def rule(g):
+        R = g._wrap(rn)
+        xhat = (g._wrap(xn) - g._wrap(mun)) * R
+        sg, sgx = VF.sum(g, dims, keepdim=True), VF.sum(g * xhat, dims, keepdim=True)
+        # each per-channel value meets the activation's shape before any arithmetic: no per-channel kernel of its own
+        dx = (g - (sg + xhat * sgx) * (1.0 / n)) * R
+        if wn is not None: dx = dx * VF.reshape(g._wrap(wn), cs)
+        return dx, VF.reshape(sgx, c), VF.reshape(sg, c)
+    return rule
 
 @_autocast("float32")
 def batch_norm(x, running_mean, running_var, weight=None, bias=None, training=False, momentum=0.1, eps=1e-5) -> Tensor:

@@ -44,6 +44,10 @@
 # step schedules once (GradScaler.scale defers the loss), scalar operands build two nodes and no tensors. The H100 hosts
 # it got were degraded or noisy: on the H200 run `amp`, `real`, `parts` (eager_phases --mode amp too) and `bn` (the GELU
 # kernels' GPU time in step_shaders' amp table, against 58 us and 55 us at 5bc4501).
+# Stop 46 (H200 calls at 4ebff22, bench/results/logs/h200_s46_2026-12-07): real, eager phases (with nodes a step and the
+# host's µs a node), kernels, attention, vs, amp (the GPT trains alike: all four amp modes within 1e-4 of float32), bn
+# stats, step_shaders, and an A/B of the batch-norm composite (old functional.py against new, alternating). Next on the
+# H200: `parts` (one submission against parts), `memory`, and `bench/bench_kernels.py --sweep --budget 105`.
 # STEP: amp    does the GPT train alike in float32 and under amp, and which gradients differ (bench/amp_check.py)
 # STEP: det    is a training run repeatable bit for bit? eager, amp, amp_jit; then amp with one submission a step
 #       parts  eager phases with VKML_SUBMIT_FIRST=0 (one submission a step) and the default parts (ADR 0040)

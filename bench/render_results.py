@@ -150,9 +150,12 @@ def render() -> str:
         s += [f"{p['case']} (host wall time, beside numpy's `prod` in the same process): vkML {p['vkml_us']:.0f} µs, "
               f"numpy {p['numpy_us']:.0f} µs, ratio {p['ratio']:.2f} (goal {p['goal']}: "
               f"{'met' if p['met'] else '**missed**'}).", ""]
-    if k and k.get("series"):
+    ks = k if k and k.get("series") and any("vkml_us" in e for e in k.get("sweep", ())) else load("kernels_sweep_h200.json")
+    if ks and ks is not k:   # (a run with --no-series times the cases only: the series and sweep come from the last that timed them)
+        s += [f"The size series and the variant sweep below are from the last H200 run that timed them: {prov(ks)}", ""]
+    if ks and ks.get("series"):
         fams = {}
-        for e in k["series"]: fams.setdefault(e["family"], []).append(e)
+        for e in ks["series"]: fams.setdefault(e["family"], []).append(e)
         def r(e, us):
             if not us: return "–"
             return f"{e['work'] / us / 1e3:.0f} GB/s" if e["unit"] == "bytes" else f"{e['work'] / us / 1e6:.1f} TFLOP/s"
@@ -160,9 +163,9 @@ def render() -> str:
               table(["family", "size", "vkML", "PyTorch", "size", "vkML", "PyTorch"],
                     [(f, es[0]["size"], r(es[0], es[0]["vkml_us"]), r(es[0], es[0]["torch_us"]),
                       es[-1]["size"], r(es[-1], es[-1]["vkml_us"]), r(es[-1], es[-1]["torch_us"])) for f, es in fams.items()]), ""]
-    if k and k.get("sweep"):
+    if ks and ks.get("sweep"):
         groups = {}
-        for e in k["sweep"]:
+        for e in ks["sweep"]:
             if "vkml_us" in e: groups.setdefault(e["group"], []).append(e)
         s += ["Every candidate variant, timed on the same run (`--sweep`): the best and the slowest per case.", "",
               table(["case", "variants", "best", "best rate", "slowest rate"],

@@ -502,17 +502,16 @@ def batch_norm_stats(x, weight=None, bias=None, eps=1e-5):
     var = VF.mean(xc * xc, dims, keepdim=True)
     r = VF.rsqrt(var + eps)
     c = (x.shape[1],)
-    y = composite_vjp(_affine(xc * r, weight, bias, cs), (x, weight, bias), _batch_norm_rule(x, mu, r, weight, dims, n),
+    y = composite_vjp(_affine(xc * r, weight, bias, cs), (x, weight, bias), _batch_norm_rule(x, mu, r, weight, dims, n, cs, c),
                       saved=(x, weight))
     # (C,) views first: the unbiased variance's scaling is then elementwise over (C,), like the running statistics'
     # update that reads it, and fuses into that update's kernel (scaled at (1, C, 1, 1) it was a kernel of its own)
     return y, VF.reshape(mu, c), VF.reshape(var, c) * (n / (n - 1))
 
-def _batch_norm_rule(x, mu, r, weight, dims, n):
+def _batch_norm_rule(x, mu, r, weight, dims, n, cs, c):
     """Batch norm's gradient in two reductions over the activation, side by side: Σ dy (the bias's gradient) and
     Σ dy·x̂ (the weight's), then dx = (dy - (Σ dy + x̂ Σ dy·x̂) / n)·r·w, r = 1/√(var + eps), in one kernel."""
     xn, mun, rn, wn = x.node, mu.node, r.node, weight.node if weight is not None else None   # (nodes: values, never rewritten)
-    cs, c = _channel_shape(x, "batch_norm"), (x.shape[1],)
     def rule(g):
         R = g._wrap(rn)
         xhat = (g._wrap(xn) - g._wrap(mun)) * R

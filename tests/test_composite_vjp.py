@@ -93,3 +93,60 @@ def test_an_input_rewritten_in_place_before_backward_is_an_error():
     h.add_(1.0)
     with pytest.raises(InplaceError, match="modified by an inplace operation"):
         y.sum().backward()
+
+
+def ln_grads_numpy(x, w, g, k, eps=1e-5):
+    "LayerNorm's gradients in closed form (float64), normalising over the last `k` dims."
+    dims, rows = tuple(range(x.ndim - k, x.ndim)), tuple(range(x.ndim - k))
+    mu = x.mean(dims, keepdims=True); var = ((x - mu) ** 2).mean(dims, keepdims=True)
+    r_ = 1 / np.sqrt(var + eps); xhat = (x - mu) * r_
+    gw = g * w
+    dx = r_ * (gw - gw.mean(dims, keepdims=True) - xhat * (gw * xhat).mean(dims, keepdims=True))
+    return dx, (g * xhat).sum(rows), g.sum(rows)
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("vulkan", marks=pytest.mark.vulkan)])
+@pytest.mark.parametrize("shape,k", [((6, 5), 1), ((2, 3, 4), 1), ((2, 3, 4), 2), ((7,), 1)])
+@pytest.mark.parametrize("affine", ["both", "weight", "none"])
+def test_layer_norm_gradients_match_the_closed_form(device, shape, k, affine):
+    ns = shape[len(shape) - k:]
+    x, w, b, g = r(*shape), r(*ns, seed=1), r(*ns, seed=2), r(*shape, seed=3)
+    X = vkml.tensor(x.astype(np.float32), device=device).requires_grad_()
+    W = vkml.tensor(w.astype(np.float32), device=device).requires_grad_() if affine != "none" else None
+    B = vkml.tensor(b.astype(np.float32), device=device).requires_grad_() if affine == "both" else None
+    F.layer_norm(X, ns, W, B).backward(vkml.tensor(g.astype(np.float32), device=device))
+    dx, dw, db = ln_grads_numpy(x, w if W is not None else np.ones(ns), g, k)
+    np.testing.assert_allclose(X.grad.numpy(), dx, rtol=1e-4, atol=1e-5)
+    if W is not None: np.testing.assert_allclose(W.grad.numpy(), dw, rtol=1e-4, atol=1e-5)
+    if B is not None: np.testing.assert_allclose(B.grad.numpy(), db, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("affine", [True, False])
+def test_layer_norm_second_derivatives(affine):
+    if affine:
+        assert gradgradcheck(lambda x, w, b: F.layer_norm(x, 4, w, b), [r(3, 4), r(4, seed=1), r(4, seed=2)])
+        assert gradgradcheck(lambda x, w: F.layer_norm(x, (2, 3), w), [r(2, 2, 3), r(2, 3, seed=1)])
+    else:
+        assert gradgradcheck(lambda x: F.layer_norm(x, 5), [r(3, 5)])
+        assert gradcheck(lambda x: F.layer_norm(x, 5), [r(3, 5)])
+
+
+@pytest.mark.vulkan
+def test_a_layer_norm_step_is_three_kernels_on_vulkan():
+    """The forward's statistics and backward's row sums and dx in one row kernel, then the weight's and the bias's
+    sums over the rows: 3 kernels (the ops' own rules made 5: two row kernels, dx's row sum written between them)."""
+    x = vkml.tensor(r(8, 16, 32).astype(np.float32), device="vulkan").requires_grad_()
+    w = vkml.tensor(r(32, seed=1).astype(np.float32), device="vulkan").requires_grad_()
+    b = vkml.tensor(r(32, seed=2).astype(np.float32), device="vulkan").requires_grad_()
+    t = vkml.tensor(r(8, 16, 32, seed=3).astype(np.float32), device="vulkan")
+    gx, gw, gb = grad((F.layer_norm(x, 32, w, b) * t).sum(), (x, w, b))
+    assert [k.kind for k in schedule(gx, gw, gb).kernels if k.kind != "view"] == ["row", "reduce", "reduce"]
+
+
+def test_layer_norm_input_rewritten_in_place_before_backward_is_an_error():
+    x = vkml.tensor(r(4, 3).astype(np.float32)).requires_grad_()
+    h = x * 1.0
+    y = F.layer_norm(h, 3)
+    h.add_(1.0)
+    with pytest.raises(InplaceError, match="modified by an inplace operation"):
+        y.sum().backward()

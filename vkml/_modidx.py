@@ -3071,6 +3071,7 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                     'vkml.nn.functional._groups': ('nn_functional.html#_groups', 'vkml/nn/functional.py'),
                                     'vkml.nn.functional._host': ('nn_functional.html#_host', 'vkml/nn/functional.py'),
                                     'vkml.nn.functional._keep_mask': ('nn_functional.html#_keep_mask', 'vkml/nn/functional.py'),
+                                    'vkml.nn.functional._layer_norm_rule': ('nn_functional.html#_layer_norm_rule', 'vkml/nn/functional.py'),
                                     'vkml.nn.functional._lengths': ('nn_functional.html#_lengths', 'vkml/nn/functional.py'),
                                     'vkml.nn.functional._linear_taps': ('nn_functional.html#_linear_taps', 'vkml/nn/functional.py'),
                                     'vkml.nn.functional._matmul_dtypes': ('nn_functional.html#_matmul_dtypes', 'vkml/nn/functional.py'),

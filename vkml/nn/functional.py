@@ -471,7 +471,26 @@ def layer_norm(x, normalized_shape, weight=None, bias=None, eps=1e-5) -> Tensor:
     _float(x, "layer_norm")
     ns, dims = _norm_shape(x, normalized_shape, "layer_norm")
     _check_param(weight, ns, "layer_norm", "weight"); _check_param(bias, ns, "layer_norm", "bias")
-    return _affine(_normalize(x, dims, eps)[0], weight, bias, ns)
+    mu = VF.mean(x, dims, keepdim=True)              # (`_normalize`, with its scale kept for the gradient)
+    xc = x - mu
+    r = VF.rsqrt(VF.mean(xc * xc, dims, keepdim=True) + eps)
+    return composite_vjp(_affine(xc * r, weight, bias, ns), (x, weight, bias),
+                         _layer_norm_rule(x, mu, r, weight, bias is not None, dims), saved=(x, weight))
+
+def _layer_norm_rule(x, mu, r, weight, has_bias, dims):
+    """LayerNorm's gradient: per row, Σ dy·w and Σ dy·w·x̂ side by side, then dx = (dy·w - (Σ dy·w + x̂ Σ dy·w·x̂)/n)·r,
+    the three in one row kernel; the weight's gradient is Σ dy·x̂ and the bias's Σ dy, over the rows."""
+    xn, mun, rn, wn = x.node, mu.node, r.node, weight.node if weight is not None else None   # (nodes: values, never rewritten)
+    n, rows = prod(x.shape[d] for d in dims), tuple(range(dims[0]))
+    over_rows = (lambda t: VF.sum(t, rows)) if rows else (lambda t: t)   # (no rows: a sum over no dims would sum all)
+    def rule(g):
+        R = g._wrap(rn)
+        xhat = (g._wrap(xn) - g._wrap(mun)) * R
+        gw = g if wn is None else g * g._wrap(wn)
+        s, sx = VF.sum(gw, dims, keepdim=True), VF.sum(gw * xhat, dims, keepdim=True)
+        dx = (gw - (s + xhat * sx) * (1.0 / n)) * R
+        return dx, over_rows(g * xhat) if wn is not None else None, over_rows(g) if has_bias else None
+    return rule
 
 @_autocast("float32")
 def rms_norm(x, normalized_shape, weight=None, eps=None) -> Tensor:

@@ -413,6 +413,8 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                                                                                 'vkml/backends/vulkan/device.py'),
                                              'vkml.backends.vulkan.device._Completion.poll': ( 'vulkan_device.html#_completion.poll',
                                                                                                'vkml/backends/vulkan/device.py'),
+                                             'vkml.backends.vulkan.device._Completion.spin_s': ( 'vulkan_device.html#_completion.spin_s',
+                                                                                                 'vkml/backends/vulkan/device.py'),
                                              'vkml.backends.vulkan.device._Completion.wait': ( 'vulkan_device.html#_completion.wait',
                                                                                                'vkml/backends/vulkan/device.py'),
                                              'vkml.backends.vulkan.device._Submission': ( 'vulkan_device.html#_submission',

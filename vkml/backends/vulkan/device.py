@@ -7,6 +7,7 @@ from __future__ import annotations
 import os, time, atexit, threading, warnings
 from collections import deque
 from dataclasses import dataclass, field, replace
+from typing import ClassVar
 from ...core.dtypes import *
 from .kernel_api import ARGS_BYTES
 
@@ -384,6 +385,11 @@ class _Submission:
 # %% ../../../nbs/21_vulkan_device.ipynb #71dce1a5
 class _Completion:
     "Waiting for submissions, and closing the device."
+    SPIN_S: ClassVar[dict] = {"cpu": 200e-6}    # seconds `wait` polls a fence before it blocks, by device type (others: GPU_SPIN_S)
+    GPU_SPIN_S = 0.05
+
+    @property
+    def spin_s(self) -> float: return self.SPIN_S.get(self.info.type, self.GPU_SPIN_S)
 
     def poll(self) -> int:
         "Retire every submission whose fence has signalled; the completed serial."
@@ -403,12 +409,13 @@ class _Completion:
         lib, h = self.lib, self.handle
         while self._inflight and self._inflight[0][0] <= serial:
             fence = self._inflight[0][1]
-            t_end = time.perf_counter() + 200e-6        # spin briefly: a polled fence costs far less than a blocking wait
-            while lib.vkGetFenceStatus(h, fence) != 0 and time.perf_counter() < t_end: pass
-            self._wait_fence[0] = fence
-            r = lib.vkWaitForFences(h, 1, self._wait_fence, 1, int(timeout_s * 1e9))
-            if r: raise DeviceError(f"waiting for submission {self._inflight[0][0]} on {self.info.name} failed "
-                                    f"(VkResult {r}{': timed out' if r == 2 else ''})")
+            t_end = time.perf_counter() + self.spin_s   # poll first: a blocked waiter may wake late (see above)
+            while (r := lib.vkGetFenceStatus(h, fence)) == 1 and time.perf_counter() < t_end: pass   # 1: VK_NOT_READY
+            if r:       # not done yet (or an error, which the blocking wait reports)
+                self._wait_fence[0] = fence
+                r = lib.vkWaitForFences(h, 1, self._wait_fence, 1, int(timeout_s * 1e9))
+                if r: raise DeviceError(f"waiting for submission {self._inflight[0][0]} on {self.info.name} failed "
+                                        f"(VkResult {r}{': timed out' if r == 2 else ''})")
             self._retire()
 
     def close(self):

@@ -13,6 +13,6 @@ def test_runtime_demo_and_jit_suites_pass_on_the_discrete_gpu_paths(vulkan):
     env = dict(os.environ, VKML_DISCRETE_PATHS="1")
     r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
                         "tests/test_vk_runtime.py", "tests/test_demo.py", "tests/test_autograd_vulkan.py", "tests/test_jit.py",
-                        "tests/test_reliability.py", "tests/test_cuts.py", "tests/test_submit_parts.py"],   # (index checks read through recorded readbacks, as on the H200)
+                        "tests/test_reliability.py", "tests/test_cuts.py", "tests/test_submit_parts.py", "tests/test_upload_copy.py"],   # (index checks read through recorded readbacks, as on the H200)
                        cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-2000:]

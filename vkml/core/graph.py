@@ -122,6 +122,9 @@ class Backend:
     can_capture: bool = False  # can it record a step and replay it (`capture`, for vkml.jit)
     submits_at_cuts: bool = False  # does `run` submit at a schedule's cuts (else `realize` calls them when it is done)
     def from_numpy(self, arr: np.ndarray): raise NotImplementedError
+    def from_numpy_copy(self, arr: np.ndarray):
+        "A buffer holding a copy of `arr`, the caller's array (which may change later): `from_numpy` of a copy."
+        return self.from_numpy(np.array(arr, order="C", copy=True))
     def to_numpy(self, node: Node) -> np.ndarray: raise NotImplementedError
     def peek(self, node: Node):
         "The realized node's value if the host can read it without a submission, else None."

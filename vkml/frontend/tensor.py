@@ -537,8 +537,7 @@ def from_numpy_node(arr: np.ndarray, device="cpu") -> Node:
     dt = to_dtype(arr.dtype)
     check_rank(arr.shape)
     device = canonical_device(device)
-    arr = np.array(arr, order="C", copy=True)   # (np.ascontiguousarray would turn 0-d into 1-d)
-    return Node(Op.INPUT, (), None, arr.shape, dt, device, buf=get_backend(device).from_numpy(arr))
+    return Node(Op.INPUT, (), None, arr.shape, dt, device, buf=get_backend(device).from_numpy_copy(arr))
 
 def tensor(data, dtype=None, device="cpu", requires_grad=False) -> Tensor:
     "A tensor holding a copy of `data` (nested lists, scalars, or a numpy array)."

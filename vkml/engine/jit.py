@@ -53,12 +53,13 @@ class JitNotes(CaptureNotes):
     "A capture's notes, with the host values the recorded step assumed (`note_guard`)."
     def __init__(self, device: str):
         super().__init__(device)
-        self.guards = {}          # key -> (get, its value at the capture)
+        self.guards = {}          # key -> (get, its value at the capture, epoch)
 
-def note_guard(key, get) -> None:
-    "Tell a capture in progress that its step assumed `get()` keeps its present value (noted once per `key`)."
+def note_guard(key, get, epoch=None) -> None:
+    """Tell a capture in progress that its step assumed `get()` keeps its present value (noted once per `key`).
+    `epoch`: a function whose value moves whenever `get()`'s may; a replay checks the guard only when it has."""
     c = capture_in_progress()
-    if c is not None and getattr(c, "guards", None) is not None and key not in c.guards: c.guards[key] = (get, get())
+    if c is not None and getattr(c, "guards", None) is not None and key not in c.guards: c.guards[key] = (get, get(), epoch)
 
 def _value(get):
     "A guard's value now (None if it cannot be had: its object is gone)."
@@ -108,7 +109,12 @@ def _assign_into(buf, t, device: str):
 class _Step:
     "One capture of the function, and what keeps its replays and the caller's tensors in step."
     def __init__(self, captured, device, guards, outs, out_structure, state, grads, written):
-        self.captured, self.device, self.guards = captured, device, guards   # guards: [(get, value at capture)]
+        self.captured, self.device = captured, device
+        self.guards = [(g, v) for g, v, e in guards if e is None]   # [(get, value at capture)]: checked at every call
+        self.watched = {}           # epoch -> [(get, value at capture)]: checked when the epoch moved (see `holds`)
+        for g, v, e in guards:
+            if e is not None: self.watched.setdefault(e, []).append((g, v))
+        self.seen = {}              # epoch -> its value when its guards last held
         self.outs, self.out_structure = outs, out_structure   # the outputs' captured buffers (None for None)
         self.state = state          # [weakref, its node after the last call, captured buffer, step reads it, requires_grad, step writes it,
                                     #  the node's reference count when only the tensor and this entry hold it (None: not known)]
@@ -121,6 +127,12 @@ class _Step:
         "Do the host values and the tensors the capture assumed still hold? (None: they never will again.)"
         for get, v in self.guards:
             if _value(get) != v: return False
+        for epoch, guards in self.watched.items():
+            now = epoch()
+            if self.seen.get(epoch) == now: continue    # nothing they read changed since they last held
+            for get, v in guards:
+                if _value(get) != v: return False
+            self.seen[epoch] = now
         for w, node, buf, reads, rg, *_ in self.state:
             t = w()
             if t is None:
@@ -281,7 +293,7 @@ def _capture(self: Jit, backend, device, leaves, structure, tensors, key):
         state.append([w, t.node, t.node.buf, t.node is n0 or id(t) in kept["reads"], t.requires_grad, t.node is not n0, None])
         g = t.grad
         if g is not None and g.node.realized and backend.memory_of(g.node.buf) in mems: grads.append((w, g.node.buf))
-    guards = list(notes.guards.values()) + [(functools.partial(_closure, self.fn), _closure(self.fn))]
+    guards = list(notes.guards.values()) + [(functools.partial(_closure, self.fn), _closure(self.fn), None)]
     st = _Step(captured, device, guards, kept["outs"], kept["out_structure"], state, grads, kept["written"])
     self.captures.setdefault(key, []).append(st)
     self.captured += 1

@@ -15,7 +15,7 @@ import vkml.frontend.functions as VF
 import vkml.frontend.autograd  # noqa: F401 (Tensor.backward and Tensor.detach, which state dicts and batch norm use)
 
 # %% auto #0
-__all__ = ['StateDictError', 'assign', 'Parameter', 'Module', 'ModuleHookHandle', 'register_forward_pre_hook',
+__all__ = ['StateDictError', 'assign', 'Parameter', 'settings_epoch', 'Module', 'ModuleHookHandle', 'register_forward_pre_hook',
            'register_forward_hook', 'Sequential', 'ModuleList', 'uniform', 'kaiming_uniform']
 
 # %% ../../nbs/30a_nn_module.ipynb #e91c0dd2
@@ -64,18 +64,39 @@ def _rebuild_parameter(array, device, requires_grad): return Parameter(Tensor(fr
 # %% ../../nbs/30a_nn_module.ipynb #86d97dc0
 _IncompatibleKeys = collections.namedtuple("IncompatibleKeys", "missing_keys unexpected_keys")
 
+_epoch = [0]   # bumped by every change to a module's attributes, parameters, buffers or submodules (see below)
+
+def settings_epoch() -> int:
+    "A number that changes whenever any module's attributes, parameters, buffers or submodules may have changed."
+    return _epoch[0]
+
+def _bump(*_):
+    _epoch[0] += 1
+
+class _Watched(dict):
+    "A module's dict of parameters, buffers or submodules: a change to it bumps `settings_epoch()`."
+    def __setitem__(self, k, v): _bump(); super().__setitem__(k, v)
+    def __delitem__(self, k): _bump(); super().__delitem__(k)
+    def __ior__(self, other): _bump(); return super().__ior__(other)
+    def pop(self, *a): _bump(); return super().pop(*a)
+    def popitem(self): _bump(); return super().popitem()
+    def setdefault(self, *a): _bump(); return super().setdefault(*a)
+    def update(self, *a, **kw): _bump(); super().update(*a, **kw)
+    def clear(self): _bump(); super().clear()
+
 class Module:
     "The base of every layer: parameters, buffers and submodules found by attribute, `forward` on call."
     def __init__(self):
-        object.__setattr__(self, "_parameters", {})
-        object.__setattr__(self, "_buffers", {})
+        object.__setattr__(self, "_parameters", _Watched())
+        object.__setattr__(self, "_buffers", _Watched())
         object.__setattr__(self, "_non_persistent", set())
-        object.__setattr__(self, "_modules", {})
+        object.__setattr__(self, "_modules", _Watched())
         object.__setattr__(self, "training", True)
 
     def forward(self, *args, **kwargs): raise NotImplementedError(f"{type(self).__name__} has no forward")
 
     def __setattr__(self, name, value):
+        _bump()
         d = self.__dict__
         if "_parameters" not in d and isinstance(value, (Parameter, Module)):
             raise AttributeError("call super().__init__() before assigning parameters or submodules")
@@ -101,6 +122,7 @@ class Module:
         raise AttributeError(f"{type(self).__name__!r} has no attribute {name!r}")
 
     def __delattr__(self, name):
+        _bump()
         for k in ("_parameters", "_buffers", "_modules"):
             if name in self.__dict__[k]: del self.__dict__[k][name]; return
         object.__delattr__(self, name)
@@ -132,14 +154,16 @@ Module.__call__ = _call
 def _note_module(m: Module):
     "Tell a vkml.jit capture in progress that its step assumed `m`'s mode, parameter and buffer objects and settings."
     from vkml.engine.jit import note_guard
-    note_guard(("module", id(m)), functools.partial(_settings, weakref.ref(m)))
+    # (checked again only when `settings_epoch()` moved: a module's death moves it too)
+    note_guard(("module", id(m)), functools.partial(_settings, weakref.ref(m, _bump)), epoch=settings_epoch)
 
 def _settings(ref):
-    "A module's training mode and plain settings (numbers, flags), and which parameters and buffers it has."
+    "A module's training mode and plain settings (numbers, flags), and which parameters, buffers and submodules it has."
     m = ref()
     if m is None: return None
     d = m.__dict__
     return (tuple(map(id, d["_parameters"].values())), tuple(map(id, d["_buffers"].values())),
+            tuple(map(id, d["_modules"].values())),   # (a submodule swapped for another: the step calls another)
             tuple((k, v) for k, v in d.items() if type(v) in (bool, int, float, str)))
 
 # %% ../../nbs/30a_nn_module.ipynb #b79c3a3f
@@ -178,6 +202,7 @@ Module.named_buffers, Module.buffers, Module.apply = _named_buffers, _all_buffer
 # -- modes and gradients
 def _train(self, mode: bool = True):
     "Training mode (dropout drops, batch norm uses and updates batch statistics)."
+    _bump()
     for m in self.modules(): object.__setattr__(m, "training", bool(mode))
     return self
 def _eval(self): return self.train(False)

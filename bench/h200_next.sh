@@ -48,6 +48,10 @@
 # host's µs a node), kernels, attention, vs, amp (the GPT trains alike: all four amp modes within 1e-4 of float32), bn
 # stats, step_shaders, and an A/B of the batch-norm composite (old functional.py against new, alternating). Next on the
 # H200: `parts` (one submission against parts), `memory`, and `bench/bench_kernels.py --sweep --budget 105`.
+# Stop 47 (H100 calls only, bench/results/logs/h100_s47_2026-12-07; every H200 start was refused): the host now polls a
+# GPU's fence for up to 50 ms (a blocked wait woke ms late on the H100's host: CNN jit 2.16 -> 1.86 ms), LayerNorm's
+# gradient is one rule, uploads skip a host copy, and a replay checks its modules' guards only when a module changed.
+# On the H200 run `real` and `vs` first (all four change its jit rows' host time), then `parts`, `memory` and the sweep.
 # STEP: amp    does the GPT train alike in float32 and under amp, and which gradients differ (bench/amp_check.py)
 # STEP: det    is a training run repeatable bit for bit? eager, amp, amp_jit; then amp with one submission a step
 #       parts  eager phases with VKML_SUBMIT_FIRST=0 (one submission a step) and the default parts (ADR 0040)

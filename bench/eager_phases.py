@@ -9,7 +9,6 @@ at most 5 us)."""
 import argparse, collections, datetime, functools, json, os, platform, statistics, subprocess, sys, time
 from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1])); sys.path.insert(0, str(Path(__file__).resolve().parent))
-import vkml
 import real_models as rm
 from vkml.engine import schedule as S
 from vkml.backends.vulkan import backend as B, device as D, devices, default_index

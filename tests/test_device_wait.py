@@ -43,7 +43,6 @@ def test_on_lavapipe_the_host_polls_briefly_then_blocks():
 
 
 def test_a_long_wait_on_a_gpu_blocks_after_polling():
-    d = _Device("discrete", _Driver(d_s := _Device.GPU_SPIN_S + 0.05))
-    t0 = time.perf_counter()
+    d = _Device("discrete", _Driver(_Device.GPU_SPIN_S + 0.05))
     d._wait(1, 600.0)
-    assert d.lib.blocked == 1 and time.perf_counter() - t0 >= d_s
+    assert d.completed == 1 and d.lib.blocked == 1

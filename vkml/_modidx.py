@@ -3081,6 +3081,7 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                     'vkml.nn.functional._linear_taps': ('nn_functional.html#_linear_taps', 'vkml/nn/functional.py'),
                                     'vkml.nn.functional._matmul_dtypes': ('nn_functional.html#_matmul_dtypes', 'vkml/nn/functional.py'),
                                     'vkml.nn.functional._mm': ('nn_functional.html#_mm', 'vkml/nn/functional.py'),
+                                    'vkml.nn.functional._moments': ('nn_functional.html#_moments', 'vkml/nn/functional.py'),
                                     'vkml.nn.functional._nearest_index': ('nn_functional.html#_nearest_index', 'vkml/nn/functional.py'),
                                     'vkml.nn.functional._need': ('nn_functional.html#_need', 'vkml/nn/functional.py'),
                                     'vkml.nn.functional._nll': ('nn_functional.html#_nll', 'vkml/nn/functional.py'),

@@ -443,12 +443,17 @@ def log_softmax(x: Tensor, dim: int = -1) -> Tensor:
     return z - VF.log(VF.sum(VF.exp(z), dim, keepdim=True))
 
 # %% ../../nbs/17_nn_functional.ipynb #b1b5dc09
-def _normalize(x, dims, eps):
-    "(x - mean) / sqrt(var + eps) over `dims`, and the (mean, biased var)."
+def _moments(x, dims, eps):
+    "Over `dims`: the mean, x less it, the biased variance, and the scale r = 1/sqrt(var + eps) (gradient rules keep it)."
     mu = VF.mean(x, dims, keepdim=True)
     xc = x - mu
     var = VF.mean(xc * xc, dims, keepdim=True)
-    return xc * VF.rsqrt(var + eps), mu, var
+    return mu, xc, var, VF.rsqrt(var + eps)
+
+def _normalize(x, dims, eps):
+    "(x - mean) / sqrt(var + eps) over `dims`, and the (mean, biased var)."
+    mu, xc, var, r = _moments(x, dims, eps)
+    return xc * r, mu, var
 
 def _affine(y, weight, bias, shape):
     if weight is not None: y = y * VF.reshape(weight, shape)
@@ -471,9 +476,7 @@ def layer_norm(x, normalized_shape, weight=None, bias=None, eps=1e-5) -> Tensor:
     _float(x, "layer_norm")
     ns, dims = _norm_shape(x, normalized_shape, "layer_norm")
     _check_param(weight, ns, "layer_norm", "weight"); _check_param(bias, ns, "layer_norm", "bias")
-    mu = VF.mean(x, dims, keepdim=True)              # (`_normalize`, with its scale kept for the gradient)
-    xc = x - mu
-    r = VF.rsqrt(VF.mean(xc * xc, dims, keepdim=True) + eps)
+    mu, xc, _, r = _moments(x, dims, eps)
     return composite_vjp(_affine(xc * r, weight, bias, ns), (x, weight, bias),
                          _layer_norm_rule(x, mu, r, weight, bias is not None, dims), saved=(x, weight))
 
@@ -516,10 +519,7 @@ def batch_norm_stats(x, weight=None, bias=None, eps=1e-5):
     dims = (0,) + tuple(range(2, x.ndim))
     n = prod(x.shape) // x.shape[1]
     if n < 2: raise ShapeError(f"batch_norm in training needs more than 1 value per channel, got input {x.shape}")
-    mu = VF.mean(x, dims, keepdim=True)              # (`_normalize`, with its scale kept for the gradient)
-    xc = x - mu
-    var = VF.mean(xc * xc, dims, keepdim=True)
-    r = VF.rsqrt(var + eps)
+    mu, xc, var, r = _moments(x, dims, eps)
     c = (x.shape[1],)
     y = composite_vjp(_affine(xc * r, weight, bias, cs), (x, weight, bias), _batch_norm_rule(x, mu, r, weight, dims, n, cs, c),
                       saved=(x, weight))

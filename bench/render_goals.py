@@ -5,7 +5,7 @@ committed bench/results/*.json of each GPU; a row with no file for a GPU says so
 import sys
 from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from vkml.lab.goals import GPUS, goal_rows            # the rows, computed in nbs/43_performance.ipynb
+from vkml.lab.goals import GPUS, goal_rows, missed_notes            # the rows, computed in nbs/43_performance.ipynb
 
 
 def render_goals() -> str:
@@ -26,6 +26,16 @@ def render_goals() -> str:
         lines.append("| " + " | ".join([name, ("≥ " if at_least else "≤ ") + f"{goal}"] + [cell(cells[g]) for g in GPUS]) + " |")
     met = {g: sum(1 for *_, c in rows if c[g] and c[g][1]) for g in GPUS}
     lines += ["", "Met: " + "; ".join(f"{g.upper()} {met[g]} of {sum(1 for *_, c in rows if c[g])} measured" for g in GPUS), ""]
+    notes = missed_notes(rows)
+    if notes:
+        lines += [("What limits each row that misses, the evidence (files under `bench/results/`) and what was tried "
+                   "(`vkml.lab.goals.WHY_MISSED`; nbs/43_performance.ipynb fails when a missed row has no note):"), ""]
+        for name, gpus, why in notes:
+            if why is None: lines.append(f"- **{name}** (missed on {', '.join(g.upper() for g in gpus)}): not analysed yet."); continue
+            ev = ", ".join(f"`{f}`" for f in why["evidence"])
+            lines.append(f"- **{name}** (missed on {', '.join(g.upper() for g in gpus)}): {why['limit']} Evidence: {ev}. "
+                         f"Tried: {why['tried']}")
+        lines.append("")
     return "\n".join(lines)
 
 

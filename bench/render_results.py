@@ -324,10 +324,9 @@ KERNEL_LIMITS = {    # (a case takes the first key it starts with)
                       "rate at the large sizes, so the work per thread (register blocking, shared-memory reads per FMA) "
                       "bounds it. PyTorch's f32 path is hand-scheduled SASS. Tried: double-buffered slabs in shared "
                       "memory read as vec4, the tile shapes (up to 8 x 8 outputs per thread, `matmul128`) and K splits of "
-                      "the sweep, a policy that picks the biggest tile that fills every SM. The *Matmul* table above, an "
-                      "earlier run whose `matmul128` read slabs 16 deep, has it faster at 4096: its slabs are 8 deep since "
-                      "they were double-buffered (to fit lavapipe's 32 KiB of shared memory). Next: the slab depth chosen "
-                      "per device, 16 where the shared memory allows.",
+                      "the sweep, a policy that picks the biggest tile that fills every SM, slabs 16 deep where the shared "
+                      "memory allows (`matmul128d`; lavapipe's 32 KiB keeps 8), and 16-byte global loads fixed per "
+                      "layout when compiling.",
     "matmul float16": "the tensor-core path as the shader compiler emits it: every cooperative-matrix variant in the sweep "
                       "stays far from PyTorch at the large sizes. Loads go through shared memory with barriers between "
                       "stages; there is no asynchronous copy in GLSL. Tried: the block shapes of the sweep, with and without double "

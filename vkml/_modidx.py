@@ -2878,6 +2878,7 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                 'vkml.lab.goals._step': ('performance.html#_step', 'vkml/lab/goals.py'),
                                 'vkml.lab.goals._when': ('performance.html#_when', 'vkml/lab/goals.py'),
                                 'vkml.lab.goals.goal_rows': ('performance.html#goal_rows', 'vkml/lab/goals.py'),
+                                'vkml.lab.goals.missed_notes': ('performance.html#missed_notes', 'vkml/lab/goals.py'),
                                 'vkml.lab.goals.share_of_goal': ('performance.html#share_of_goal', 'vkml/lab/goals.py')},
             'vkml.lab.limitations': { 'vkml.lab.limitations._demo_timings': ('limitations.html#_demo_timings', 'vkml/lab/limitations.py'),
                                       'vkml.lab.limitations._fusion_here': ('limitations.html#_fusion_here', 'vkml/lab/limitations.py'),

@@ -22,7 +22,7 @@ def _real(gpu):
     return (d, {r["case"]: r for r in d["results"]}) if d else (None, None)
 
 # %% auto #0
-__all__ = ['GPUS', 'GOALS', 'goal_rows', 'share_of_goal']
+__all__ = ['GPUS', 'GOALS', 'WHY_MISSED', 'goal_rows', 'share_of_goal', 'missed_notes']
 
 # %% ../../nbs/43_performance.ipynb #a5ff8f59
 def _step(gpu, case, vk_mode, torch_mode):
@@ -100,3 +100,72 @@ def goal_rows() -> list:
 def share_of_goal(value: float, goal: float, at_least: bool) -> float:
     "How far a row is toward its goal: 1 is met exactly, above 1 met with room (either direction of goal)."
     return value / goal if at_least else goal / value
+
+# %% ../../nbs/43_performance.ipynb #1ae820e0
+WHY_MISSED = {  # row -> what limits it, the evidence (files under bench/results), what was tried
+    "GPT step f32, jit": dict(
+        limit="the GPU's time in the f32 products and attention: the step is bound by its kernels, not by the host "
+              "(a replayed step's wall time is its GPU time and little more). Most of that GPU time is the three layouts "
+              "of the 128 x 128 f32 tile, then the f32 attention kernels: this row follows the f32 GEMM and attention rows.",
+        evidence=["real_models_h200.json", "logs/h100_s41_2026-12-07/shaders_f32.txt"],
+        tried="the products moved off the generic kernel onto tiles, 16-deep slabs where shared memory allows, 16-byte "
+              "loads, split K with the slabs summed a thread per output; fused attention writing its gradients in the "
+              "heads' layout (no copies); LayerNorm's gradient as one rule (fewer kernels)."),
+    "eager steps (the smallest)": dict(
+        limit="the host. An eager step builds its graph in Python, schedules it and records every dispatch, each step; "
+              "on ResNet-20 the phases that build the graph (forward, optimizer, backward) alone take longer than "
+              "PyTorch's whole eager step (the phases beside the real-models rows).",
+        evidence=["eager_phases_h200.json", "eager_phases_h100.json", "real_models_h200.json", "real_models_h100.json"],
+        tried="an eager realize submitted in parts so the GPU starts early (ADR 0040); batch norm's and layer norm's "
+              "gradients as composite rules (fewer nodes); cheaper views, schedule and row words; scalar operands as "
+              "two nodes; the fence polled, not blocked on; uploads without a host copy. Not built: reusing the "
+              "recorded commands of a plan seen before. Recording and submitting is the largest phase, but the "
+              "graph's building alone misses the goal. A repeated step is what `vkml.jit` replays."),
+    "host µs per graph node of an eager step (the largest)": dict(
+        limit="Python's cost per node, spread over many small functions: a tensor and a node built, shapes and dtypes "
+              "checked, the backward rule recorded, the node scheduled and fused, its dispatch recorded through the "
+              "`vulkan` bindings. No single function dominates a profile.",
+        evidence=["eager_phases_h200.json", "logs/h100_s45_2026-12-07/prof_resnet_full.txt",
+                  "logs/h100_s44_2026-12-07/cprofile_amp_eager_5bc4501_hostA.txt"],
+        tried="push descriptors and push constants built once per distinct value, launch words kept with the plan, "
+              "the schedule's and the views' work cut, module guards read only after a change. Each trimmed some "
+              "per cent; the goal needs the per-node work moved out of Python, or not repeated (`vkml.jit`)."),
+    "f32 GEMM 4096³": dict(
+        limit="the inner loop, not the tile: every f32 tile shape and K split of the sweep lands near the same rate "
+              "at large sizes, so the work per thread (register blocking, shared-memory reads per multiply-add) "
+              "bounds it. PyTorch's f32 product is hand-scheduled machine code; GLSL reaches the GPU through the "
+              "driver's compiler.",
+        evidence=["kernels_h200.json", "kernels_sweep_h200.json", "matmul_bk16_h200.json", "logs/h100_vec_2026-12-06/README.md"],
+        tried="double-buffered slabs in shared memory read as vec4, 8 x 8 outputs a thread, slabs 16 deep where "
+              "shared memory allows (`matmul128d`), 16-byte global loads fixed per layout when compiling, the tile "
+              "shapes and K splits of the sweep."),
+    "f16 GEMM 4096³": dict(
+        limit="the tensor-core path as the shader compiler emits it: slabs go through shared memory with barriers "
+              "between stages, and GLSL has no asynchronous copy from global to shared memory.",
+        evidence=["kernels_h200.json", "kernels_sweep_h200.json"],
+        tried="the cooperative-matrix block shapes of the sweep, double-buffered and 64-deep slabs, the layouts fixed "
+              "when compiling. `VK_NV_cooperative_matrix2`'s workgroup-scope kernels were correct but slower."),
+    "conv f32 fwd+bwd": dict(
+        limit="the implicit-GEMM convolution and its weight gradient run on the f32 matrix kernel (the f32 GEMM "
+              "row's limit), the weight gradient with a reduction of partial sums after it.",
+        evidence=["kernels_h100.json", "logs/h100_wgrad_2026-12-06/README.md"],
+        tried="loads with their divisions hoisted out of the slab loop, skinny tiles for 16- and 32-channel "
+              "convolutions, split K for the weight gradient."),
+    "causal attention fwd+bwd (the lowest over shapes, per dtype)": dict(
+        limit="float16: the tensor-core kernels stage every block through shared memory with barriers (the f16 GEMM "
+              "row's limit), against PyTorch's FlashAttention. float32: a query (or key) row per thread, so each "
+              "score and each accumulation is one thread's scalar work over the head dimension; dk and dv walk the "
+              "queries separately, since one kernel for both would hold four head-dim rows in a thread's registers.",
+        evidence=["attention_h200.json", "logs/h100_dkv_2026-12-06/README.md"],
+        tried="tiles prefetched, the block shapes of a sweep (2 subgroups x 32 rows the fastest), dk and dv in one "
+              "tensor-core kernel, the gradients written in the heads' layout."),
+}
+
+def missed_notes(rows) -> list:
+    "[(row, the GPUs it misses on, its note or None)] for each row that misses its goal on some GPU."
+    out = []
+    for name, _goal, _at_least, cells in rows:
+        gpus = [g for g, c in cells.items() if c and not c[1]]
+        if gpus: out.append((name, gpus, WHY_MISSED.get(name)))
+    return out
+

@@ -118,9 +118,10 @@ WHY_MISSED = {  # row -> what limits it, the evidence (files under bench/results
         evidence=["eager_phases_h200.json", "eager_phases_h100.json", "real_models_h200.json", "real_models_h100.json"],
         tried="an eager realize submitted in parts so the GPU starts early (ADR 0040); batch norm's and layer norm's "
               "gradients as composite rules (fewer nodes); cheaper views, schedule and row words; scalar operands as "
-              "two nodes; the fence polled, not blocked on; uploads without a host copy. Not built: reusing the "
-              "recorded commands of a plan seen before. Recording and submitting is the largest phase, but the "
-              "graph's building alone misses the goal. A repeated step is what `vkml.jit` replays."),
+              "two nodes; the fence polled, not blocked on; uploads without a host copy. A graph whose plan was seen "
+              "before reuses its schedule and launch words (the plan cache); not built: reusing its recorded "
+              "commands. Recording and submitting is the largest phase, but the graph's building alone misses the "
+              "goal. A repeated step is what `vkml.jit` replays."),
     "host µs per graph node of an eager step (the largest)": dict(
         limit="Python's cost per node, spread over many small functions: a tensor and a node built, shapes and dtypes "
               "checked, the backward rule recorded, the node scheduled and fused, its dispatch recorded through the "

@@ -52,7 +52,16 @@
 # GPU's fence for up to 50 ms (a blocked wait woke ms late on the H100's host: CNN jit 2.16 -> 1.86 ms), LayerNorm's
 # gradient is one rule, uploads skip a host copy, and a replay checks its modules' guards only when a module changed.
 # On the H200 run `real` and `vs` first (all four change its jit rows' host time), then `parts`, `memory` and the sweep.
-# STEP: amp    does the GPT train alike in float32 and under amp, and which gradients differ (bench/amp_check.py)
+# Stop 48 (no device came: every start was refused, then loans paused): the f32 tile's next experiment is ready. `frag`
+# builds three variants of matmul128d from shaders/matmul.comp on the machine (FRAG2: the fragments double-buffered in
+# registers; a 128x256 tile with 8x16 outputs a thread; both), checks each against numpy and times 4096^3 and the GPT's
+# products beside PyTorch, alternating with the shipped kernel (bench/matmul_ab.py; all four passed parity on lavapipe
+# as matmul128). A variant that wins by more than the base runs' spread ships (FRAG2 sums in the same order: the same
+# bits). `upload` times the two upload paths of a CIFAR batch (the BAR's ~3 GB/s against staging; bench/upload_paths.py).
+# On the H200 run `real` and `vs` first (stop 47's four changes are not on its rows yet), then `frag`, `upload`, `parts`.
+# STEP: frag   f32 tile variants against the shipped matmul128d (bench/matmul_ab.py), alternating
+#       upload the two upload paths of a CIFAR batch (bench/upload_paths.py)
+#       amp    does the GPT train alike in float32 and under amp, and which gradients differ (bench/amp_check.py)
 # STEP: det    is a training run repeatable bit for bit? eager, amp, amp_jit; then amp with one submission a step
 #       parts  eager phases with VKML_SUBMIT_FIRST=0 (one submission a step) and the default parts (ADR 0040)
 #       real   the real-model benchmark (GPT, BatchNorm CNN, ResNet-20; eager, jit, amp; PyTorch eager, autocast, CUDA graph)
@@ -84,6 +93,8 @@ OUT=${2:?usage: bash bench/h200_next.sh STEP OUTDIR}
 cd "$(dirname "$0")/.."
 export MPLBACKEND=Agg PYTHONUNBUFFERED=1 PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 case "$STEP" in
+  frag)  for v in base frag wide widefrag base frag wide widefrag; do timeout 60 python3 bench/matmul_ab.py $v --out "$OUT/matmul_ab"; done ;;
+  upload) timeout 120 python3 bench/upload_paths.py ;;
   real)  timeout 560 python3 bench/real_models.py --out "$OUT/real_models_h200.json" ;;
   vs)    timeout 560 python3 bench/vs_torch.py --out "$OUT/vs_torch_next_h200.json" ;;
   gpt)   timeout 560 python3 -m vkml.demo --model gpt --size full --no-progress --out "$OUT/gpt" ;;

@@ -10,7 +10,9 @@
 // batch index is two-level, b = b1*B2 + b2, each level with its own strides, so that a grouped
 // convolution is one dispatch. Split K (`kc` > 0): the z grid also runs over ceil(K/kc) chunks of
 // K, chunk q writing its partial product at C + q*c_sq (the host sums the partials, in order).
-// Every grid dimension loops, so any extent fits under the 65,535-workgroup limit; every load and
+// FRAG2 (an experiment, in no shipped variant yet: bench/matmul_ab.py times it): each thread's A and B fragments
+// double-buffered in registers, k + 1's shared-memory reads issued before k's multiply-adds (the same sums, in the same
+// order). Every grid dimension loops, so any extent fits under the 65,535-workgroup limit; every load and
 // store is guarded, so any M, N, K (0 and 1 included).
 // With IMPLICIT defined: a convolution as an implicit GEMM, B gathered from the image window by window
 // (no im2col buffer); the push constants grow by the convolution's geometry. WGRAD: its weight
@@ -45,6 +47,9 @@
 #define TX (BN / TN)   // threads along n
 #define TY (BM / TM)   // threads along m
 #define NT (TX * TY)
+#if defined(FRAG2) && (BK % 2 != 0)
+#error "FRAG2 walks a slab two rows at a time"
+#endif
 
 
 // C_F32: C is stored as f32 whatever T is (f16 products kept unrounded for a following pass).
@@ -410,6 +415,29 @@ void main() {
             for (uint k0 = kbeg; k0 < kend; k0 += BK) {
                 const bool more = k0 + BK < kend;
                 if (more) load_slabs(abase, bbase, m0, n0, k0 + BK, kend, tid, a_kfast, b_nfast, poy, pox, pa, pb);
+#if defined(FRAG2)
+                // fragments double-buffered in registers: kk + 1's shared loads issue before kk's multiply-adds
+                FACC4 a0[TM / 4], b0[TN / 4], a1[TM / 4], b1[TN / 4];
+                [[unroll]] for (uint i = 0; i < TM / 4; ++i) a0[i] = As[buf][0][i * TY + ty];
+                [[unroll]] for (uint j = 0; j < TN / 4; ++j) b0[j] = Bs[buf][0][j * TX + tx];
+                [[unroll]] for (uint kk = 0; kk < BK; kk += 2) {
+                    [[unroll]] for (uint i = 0; i < TM / 4; ++i) a1[i] = As[buf][kk + 1][i * TY + ty];
+                    [[unroll]] for (uint j = 0; j < TN / 4; ++j) b1[j] = Bs[buf][kk + 1][j * TX + tx];
+                    [[unroll]] for (uint i = 0; i < TM / 4; ++i)
+                        [[unroll]] for (uint r = 0; r < 4; ++r)
+                            [[unroll]] for (uint j = 0; j < TN / 4; ++j)
+                                acc[i * 4 + r][j] = fma(FACC4(a0[i][r]), b0[j], acc[i * 4 + r][j]);
+                    {   // (the last pair reloads row BK - 1: one spare load keeps the loop unrollable)
+                        const uint k2 = min(kk + 2, BK - 1);
+                        [[unroll]] for (uint i = 0; i < TM / 4; ++i) a0[i] = As[buf][k2][i * TY + ty];
+                        [[unroll]] for (uint j = 0; j < TN / 4; ++j) b0[j] = Bs[buf][k2][j * TX + tx];
+                    }
+                    [[unroll]] for (uint i = 0; i < TM / 4; ++i)
+                        [[unroll]] for (uint r = 0; r < 4; ++r)
+                            [[unroll]] for (uint j = 0; j < TN / 4; ++j)
+                                acc[i * 4 + r][j] = fma(FACC4(a1[i][r]), b1[j], acc[i * 4 + r][j]);
+                }
+#else
                 [[unroll]] for (uint kk = 0; kk < BK; ++kk) {
                     FACC4 ar[TM / 4], br[TN / 4];
                     [[unroll]] for (uint i = 0; i < TM / 4; ++i) ar[i] = As[buf][kk][i * TY + ty];
@@ -419,6 +447,7 @@ void main() {
                             [[unroll]] for (uint j = 0; j < TN / 4; ++j)
                                 acc[i * 4 + r][j] = fma(FACC4(ar[i][r]), br[j], acc[i * 4 + r][j]);
                 }
+#endif
                 if (more) store_slabs(buf ^ 1u, tid, a_kfast, b_nfast, pa, pb);
                 barrier();
                 buf ^= 1u;

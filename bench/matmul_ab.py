@@ -28,21 +28,21 @@ VARIANTS = {"base": None,
             "frag": dict(BM=128, BN=128, BK=16, TM=8, TN=8, FRAG2=1),
             "wide": dict(BM=128, BN=256, BK=8, TM=8, TN=16),
             "widefrag": dict(BM=128, BN=256, BK=8, TM=8, TN=16, FRAG2=1)}
-RUNS = {"kn": ("VEC_K", "VEC_MN"), "kk": ("VEC_K", "VEC_K"), "mn": ("VEC_MN", "VEC_MN"), "mk": ("VEC_MN", "VEC_K")}
 
 
 def install(variant: str, tile: str, bk: int | None) -> list:
     "Compile `variant` in its four layouts and register each as `<tile>_v<runs>_f32`; the names whose words changed."
     from build import compile_variant
+    from variants_nn import VEC_RUNS     # (the shipped tiles' layouts: A along k or m, B along n or k)
     from vkml.backends.vulkan.pipelines import load_spirv
     d = VARIANTS[variant]
     if d is None: return []
     changed = []
     d = {**d, **({"BK": bk} if bk else {})}
     with tempfile.TemporaryDirectory() as tmp:
-        for runs, (va, vb) in RUNS.items():
+        for runs in (ra + rb for ra in "km" for rb in "nk"):
             name = f"{tile}_v{runs}_f32"
-            defs = {"T_F32": "1", **{k: str(v) for k, v in d.items()}, "VEC_A": va, "VEC_B": vb}
+            defs = {"T_F32": "1", **{k: str(v) for k, v in d.items()}, "VEC_A": VEC_RUNS[runs[0]], "VEC_B": VEC_RUNS[runs[1]]}
             words = compile_variant(name, "matmul.comp", defs, Path(tmp)).read_bytes()
             if words != load_spirv(name): changed.append(name)
             register_shader(name, words)

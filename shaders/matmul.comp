@@ -154,6 +154,13 @@ layout(local_size_x = NT) in;
 shared FACC4 As[2][BK][BM / 4 + 1];
 shared FACC4 Bs[2][BK][BN / 4 + 1];
 
+// One k step of a thread's register block: its TM/4 vec4s of A (each value broadcast) times its TN/4 vec4s of B.
+#define FMA_BLOCK(AR, BR)                                                                   \
+    [[unroll]] for (uint i = 0; i < TM / 4; ++i)                                            \
+        [[unroll]] for (uint r = 0; r < 4; ++r)                                             \
+            [[unroll]] for (uint j = 0; j < TN / 4; ++j)                                    \
+                acc[i * 4 + r][j] = fma(FACC4(AR[i][r]), BR[j], acc[i * 4 + r][j])
+
 #define LA (BM * BK / NT)   // A values each thread stages per slab
 #define LB (BK * BN / NT)   // B values
 
@@ -423,29 +430,20 @@ void main() {
                 [[unroll]] for (uint kk = 0; kk < BK; kk += 2) {
                     [[unroll]] for (uint i = 0; i < TM / 4; ++i) a1[i] = As[buf][kk + 1][i * TY + ty];
                     [[unroll]] for (uint j = 0; j < TN / 4; ++j) b1[j] = Bs[buf][kk + 1][j * TX + tx];
-                    [[unroll]] for (uint i = 0; i < TM / 4; ++i)
-                        [[unroll]] for (uint r = 0; r < 4; ++r)
-                            [[unroll]] for (uint j = 0; j < TN / 4; ++j)
-                                acc[i * 4 + r][j] = fma(FACC4(a0[i][r]), b0[j], acc[i * 4 + r][j]);
+                    FMA_BLOCK(a0, b0);
                     {   // (the last pair reloads row BK - 1: one spare load keeps the loop unrollable)
                         const uint k2 = min(kk + 2, BK - 1);
                         [[unroll]] for (uint i = 0; i < TM / 4; ++i) a0[i] = As[buf][k2][i * TY + ty];
                         [[unroll]] for (uint j = 0; j < TN / 4; ++j) b0[j] = Bs[buf][k2][j * TX + tx];
                     }
-                    [[unroll]] for (uint i = 0; i < TM / 4; ++i)
-                        [[unroll]] for (uint r = 0; r < 4; ++r)
-                            [[unroll]] for (uint j = 0; j < TN / 4; ++j)
-                                acc[i * 4 + r][j] = fma(FACC4(a1[i][r]), b1[j], acc[i * 4 + r][j]);
+                    FMA_BLOCK(a1, b1);
                 }
 #else
                 [[unroll]] for (uint kk = 0; kk < BK; ++kk) {
                     FACC4 ar[TM / 4], br[TN / 4];
                     [[unroll]] for (uint i = 0; i < TM / 4; ++i) ar[i] = As[buf][kk][i * TY + ty];
                     [[unroll]] for (uint j = 0; j < TN / 4; ++j) br[j] = Bs[buf][kk][j * TX + tx];
-                    [[unroll]] for (uint i = 0; i < TM / 4; ++i)
-                        [[unroll]] for (uint r = 0; r < 4; ++r)
-                            [[unroll]] for (uint j = 0; j < TN / 4; ++j)
-                                acc[i * 4 + r][j] = fma(FACC4(ar[i][r]), br[j], acc[i * 4 + r][j]);
+                    FMA_BLOCK(ar, br);
                 }
 #endif
                 if (more) store_slabs(buf ^ 1u, tid, a_kfast, b_nfast, pa, pb);
